@@ -1,0 +1,200 @@
+"""Creating and destroying a cluster in a root (``gnt-cluster init/destroy``).
+
+Initialisation is all or nothing: if any step fails, what was created is
+removed again and the daemons that were started are stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corral import constants as C
+from corral import errors
+from corral.paths import Paths
+
+NODED = "corral-noded"
+MASTERD = "corral-masterd"
+_HOSTNAME_RE = re.compile(
+    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$", re.IGNORECASE
+)
+
+
+@dataclass
+class InitOptions:
+    cluster_name: str
+    node_name: str
+    node_ip: str | None = None
+    master_ip: str | None = None
+    secondary_ip: str | None = None
+    noded_port: int = C.DEFAULT_NODED_PORT
+    mac_prefix: str = C.DEFAULT_MAC_PREFIX
+    master_netdev: str = "lo"
+    enabled_hypervisors: list[str] = field(default_factory=lambda: ["fake"])
+    enabled_disk_templates: list[str] = field(default_factory=lambda: ["file", "diskless"])
+    file_storage_dir: str | None = None
+    candidate_pool_size: int = 10
+    max_running_jobs: int = C.DEFAULT_MAX_RUNNING_JOBS
+
+
+def check_hostname(name: str, what: str) -> None:
+    if not _HOSTNAME_RE.match(name) or len(name) > 253:
+        raise errors.OpPrereqError(f"Invalid {what} '{name}': not a valid host name", C.ECODE_INVAL)
+
+
+def resolve(name: str) -> str:
+    """The IPv4 address of a host name, or a ResolverError."""
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        raise errors.OpPrereqError(
+            f"Cannot resolve '{name}'; give its address with --node-ip (and --master-ip)",
+            C.ECODE_RESOLVER,
+        ) from None
+
+
+def check_ip(value: str, what: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise errors.OpPrereqError(
+            f"Invalid {what} '{value}': not an IP address", C.ECODE_INVAL
+        ) from None
+
+
+def daemon_command(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", f"corral.daemons.{module}", *args]
+
+
+def _validate(opts: InitOptions) -> None:
+    check_hostname(opts.cluster_name, "cluster name")
+    check_hostname(opts.node_name, "node name")
+    opts.node_ip = (
+        check_ip(opts.node_ip, "node address") if opts.node_ip else resolve(opts.node_name)
+    )
+    if opts.master_ip:
+        opts.master_ip = check_ip(opts.master_ip, "master address")
+    else:
+        try:
+            opts.master_ip = socket.gethostbyname(opts.cluster_name)
+        except OSError:
+            opts.master_ip = opts.node_ip
+    opts.secondary_ip = (
+        check_ip(opts.secondary_ip, "secondary address") if opts.secondary_ip else opts.node_ip
+    )
+    if not 0 < opts.noded_port < 65536:
+        raise errors.OpPrereqError(f"Invalid port {opts.noded_port}", C.ECODE_INVAL)
+    if not re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$", opts.mac_prefix):
+        raise errors.OpPrereqError(
+            f"Invalid MAC address prefix '{opts.mac_prefix}': use three lower-case hex octets"
+            " such as aa:00:00",
+            C.ECODE_INVAL,
+        )
+
+
+def _write_config(paths: Paths, opts: InitOptions) -> None:
+    # pydantic is needed only here, so it is imported here.
+    from corral.config.manager import initial_change
+    from corral.config.store import SqliteConfigStore
+    from corral.objects import Cluster, Node, NodeGroup
+
+    assert opts.node_ip and opts.master_ip and opts.secondary_ip
+    group = NodeGroup(name=C.DEFAULT_NODEGROUP)
+    node = Node(
+        name=opts.node_name,
+        primary_ip=opts.node_ip,
+        secondary_ip=opts.secondary_ip,
+        group=group.uuid,
+    )
+    cluster = Cluster(
+        name=opts.cluster_name,
+        master_node=node.uuid,
+        master_ip=opts.master_ip,
+        master_netdev=opts.master_netdev,
+        noded_port=opts.noded_port,
+        mac_prefix=opts.mac_prefix,
+        file_storage_dir=opts.file_storage_dir or str(paths.file_storage_dir),
+        enabled_hypervisors=opts.enabled_hypervisors,
+        enabled_disk_templates=opts.enabled_disk_templates,
+        candidate_pool_size=opts.candidate_pool_size,
+        max_running_jobs=opts.max_running_jobs,
+    )
+    SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
+
+
+def created_files(paths: Paths) -> list[Path]:
+    """What init creates and destroy removes (hooks, OS dirs and logs stay)."""
+    return [
+        paths.config_db,
+        paths.config_db.with_name(paths.config_db.name + "-wal"),
+        paths.config_db.with_name(paths.config_db.name + "-shm"),
+        paths.queue_dir,
+        paths.ca_cert,
+        paths.ca_key,
+        paths.server_pem,
+        paths.client_pem,
+        paths.cluster_domain_secret,
+        *paths.data_dir.glob("ssconf_*"),
+        paths.master_socket,
+    ]
+
+
+def remove_cluster_files(paths: Paths) -> None:
+    for path in created_files(paths):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
+    from corral.daemons.util import start_daemon
+
+    env = {"CORRAL_ROOT": str(paths.root)}
+    start_daemon(daemon_command("noded", "--bind", node_ip, "--port", str(port)), env)
+    start_daemon(daemon_command("masterd"), env)
+
+
+def stop_daemons(paths: Paths) -> None:
+    from corral.daemons.util import stop_daemon
+
+    stop_daemon(paths, MASTERD)
+    stop_daemon(paths, NODED)
+
+
+def init_cluster(paths: Paths, opts: InitOptions) -> None:
+    """Create the cluster in ``paths.root`` and start its daemons."""
+    if paths.config_db.exists():
+        raise errors.OpPrereqError(
+            f"Cluster is already initialised (configuration {paths.config_db} exists)",
+            C.ECODE_STATE,
+        )
+    _validate(opts)
+    for directory in paths.cluster_dirs():
+        directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(paths.data_dir, 0o700)
+    try:
+        from corral.crypto.certs import create_cluster_crypto
+
+        assert opts.node_ip
+        create_cluster_crypto(paths, opts.cluster_name, opts.node_name, opts.node_ip)
+        _write_config(paths, opts)
+        start_daemons(paths, opts.node_ip, opts.noded_port)
+    except BaseException:
+        stop_daemons(paths)
+        remove_cluster_files(paths)
+        raise
+
+
+def destroy_cluster_files(paths: Paths) -> None:
+    """After OP_CLUSTER_DESTROY: stop the daemons and remove the cluster's files."""
+    stop_daemons(paths)
+    remove_cluster_files(paths)

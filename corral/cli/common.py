@@ -1,0 +1,287 @@
+"""What every gnt-* command shares: options, the master connection, jobs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from corral import constants as C
+from corral import errors
+from corral.cli.errors_fmt import JobSubmitted, UsageError, format_error
+from corral.luxi.client import Client
+from corral.paths import Paths
+
+Handler = Callable[[argparse.Namespace], int | None]
+
+
+# Connection
+def cluster_paths() -> Paths:
+    """The root's paths; refuses a root without a cluster (exit code 5)."""
+    paths = Paths.from_env()
+    if not paths.config_db.exists():
+        raise errors.NotClusterError(
+            f"Cluster not initialized or this machine is not part of a cluster"
+            f" (no configuration under {paths.root}); run 'gnt-cluster init' first"
+        )
+    return paths
+
+
+def get_client() -> Client:
+    paths = cluster_paths()
+    if not paths.master_socket.exists():
+        master = _read_ssconf(paths, "master_node")
+        raise errors.NoMasterError(
+            f"Cannot communicate with the master daemon (no socket at {paths.master_socket});"
+            f" the master node is {master or 'unknown'}."
+        )
+    return Client(paths.master_socket)
+
+
+def _read_ssconf(paths: Paths, key: str) -> str | None:
+    try:
+        return paths.ssconf_file(key).read_text().strip()
+    except OSError:
+        return None
+
+
+# Options
+def add_submit_options(parser: argparse.ArgumentParser, *, dry_run: bool = True) -> None:
+    parser.add_argument(
+        "--submit", action="store_true", help="Submit the job and return its id without waiting"
+    )
+    parser.add_argument(
+        "--print-jobid", action="store_true", help="Print the job id on standard output"
+    )
+    parser.add_argument(
+        "--priority", choices=sorted(C.PRIORITY_NAMES), help="Priority for opcode processing"
+    )
+    parser.add_argument("--reason", help="The reason for executing the command")
+    if dry_run:
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Only check the parameters, do not execute"
+        )
+
+
+def add_list_options(parser: argparse.ArgumentParser, *, verbose: bool = True) -> None:
+    parser.add_argument("--no-headers", action="store_true", help="Don't display column headers")
+    parser.add_argument("--separator", help="Separator between output fields")
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output",
+        help="Comma-separated list of output fields; '+f' adds to the default",
+    )
+    if verbose:
+        parser.add_argument("-v", "--verbose", action="store_true", help="Verbose output")
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--force", action="store_true", help="Do not ask for confirmation")
+
+
+def common_op_fields(opts: argparse.Namespace) -> dict[str, Any]:
+    """The common opcode fields set from the options."""
+    fields: dict[str, Any] = {}
+    if getattr(opts, "dry_run", False):
+        fields["dry_run"] = True
+    if getattr(opts, "priority", None):
+        fields["priority"] = C.PRIORITY_NAMES[opts.priority]
+    if getattr(opts, "debug", 0):
+        fields["debug_level"] = min(int(opts.debug), 1)
+    if getattr(opts, "reason", None):
+        fields["reason"] = [["gnt:user", opts.reason, time.time_ns()]]
+    return fields
+
+
+def output_fields(opts: argparse.Namespace, default: Sequence[str]) -> list[str]:
+    if not opts.output:
+        return list(default)
+    if opts.output.startswith("+"):
+        return [*default, *opts.output[1:].split(",")]
+    return opts.output.split(",")
+
+
+# Jobs
+def format_log_message(kind: str, message: Any) -> str:
+    return str(message)
+
+
+def print_feedback(entry: Sequence[Any]) -> None:
+    _serial, timestamp, kind, message = entry
+    seconds = timestamp[0] + timestamp[1] / 1e6 if timestamp else time.time()
+    print(f"{time.ctime(seconds)} {format_log_message(kind, message)}", flush=True)
+
+
+def poll_job(
+    client: Client, job_id: int, feedback: Callable[[Sequence[Any]], None] | None = print_feedback
+) -> Any:
+    """Wait for a job, showing its log; return the first opcode results or raise."""
+    prev_info: Any = None
+    prev_serial: int | None = None
+    reported: set[str] = set()
+    while True:
+        result = client.wait_for_job_change(job_id, ["status"], prev_info, prev_serial or 0)
+        if result is None:
+            raise errors.JobLost(f"Job with id {job_id} lost")
+        if result == "nochange":
+            continue
+        info, entries = result
+        status = info[0]
+        for entry in entries:
+            if feedback is not None:
+                feedback(entry)
+            prev_serial = max(prev_serial or 0, entry[0])
+        if status in (C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING) and status not in reported:
+            reported.add(status)
+            text = (
+                "is waiting in queue"
+                if status == C.JOB_STATUS_QUEUED
+                else "is trying to acquire all necessary locks"
+            )
+            print(f"Job {job_id} {text}", file=sys.stderr, flush=True)
+        if not entries and status in C.JOB_STATUS_FINALIZED | {C.JOB_STATUS_CANCELING}:
+            break
+        prev_info = info
+    return job_results(client, job_id)
+
+
+def job_results(client: Client, job_id: int) -> list[Any]:
+    """The opcode results of a finished job, or its error raised."""
+    rows = client.query_jobs([job_id], ["status", "opstatus", "opresult"])
+    if not rows or rows[0] is None:
+        raise errors.JobLost(f"Job with id {job_id} lost")
+    status, opstatus, opresult = rows[0]
+    if status == C.JOB_STATUS_SUCCESS:
+        return list(opresult)
+    if status in (C.JOB_STATUS_CANCELING, C.JOB_STATUS_CANCELED):
+        raise errors.GenericError("Job was canceled")
+    for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=True)):
+        if op_status == C.OP_STATUS_ERROR:
+            err = errors.decode_exception(result)
+            if index > 0 and not isinstance(err, errors.GenericError | errors.RemoteError):
+                raise errors.OpExecError(f"partial failure (opcode {index}): {err}")
+            raise err
+    raise errors.OpExecError(str(opresult))
+
+
+def submit_or_send(
+    opts: argparse.Namespace, op: dict[str, Any], client: Client | None = None
+) -> Any:
+    """Submit one opcode as a job; wait for it unless --submit was given."""
+    op = {**common_op_fields(opts), **op}
+    client = client or get_client()
+    job_id = client.submit_job([op])
+    if getattr(opts, "print_jobid", False):
+        print(job_id, flush=True)
+    if getattr(opts, "submit", False):
+        raise JobSubmitted(job_id)
+    return poll_job(client, job_id)[0]
+
+
+# Entry point
+class Parser(argparse.ArgumentParser):
+    """argparse with Ganeti's exit code for usage errors."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"Error: {message}", file=sys.stderr)
+        sys.exit(C.EXIT_FAILURE)
+
+
+def make_parser(prog: str, description: str) -> tuple[Parser, Any]:
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument(
+        "--version", action="version", version=f"{prog} (corral {_version()}) {_version()}"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    return parser, subparsers
+
+
+def _version() -> str:
+    from corral import __version__
+
+    return __version__
+
+
+def add_command(
+    subparsers: Any, name: str, handler: Handler, help_text: str, aliases: Sequence[str] = ()
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_text, description=help_text, aliases=list(aliases)
+    )
+    parser.add_argument("-d", "--debug", action="count", default=0, help="Debug output")
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def run(parser: Parser, argv: Sequence[str] | None = None) -> int:
+    """Parse, run the chosen command, turn errors into Ganeti's texts and codes."""
+    opts = parser.parse_args(argv)
+    if getattr(opts, "handler", None) is None:
+        parser.print_usage(sys.stderr)
+        return C.EXIT_FAILURE
+    try:
+        rc = opts.handler(opts)
+    except KeyboardInterrupt:
+        print(
+            "Aborted. Note that if the operation created any jobs, they might have been"
+            " submitted and will continue to run in the background.",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
+    except (errors.GenericError, JobSubmitted, UsageError, Exception) as err:
+        if getattr(opts, "debug", 0) and not isinstance(err, JobSubmitted):
+            import traceback
+
+            traceback.print_exc()
+        rc, text = format_error(err)
+        print(text, file=sys.stderr)
+        return rc
+    return C.EXIT_SUCCESS if rc is None else rc
+
+
+def confirm(question: str) -> bool:
+    """Ask on the terminal; without one the answer is no."""
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"{question} y/[n]: ").strip().lower()
+    return answer in ("y", "yes")
+
+
+def parse_kv(text: str) -> dict[str, Any]:
+    """Ganeti's ``k=v,k2=v2`` syntax: bare ``no_k`` is False, ``-k`` is None, ``k`` True."""
+    out: dict[str, Any] = {}
+    if not text:
+        return out
+    for item in _split_commas(text):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            out[key] = value
+        elif item.startswith("no_"):
+            out[item[3:]] = False
+        elif item.startswith("-"):
+            out[item[1:]] = None
+        else:
+            out[item] = True
+    return out
+
+
+def _split_commas(text: str) -> list[str]:
+    """Split on commas not escaped with a backslash."""
+    parts, current, escaped = [], [], False
+    for char in text:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [p for p in parts if p]

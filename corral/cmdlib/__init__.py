@@ -1,0 +1,1 @@
+"""Logical units: one class per opcode, grouped by object in modules."""

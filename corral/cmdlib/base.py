@@ -1,0 +1,126 @@
+"""The logical-unit base class and what every unit can reach.
+
+Life cycle, driven by ``corral.cmdlib.processor``: check arguments → expand
+names → declare locks → (locks taken) → check prerequisites → pre hooks →
+execute → commit config → post hooks → config-update hook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from corral.objects import Node
+from corral.opcodes.base import OpCode
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager, ConfigTransaction
+    from corral.jobs.queue import JobQueue
+    from corral.jobs.runner import OpContext
+    from corral.locking import LockManager
+    from corral.paths import Paths
+    from corral.rpc.client import RpcClient, RpcResult
+
+# A lock level's value meaning "every lock of the level".
+ALL_SET = "__all__"
+
+OpT = TypeVar("OpT", bound=OpCode)
+
+_LU_REGISTRY: dict[str, type[LogicalUnit[Any]]] = {}
+
+
+@dataclass
+class Master:
+    """masterd's parts, as the logical units see them."""
+
+    paths: Paths
+    cfg: ConfigManager
+    rpc: RpcClient
+    locks: LockManager
+    queue: JobQueue
+
+
+class LogicalUnit(Generic[OpT]):
+    """One opcode's implementation."""
+
+    OPCODE: ClassVar[type[OpCode]]
+    HPATH: ClassVar[str | None] = None
+    HTYPE: ClassVar[str | None] = None
+    # True: the unit takes the Big Ganeti Lock exclusively (cluster-wide changes).
+    REQ_BGL: ClassVar[bool] = True
+    # True: the unit runs its post hooks itself, during exec (cluster destroy).
+    POST_HOOKS_IN_EXEC: ClassVar[bool] = False
+
+    def __init__(self, master: Master, op: OpT, ctx: OpContext, tx: ConfigTransaction) -> None:
+        self.master = master
+        self.cfg = master.cfg
+        self.op = op
+        self.ctx = ctx
+        self.tx = tx
+        self.needed_locks: dict[str, list[str] | str] = {}
+        self.share_locks: dict[str, bool] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        opcode = cls.__dict__.get("OPCODE")
+        if opcode is not None:
+            _LU_REGISTRY[opcode.OP_ID] = cls
+
+    def bgl_shared(self) -> bool:
+        """Whether this unit can share the Big Ganeti Lock (see REQ_BGL)."""
+        return not self.REQ_BGL
+
+    # Life cycle steps, overridden as needed
+    def check_arguments(self) -> None:
+        """Check the opcode's arguments alone (no config, no locks)."""
+
+    def expand_names(self) -> None:
+        """Turn names into config objects; fail on unknown ones."""
+
+    def declare_locks(self) -> None:
+        """Fill ``needed_locks`` and ``share_locks`` per level."""
+
+    def declare_level(self, level: str) -> None:
+        """Refine the locks of ``level`` once the previous levels are held."""
+
+    async def check_prereq(self) -> None:
+        """Check the cluster's state under the locks; raise OpPrereqError."""
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        """The unit's hook variables, without the GANETI_ prefix."""
+        return {}
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        """Node uuids on which the pre and post hooks run."""
+        return [], []
+
+    async def exec(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no exec")
+
+    def hooks_callback(self, phase: str, results: dict[str, RpcResult], result: Any) -> Any:
+        """Fold post-hook results into the unit's result (cluster verify)."""
+        return result
+
+    # Helpers for the units
+    def feedback(self, message: str) -> None:
+        self.ctx.feedback(message)
+
+    def warn(self, message: str) -> None:
+        self.ctx.feedback(f"Warning: {message}")
+
+    @property
+    def master_node(self) -> Node:
+        return self.cfg.master_node
+
+    def node_addresses(self, uuids: list[str]) -> list[tuple[str, str]]:
+        """``(uuid, address)`` pairs for RPC calls to these nodes."""
+        out = []
+        for uuid in uuids:
+            node = self.cfg.get(Node, uuid)
+            if node is not None and not node.offline:
+                out.append((uuid, node.primary_ip))
+        return out
+
+
+def lu_class(op_id: str) -> type[LogicalUnit[Any]] | None:
+    return _LU_REGISTRY.get(op_id)

@@ -1,0 +1,250 @@
+"""Logical units of the cluster: post-init, destroy, query, set params."""
+
+from __future__ import annotations
+
+import platform
+import re
+from typing import Any
+
+from corral import __version__, errors
+from corral import constants as C
+from corral.cmdlib.base import LogicalUnit
+from corral.hooks import HooksMaster
+from corral.objects import Cluster
+from corral.opcodes import cluster as opc
+
+KNOWN_HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot", "fake")
+KNOWN_DISK_TEMPLATES = (
+    "diskless",
+    "file",
+    "sharedfile",
+    "plain",
+    "blockdev",
+    "drbd",
+    "rbd",
+    "ext",
+    "gluster",
+)
+_MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
+
+
+def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
+    """QueryClusterInfo's answer, with Ganeti's keys."""
+    return {
+        "software_version": __version__,
+        "protocol_version": C.PROTOCOL_VERSION,
+        "config_version": C.CONFIG_VERSION,
+        "os_api_version": C.OS_API_VERSION,
+        "export_version": C.EXPORT_VERSION,
+        "vcs_version": f"corral-{__version__}",
+        "architecture": [platform.architecture()[0], platform.machine()],
+        "name": cluster.name,
+        "master": master_name,
+        "default_hypervisor": cluster.enabled_hypervisors[0],
+        "enabled_hypervisors": cluster.enabled_hypervisors,
+        "hvparams": cluster.hvparams,
+        "os_hvp": {},
+        "beparams": cluster.beparams,
+        "osparams": cluster.osparams,
+        "ipolicy": {},
+        "nicparams": cluster.nicparams,
+        "ndparams": cluster.ndparams,
+        "diskparams": {},
+        "candidate_pool_size": cluster.candidate_pool_size,
+        "max_running_jobs": cluster.max_running_jobs,
+        "max_tracked_jobs": cluster.max_tracked_jobs,
+        "master_netdev": cluster.master_netdev,
+        "master_netmask": cluster.master_netmask,
+        "use_external_mip_script": False,
+        "volume_group_name": None,
+        "reserved_lvs": [],
+        "drbd_usermode_helper": None,
+        "file_storage_dir": cluster.file_storage_dir,
+        "shared_file_storage_dir": "",
+        "gluster_storage_dir": "",
+        "maintain_node_health": cluster.maintain_node_health,
+        "ctime": cluster.ctime,
+        "mtime": cluster.mtime,
+        "uuid": cluster.uuid,
+        "tags": sorted(cluster.tags),
+        "uid_pool": cluster.uid_pool,
+        "default_iallocator": cluster.default_iallocator,
+        "default_iallocator_params": {},
+        "primary_ip_version": 6 if ":" in cluster.master_ip else 4,
+        "prealloc_wipe_disks": False,
+        "hidden_os": cluster.hidden_os,
+        "blacklisted_os": cluster.blacklisted_os,
+        "enabled_disk_templates": cluster.enabled_disk_templates,
+        "install_image": "",
+        "instance_communication_network": "",
+        "compression_tools": ["gzip", "gzip-fast", "gzip-slow"],
+        "enabled_user_shutdown": False,
+        "modify_etc_hosts": cluster.modify_etc_hosts,
+        "mac_prefix": cluster.mac_prefix,
+        "master_ip": cluster.master_ip,
+        "serial_no": cluster.serial_no,
+    }
+
+
+class LUClusterPostInit(LogicalUnit[opc.OpClusterPostInit]):
+    """Runs the cluster-init hooks once the new cluster's daemons are up."""
+
+    OPCODE = opc.OpClusterPostInit
+    HPATH = "cluster-init"
+    HTYPE = C.HTYPE_CLUSTER
+    REQ_BGL = False
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {"OP_TARGET": self.cfg.cluster.name}
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        return [], [self.master_node.uuid]
+
+    async def exec(self) -> Any:
+        return True
+
+
+class LUClusterDestroy(LogicalUnit[opc.OpClusterDestroy]):
+    """Checks that the cluster is empty and runs the cluster-destroy hooks.
+
+    The command-line side then stops the daemons and removes the files.
+    """
+
+    OPCODE = opc.OpClusterDestroy
+    HPATH = "cluster-destroy"
+    HTYPE = C.HTYPE_CLUSTER
+    POST_HOOKS_IN_EXEC = True
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {"OP_TARGET": self.cfg.cluster.name}
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        return [], [self.master_node.uuid]
+
+    async def check_prereq(self) -> None:
+        others = [n.name for n in self.cfg.nodes() if n.uuid != self.master_node.uuid]
+        if others:
+            raise errors.OpPrereqError(
+                f"There are still {len(others)} node(s) in this cluster ({', '.join(others)});"
+                " remove them first",
+                C.ECODE_INVAL,
+            )
+
+    async def exec(self) -> Any:
+        # After this opcode the cluster is gone, so the post hooks run now.
+        await HooksMaster(self).run_post(None)
+        return self.master_node.uuid
+
+
+class LUClusterQuery(LogicalUnit[opc.OpClusterQuery]):
+    OPCODE = opc.OpClusterQuery
+    REQ_BGL = False
+
+    async def exec(self) -> Any:
+        return cluster_info(self.cfg.cluster, self.master_node.name)
+
+
+class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
+    """Changes cluster parameters (those the cluster has so far)."""
+
+    OPCODE = opc.OpClusterSetParams
+    HPATH = "cluster-modify"
+    HTYPE = C.HTYPE_CLUSTER
+
+    def check_arguments(self) -> None:
+        op = self.op
+        if op.mac_prefix is not None and not _MAC_PREFIX_RE.match(op.mac_prefix):
+            raise errors.OpPrereqError(
+                f"Invalid MAC address prefix '{op.mac_prefix}': use three lower-case hex"
+                " octets such as aa:00:00",
+                C.ECODE_INVAL,
+            )
+        for hv in op.enabled_hypervisors or []:
+            if hv not in KNOWN_HYPERVISORS:
+                raise errors.OpPrereqError(
+                    f"Unknown hypervisor '{hv}'; known: {', '.join(KNOWN_HYPERVISORS)}",
+                    C.ECODE_INVAL,
+                )
+        if op.enabled_hypervisors == []:
+            raise errors.OpPrereqError("At least one hypervisor must be enabled", C.ECODE_INVAL)
+        for dt in op.enabled_disk_templates or []:
+            if dt not in KNOWN_DISK_TEMPLATES:
+                raise errors.OpPrereqError(
+                    f"Unknown disk template '{dt}'; known: {', '.join(KNOWN_DISK_TEMPLATES)}",
+                    C.ECODE_INVAL,
+                )
+        for mods in (op.hidden_os, op.blacklisted_os):
+            for mod in mods or []:
+                if len(mod) != 2 or mod[0] not in ("add", "remove"):
+                    raise errors.OpPrereqError(
+                        f'Invalid OS list change {mod!r}: expected ["add"|"remove", os]',
+                        C.ECODE_INVAL,
+                    )
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {"OP_TARGET": self.cfg.cluster.name, "NEW_VG_NAME": ""}
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        master = self.master_node.uuid
+        return [master], [master]
+
+    async def exec(self) -> Any:
+        op = self.op
+        cluster = self.cfg.cluster.copy_for_update()
+        assert isinstance(cluster, Cluster)
+        changes: list[tuple[str, Any]] = []
+        for name in (
+            "max_running_jobs",
+            "max_tracked_jobs",
+            "candidate_pool_size",
+            "mac_prefix",
+            "master_netdev",
+            "master_netmask",
+            "enabled_hypervisors",
+            "enabled_disk_templates",
+            "file_storage_dir",
+            "modify_etc_hosts",
+            "maintain_node_health",
+            "default_iallocator",
+        ):
+            value = getattr(op, name)
+            if value is not None and value != getattr(cluster, name):
+                setattr(cluster, name, value)
+                changes.append((name, value))
+        for name in ("hvparams", "beparams", "nicparams", "ndparams"):
+            value = getattr(op, name)
+            if value:
+                merged = _merge_params(getattr(cluster, name), value, nested=name == "hvparams")
+                setattr(cluster, name, merged)
+                changes.append((name, merged))
+        for name in ("hidden_os", "blacklisted_os"):
+            mods = getattr(op, name)
+            if mods:
+                setattr(cluster, name, _apply_list_mods(getattr(cluster, name), mods))
+                changes.append((name, getattr(cluster, name)))
+        if changes:
+            self.tx.update(cluster)
+        return changes
+
+
+def _merge_params(current: dict[str, Any], update: dict[str, Any], nested: bool) -> dict[str, Any]:
+    """Merge parameter changes; a value of None removes the key."""
+    out = dict(current)
+    for key, value in update.items():
+        if nested and isinstance(value, dict):
+            out[key] = _merge_params(out.get(key, {}), value, nested=False)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def _apply_list_mods(current: list[str], mods: list[list[str]]) -> list[str]:
+    out = list(current)
+    for action, name in mods:
+        if action == "add" and name not in out:
+            out.append(name)
+        elif action == "remove" and name in out:
+            out.remove(name)
+    return out

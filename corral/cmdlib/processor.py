@@ -1,0 +1,94 @@
+"""Runs one opcode through its logical unit's life cycle, under locks."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib.base import ALL_SET, LogicalUnit, Master, lu_class
+from corral.hooks import HooksMaster
+from corral.locking import LOCKSET
+
+if TYPE_CHECKING:
+    from corral.jobs.runner import OpContext
+    from corral.opcodes.base import OpCode
+
+log = logging.getLogger(__name__)
+
+
+class Processor:
+    """The opcode executor the job queue calls."""
+
+    def __init__(self) -> None:
+        self._master: Master | None = None
+
+    def bind(self, master: Master) -> None:
+        """Attach masterd's parts (built after the queue that calls us)."""
+        self._master = master
+
+    @property
+    def master(self) -> Master:
+        if self._master is None:
+            raise errors.ProgrammerError("Processor used before bind()")
+        return self._master
+
+    async def __call__(self, op: OpCode, ctx: OpContext) -> Any:
+        cls = lu_class(op.OP_ID)
+        if cls is None:
+            raise errors.OpCodeUnknown(f"Opcode {op.OP_ID} is not implemented")
+        lu = cls(self.master, op, ctx, self.master.cfg.transaction())
+        lu.check_arguments()
+        lu.expand_names()
+        lu.declare_locks()
+        owner = str(ctx.job_id)
+        try:
+            await self._acquire_locks(lu, owner, ctx)
+            ctx.notify_start()
+            return await self._run(lu)
+        finally:
+            self.master.locks.release(owner)
+
+    async def _acquire_locks(self, lu: LogicalUnit[Any], owner: str, ctx: OpContext) -> None:
+        locks = self.master.locks
+        await locks.acquire(
+            owner, C.LEVEL_CLUSTER, [C.BGL], shared=lu.bgl_shared(), priority=ctx.priority
+        )
+        for level in C.LOCK_LEVELS[1:]:
+            lu.declare_level(level)
+            wanted = lu.needed_locks.get(level)
+            if wanted is None:
+                continue
+            names = self._all_names(level) if wanted == ALL_SET else list(wanted)
+            await locks.acquire(
+                owner,
+                level,
+                names,
+                shared=lu.share_locks.get(level, False),
+                priority=ctx.priority,
+            )
+
+    def _all_names(self, level: str) -> list[str]:
+        cfg = self.master.cfg
+        if level in (C.LEVEL_NODE, C.LEVEL_NODE_RES):
+            names = [n.uuid for n in cfg.nodes()]
+        elif level == C.LEVEL_NODEGROUP:
+            names = [g.uuid for g in cfg.groups()]
+        else:
+            names = []
+        return [LOCKSET, *names]
+
+    async def _run(self, lu: LogicalUnit[Any]) -> Any:
+        await lu.check_prereq()
+        hooks = HooksMaster(lu)
+        await hooks.run_pre()
+        if lu.op.dry_run:
+            return None
+        result = await lu.exec()
+        changed = lu.tx.commit()
+        if not lu.POST_HOOKS_IN_EXEC:
+            result = await hooks.run_post(result)
+        if changed:
+            await hooks.run_config_update()
+        return result

@@ -1,0 +1,145 @@
+"""Logical units for tags on the cluster, node groups and nodes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib.base import LogicalUnit
+from corral.objects import ConfigObject, Node, NodeGroup
+from corral.opcodes import tags as opt
+
+_TAG_RE = re.compile(r"^[\w.+*/:@-]+$")
+_KIND_CLASS: dict[str, type[ConfigObject]] = {C.TAG_NODE: Node, C.TAG_NODEGROUP: NodeGroup}
+_LOCK_LEVEL = {C.TAG_NODE: C.LEVEL_NODE, C.TAG_NODEGROUP: C.LEVEL_NODEGROUP}
+
+
+def check_tag(tag: str) -> None:
+    """Refuse a tag Ganeti would refuse, with the reason."""
+    if not tag:
+        raise errors.TagError("Tags cannot be empty")
+    if len(tag) > C.MAX_TAG_LEN:
+        raise errors.TagError(f"Tag too long (>{C.MAX_TAG_LEN} characters): {tag[:20]}...")
+    if not _TAG_RE.match(tag):
+        raise errors.TagError(
+            f"Tag contains invalid characters: '{tag}'"
+            " (allowed: letters, digits and . + * / : @ - _)"
+        )
+
+
+class _TagsLU(LogicalUnit[Any]):
+    """Finds the tagged object and locks it."""
+
+    REQ_BGL = False
+    target: ConfigObject
+
+    def check_arguments(self) -> None:
+        if self.op.kind != C.TAG_CLUSTER and not self.op.name:
+            raise errors.OpPrereqError(f"Tags of a {self.op.kind} need its name", C.ECODE_INVAL)
+
+    def expand_names(self) -> None:
+        kind = self.op.kind
+        if kind == C.TAG_CLUSTER:
+            self.target = self.cfg.cluster
+            return
+        cls = _KIND_CLASS.get(kind)
+        if cls is None:
+            raise errors.OpPrereqError(
+                f"{kind.capitalize()} '{self.op.name}' is unknown", C.ECODE_NOENT
+            )
+        self.target = self.cfg.lookup(cls, self.op.name)
+
+    def declare_locks(self) -> None:
+        level = _LOCK_LEVEL.get(self.op.kind)
+        if level is not None:
+            self.needed_locks[level] = [self.target.uuid]
+            self.share_locks[level] = self._read_only
+
+    _read_only = False
+
+    def _fresh_copy(self) -> ConfigObject:
+        current = self.cfg.get(type(self.target), self.target.uuid)
+        if current is None:
+            raise errors.OpPrereqError(f"'{self.target.name}' was removed", C.ECODE_NOENT)
+        return current.copy_for_update()
+
+
+class LUTagsGet(_TagsLU):
+    OPCODE = opt.OpTagsGet
+    _read_only = True
+
+    async def exec(self) -> Any:
+        return sorted(self.target.tags)
+
+
+class LUTagsSet(_TagsLU):
+    OPCODE = opt.OpTagsSet
+
+    def bgl_shared(self) -> bool:
+        # Cluster tags live in the cluster object: its writers take the BGL exclusively.
+        return self.op.kind != C.TAG_CLUSTER
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        for tag in self.op.tags:
+            check_tag(tag)
+
+    async def exec(self) -> Any:
+        obj = self._fresh_copy()
+        new = [t for t in dict.fromkeys(self.op.tags) if t not in obj.tags]
+        if len(obj.tags) + len(new) > C.MAX_TAGS_PER_OBJ:
+            raise errors.TagError(f"Too many tags (limit {C.MAX_TAGS_PER_OBJ})")
+        obj.tags.extend(new)
+        self.tx.update(obj)
+        return None
+
+
+class LUTagsDel(_TagsLU):
+    OPCODE = opt.OpTagsDel
+
+    def bgl_shared(self) -> bool:
+        return self.op.kind != C.TAG_CLUSTER
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        for tag in self.op.tags:
+            check_tag(tag)
+
+    async def check_prereq(self) -> None:
+        missing = sorted(set(self.op.tags) - set(self.target.tags))
+        if missing:
+            raise errors.OpPrereqError(
+                f"Tag(s) {', '.join(repr(t) for t in missing)} not found", C.ECODE_NOENT
+            )
+
+    async def exec(self) -> Any:
+        obj = self._fresh_copy()
+        obj.tags = [t for t in obj.tags if t not in set(self.op.tags)]
+        self.tx.update(obj)
+        return None
+
+
+class LUTagsSearch(LogicalUnit[opt.OpTagsSearch]):
+    OPCODE = opt.OpTagsSearch
+    REQ_BGL = False
+
+    def check_arguments(self) -> None:
+        try:
+            self._regex = re.compile(self.op.pattern)
+        except re.error as err:
+            raise errors.OpPrereqError(
+                f"Invalid search pattern '{self.op.pattern}': {err}", C.ECODE_INVAL
+            ) from None
+
+    async def exec(self) -> Any:
+        objects: list[tuple[str, ConfigObject]] = [("/cluster", self.cfg.cluster)]
+        objects += [(f"/nodes/{n.name}", n) for n in self.cfg.nodes()]
+        objects += [(f"/nodegroup/{g.name}", g) for g in self.cfg.groups()]
+        return [
+            [path, tag]
+            for path, obj in objects
+            for tag in sorted(obj.tags)
+            if self._regex.search(tag)
+        ]

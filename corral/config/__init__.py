@@ -1,0 +1,1 @@
+"""The cluster configuration: a store of object rows and masterd's view of it."""

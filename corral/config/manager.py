@@ -1,0 +1,179 @@
+"""masterd's view of the configuration: objects in memory, changes in transactions.
+
+Reads see the last committed state.  A logical unit changes copies of objects
+inside a ``ConfigTransaction``; ``commit`` writes all of them to the store in
+one transaction, bumps their serial numbers and the cluster serial, and only
+then makes them visible.  A unit that fails leaves memory and disk untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from corral import constants as C
+from corral import errors
+from corral.config.store import ConfigChange, ConfigStore
+from corral.objects import Cluster, ConfigObject, Node, NodeGroup
+
+T = TypeVar("T", bound=ConfigObject)
+
+_CLASSES: dict[str, type[ConfigObject]] = {cls.TABLE: cls for cls in (Cluster, NodeGroup, Node)}
+
+
+class ConfigManager:
+    """The committed configuration, kept in memory for fast queries."""
+
+    def __init__(self, store: ConfigStore) -> None:
+        self._store = store
+        self.serial, tables = store.load()
+        self._objects: dict[str, dict[str, ConfigObject]] = {}
+        self._by_name: dict[str, dict[str, ConfigObject]] = {}
+        for table, cls in _CLASSES.items():
+            objs = [cls.model_validate(row) for row in tables.get(table, [])]
+            self._objects[table] = {o.uuid: o for o in objs}
+            self._by_name[table] = {o.name: o for o in objs}
+        if len(self._objects["cluster"]) != 1:
+            raise errors.ConfigurationError("The configuration holds no cluster object")
+        self._listeners: list[Callable[[ConfigManager], None]] = []
+
+    def add_listener(self, callback: Callable[[ConfigManager], None]) -> None:
+        """Call ``callback`` after every commit."""
+        self._listeners.append(callback)
+
+    def close(self) -> None:
+        self._store.close()
+
+    # Reads
+    @property
+    def cluster(self) -> Cluster:
+        obj = next(iter(self._objects["cluster"].values()))
+        assert isinstance(obj, Cluster)
+        return obj
+
+    def _all(self, cls: type[T]) -> Iterator[T]:
+        for obj in self._objects[cls.TABLE].values():
+            assert isinstance(obj, cls)
+            yield obj
+
+    def nodes(self) -> list[Node]:
+        return sorted(self._all(Node), key=lambda n: n.name)
+
+    def groups(self) -> list[NodeGroup]:
+        return sorted(self._all(NodeGroup), key=lambda g: g.name)
+
+    def get(self, cls: type[T], uuid: str) -> T | None:
+        obj = self._objects[cls.TABLE].get(uuid)
+        return obj if isinstance(obj, cls) else None
+
+    def find(self, cls: type[T], name: str) -> T | None:
+        obj = self._by_name[cls.TABLE].get(name)
+        return obj if isinstance(obj, cls) else None
+
+    def lookup(self, cls: type[T], name_or_uuid: str) -> T:
+        """The object with this name (or uuid), or a clear unknown-entity error."""
+        obj = self.find(cls, name_or_uuid) or self.get(cls, name_or_uuid)
+        if obj is None:
+            what = {"nodes": "Node", "nodegroups": "Node group"}.get(cls.TABLE, cls.__name__)
+            raise errors.OpPrereqError(f"{what} '{name_or_uuid}' is unknown", C.ECODE_NOENT)
+        return obj
+
+    @property
+    def master_node(self) -> Node:
+        node = self.get(Node, self.cluster.master_node)
+        if node is None:
+            raise errors.ConfigurationError("The master node is not in the configuration")
+        return node
+
+    def transaction(self) -> ConfigTransaction:
+        return ConfigTransaction(self)
+
+    # Called by ConfigTransaction.commit
+    def _apply(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        now = time.time()
+        change = ConfigChange()
+        for obj in upserts:
+            current = self._objects[obj.TABLE].get(obj.uuid)
+            if current is not None:
+                obj.serial_no = current.serial_no + 1
+                obj.mtime = now
+            change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
+        for obj in deletes:
+            change.deletes.setdefault(obj.TABLE, []).append(obj.uuid)
+        self._store.commit(change, self.serial + 1)
+        self.serial += 1
+        for obj in deletes:
+            old = self._objects[obj.TABLE].pop(obj.uuid, None)
+            if old is not None:
+                self._by_name[obj.TABLE].pop(old.name, None)
+        for obj in upserts:
+            old = self._objects[obj.TABLE].get(obj.uuid)
+            if old is not None and old.name != obj.name:
+                self._by_name[obj.TABLE].pop(old.name, None)
+            self._objects[obj.TABLE][obj.uuid] = obj
+            self._by_name[obj.TABLE][obj.name] = obj
+        for callback in self._listeners:
+            callback(self)
+
+
+class ConfigTransaction:
+    """The changes of one logical unit, committed together or not at all."""
+
+    def __init__(self, manager: ConfigManager) -> None:
+        self._manager = manager
+        self._upserts: dict[str, ConfigObject] = {}
+        self._deletes: dict[str, ConfigObject] = {}
+        self.committed = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._upserts or self._deletes)
+
+    def update(self, obj: ConfigObject) -> None:
+        """Stage a changed copy of an existing object."""
+        if self._manager.get(type(obj), obj.uuid) is None:
+            raise errors.ConfigurationError(f"Cannot update unknown {obj.TABLE} '{obj.name}'")
+        self._check_name(obj)
+        self._upserts[obj.uuid] = obj
+
+    def add(self, obj: ConfigObject) -> None:
+        """Stage a new object; its name must be unique in its table."""
+        if self._manager.get(type(obj), obj.uuid) is not None:
+            raise errors.ConfigurationError(f"Duplicate uuid {obj.uuid}")
+        self._check_name(obj)
+        self._upserts[obj.uuid] = obj
+
+    def remove(self, obj: ConfigObject) -> None:
+        self._upserts.pop(obj.uuid, None)
+        self._deletes[obj.uuid] = obj
+
+    def _check_name(self, obj: ConfigObject) -> None:
+        holder = self._manager.find(type(obj), obj.name)
+        staged = [o for o in self._upserts.values() if o.TABLE == obj.TABLE]
+        if (
+            holder is not None and holder.uuid != obj.uuid and holder.uuid not in self._deletes
+        ) or any(o.name == obj.name and o.uuid != obj.uuid for o in staged):
+            raise errors.OpPrereqError(f"The name '{obj.name}' is already in use", C.ECODE_EXISTS)
+
+    def commit(self) -> bool:
+        """Write the staged changes; returns whether there were any."""
+        if self.committed:
+            raise errors.ProgrammerError("Transaction committed twice")
+        self.committed = True
+        if not self.changed:
+            return False
+        self._manager._apply(list(self._upserts.values()), list(self._deletes.values()))
+        return True
+
+
+def initial_change(objects: list[ConfigObject]) -> ConfigChange:
+    """The first content of a new configuration."""
+    change = ConfigChange()
+    for obj in objects:
+        change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
+    return change
+
+
+def object_dict(obj: ConfigObject) -> dict[str, Any]:
+    return obj.model_dump()

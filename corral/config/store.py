@@ -1,0 +1,122 @@
+"""Where the configuration lives: SQLite in WAL mode, one row per object.
+
+The ``ConfigStore`` protocol is all the rest of Corral sees, so a replicated
+backend can replace the SQLite one without touching the logical units.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from corral import constants as C
+from corral import errors
+
+TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks")
+
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    *(
+        f"CREATE TABLE IF NOT EXISTS {table} ("
+        " uuid TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, serial_no INTEGER NOT NULL,"
+        " ctime REAL NOT NULL, mtime REAL NOT NULL, data TEXT NOT NULL)"
+        for table in TABLES
+    ),
+]
+
+
+@dataclass
+class ConfigChange:
+    """Everything one logical unit changed: rows to write and rows to delete."""
+
+    upserts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    deletes: dict[str, list[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+class ConfigStore(Protocol):
+    """A durable home for configuration objects."""
+
+    def load(self) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+        """Return the cluster serial number and every object's data by table."""
+        ...
+
+    def commit(self, change: ConfigChange, serial: int) -> None:
+        """Write one change atomically, together with the new cluster serial."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqliteConfigStore:
+    """The configuration in one SQLite file (WAL mode)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        for stmt in _SCHEMA:
+            self._db.execute(stmt)
+
+    @classmethod
+    def create(cls, path: Path, change: ConfigChange) -> SqliteConfigStore:
+        """Create a new store holding ``change`` as its first content."""
+        if path.exists():
+            raise errors.ConfigurationError(f"Configuration {path} already exists")
+        store = cls(path)
+        store._db.execute("INSERT INTO meta VALUES ('config_version', ?)", (str(C.CONFIG_VERSION),))
+        store.commit(change, 1)
+        return store
+
+    def load(self) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        version = int(meta.get("config_version", "0"))
+        if version != C.CONFIG_VERSION:
+            raise errors.ConfigVersionMismatch(
+                f"Configuration version {version} is not the supported {C.CONFIG_VERSION}"
+            )
+        tables = {
+            table: [json.loads(row[0]) for row in self._db.execute(f"SELECT data FROM {table}")]
+            for table in TABLES
+        }
+        return int(meta.get("serial_no", "0")), tables
+
+    def commit(self, change: ConfigChange, serial: int) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for table, rows in change.upserts.items():
+                db.executemany(
+                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?)",
+                    _rows(rows),
+                )
+            for table, uuids in change.deletes.items():
+                db.executemany(f"DELETE FROM {table} WHERE uuid = ?", ((u,) for u in uuids))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _rows(rows: Iterable[Mapping[str, Any]]) -> Iterable[tuple[Any, ...]]:
+    for row in rows:
+        yield (
+            row["uuid"],
+            row["name"],
+            row["serial_no"],
+            row["ctime"],
+            row["mtime"],
+            json.dumps(row, separators=(",", ":")),
+        )

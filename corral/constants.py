@@ -1,0 +1,170 @@
+"""Names and numbers shared by every part of Corral (Ganeti's values)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Versions reported by ``gnt-cluster version`` and QueryClusterInfo.
+PROTOCOL_VERSION: Final = 3000000
+CONFIG_VERSION: Final = 3000000
+OS_API_VERSION: Final = 20
+EXPORT_VERSION: Final = 0
+LUXI_VERSION: Final = 3000000
+HOOKS_VERSION: Final = 2
+
+# Job and opcode statuses.
+JOB_STATUS_QUEUED: Final = "queued"
+JOB_STATUS_WAITING: Final = "waiting"
+JOB_STATUS_CANCELING: Final = "canceling"
+JOB_STATUS_RUNNING: Final = "running"
+JOB_STATUS_CANCELED: Final = "canceled"
+JOB_STATUS_SUCCESS: Final = "success"
+JOB_STATUS_ERROR: Final = "error"
+JOB_STATUS_FINALIZED: Final = frozenset({JOB_STATUS_CANCELED, JOB_STATUS_SUCCESS, JOB_STATUS_ERROR})
+JOB_STATUS_ALL: Final = frozenset(
+    {
+        JOB_STATUS_QUEUED,
+        JOB_STATUS_WAITING,
+        JOB_STATUS_CANCELING,
+        JOB_STATUS_RUNNING,
+        JOB_STATUS_CANCELED,
+        JOB_STATUS_SUCCESS,
+        JOB_STATUS_ERROR,
+    }
+)
+OP_STATUS_QUEUED: Final = "queued"
+OP_STATUS_WAITING: Final = "waiting"
+OP_STATUS_CANCELING: Final = "canceling"
+OP_STATUS_RUNNING: Final = "running"
+OP_STATUS_CANCELED: Final = "canceled"
+OP_STATUS_SUCCESS: Final = "success"
+OP_STATUS_ERROR: Final = "error"
+
+# Priorities: lower number runs first.
+OP_PRIO_LOWEST: Final = 19
+OP_PRIO_HIGHEST: Final = -20
+OP_PRIO_LOW: Final = 10
+OP_PRIO_NORMAL: Final = 0
+OP_PRIO_HIGH: Final = -10
+PRIORITY_NAMES: Final = {"low": OP_PRIO_LOW, "normal": OP_PRIO_NORMAL, "high": OP_PRIO_HIGH}
+
+# Job log entry types.
+ELOG_MESSAGE: Final = "message"
+ELOG_MESSAGE_LIST: Final = "message-list"
+ELOG_REMOTE_IMPORT: Final = "remote-import"
+ELOG_JQUEUE_TEST: Final = "jqueue-test"
+
+# Queue limits and timeouts.
+DEFAULT_MAX_RUNNING_JOBS: Final = 20
+DEFAULT_MAX_TRACKED_JOBS: Final = 25
+JOB_QUEUE_SIZE_HARD_LIMIT: Final = 5000
+LUXI_WFJC_TIMEOUT: Final = 89.0
+
+# Lock levels, in acquisition order.
+LEVEL_CLUSTER: Final = "cluster"
+LEVEL_INSTANCE: Final = "instance"
+LEVEL_NODEGROUP: Final = "nodegroup"
+LEVEL_NODE: Final = "node"
+LEVEL_NODE_RES: Final = "node-res"
+LEVEL_NETWORK: Final = "network"
+LOCK_LEVELS: Final = (
+    LEVEL_CLUSTER,
+    LEVEL_INSTANCE,
+    LEVEL_NODEGROUP,
+    LEVEL_NODE,
+    LEVEL_NODE_RES,
+    LEVEL_NETWORK,
+)
+BGL: Final = "BGL"
+
+# Error codes carried by OpPrereqError and friends.
+ECODE_RESOLVER: Final = "resolver_error"
+ECODE_NORES: Final = "insufficient_resources"
+ECODE_TEMP_NORES: Final = "temp_insufficient_resources"
+ECODE_INVAL: Final = "wrong_input"
+ECODE_STATE: Final = "wrong_state"
+ECODE_NOENT: Final = "unknown_entity"
+ECODE_EXISTS: Final = "already_exists"
+ECODE_NOTUNIQUE: Final = "resource_not_unique"
+ECODE_FAULT: Final = "internal_error"
+ECODE_ENVIRON: Final = "environment_error"
+
+# CLI exit codes.
+EXIT_SUCCESS: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_NOTCLUSTER: Final = 5
+EXIT_NOTMASTER: Final = 11
+EXIT_NODESETUP_ERROR: Final = 12
+EXIT_CONFIRMATION: Final = 13
+EXIT_UNKNOWN_FIELD: Final = 14
+
+# Hooks.
+HOOKS_PHASE_PRE: Final = "pre"
+HOOKS_PHASE_POST: Final = "post"
+HOOKS_PATH: Final = "/sbin:/bin:/usr/sbin:/usr/bin"
+HKR_SKIP: Final = 0
+HKR_FAIL: Final = 1
+HKR_SUCCESS: Final = 2
+HOOKS_NAME_CFGUPDATE: Final = "config-update"
+HTYPE_CLUSTER: Final = "CLUSTER"
+HTYPE_NODE: Final = "NODE"
+HTYPE_GROUP: Final = "GROUP"
+HTYPE_INSTANCE: Final = "INSTANCE"
+HTYPE_NETWORK: Final = "NETWORK"
+
+# Tags.
+TAG_CLUSTER: Final = "cluster"
+TAG_NODEGROUP: Final = "nodegroup"
+TAG_NODE: Final = "node"
+TAG_INSTANCE: Final = "instance"
+TAG_NETWORK: Final = "network"
+VALID_TAG_TYPES: Final = frozenset(
+    {TAG_CLUSTER, TAG_NODEGROUP, TAG_NODE, TAG_INSTANCE, TAG_NETWORK}
+)
+MAX_TAG_LEN: Final = 128
+MAX_TAGS_PER_OBJ: Final = 4096
+
+# Network defaults.
+DEFAULT_NODED_PORT: Final = 1811
+DEFAULT_MAC_PREFIX: Final = "aa:00:00"
+DEFAULT_NODEGROUP: Final = "default"
+
+# RPC timeout classes, seconds.
+RPC_TMO_URGENT: Final = 60
+RPC_TMO_FAST: Final = 5 * 60
+RPC_TMO_NORMAL: Final = 15 * 60
+RPC_TMO_SLOW: Final = 3600
+
+# Query result statuses (per cell).
+RS_NORMAL: Final = 0
+RS_UNKNOWN: Final = 1
+RS_NODATA: Final = 2
+RS_UNAVAIL: Final = 3
+RS_OFFLINE: Final = 4
+
+# Query field kinds.
+QFT_UNKNOWN: Final = "unknown"
+QFT_TEXT: Final = "text"
+QFT_BOOL: Final = "bool"
+QFT_NUMBER: Final = "number"
+QFT_NUMBER_FLOAT: Final = "float"
+QFT_UNIT: Final = "unit"
+QFT_TIMESTAMP: Final = "timestamp"
+QFT_OTHER: Final = "other"
+
+# Query resources.
+QR_CLUSTER: Final = "cluster"
+QR_INSTANCE: Final = "instance"
+QR_NODE: Final = "node"
+QR_LOCK: Final = "lock"
+QR_GROUP: Final = "group"
+QR_OS: Final = "os"
+QR_JOB: Final = "job"
+QR_EXPORT: Final = "export"
+QR_NETWORK: Final = "network"
+QR_FILTER: Final = "filter"
+
+# Certificates.
+CERT_VALIDITY_DAYS: Final = 5 * 365
+CERT_EXPIRY_WARN_DAYS: Final = 30
+CERT_EXPIRY_ERROR_DAYS: Final = 7

@@ -1,0 +1,255 @@
+"""X509 material of a cluster: the cluster CA, the certificates it signs, TLS contexts.
+
+Every node runs noded with ``server.pem``, a certificate signed by the cluster CA;
+masterd calls nodes with ``client.pem``, also signed by the CA.  Both sides verify
+the other's chain against ``cluster-ca.pem``, so only holders of a CA-signed
+certificate can call a node.  Keys are EC P-256: strong, and fast to generate,
+which matters for tests and demos that create whole clusters.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import secrets
+import ssl
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from corral import constants as C
+from corral import errors
+from corral.fileio import atomic_write
+from corral.paths import Paths
+
+MASTERD_CLIENT_CN = "corral-masterd"
+
+# Certificates are valid from slightly in the past so that a node whose clock is
+# a little behind the master's accepts a certificate made a moment ago.
+_CLOCK_SKEW = datetime.timedelta(minutes=5)
+_SECRET_BYTES = 20  # as long as a SHA1 digest, like Ganeti's domain secret
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _builder(subject: str, issuer: x509.Name, days: int, key: Any) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _CLOCK_SKEW)
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+    )
+
+
+def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def make_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
+    """A self-signed CA certificate and its key, as ``(cert_pem, key_pem)``."""
+    key = _new_key()
+    cert = (
+        _builder(common_name, _name(common_name), days, key)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def _san(ips: Iterable[str], dns: Iterable[str]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    names += [x509.DNSName(name) for name in dns]
+    return x509.SubjectAlternativeName(names)
+
+
+def make_signed_cert(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    common_name: str,
+    days: int,
+    *,
+    server: bool,
+    client: bool,
+    ips: Iterable[str] = (),
+    dns: Iterable[str] = (),
+) -> tuple[bytes, bytes]:
+    """A leaf certificate signed by the CA, as ``(cert_pem, key_pem)``.
+
+    ``server``/``client`` select the extended key usages (TLS server and client
+    authentication); ``ips`` and ``dns`` become subject alternative names.
+    """
+    if not (server or client):
+        raise errors.ProgrammerError("A certificate must be for a server, a client or both")
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise errors.X509CertError("The cluster CA key is not an EC key")
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    key = _new_key()
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = (
+        _builder(common_name, ca_cert.subject, days, key)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False
+        )
+    )
+    ips, dns = list(ips), list(dns)
+    if ips or dns:
+        builder = builder.add_extension(_san(ips, dns), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def write_pem(path: Path | str, *pems: bytes, private: bool = True) -> None:
+    """Write PEM blocks to ``path`` atomically (mode 0600, or 0644 if not private)."""
+    data = b"".join(pem if pem.endswith(b"\n") else pem + b"\n" for pem in pems)
+    atomic_write(path, data, mode=0o600 if private else 0o644)
+
+
+def _load_cert(pem_or_path: bytes | str | Path) -> x509.Certificate:
+    data = pem_or_path if isinstance(pem_or_path, bytes) else Path(pem_or_path).read_bytes()
+    try:
+        # A file may hold a key as well (server.pem); take its first certificate.
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError as err:
+        raise errors.X509CertError(f"Cannot parse certificate: {err}") from None
+    return certs[0]
+
+
+def _common_name(name: x509.Name) -> str | None:
+    attrs = name.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(attrs[0].value) if attrs else None
+
+
+def cert_info(pem_or_path: bytes | str | Path) -> dict[str, Any]:
+    """Subject and issuer CN and validity (epoch seconds) of a certificate.
+
+    ``pem_or_path`` is PEM data (bytes) or the path of a PEM file.
+    """
+    cert = _load_cert(pem_or_path)
+    return {
+        "subject": _common_name(cert.subject),
+        "issuer": _common_name(cert.issuer),
+        "not_before": cert.not_valid_before_utc.timestamp(),
+        "not_after": cert.not_valid_after_utc.timestamp(),
+        "serial": f"{cert.serial_number:x}",
+    }
+
+
+def verify_signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
+    """Whether ``cert_pem`` was issued and signed by the CA in ``ca_pem``."""
+    cert, ca_cert = _load_cert(cert_pem), _load_cert(ca_pem)
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def make_domain_secret() -> bytes:
+    """A new cluster domain secret: hex of 20 random bytes plus a newline."""
+    return secrets.token_hex(_SECRET_BYTES).encode("ascii") + b"\n"
+
+
+def create_cluster_crypto(paths: Paths, cluster_name: str, node_name: str, node_ip: str) -> None:
+    """Create the cluster CA, node and masterd certificates and the domain secret."""
+    days = C.CERT_VALIDITY_DAYS
+    ca_cert, ca_key = make_ca(cluster_name, days)
+    write_pem(paths.ca_cert, ca_cert, private=False)
+    write_pem(paths.ca_key, ca_key)
+    write_node_cert(paths, ca_cert, ca_key, node_name, node_ip)
+    client_cert, client_key = make_signed_cert(
+        ca_cert, ca_key, MASTERD_CLIENT_CN, days, server=False, client=True
+    )
+    write_pem(paths.client_pem, client_cert, client_key)
+    write_pem(paths.cluster_domain_secret, make_domain_secret())
+
+
+def write_node_cert(
+    paths: Paths, ca_cert: bytes, ca_key: bytes, node_name: str, node_ip: str
+) -> None:
+    """Write ``server.pem`` for a node: a CA-signed certificate and its key.
+
+    The certificate also allows client authentication, so that a node can open
+    authenticated connections to other nodes (disk streams).
+    """
+    cert, key = make_signed_cert(
+        ca_cert,
+        ca_key,
+        node_name,
+        C.CERT_VALIDITY_DAYS,
+        server=True,
+        client=True,
+        ips=[node_ip],
+        dns=[node_name],
+    )
+    write_pem(paths.server_pem, cert, key)
+
+
+def _context(purpose: int, certfile: Path, cafile: Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(purpose)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(certfile)
+        ctx.load_verify_locations(cafile)
+    except (OSError, ssl.SSLError) as err:
+        raise errors.X509CertError(f"Cannot load {certfile} or {cafile}: {err}") from None
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def ssl_server_context(paths: Paths) -> ssl.SSLContext:
+    """TLS context of noded: presents server.pem, requires a CA-signed client cert."""
+    return _context(ssl.PROTOCOL_TLS_SERVER, paths.server_pem, paths.ca_cert)
+
+
+def ssl_client_context(paths: Paths, certfile: Path | None = None) -> ssl.SSLContext:
+    """TLS context of an RPC client: presents client.pem, verifies the node's chain.
+
+    Host names are not checked because nodes are called by IP address; the
+    chain to the cluster CA is what authenticates the node.
+    """
+    ctx = _context(ssl.PROTOCOL_TLS_CLIENT, certfile or paths.client_pem, paths.ca_cert)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED  # check_hostname=False must not weaken this
+    return ctx

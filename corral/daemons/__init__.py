@@ -1,0 +1,1 @@
+"""Daemon entry points (corral-noded, corral-masterd) and their shared plumbing."""

@@ -1,0 +1,346 @@
+"""Plumbing shared by Corral's daemons: pid files, logging, daemonizing, start/stop.
+
+A daemon started in the background reports back to the command that started
+it through a *readiness pipe*: the command waits until the daemon is actually
+serving (exit 0) or prints the daemon's one-line reason for failing (exit 1),
+such as "Cannot listen on 127.0.0.2:1811: address already in use".
+
+Stdlib only: the gnt-* commands import start_daemon/stop_daemon and must start
+fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from corral import errors
+from corral.paths import Paths
+
+log = logging.getLogger(__name__)
+
+ReadyCallback = Callable[[], None]
+DaemonMain = Callable[[ReadyCallback], Awaitable[None]]
+
+_READY = "OK"
+_FAILED = "ERROR "
+_POLL = 0.05
+
+
+class DaemonStartError(errors.CommandError):
+    """A daemon could not start; the message is meant for the user as it is."""
+
+
+def one_line(err: BaseException) -> str:
+    """An error as one line of text, for the user."""
+    text = err.message if isinstance(err, errors.GenericError) else str(err)
+    text = " ".join(text.split())
+    return text or err.__class__.__name__
+
+
+def listen_error(address: str, port: int, err: OSError) -> DaemonStartError:
+    """The error to report when a daemon cannot listen on ``address:port``."""
+    reason = os.strerror(err.errno).lower() if err.errno else str(err)
+    host = f"[{address}]" if ":" in address else address
+    return DaemonStartError(f"Cannot listen on {host}:{port}: {reason}")
+
+
+class PidFile:
+    """A daemon's pid file, locked (flock) for as long as the daemon runs.
+
+    The lock, not the file's existence, says whether the daemon runs: a file
+    left behind by a killed daemon is unlocked and simply taken over.
+    """
+
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        self.path = Path(path)
+        self.name = name or self.path.stem
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Lock the file and write our pid; PidFileLockError if the daemon runs."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = _read_pid_fd(fd)
+                os.close(fd)
+                raise errors.PidFileLockError(
+                    f"{self.name} is already running (pid {pid or 'unknown'})"
+                ) from None
+            # The previous owner may have unlinked the file between our open and
+            # our lock; then we locked an orphan and must try again.
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Remove the file and drop the lock (in that order, so no one else's file goes)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> PidFile:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    fst = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+
+
+def _read_pid_fd(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def running_pid(path: Path) -> int | None:
+    """The pid of the daemon holding the pid file ``path``, or None if none does."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_pid_fd(fd)
+    finally:
+        os.close(fd)
+    return None
+
+
+def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
+    """Log to ``log_path`` (and stderr if asked) with time, daemon, pid and level."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter(
+        f"%(asctime)s: {log_path.stem} pid=%(process)d %(levelname)s %(message)s"
+    )
+    handlers: list[logging.Handler] = [logging.FileHandler(log_path)]
+    if stderr:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    if not debug:
+        # One line per RPC is noise in normal operation.
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+class _Readiness:
+    """The daemon's end of the readiness pipe (``fd`` None in the foreground)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self.done = False
+
+    def ready(self) -> None:
+        if not self.done:
+            log.info("Ready")
+            self._send(_READY)
+
+    def fail(self, message: str) -> None:
+        if self.done:
+            return
+        if self._fd is None:
+            print(message, file=sys.stderr, flush=True)
+        self._send(_FAILED + message)
+
+    def _send(self, text: str) -> None:
+        self.done = True
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._fd, text.encode("utf-8", "replace") + b"\n")
+        os.close(self._fd)
+        self._fd = None
+
+
+def _wait_for_child(rfd: int, child: int, log_path: Path) -> int:
+    """In the parent: wait for the daemon's readiness message; the exit code."""
+    chunks = []
+    with os.fdopen(rfd, "rb") as pipe:
+        while chunk := pipe.read(4096):
+            chunks.append(chunk)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(child, 0)
+    message = b"".join(chunks).decode("utf-8", "replace").strip()
+    if message == _READY:
+        return 0
+    if message.startswith(_FAILED):
+        print(message[len(_FAILED) :], file=sys.stderr)
+    else:
+        print(f"{log_path.stem} failed to start; see {log_path}", file=sys.stderr)
+    return 1
+
+
+def _detach(log_path: Path) -> None:
+    """Become a daemon: new session, second fork, stdio to /dev/null and the log."""
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    os.chdir("/")
+    os.umask(0o022)
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(null)
+    os.close(out)
+
+
+async def _supervise(main: DaemonMain, notify: _Readiness) -> int:
+    """Run ``main`` until it ends or SIGTERM/SIGINT cancels it; the exit code."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main(notify.ready))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        log.info("Stopped by signal")
+        notify.fail("Stopped by a signal before it was ready")
+        return 0
+    except Exception as err:
+        expected = isinstance(err, errors.GenericError)
+        log.error("Fatal error: %s", one_line(err), exc_info=not expected)
+        notify.fail(one_line(err))
+        return 1
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    notify.fail("Exited before it was ready")
+    return 0
+
+
+def run_daemon(
+    name: str,
+    main: DaemonMain,
+    *,
+    foreground: bool,
+    paths: Paths | None = None,
+    debug: bool = False,
+) -> int:
+    """Run ``main(ready)`` as the daemon ``name``; returns the process's exit code.
+
+    Unless ``foreground``, the process daemonizes and the original process
+    returns only when the daemon called ``ready()`` (0) or failed (1, after
+    printing the reason).  The pid file is ``paths.pid_file(name)``, the log
+    ``paths.daemon_log(name)``.
+    """
+    paths = paths or Paths.from_env()
+    log_path = paths.daemon_log(name)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    notify = _Readiness(None)
+    if not foreground:
+        rfd, wfd = os.pipe()
+        child = os.fork()
+        if child > 0:
+            os.close(wfd)
+            return _wait_for_child(rfd, child, log_path)
+        os.close(rfd)
+        _detach(log_path)
+        notify = _Readiness(wfd)
+    setup_logging(log_path, debug, stderr=foreground)
+    pidfile = PidFile(paths.pid_file(name), name)
+    try:
+        pidfile.acquire()
+    except (errors.PidFileLockError, OSError) as err:
+        log.error("%s", one_line(err))
+        notify.fail(one_line(err))
+        return 1
+    try:
+        log.info("%s starting (pid %d)", name, os.getpid())
+        return asyncio.run(_supervise(main, notify))
+    finally:
+        pidfile.release()
+        log.info("%s stopped", name)
+
+
+def start_daemon(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> None:
+    """Start a daemon and return once it is ready; DaemonStartError if it is not.
+
+    ``env`` is added to the current environment.  The daemon must daemonize
+    with :func:`run_daemon` (its first process exits when the daemon is ready).
+    """
+    try:
+        proc = subprocess.run(
+            cmd,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            check=False,
+        )
+    except OSError as err:
+        raise DaemonStartError(f"Cannot run {cmd[0]}: {err.strerror or err}") from None
+    except subprocess.TimeoutExpired:
+        raise DaemonStartError(f"{cmd[0]} did not get ready within {timeout:g} s") from None
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise DaemonStartError(lines[-1] if lines else f"{cmd[0]} exited with {proc.returncode}")
+
+
+def _wait_stopped(path: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while running_pid(path) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL)
+    return True
+
+
+def stop_daemon(paths: Paths, name: str, timeout: float = 10.0) -> bool:
+    """Stop the daemon ``name``: SIGTERM, then SIGKILL after ``timeout`` seconds.
+
+    Returns whether a running daemon was found (and stopped).
+    """
+    path = paths.pid_file(name)
+    pid = running_pid(path)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    if not _wait_stopped(path, timeout):
+        log.warning("%s (pid %d) did not stop within %g s; killing it", name, pid, timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        # A killed daemon leaves an unlocked pid file, which the next start reuses.
+        _wait_stopped(path, timeout)
+    return True

@@ -1,0 +1,1 @@
+"""The job queue: jobs of opcodes, stored in SQLite, run by priority."""

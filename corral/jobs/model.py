@@ -1,0 +1,125 @@
+"""Jobs and their opcodes as masterd holds them while they are unfinished."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral import constants as C
+from corral.opcodes.base import OpCode
+
+
+def split_time(ts: float | None) -> list[int] | None:
+    """Ganeti's timestamp form: ``[seconds, microseconds]``."""
+    if ts is None:
+        return None
+    sec = int(ts)
+    return [sec, round((ts - sec) * 1_000_000)]
+
+
+@dataclass
+class LogEntry:
+    serial: int
+    timestamp: float
+    type: str
+    message: Any
+
+    def to_wire(self) -> list[Any]:
+        return [self.serial, split_time(self.timestamp), self.type, self.message]
+
+
+@dataclass
+class QueuedOpCode:
+    """One opcode of a job, with its progress."""
+
+    input: OpCode
+    status: str = C.OP_STATUS_QUEUED
+    result: Any = None
+    priority: int = C.OP_PRIO_NORMAL
+    start_timestamp: float | None = None
+    exec_timestamp: float | None = None
+    end_timestamp: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in C.JOB_STATUS_FINALIZED
+
+    def stored_input(self) -> dict[str, Any]:
+        """The opcode as written to disk: secret values replaced."""
+        return self.input.to_dict(keep_secret=False)
+
+    def to_store(self) -> dict[str, Any]:
+        return {
+            "input": self.stored_input(),
+            "status": self.status,
+            "result": self.result,
+            "priority": self.priority,
+            "start_timestamp": self.start_timestamp,
+            "exec_timestamp": self.exec_timestamp,
+            "end_timestamp": self.end_timestamp,
+        }
+
+
+@dataclass(eq=False)
+class Job:
+    """An unfinished job held in memory (finished ones live only in the store)."""
+
+    id: int
+    ops: list[QueuedOpCode]
+    received_timestamp: float = field(default_factory=time.time)
+    start_timestamp: float | None = None
+    end_timestamp: float | None = None
+    log_serial: int = 0
+    # Set when a cancel was asked for while the job waited or ran.
+    cancel_requested: bool = False
+    task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def status(self) -> str:
+        return calc_status([op.status for op in self.ops])
+
+    @property
+    def priority(self) -> int:
+        return calc_priority(self.ops)
+
+    @property
+    def summary(self) -> list[str]:
+        return [op.input.summary() for op in self.ops]
+
+    def notify_change(self) -> None:
+        """Wake every WaitForJobChange subscriber of this job."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def change_event(self) -> asyncio.Event:
+        """The event set at the next change."""
+        return self._changed
+
+
+def calc_status(statuses: list[str]) -> str:
+    """A job's status from its opcodes' statuses, by Ganeti's rules."""
+    status = C.JOB_STATUS_QUEUED
+    all_success = True
+    for op_status in statuses:
+        if op_status == C.OP_STATUS_SUCCESS:
+            continue
+        all_success = False
+        if op_status == C.OP_STATUS_QUEUED:
+            continue
+        if op_status in (C.OP_STATUS_WAITING, C.OP_STATUS_RUNNING, C.OP_STATUS_CANCELING):
+            status = op_status
+            continue
+        # error or canceled end the evaluation
+        return op_status
+    return C.JOB_STATUS_SUCCESS if all_success else status
+
+
+def calc_priority(ops: list[QueuedOpCode]) -> int:
+    """The job's priority: the highest (lowest number) of its unfinished opcodes."""
+    pending = [op.priority for op in ops if not op.finished]
+    if pending:
+        return min(pending)
+    return min((op.priority for op in ops), default=C.OP_PRIO_NORMAL)

@@ -1,0 +1,453 @@
+"""The job queue of masterd: submission, scheduling, control and queries.
+
+Unfinished jobs live in memory and are written through to the store on every
+change; finished jobs live only in the store.  Up to ``max_running_jobs`` run
+at once, by priority then id.  A job whose dependencies are unfinished waits
+without taking a slot.  Subscribers to a job are woken by the change itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.jobs import records
+from corral.jobs.fields import JOB_FIELDS
+from corral.jobs.model import Job, LogEntry, QueuedOpCode
+from corral.jobs.runner import OpExecutor, run_job
+from corral.jobs.store import JobStore
+from corral.opcodes.base import OpCode, from_dict
+
+log = logging.getLogger(__name__)
+
+
+class JobQueue:
+    """masterd's job queue."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        drain_file: Path,
+        executor: OpExecutor,
+        max_running: Callable[[], int],
+        lock_priority: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._drain_file = drain_file
+        self._execute = executor
+        self._max_running = max_running
+        self._lock_priority = lock_priority
+        self._jobs: dict[int, Job] = {}
+        self._logs: dict[int, list[tuple[int, LogEntry]]] = {}
+        self._ready: list[tuple[int, int]] = []  # heap of (priority, job id)
+        self._running: set[int] = set()
+        self._dependents: dict[int, set[int]] = {}
+        self._accepting = True
+
+    # Submission
+    @property
+    def drained(self) -> bool:
+        return self._drain_file.exists()
+
+    def set_drain(self, flag: bool) -> None:
+        if flag:
+            self._drain_file.touch()
+        else:
+            self._drain_file.unlink(missing_ok=True)
+
+    def submit(self, ops: Any, *, ignore_drain: bool = False) -> int:
+        """Validate and queue one job; returns its id."""
+        result = self.submit_many([ops], ignore_drain=ignore_drain, single=True)[0]
+        if not result[0]:
+            raise result[2]
+        return int(result[1])
+
+    def submit_many(
+        self, jobs: Any, *, ignore_drain: bool = False, single: bool = False
+    ) -> list[list[Any]]:
+        """Queue several jobs; returns ``[success, id_or_message]`` per job.
+
+        Each job is validated on its own: a bad one is refused with its message
+        while the others are queued (as Ganeti does).  Relative dependencies
+        (negative ids) refer to earlier jobs of the same submission.
+        """
+        if not isinstance(jobs, list):
+            raise errors.LuxiError("SubmitManyJobs expects a list of jobs")
+        self._check_accepting(ignore_drain, len(jobs))
+        parsed: list[list[OpCode] | errors.GenericError] = []
+        for ops in jobs:
+            try:
+                parsed.append(self._parse_ops(ops))
+            except errors.GenericError as err:
+                parsed.append(err)
+        return self._enqueue(parsed, single)
+
+    def submit_opcodes(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
+        """Queue jobs built inside masterd (from a logical unit)."""
+        return self._enqueue(list(jobs), single=False)
+
+    def _check_accepting(self, ignore_drain: bool, count: int) -> None:
+        if not self._accepting:
+            raise errors.JobQueueError("The master daemon is shutting down; not accepting jobs")
+        if self.drained and not ignore_drain:
+            raise errors.JobQueueDrainError(
+                "Job queue is drained, refusing job; undrain it with 'gnt-cluster queue undrain'"
+            )
+        if len(self._jobs) + count > C.JOB_QUEUE_SIZE_HARD_LIMIT:
+            raise errors.JobQueueFull(
+                f"Job queue is full: {len(self._jobs)} unfinished jobs"
+                f" (limit {C.JOB_QUEUE_SIZE_HARD_LIMIT}); wait for some to finish"
+            )
+
+    @staticmethod
+    def _parse_ops(ops: Any) -> list[OpCode]:
+        if not isinstance(ops, list) or not ops:
+            raise errors.OpPrereqError("A job must be a non-empty list of opcodes", C.ECODE_INVAL)
+        return [from_dict(op) for op in ops]
+
+    def _enqueue(
+        self, parsed: list[list[OpCode] | errors.GenericError], single: bool
+    ) -> list[list[Any]]:
+        wanted = sum(1 for p in parsed if not isinstance(p, errors.GenericError))
+        self._store.begin()
+        try:
+            ids = iter(self._store.allocate_ids(wanted))
+            results: list[list[Any]] = []
+            new_jobs: list[Job] = []
+            batch_ids: list[int | None] = []
+            for item in parsed:
+                if isinstance(item, errors.GenericError):
+                    results.append([False, item.message, item])
+                    batch_ids.append(None)
+                    continue
+                job_id = next(ids)
+                try:
+                    self._resolve_relative_deps(item, batch_ids, single)
+                except errors.GenericError as err:
+                    results.append([False, err.message, err])
+                    batch_ids.append(None)
+                    continue
+                _add_reason(item, job_id)
+                job = Job(job_id, [QueuedOpCode(op, priority=op.priority) for op in item])
+                new_jobs.append(job)
+                batch_ids.append(job_id)
+                results.append([True, job_id])
+            self._store.insert_jobs(records.job_row(job) for job in new_jobs)
+            self._store.commit()
+        except BaseException:
+            self._store.rollback()
+            raise
+        for job in new_jobs:
+            self._jobs[job.id] = job
+            self._logs[job.id] = []
+            heapq.heappush(self._ready, (job.priority, job.id))
+        self._schedule()
+        return results
+
+    @staticmethod
+    def _resolve_relative_deps(
+        ops: list[OpCode], batch_ids: list[int | None], single: bool
+    ) -> None:
+        for op in ops:
+            for dep in op.depends or []:
+                if dep[0] >= 0:
+                    continue
+                pos = len(batch_ids) + dep[0]
+                if single or pos < 0 or batch_ids[pos] is None:
+                    raise errors.OpPrereqError(
+                        f"Relative job dependency {dep[0]} does not name a job of this submission",
+                        C.ECODE_INVAL,
+                    )
+                dep[0] = batch_ids[pos]
+
+    # Scheduling
+    def _schedule(self) -> None:
+        limit = self._max_running()
+        while self._ready and len(self._running) < limit and self._accepting:
+            _, job_id = heapq.heappop(self._ready)
+            job = self._jobs.get(job_id)
+            if job is None or job.task is not None or job.status in C.JOB_STATUS_FINALIZED:
+                continue
+            pending = self._unfinished_deps(job)
+            if pending:
+                self._park(job, pending)
+                continue
+            self._running.add(job_id)
+            job.task = asyncio.get_running_loop().create_task(self._run(job), name=f"job-{job_id}")
+
+    def _park(self, job: Job, pending: set[int]) -> None:
+        """Wait for dependencies without taking a running slot."""
+        for dep in pending:
+            self._dependents.setdefault(dep, set()).add(job.id)
+        op = self._current_op(job)
+        if op is not None and op.status == C.OP_STATUS_QUEUED:
+            op.status = C.OP_STATUS_WAITING
+            op.start_timestamp = time.time()
+            self.save(job)
+
+    def _unfinished_deps(self, job: Job) -> set[int]:
+        op = self._current_op(job)
+        if op is None:
+            return set()
+        return {dep[0] for dep in op.input.depends or [] if dep[0] in self._jobs}
+
+    @staticmethod
+    def _current_op(job: Job) -> QueuedOpCode | None:
+        return next((op for op in job.ops if not op.finished), None)
+
+    async def _run(self, job: Job) -> None:
+        try:
+            await run_job(self, job, self._execute, self._check_dependencies)
+        finally:
+            self._running.discard(job.id)
+            job.task = None
+            if job.status in C.JOB_STATUS_FINALIZED:
+                self._finalize(job)
+            if self._accepting:
+                self._schedule()
+
+    async def _check_dependencies(self, job: Job, op: QueuedOpCode) -> None:
+        """Wait for the opcode's dependencies; fail it if one ended wrongly."""
+        for dep_id, allowed in op.input.depends or []:
+            while dep_id in self._jobs:
+                await self._jobs[dep_id].change_event().wait()
+            rows = self._store.fetch([dep_id], ["status"], archived=True)
+            if not rows:
+                raise errors.OpExecError(f"Dependency job {dep_id} not found")
+            status = rows[0]["status"]
+            if allowed and status not in allowed:
+                raise errors.OpExecError(
+                    f"Dependency job {dep_id} finished with status '{status}', not one of"
+                    f" {', '.join(allowed)}"
+                )
+
+    def _finalize(self, job: Job) -> None:
+        self._jobs.pop(job.id, None)
+        self._logs.pop(job.id, None)
+        job.notify_change()
+        for waiter_id in self._dependents.pop(job.id, set()):
+            waiter = self._jobs.get(waiter_id)
+            if waiter is not None and waiter.task is None:
+                heapq.heappush(self._ready, (waiter.priority, waiter_id))
+
+    # Changes of a job
+    def save(self, job: Job) -> None:
+        """Write the job through to the store and wake its subscribers."""
+        self._store.update_job(records.job_row(job))
+        job.notify_change()
+
+    def add_log(self, job: Job, op: QueuedOpCode, kind: str, message: Any) -> None:
+        job.log_serial += 1
+        entry = LogEntry(job.log_serial, time.time(), kind, message)
+        op_idx = job.ops.index(op)
+        self._store.add_log(job.id, op_idx, entry.serial, entry.timestamp, kind, message)
+        self._logs.setdefault(job.id, []).append((op_idx, entry))
+        self.save(job)
+
+    # Control
+    def cancel(self, job_id: int, kill: bool = False) -> list[Any]:
+        """Cancel a job: ``[success, message]`` as Ganeti's CancelJob."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            rows = self._store.fetch([job_id], ["status"], archived=True)
+            if not rows:
+                return [False, f"Job {job_id} not found in queue"]
+            return [False, f"Job {job_id} has already finished ({rows[0]['status']})"]
+        status = job.status
+        if status == C.JOB_STATUS_RUNNING and not kill:
+            return [False, f"Job {job_id} is no longer waiting in the queue"]
+        job.cancel_requested = True
+        if job.task is None:
+            self._cancel_now(job)
+            return [True, f"Job {job_id} canceled"]
+        for op in job.ops:
+            if not op.finished:
+                op.status = C.OP_STATUS_CANCELING
+        self.save(job)
+        job.task.cancel()
+        return [True, f"Job {job_id} will be canceled"]
+
+    def _cancel_now(self, job: Job) -> None:
+        now = time.time()
+        for op in job.ops:
+            if not op.finished:
+                op.status = C.OP_STATUS_CANCELED
+                op.result = errors.encode_exception(errors.OpExecError("Job canceled by request"))
+                op.end_timestamp = now
+        job.end_timestamp = now
+        self.save(job)
+        self._finalize(job)
+        self._schedule()
+
+    def change_priority(self, job_id: int, priority: int) -> list[Any]:
+        """Change the priority of a job's unfinished opcodes."""
+        if not (C.OP_PRIO_HIGHEST <= priority <= C.OP_PRIO_LOWEST):
+            raise errors.OpPrereqError(
+                f"Priority {priority} is out of range {C.OP_PRIO_HIGHEST}..{C.OP_PRIO_LOWEST}",
+                C.ECODE_INVAL,
+            )
+        job = self._jobs.get(job_id)
+        if job is None:
+            if not self._store.fetch([job_id], [], archived=True):
+                return [False, f"Job {job_id} not found in queue"]
+            return [False, f"Job {job_id} is finished"]
+        for op in job.ops:
+            if not op.finished:
+                op.priority = priority
+        self.save(job)
+        if job.task is None:
+            heapq.heappush(self._ready, (job.priority, job.id))
+            self._schedule()
+        elif self._lock_priority is not None:
+            self._lock_priority(str(job.id), priority)
+        return [
+            True,
+            f"Priorities of pending opcodes for job {job_id} have been changed to {priority}",
+        ]
+
+    def archive(self, job_id: int) -> bool:
+        if job_id in self._jobs:
+            return False
+        return self._store.archive([job_id]) == 1
+
+    def auto_archive(self, age: float, timeout: float) -> list[int]:
+        """Archive finished jobs older than ``age`` seconds (-1: all); ``[archived, left]``."""
+        cutoff = None if age < 0 else time.time() - age
+        ids = self._store.finished_before(cutoff)
+        deadline = time.monotonic() + max(timeout, 0)
+        archived = 0
+        for start in range(0, len(ids), 1000):
+            archived += self._store.archive(ids[start : start + 1000])
+            if time.monotonic() > deadline:
+                break
+        return [archived, len(ids) - archived]
+
+    # Queries
+    def query(self, fields: list[str], qfilter: Any, archived: bool = False) -> dict[str, Any]:
+        return JOB_FIELDS.query(fields, qfilter, self._records(None, fields, qfilter, archived))
+
+    def query_jobs(self, job_ids: list[int] | None, fields: list[str]) -> list[Any]:
+        """QueryJobs: per id, the field values, or None for unknown jobs."""
+        unknown = [f for f in fields if f not in JOB_FIELDS.fields]
+        if unknown:
+            raise errors.OpPrereqError(f"Unknown job field(s): {', '.join(unknown)}", C.ECODE_INVAL)
+        found = {r["id"]: r for r in self._records(job_ids or None, fields, None, bool(job_ids))}
+        getters = [JOB_FIELDS.fields[f].getter for f in fields]
+        order = job_ids if job_ids else sorted(found)
+        return [[g(found[jid]) for g in getters] if jid in found else None for jid in order]
+
+    def _records(
+        self, job_ids: list[int] | None, fields: list[str], qfilter: Any, archived: bool
+    ) -> list[dict[str, Any]]:
+        needs = JOB_FIELDS.needs(fields) | JOB_FIELDS.needs(_filter_fields(qfilter))
+        columns = [c for c in records.ROW_COLUMNS if c in needs]
+        rows = self._store.fetch(job_ids, columns, archived)
+        if "logs" in needs:
+            for row in rows:
+                row["logs"] = self._store.fetch_logs(row["id"], archived=bool(row["archived"]))
+        return rows
+
+    async def wait_for_change(
+        self,
+        job_id: int,
+        fields: list[str],
+        prev_info: Any,
+        prev_serial: int | None,
+        timeout: float,
+    ) -> Any:
+        """Return ``[job_info, new_log_entries]`` once either differs, or "nochange"."""
+        deadline = time.monotonic() + min(max(timeout, 0.0), C.LUXI_WFJC_TIMEOUT)
+        prev_serial = prev_serial or 0
+        while True:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return self._finished_change(job_id, fields, prev_serial)
+            info = self._memory_info(job, fields)
+            entries = [e.to_wire() for _, e in self._logs.get(job_id, []) if e.serial > prev_serial]
+            if info != prev_info or entries:
+                return [info, entries]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "nochange"
+            try:
+                await asyncio.wait_for(job.change_event().wait(), remaining)
+            except TimeoutError:
+                return "nochange"
+
+    def _memory_info(self, job: Job, fields: list[str]) -> list[Any]:
+        record = records.job_record(job, self._logs.get(job.id, []))
+        return [JOB_FIELDS.fields[f].getter(record) for f in fields]
+
+    def _finished_change(self, job_id: int, fields: list[str], prev_serial: int) -> Any:
+        rows = self.query_jobs([job_id], fields)
+        if rows[0] is None:
+            raise errors.JobLost(f"Job {job_id} not found")
+        rows_all = self._store.fetch([job_id], [], archived=True)
+        archived = bool(rows_all and rows_all[0]["archived"])
+        entries = [
+            [e[0], records.split_time(e[1]), e[2], e[3]]
+            for _, e in self._store.fetch_logs(job_id, prev_serial, archived=archived)
+        ]
+        return [rows[0], entries]
+
+    # Life cycle
+    def recover(self) -> None:
+        """After a restart: finish interrupted jobs as errors, requeue waiting ones."""
+        rows = self._store.fetch(self._store.unfinished_ids(), list(records.ROW_COLUMNS))
+        for row in rows:
+            job = records.job_from_row(row)
+            records.recover_job(job)
+            self._store.update_job(records.job_row(job))
+            if job.status in C.JOB_STATUS_FINALIZED:
+                log.warning(
+                    "Job %s was interrupted by a restart; finished as %s", job.id, job.status
+                )
+                continue
+            self._jobs[job.id] = job
+            self._logs[job.id] = []
+            heapq.heappush(self._ready, (job.priority, job.id))
+
+    def start(self) -> None:
+        self._schedule()
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop taking jobs; give running ones ``grace`` seconds, then stop them."""
+        self._accepting = False
+        tasks = [job.task for job in self._jobs.values() if job.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+
+    @property
+    def unfinished_count(self) -> int:
+        return len(self._jobs)
+
+
+def _add_reason(ops: list[OpCode], job_id: int) -> None:
+    """Record in each opcode's reason trail which job and index it became."""
+    for index, op in enumerate(ops):
+        source = f"gnt:opcode:{op.OP_ID[3:].lower()}"
+        op.reason.append([source, f"job={job_id};index={index}", time.time_ns()])
+
+
+def _filter_fields(qfilter: Any) -> list[str]:
+    """Field names a filter mentions (for loading only what is needed)."""
+    out: list[str] = []
+    if isinstance(qfilter, list) and qfilter and isinstance(qfilter[0], str):
+        for arg in qfilter[1:]:
+            if isinstance(arg, list):
+                out.extend(_filter_fields(arg))
+            elif isinstance(arg, str) and qfilter[0] not in ("|", "&", "!"):
+                out.append(arg)
+                break
+    return out

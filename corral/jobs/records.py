@@ -1,0 +1,117 @@
+"""Conversions between in-memory jobs and their stored rows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.jobs.model import Job, LogEntry, QueuedOpCode, split_time
+from corral.jobs.store import ROW_COLUMNS
+from corral.opcodes.base import REDACTED, from_dict
+
+__all__ = ["ROW_COLUMNS", "job_from_row", "job_record", "job_row", "recover_job", "split_time"]
+
+UNCLEAN_SHUTDOWN = "Unclean master daemon shutdown"
+SECRETS_LOST = (
+    "The job's secret parameters are not kept across a restart of the master daemon;"
+    " submit the job again"
+)
+
+
+def job_row(job: Job) -> dict[str, Any]:
+    """The store row of a job."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "priority": job.priority,
+        "summary": job.summary,
+        "received_ts": job.received_timestamp,
+        "start_ts": job.start_timestamp,
+        "end_ts": job.end_timestamp,
+        "ops": [op.to_store() for op in job.ops],
+        "log_serial": job.log_serial,
+    }
+
+
+def job_record(job: Job, logs: list[tuple[int, LogEntry]]) -> dict[str, Any]:
+    """A query record (the row plus log entries) of an unfinished job."""
+    record = job_row(job)
+    record["archived"] = 0
+    record["logs"] = [(idx, [e.serial, e.timestamp, e.type, e.message]) for idx, e in logs]
+    return record
+
+
+def job_from_row(row: dict[str, Any]) -> Job:
+    """Rebuild an unfinished job after a restart of masterd."""
+    ops = []
+    for stored in row["ops"]:
+        data = stored["input"]
+        op = from_dict(data)
+        qop = QueuedOpCode(
+            input=op,
+            status=stored["status"],
+            result=stored["result"],
+            priority=stored["priority"],
+            start_timestamp=stored["start_timestamp"],
+            exec_timestamp=stored["exec_timestamp"],
+            end_timestamp=stored["end_timestamp"],
+        )
+        ops.append(qop)
+    return Job(
+        id=row["id"],
+        ops=ops,
+        received_timestamp=row["received_ts"],
+        start_timestamp=row["start_ts"],
+        end_timestamp=row["end_ts"],
+        log_serial=row["log_serial"],
+    )
+
+
+def has_lost_secrets(op: QueuedOpCode) -> bool:
+    """Whether an opcode restored from disk lost its secret values."""
+    for name in op.input.SECRET_FIELDS:
+        values = getattr(op.input, name, None) or {}
+        if any(v == REDACTED for v in values.values()):
+            return True
+    return False
+
+
+def _has_lost_secrets(op: QueuedOpCode) -> bool:
+    for name in op.input.SECRET_FIELDS:
+        values = getattr(op.input, name, None) or {}
+        if any(v == REDACTED for v in values.values()):
+            return True
+    return False
+
+
+def recover_job(job: Job) -> None:
+    """Decide the fate of an unfinished job found at start-up.
+
+    Opcodes that were running (or being canceled) cannot be resumed: they end
+    as error (canceled).  Jobs that had not started an opcode run again,
+    unless their secret parameters were lost with the old process.
+    """
+    now = time.time()
+    failure: str | None = None
+    for op in job.ops:
+        if op.finished:
+            continue
+        if failure is None and op.status in (C.OP_STATUS_RUNNING, C.OP_STATUS_CANCELING):
+            canceled = op.status == C.OP_STATUS_CANCELING
+            op.status = C.OP_STATUS_CANCELED if canceled else C.OP_STATUS_ERROR
+            op.result = errors.encode_exception(errors.OpExecError(UNCLEAN_SHUTDOWN))
+            op.end_timestamp = now
+            failure = "Preceding opcode failed"
+            continue
+        if failure is None and _has_lost_secrets(op):
+            failure = SECRETS_LOST
+        if failure is not None:
+            op.status = C.OP_STATUS_ERROR
+            op.result = errors.encode_exception(errors.OpExecError(failure))
+            op.end_timestamp = now
+        else:
+            op.status = C.OP_STATUS_QUEUED
+    if job.status in C.JOB_STATUS_FINALIZED:
+        job.end_timestamp = now

@@ -1,0 +1,111 @@
+"""Running one job: its opcodes in order, with dependencies, log and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from corral import constants as C
+from corral import errors
+from corral.jobs.model import Job, QueuedOpCode
+
+if TYPE_CHECKING:
+    from corral.jobs.queue import JobQueue
+    from corral.opcodes.base import OpCode
+
+log = logging.getLogger(__name__)
+
+PRECEDING_FAILED = "Preceding opcode failed"
+CANCELED_BY_REQUEST = "Job canceled by request"
+
+
+class OpContext:
+    """What a running opcode may do to its job: report, log, spawn jobs."""
+
+    def __init__(self, queue: JobQueue, job: Job, op: QueuedOpCode) -> None:
+        self._queue = queue
+        self.job = job
+        self.op = op
+
+    @property
+    def job_id(self) -> int:
+        return self.job.id
+
+    @property
+    def priority(self) -> int:
+        return self.op.priority
+
+    def notify_start(self) -> None:
+        """The opcode holds its locks and starts executing."""
+        self.op.status = C.OP_STATUS_RUNNING
+        self.op.exec_timestamp = time.time()
+        self._queue.save(self.job)
+
+    def feedback(self, message: Any, kind: str = C.ELOG_MESSAGE) -> None:
+        """Append an entry to the opcode's log (seen by WaitForJobChange)."""
+        self._queue.add_log(self.job, self.op, kind, message)
+
+    def submit_jobs(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
+        """Submit follow-up jobs (as Ganeti's ResultWithJobs)."""
+        return self._queue.submit_opcodes(jobs)
+
+
+class OpExecutor(Protocol):
+    def __call__(self, op: OpCode, ctx: OpContext) -> Awaitable[Any]: ...
+
+
+async def run_job(
+    queue: JobQueue,
+    job: Job,
+    execute: OpExecutor,
+    wait_dependencies: Callable[[Job, QueuedOpCode], Awaitable[None]],
+) -> None:
+    """Run the unfinished opcodes of ``job`` one after the other."""
+    if job.start_timestamp is None:
+        job.start_timestamp = time.time()
+    for index, qop in enumerate(job.ops):
+        if qop.finished:
+            continue
+        qop.status = C.OP_STATUS_WAITING
+        qop.start_timestamp = time.time()
+        queue.save(job)
+        try:
+            await wait_dependencies(job, qop)
+            if job.cancel_requested:
+                raise asyncio.CancelledError()
+            result = await execute(qop.input, OpContext(queue, job, qop))
+        except asyncio.CancelledError:
+            if not job.cancel_requested:
+                raise  # masterd is stopping: leave the job for recovery
+            _finish_rest(job, index, C.OP_STATUS_CANCELED, CANCELED_BY_REQUEST, encode=True)
+            break
+        except Exception as err:
+            if not isinstance(err, errors.GenericError):
+                log.exception("Job %s: unexpected error in opcode %s", job.id, qop.input.OP_ID)
+            qop.status = C.OP_STATUS_ERROR
+            qop.result = errors.encode_exception(err)
+            qop.end_timestamp = time.time()
+            _finish_rest(job, index + 1, C.OP_STATUS_ERROR, PRECEDING_FAILED, encode=True)
+            break
+        else:
+            qop.status = C.OP_STATUS_SUCCESS
+            qop.result = result
+            qop.end_timestamp = time.time()
+            if index + 1 < len(job.ops):
+                queue.save(job)
+    job.end_timestamp = time.time()
+    queue.save(job)
+
+
+def _finish_rest(job: Job, start: int, status: str, message: str, *, encode: bool) -> None:
+    """Give every opcode from ``start`` on a final status and a reason."""
+    now = time.time()
+    for qop in job.ops[start:]:
+        if qop.finished:
+            continue
+        qop.status = status
+        qop.result = errors.encode_exception(errors.OpExecError(message)) if encode else message
+        qop.end_timestamp = now

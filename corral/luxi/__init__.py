@@ -1,0 +1,1 @@
+"""Luxi: the local JSON protocol between the gnt-* commands and masterd."""

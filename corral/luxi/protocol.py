@@ -1,0 +1,104 @@
+"""Luxi message framing: one JSON document per message, ended by ``\\x03``.
+
+Requests are ``{"method": M, "args": A, "version": V}``; responses are
+``{"success": bool, "result": R, "version": V}``.  On failure ``result`` is an
+encoded error, ``[class_name, args]``.  This module is stdlib-only so the
+command-line clients stay fast to start.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+
+ETX = b"\x03"
+KEY_METHOD = "method"
+KEY_ARGS = "args"
+KEY_SUCCESS = "success"
+KEY_RESULT = "result"
+KEY_VERSION = "version"
+
+# Largest message either side accepts; a bigger one is a protocol error.
+MAX_MESSAGE_SIZE = 256 * 1024 * 1024
+
+METHODS = frozenset(
+    {
+        "SubmitJob",
+        "SubmitJobToDrainedQueue",
+        "SubmitManyJobs",
+        "WaitForJobChange",
+        "PickupJob",
+        "CancelJob",
+        "ArchiveJob",
+        "AutoArchiveJobs",
+        "ChangeJobPriority",
+        "QueryJobs",
+        "Query",
+        "QueryFields",
+        "QueryClusterInfo",
+        "QueryConfigValues",
+        "QueryTags",
+        "SetDrainFlag",
+    }
+)
+
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes."""
+    return _encoder.encode(value).encode("utf-8")
+
+
+def encode_request(method: str, args: Any) -> bytes:
+    """One framed request."""
+    return dumps({KEY_METHOD: method, KEY_ARGS: args, KEY_VERSION: C.LUXI_VERSION}) + ETX
+
+
+def parse_request(data: bytes) -> tuple[str, Any]:
+    """Parse one request (without the terminator) into ``(method, args)``."""
+    try:
+        msg = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise errors.LuxiError(f"Malformed request, not JSON: {err}") from None
+    if not isinstance(msg, dict) or KEY_METHOD not in msg or KEY_ARGS not in msg:
+        raise errors.LuxiError("Malformed request: expected an object with 'method' and 'args'")
+    method = msg[KEY_METHOD]
+    version = msg.get(KEY_VERSION)
+    if version is not None and version != C.LUXI_VERSION:
+        raise errors.LuxiError(f"Luxi version mismatch: client {version}, server {C.LUXI_VERSION}")
+    if not isinstance(method, str) or method not in METHODS:
+        raise errors.LuxiError(f"Unknown luxi method {method!r}")
+    return method, msg[KEY_ARGS]
+
+
+def encode_response(success: bool, result: Any) -> bytes:
+    """One framed response."""
+    return dumps({KEY_SUCCESS: success, KEY_RESULT: result}) + ETX
+
+
+def encode_error(err: BaseException) -> bytes:
+    """A framed failure response carrying ``err``."""
+    return encode_response(False, errors.encode_exception(err))
+
+
+def parse_response(data: bytes) -> Any:
+    """Return the result of a response, or raise the error it carries."""
+    try:
+        msg = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise errors.LuxiError(f"Malformed response from masterd: {err}") from None
+    if not isinstance(msg, dict) or KEY_SUCCESS not in msg or KEY_RESULT not in msg:
+        raise errors.LuxiError("Malformed response from masterd")
+    version = msg.get(KEY_VERSION)
+    if version is not None and version != C.LUXI_VERSION:
+        raise errors.LuxiError(f"Luxi version mismatch, client {C.LUXI_VERSION}, server {version}")
+    if msg[KEY_SUCCESS]:
+        return msg[KEY_RESULT]
+    result = msg[KEY_RESULT]
+    if isinstance(result, str):
+        raise errors.LuxiError(result)
+    raise errors.decode_exception(result)

@@ -1,0 +1,1 @@
+"""corral-masterd: job queue, locks, configuration and logical units."""

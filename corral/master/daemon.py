@@ -1,0 +1,68 @@
+"""Assembles masterd: configuration, job queue, locks, RPC and the luxi server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+# Importing the logical-unit modules registers them.
+from corral.cmdlib import cluster, cluster_verify, tags, test  # noqa: F401
+from corral.cmdlib.base import Master
+from corral.cmdlib.processor import Processor
+from corral.config.manager import ConfigManager
+from corral.config.store import SqliteConfigStore
+from corral.jobs.queue import JobQueue
+from corral.jobs.store import JobStore
+from corral.locking import LockManager
+from corral.luxi.server import LuxiServer
+from corral.master.luxi_methods import LuxiMethods
+from corral.master.ssconf import write_ssconf
+from corral.paths import Paths
+from corral.rpc.client import RpcClient
+
+log = logging.getLogger(__name__)
+
+# Seconds running jobs get to finish when masterd is asked to stop.
+SHUTDOWN_GRACE = 10.0
+
+
+async def serve(paths: Paths, ready: Callable[[], None]) -> None:
+    """Run masterd until cancelled."""
+    from corral import errors
+
+    if not paths.config_db.exists():
+        raise errors.NotClusterError(
+            f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
+        )
+    cfg = ConfigManager(SqliteConfigStore(paths.config_db))
+    cfg.add_listener(lambda c: write_ssconf(paths, c))
+    write_ssconf(paths, cfg)
+    rpc = RpcClient(paths, cfg.cluster.noded_port)
+    store = JobStore(paths.queue_db)
+    processor = Processor()
+    locks = LockManager()
+    queue = JobQueue(
+        store,
+        paths.queue_drain_file,
+        processor,
+        lambda: cfg.cluster.max_running_jobs,
+        locks.set_priority,
+    )
+    master = Master(paths=paths, cfg=cfg, rpc=rpc, locks=locks, queue=queue)
+    processor.bind(master)
+    queue.recover()
+    server = LuxiServer(paths.master_socket, LuxiMethods(master))
+    await server.start()
+    queue.start()
+    log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
+    ready()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        log.info("corral-masterd stopping")
+        await server.close()
+        await queue.shutdown(SHUTDOWN_GRACE)
+        await rpc.close()
+        store.close()
+        cfg.close()

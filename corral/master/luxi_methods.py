@@ -1,0 +1,173 @@
+"""The luxi methods masterd answers, with argument checks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib.cluster import cluster_info
+from corral.master import queries
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import Master
+
+
+def _job_id(value: Any) -> int:
+    """Job ids arrive as numbers or numeric strings (as from Ganeti's clients)."""
+    if isinstance(value, bool):
+        raise errors.OpPrereqError(f"Invalid job id {value!r}", C.ECODE_INVAL)
+    try:
+        job_id = int(value)
+    except (TypeError, ValueError):
+        raise errors.OpPrereqError(f"Invalid job id {value!r}", C.ECODE_INVAL) from None
+    if job_id < 0:
+        raise errors.OpPrereqError(f"Invalid job id {value!r}", C.ECODE_INVAL)
+    return job_id
+
+
+def _args(args: Any, method: str, low: int, high: int | None = None) -> list[Any]:
+    if not isinstance(args, list):
+        args = [args]
+    high = low if high is None else high
+    if not low <= len(args) <= high:
+        want = str(low) if low == high else f"{low} to {high}"
+        raise errors.LuxiError(f"{method} takes {want} argument(s), got {len(args)}")
+    return args + [None] * (high - len(args))
+
+
+def _str_list(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise errors.OpPrereqError(f"{what} must be a list of strings", C.ECODE_INVAL)
+    return value
+
+
+class LuxiMethods:
+    """Dispatches luxi requests to the queue, config and lock manager."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        self._table: dict[str, Callable[[Any], Awaitable[Any]]] = {
+            "SubmitJob": self.submit_job,
+            "SubmitJobToDrainedQueue": self.submit_job_drained,
+            "SubmitManyJobs": self.submit_many_jobs,
+            "WaitForJobChange": self.wait_for_job_change,
+            "PickupJob": self.pickup_job,
+            "CancelJob": self.cancel_job,
+            "ArchiveJob": self.archive_job,
+            "AutoArchiveJobs": self.auto_archive_jobs,
+            "ChangeJobPriority": self.change_job_priority,
+            "QueryJobs": self.query_jobs,
+            "Query": self.query,
+            "QueryFields": self.query_fields,
+            "QueryClusterInfo": self.query_cluster_info,
+            "QueryConfigValues": self.query_config_values,
+            "QueryTags": self.query_tags,
+            "SetDrainFlag": self.set_drain_flag,
+        }
+
+    async def __call__(self, method: str, args: Any) -> Any:
+        return await self._table[method](args)
+
+    async def submit_job(self, args: Any) -> Any:
+        (ops,) = _args(args, "SubmitJob", 1)
+        return self.master.queue.submit(ops)
+
+    async def submit_job_drained(self, args: Any) -> Any:
+        (ops,) = _args(args, "SubmitJobToDrainedQueue", 1)
+        return self.master.queue.submit(ops, ignore_drain=True)
+
+    async def submit_many_jobs(self, args: Any) -> Any:
+        (jobs,) = _args(args, "SubmitManyJobs", 1)
+        return [r[:2] for r in self.master.queue.submit_many(jobs)]
+
+    async def wait_for_job_change(self, args: Any) -> Any:
+        job_id, fields, prev_info, prev_serial, timeout = _args(args, "WaitForJobChange", 5)
+        fields = _str_list(fields, "fields")
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+            raise errors.OpPrereqError("WaitForJobChange timeout must be a number", C.ECODE_INVAL)
+        if prev_serial is not None and not isinstance(prev_serial, int):
+            raise errors.OpPrereqError("prev_log_serial must be a number", C.ECODE_INVAL)
+        return await self.master.queue.wait_for_change(
+            _job_id(job_id), fields, prev_info, prev_serial, float(timeout)
+        )
+
+    async def pickup_job(self, args: Any) -> Any:
+        # Jobs are picked up at submission; kept for protocol compatibility.
+        (job_id,) = _args(args, "PickupJob", 1)
+        _job_id(job_id)
+        return None
+
+    async def cancel_job(self, args: Any) -> Any:
+        job_id, kill = _args(args, "CancelJob", 1, 2)
+        return self.master.queue.cancel(_job_id(job_id), bool(kill))
+
+    async def archive_job(self, args: Any) -> Any:
+        (job_id,) = _args(args, "ArchiveJob", 1)
+        return self.master.queue.archive(_job_id(job_id))
+
+    async def auto_archive_jobs(self, args: Any) -> Any:
+        age, timeout = _args(args, "AutoArchiveJobs", 2)
+        for value, name in ((age, "age"), (timeout, "timeout")):
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise errors.OpPrereqError(
+                    f"AutoArchiveJobs {name} must be a number", C.ECODE_INVAL
+                )
+        return self.master.queue.auto_archive(float(age), float(timeout))
+
+    async def change_job_priority(self, args: Any) -> Any:
+        job_id, priority = _args(args, "ChangeJobPriority", 2)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise errors.OpPrereqError("Priority must be an integer", C.ECODE_INVAL)
+        return self.master.queue.change_priority(_job_id(job_id), priority)
+
+    async def query_jobs(self, args: Any) -> Any:
+        job_ids, fields = _args(args, "QueryJobs", 2)
+        ids = [_job_id(j) for j in job_ids] if job_ids else None
+        return self.master.queue.query_jobs(ids, _str_list(fields, "fields"))
+
+    async def query(self, args: Any) -> Any:
+        what, fields, qfilter = _args(args, "Query", 2, 3)
+        return queries.query(self.master, what, _str_list(fields, "fields"), qfilter)
+
+    async def query_fields(self, args: Any) -> Any:
+        what, fields = _args(args, "QueryFields", 1, 2)
+        return queries.query_fields(what, _str_list(fields, "fields") or None)
+
+    async def query_cluster_info(self, args: Any) -> Any:
+        _args(args, "QueryClusterInfo", 0)
+        cfg = self.master.cfg
+        return cluster_info(cfg.cluster, cfg.master_node.name)
+
+    async def query_config_values(self, args: Any) -> Any:
+        (fields,) = _args(args, "QueryConfigValues", 1)
+        return [self._config_value(name) for name in _str_list(fields, "fields")]
+
+    def _config_value(self, name: str) -> Any:
+        cfg = self.master.cfg
+        values: dict[str, Callable[[], Any]] = {
+            "cluster_name": lambda: cfg.cluster.name,
+            "master_node": lambda: cfg.master_node.name,
+            "drain_flag": lambda: self.master.queue.drained,
+            "watcher_pause": lambda: None,
+            "max_running_jobs": lambda: cfg.cluster.max_running_jobs,
+            "max_tracked_jobs": lambda: cfg.cluster.max_tracked_jobs,
+            "config_serial": lambda: cfg.serial,
+        }
+        if name not in values:
+            raise errors.OpPrereqError(f"Unknown configuration value '{name}'", C.ECODE_INVAL)
+        return values[name]()
+
+    async def query_tags(self, args: Any) -> Any:
+        kind, name = _args(args, "QueryTags", 1, 2)
+        return queries.tags_of(self.master, kind, name)
+
+    async def set_drain_flag(self, args: Any) -> Any:
+        (flag,) = _args(args, "SetDrainFlag", 1)
+        if not isinstance(flag, bool):
+            raise errors.OpPrereqError("SetDrainFlag takes true or false", C.ECODE_INVAL)
+        self.master.queue.set_drain(flag)
+        return True

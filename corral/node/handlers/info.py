@@ -1,0 +1,110 @@
+"""Calls that describe the node: version, node_info, node_verify."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.crypto.certs import cert_info
+from corral.node.context import NodeContext
+from corral.node.handlers.base import rpc_handler
+
+_MIB = 1024 * 1024
+_NUMA_NODE_RE = re.compile(r"^node\d+$")
+
+
+@rpc_handler("version")
+async def version(ctx: NodeContext) -> int:
+    """The node's internode protocol version."""
+    return C.PROTOCOL_VERSION
+
+
+def read_meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int]:
+    """/proc/meminfo as ``{key: KiB}``."""
+    values: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        key, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            values[key] = int(fields[0])
+    return values
+
+
+def memory_info() -> dict[str, int]:
+    """Total, free and dom0-used memory in MiB.
+
+    Page cache counts as free, as Ganeti counts it: the kernel gives it back
+    when an instance needs the memory.
+    """
+    mem = read_meminfo()
+    total = mem["MemTotal"] // 1024
+    free = (mem["MemFree"] + mem.get("Buffers", 0) + mem.get("Cached", 0)) // 1024
+    return {"memory_total": total, "memory_free": free, "memory_dom0": total - free}
+
+
+def cpu_info() -> dict[str, int]:
+    """Number of CPUs, NUMA nodes and sockets (at least 1 each)."""
+    try:
+        numa = sum(
+            1 for name in os.listdir("/sys/devices/system/node") if _NUMA_NODE_RE.match(name)
+        )
+    except OSError:
+        numa = 0
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    sockets = set(re.findall(r"^physical id\s*:\s*(\d+)", cpuinfo, re.MULTILINE))
+    return {
+        "cpu_total": os.cpu_count() or 1,
+        "cpu_nodes": max(numa, 1),
+        "cpu_sockets": max(len(sockets), 1),
+    }
+
+
+def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
+    """Size and free space in MiB of the file system holding ``wire_path``."""
+    try:
+        st = os.statvfs(ctx.paths.from_wire(wire_path))
+    except (OSError, ValueError) as err:
+        raise errors.OpExecError(f"Cannot get storage info of {wire_path}: {err}") from None
+    return {
+        "path": wire_path,
+        "total": st.f_blocks * st.f_frsize // _MIB,
+        "free": st.f_bavail * st.f_frsize // _MIB,
+    }
+
+
+@rpc_handler("node_info")
+async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any]:
+    """Memory and CPU of the node and space in the given storage paths."""
+    if not isinstance(storage_paths, list):
+        raise errors.OpExecError("node_info: storage_paths must be a list of paths")
+    return {
+        **memory_info(),
+        **cpu_info(),
+        "storage": [storage_info(ctx, str(path)) for path in storage_paths],
+    }
+
+
+@rpc_handler("node_verify")
+async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> dict[str, Any]:
+    """What the master checks about a node: version, clock and certificate.
+
+    ``checks`` names what the master wants verified; the basic checks are
+    always done, and names this node does not know are ignored, so that a
+    newer master can talk to an older node.
+    """
+    if not isinstance(checks, dict):
+        raise errors.OpExecError("node_verify: checks must be a dictionary")
+    return {
+        "node_name": node_name,
+        "version": C.PROTOCOL_VERSION,
+        "time": time.time(),
+        "certificate": cert_info(ctx.paths.server_pem),
+    }

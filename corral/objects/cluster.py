@@ -1,0 +1,39 @@
+"""The cluster object: cluster-wide settings and defaults."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from corral import constants as C
+from corral.objects.base import ConfigObject
+
+
+class Cluster(ConfigObject):
+    TABLE: ClassVar[str] = "cluster"
+
+    master_node: str
+    master_ip: str
+    master_netdev: str = "lo"
+    master_netmask: int = 32
+    noded_port: int = C.DEFAULT_NODED_PORT
+    mac_prefix: str = C.DEFAULT_MAC_PREFIX
+    file_storage_dir: str = ""
+    enabled_hypervisors: list[str] = Field(default_factory=lambda: ["fake"])
+    enabled_disk_templates: list[str] = Field(default_factory=lambda: ["file", "diskless"])
+    hvparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    beparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    nicparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ndparams: dict[str, Any] = Field(default_factory=dict)
+    osparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    osparams_private_cluster: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    candidate_pool_size: int = 10
+    max_running_jobs: int = C.DEFAULT_MAX_RUNNING_JOBS
+    max_tracked_jobs: int = C.DEFAULT_MAX_TRACKED_JOBS
+    modify_etc_hosts: bool = False
+    maintain_node_health: bool = False
+    default_iallocator: str = ""
+    hidden_os: list[str] = Field(default_factory=list)
+    blacklisted_os: list[str] = Field(default_factory=list)
+    uid_pool: list[list[int]] = Field(default_factory=list)

@@ -1,0 +1,153 @@
+"""Every filesystem path Corral uses, derived from one root directory.
+
+Production uses ``/``; tests, the demo and benchmarks use a temporary directory
+(``CORRAL_ROOT``), so several nodes can run side by side on one machine.  The
+layout below ``root`` follows Ganeti's defaults so that hooks and OS scripts
+written for Ganeti find what they expect.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_ENV = "CORRAL_ROOT"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """All paths below one root directory."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        """Paths for the root named by ``CORRAL_ROOT`` (default ``/``)."""
+        return cls(Path(os.environ.get(ROOT_ENV) or "/").absolute())
+
+    def _under(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    # Top-level directories
+    @property
+    def data_dir(self) -> Path:
+        return self._under("var", "lib", "ganeti")
+
+    @property
+    def run_dir(self) -> Path:
+        return self._under("var", "run", "ganeti")
+
+    @property
+    def log_dir(self) -> Path:
+        return self._under("var", "log", "ganeti")
+
+    @property
+    def conf_dir(self) -> Path:
+        return self._under("etc", "ganeti")
+
+    @property
+    def hooks_dir(self) -> Path:
+        return self.conf_dir / "hooks"
+
+    @property
+    def os_search_path(self) -> list[Path]:
+        return [self._under("srv", "ganeti", "os")]
+
+    @property
+    def file_storage_dir(self) -> Path:
+        return self._under("srv", "ganeti", "file-storage")
+
+    @property
+    def export_dir(self) -> Path:
+        return self._under("srv", "ganeti", "export")
+
+    # Files in the data directory
+    @property
+    def config_db(self) -> Path:
+        return self.data_dir / "config.db"
+
+    @property
+    def queue_dir(self) -> Path:
+        return self.data_dir / "queue"
+
+    @property
+    def queue_db(self) -> Path:
+        return self.queue_dir / "queue.db"
+
+    @property
+    def queue_drain_file(self) -> Path:
+        return self.queue_dir / "drain"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.data_dir / "cluster-ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.data_dir / "cluster-ca.key"
+
+    @property
+    def server_pem(self) -> Path:
+        """noded's certificate and key, signed by the cluster CA."""
+        return self.data_dir / "server.pem"
+
+    @property
+    def client_pem(self) -> Path:
+        """masterd's client certificate and key, signed by the cluster CA."""
+        return self.data_dir / "client.pem"
+
+    @property
+    def cluster_domain_secret(self) -> Path:
+        return self.data_dir / "cluster-domain-secret"
+
+    def ssconf_file(self, key: str) -> Path:
+        return self.data_dir / f"ssconf_{key}"
+
+    # Run-time files
+    @property
+    def socket_dir(self) -> Path:
+        return self.run_dir / "socket"
+
+    @property
+    def master_socket(self) -> Path:
+        return self.socket_dir / "ganeti-query"
+
+    def pid_file(self, daemon: str) -> Path:
+        return self.run_dir / f"{daemon}.pid"
+
+    def daemon_log(self, daemon: str) -> Path:
+        return self.log_dir / f"{daemon}.log"
+
+    @property
+    def hooks_log_dir(self) -> Path:
+        return self.log_dir / "hooks"
+
+    # Paths as they cross the wire: each node has its own root, so RPC arguments
+    # name files by their production path ("/var/lib/ganeti/..."), which every
+    # node maps below its own root.
+    def to_wire(self, path: Path) -> str:
+        """The production path of ``path`` (a path below this root)."""
+        return "/" + Path(path).absolute().relative_to(self.root).as_posix()
+
+    def from_wire(self, name: str) -> Path:
+        """The local path below this root of a production path from the wire."""
+        if not name.startswith("/"):
+            raise ValueError(f"Not an absolute path: {name!r}")
+        # normpath drops "..", so the result cannot leave the root.
+        return self.root / posixpath.normpath(name).lstrip("/")
+
+    def cluster_dirs(self) -> list[Path]:
+        """Directories ``gnt-cluster init`` creates."""
+        return [
+            self.data_dir,
+            self.queue_dir,
+            self.run_dir,
+            self.socket_dir,
+            self.log_dir,
+            self.hooks_dir,
+            *self.os_search_path,
+            self.file_storage_dir,
+            self.export_dir,
+        ]

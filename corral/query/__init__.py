@@ -1,0 +1,1 @@
+"""Generic queries: field definitions, filters and Ganeti's result format."""

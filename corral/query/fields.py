@@ -1,0 +1,109 @@
+"""Field definitions and the ``Query``/``QueryFields`` result format.
+
+A result is ``{"fields": [fielddef...], "data": [[[status, value]...]...]}``
+where a field definition is ``{"name", "title", "kind", "doc"}``, as Ganeti's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from corral import constants as C
+from corral.query.filter import compile_filter
+
+
+@dataclass(frozen=True)
+class Field:
+    """One queryable field of a resource."""
+
+    name: str
+    title: str
+    kind: str
+    doc: str
+    getter: Callable[[Any], Any]
+    # What the getter needs from the resource (e.g. store columns), so only that is loaded.
+    needs: tuple[str, ...] = ()
+
+    def definition(self) -> dict[str, str]:
+        return {"name": self.name, "title": self.title, "kind": self.kind, "doc": self.doc}
+
+
+def unknown_definition(name: str) -> dict[str, str]:
+    return {"name": name, "title": name, "kind": C.QFT_UNKNOWN, "doc": f"Unknown field '{name}'"}
+
+
+class FieldSet:
+    """The fields of one resource, by name."""
+
+    def __init__(self, fields: Iterable[Field]) -> None:
+        self.fields = {f.name: f for f in fields}
+
+    def needs(self, names: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for name in names:
+            field = self.fields.get(name)
+            if field is not None:
+                out.update(field.needs)
+        return out
+
+    def definitions(self, names: list[str] | None) -> list[dict[str, str]]:
+        if not names:
+            return [f.definition() for f in sorted(self.fields.values(), key=lambda f: f.name)]
+        return [
+            self.fields[n].definition() if n in self.fields else unknown_definition(n)
+            for n in names
+        ]
+
+    def query(self, names: list[str], qfilter: Any, items: Iterable[Any]) -> dict[str, Any]:
+        """Evaluate a query over ``items`` into Ganeti's result form."""
+        getters = [self.fields[n].getter if n in self.fields else None for n in names]
+        matches = compile_filter(qfilter, self._value_of)
+        data = []
+        for item in items:
+            if not matches(item):
+                continue
+            row = []
+            for getter in getters:
+                if getter is None:
+                    row.append([C.RS_UNKNOWN, None])
+                else:
+                    row.append(cell(getter(item)))
+            data.append(row)
+        return {"fields": self.definitions(names), "data": data}
+
+    def _value_of(self, name: str) -> Callable[[Any], Any]:
+        from corral import errors
+
+        field = self.fields.get(name)
+        if field is None:
+            raise errors.QueryFilterParseError(f"Unknown field '{name}' in the query filter")
+        getter = field.getter
+
+        def value(item: Any) -> Any:
+            got = getter(item)
+            return got.value if isinstance(got, Unavailable) else got
+
+        return value
+
+
+class Unavailable:
+    """A cell without data; its status says why (RS_NODATA, RS_UNAVAIL, RS_OFFLINE)."""
+
+    __slots__ = ("status", "value")
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.value = None
+
+
+NODATA = Unavailable(C.RS_NODATA)
+UNAVAIL = Unavailable(C.RS_UNAVAIL)
+OFFLINE = Unavailable(C.RS_OFFLINE)
+
+
+def cell(value: Any) -> list[Any]:
+    if isinstance(value, Unavailable):
+        return [value.status, None]
+    return [C.RS_NORMAL, value]

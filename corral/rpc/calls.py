@@ -1,0 +1,79 @@
+"""The table of node RPC calls: the one place where a call is declared.
+
+Each call has a name (the URL path on noded), a timeout and its positional
+argument names.  The client validates arguments against the table; noded
+dispatches to the handler registered under the same name
+(:mod:`corral.node.handlers`).  Adding a call is one line here and one handler.
+
+Stdlib only: masterd's startup and the CLI may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+
+TimeoutFn = Callable[[Sequence[Any]], float]
+
+
+@dataclass(frozen=True)
+class RpcCall:
+    """One RPC call: ``timeout`` is seconds, or a function of the arguments."""
+
+    name: str
+    timeout: float | TimeoutFn
+    args: tuple[str, ...]
+    doc: str = ""
+
+    def timeout_for(self, args: Sequence[Any]) -> float:
+        """The timeout, in seconds, of this call with these arguments."""
+        if callable(self.timeout):
+            return float(self.timeout(args))
+        return float(self.timeout)
+
+    def check_args(self, args: Sequence[Any]) -> list[Any]:
+        """The arguments as a list; raise ProgrammerError on a wrong count."""
+        if len(args) != len(self.args):
+            raise errors.ProgrammerError(
+                f"RPC call {self.name} takes {len(self.args)} arguments "
+                f"({', '.join(self.args) or 'none'}), got {len(args)}"
+            )
+        return list(args)
+
+
+def _delay_timeout(args: Sequence[Any]) -> float:
+    # test_delay must not time out before its own delay is over.  A bad duration
+    # gets a short timeout: the node refuses it at once.
+    try:
+        return float(args[0]) + 5.0
+    except (TypeError, ValueError):
+        return float(C.RPC_TMO_URGENT)
+
+
+_TABLE = (
+    RpcCall("version", C.RPC_TMO_URGENT, (), "The node's protocol version"),
+    RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_paths",), "Memory, CPU and storage"),
+    RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
+    RpcCall("hooks_runner", C.RPC_TMO_NORMAL, ("hpath", "phase", "env"), "Run hooks"),
+    RpcCall("test_delay", _delay_timeout, ("duration",), "Sleep (for tests)"),
+    RpcCall(
+        "upload_file",
+        C.RPC_TMO_NORMAL,
+        ("file_name", "data", "mode", "uid", "gid", "atime", "mtime"),
+        "Write one of the cluster's distributed files",
+    ),
+)
+
+CALLS: dict[str, RpcCall] = {call.name: call for call in _TABLE}
+
+
+def get_call(name: str) -> RpcCall:
+    """The call named ``name``; ProgrammerError if there is none."""
+    try:
+        return CALLS[name]
+    except KeyError:
+        raise errors.ProgrammerError(f"Unknown RPC call {name!r}") from None

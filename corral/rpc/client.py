@@ -1,0 +1,182 @@
+"""Asyncio client of the node RPC: calls one or many nodes in parallel.
+
+One :class:`RpcClient` holds one aiohttp session, so connections to nodes are
+kept alive and reused across calls.  A call never raises because of a node: every
+node's outcome is an :class:`RpcResult`, and the caller decides what a failure
+means (``raise_if_failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from corral import errors
+from corral.crypto.certs import ssl_client_context
+from corral.paths import Paths
+from corral.rpc.calls import get_call
+
+log = logging.getLogger(__name__)
+
+# A node that does not accept a connection within this time counts as offline,
+# whatever the call's own (much longer) timeout is.
+CONNECT_TIMEOUT = 10.0
+# Enough for the concurrent jobs of a busy master that all call the same node.
+CONNECTIONS_PER_NODE = 32
+
+
+@dataclass
+class RpcResult:
+    """The outcome of one call on one node.
+
+    ``fail_msg`` is None on success; ``offline`` is True when the node could not
+    be reached at all (connection refused or timed out).
+    """
+
+    node: str
+    call: str
+    payload: Any = None
+    fail_msg: str | None = None
+    offline: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether the call failed (the node was unreachable or returned an error)."""
+        return self.fail_msg is not None
+
+    def raise_if_failed(self, prefix: str = "") -> None:
+        """Raise OpExecError with a one-line message if the call failed."""
+        if self.fail_msg is None:
+            return
+        msg = f"{prefix}: {self.fail_msg}" if prefix else self.fail_msg
+        raise errors.OpExecError(" ".join(msg.split()))
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def _reason(err: BaseException) -> str:
+    errno = getattr(err, "errno", None)
+    if errno:
+        return os.strerror(errno)
+    return str(err) or err.__class__.__name__
+
+
+def _parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:
+    """``(payload, fail_msg)`` from noded's HTTP answer."""
+    try:
+        reply = json.loads(body)
+    except ValueError:
+        reply = None
+    if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], bool)):
+        text = body[:200].decode("utf-8", "replace").strip()
+        return None, f"Invalid reply from node (HTTP {status}): {text!r}"
+    success, payload = reply
+    if status != 200 or not success:
+        return None, str(payload)
+    return payload, None
+
+
+class RpcClient:
+    """Calls nodes' noded over HTTPS with the cluster's client certificate.
+
+    ``certfile`` overrides the certificate presented (default ``client.pem``).
+    """
+
+    def __init__(self, paths: Paths, port: int, *, certfile: Path | None = None) -> None:
+        self._paths = paths
+        self._port = port
+        self._certfile = certfile
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created on first use: a session must be made inside the running loop.
+        if self._session is None or self._session.closed:
+            ctx = ssl_client_context(self._paths, self._certfile)
+            connector = aiohttp.TCPConnector(ssl=ctx, limit=0, limit_per_host=CONNECTIONS_PER_NODE)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def close(self) -> None:
+        """Close the connections to all nodes."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> RpcClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def call(
+        self,
+        nodes: Sequence[tuple[str, str]],
+        name: str,
+        args: Sequence[Any],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, RpcResult]:
+        """Call ``name`` on all ``(node_key, address)`` pairs in parallel."""
+        get_call(name).check_args(args)
+        results = await asyncio.gather(
+            *(self.call_one(node, address, name, args, timeout=timeout) for node, address in nodes)
+        )
+        return {result.node: result for result in results}
+
+    async def call_one(
+        self,
+        node: str,
+        address: str,
+        name: str,
+        args: Sequence[Any],
+        *,
+        timeout: float | None = None,
+    ) -> RpcResult:
+        """Call ``name`` on one node; ``timeout`` overrides the table's."""
+        call = get_call(name)
+        body = self._encode(name, call.check_args(args))
+        seconds = timeout if timeout is not None else call.timeout_for(args)
+        try:
+            payload, fail_msg = await self._post(address, name, body, seconds)
+        except aiohttp.ClientSSLError as err:
+            return RpcResult(node, name, fail_msg=f"TLS error with {address}: {_reason(err)}")
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
+            msg = f"Cannot connect to {address}:{self._port}: {_reason(err)}"
+            return RpcResult(node, name, fail_msg=msg, offline=True)
+        except TimeoutError:
+            msg = f"RPC call {name} to {address} timed out after {seconds:g} s"
+            return RpcResult(node, name, fail_msg=msg)
+        except aiohttp.ClientError as err:
+            msg = f"Error talking to {address}:{self._port}: {_reason(err)}"
+            return RpcResult(node, name, fail_msg=msg)
+        if fail_msg is not None:
+            log.debug("RPC %s on %s failed: %s", name, node, fail_msg)
+        return RpcResult(node, name, payload=payload, fail_msg=fail_msg)
+
+    @staticmethod
+    def _encode(name: str, args: list[Any]) -> bytes:
+        try:
+            return json.dumps(args).encode("utf-8")
+        except (TypeError, ValueError) as err:
+            raise errors.ProgrammerError(f"Cannot encode arguments of {name}: {err}") from None
+
+    async def _post(
+        self, address: str, name: str, body: bytes, seconds: float
+    ) -> tuple[Any, str | None]:
+        url = f"https://{_host(address)}:{self._port}/{name}"
+        timeout = aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
+        headers = {"Content-Type": "application/json"}
+        session = self._get_session()
+        async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
+            data = await resp.read()
+            return _parse_reply(resp.status, data)

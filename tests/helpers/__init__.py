@@ -1,0 +1,1 @@
+"""Reusable helpers for tests (temp node roots, running daemons)."""
