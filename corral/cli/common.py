@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -225,6 +226,11 @@ def run(parser: Parser, argv: Sequence[str] | None = None) -> int:
         return C.EXIT_FAILURE
     try:
         rc = opts.handler(opts)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (e.g. head) went away: not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return C.EXIT_SUCCESS
     except KeyboardInterrupt:
         print(
             "Aborted. Note that if the operation created any jobs, they might have been"

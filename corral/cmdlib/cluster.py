@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import re
+import struct
 from typing import Any
 
 from corral import __version__, errors
@@ -37,7 +38,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "os_api_version": C.OS_API_VERSION,
         "export_version": C.EXPORT_VERSION,
         "vcs_version": f"corral-{__version__}",
-        "architecture": [platform.architecture()[0], platform.machine()],
+        "architecture": [f"{struct.calcsize('P') * 8}bits", platform.machine()],
         "name": cluster.name,
         "master": master_name,
         "default_hypervisor": cluster.enabled_hypervisors[0],

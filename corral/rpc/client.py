@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,14 @@ def _host(address: str) -> str:
 
 
 def _reason(err: BaseException) -> str:
-    errno = getattr(err, "errno", None)
+    """Why a connection failed, in a few words."""
+    # aiohttp wraps the underlying OSError or SSLError.
+    inner = getattr(err, "certificate_error", None) or getattr(err, "os_error", None) or err
+    if isinstance(inner, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {inner.verify_message}"
+    if isinstance(inner, ssl.SSLError):
+        return str(inner.reason or inner)
+    errno = getattr(inner, "errno", None)
     if errno:
         return os.strerror(errno)
     return str(err) or err.__class__.__name__
@@ -149,7 +157,7 @@ class RpcClient:
         try:
             payload, fail_msg = await self._post(address, name, body, seconds)
         except aiohttp.ClientSSLError as err:
-            return RpcResult(node, name, fail_msg=f"TLS error with {address}: {_reason(err)}")
+            return RpcResult(node, name, fail_msg=f"TLS error with {address}:{self._port}: {_reason(err)}")
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
             msg = f"Cannot connect to {address}:{self._port}: {_reason(err)}"
             return RpcResult(node, name, fail_msg=msg, offline=True)

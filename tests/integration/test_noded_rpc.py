@@ -69,7 +69,7 @@ async def test_hooks_runner(noded: Noded) -> None:
 async def test_test_delay_and_timeouts(noded: Noded) -> None:
     async with noded.client() as rpc:
         ok = await rpc.call_one(*noded.target, "test_delay", [0.1])
-        late = await rpc.call_one(*noded.target, "test_delay", [2], timeout=0.3)
+        late = await rpc.call_one(*noded.target, "test_delay", [1], timeout=0.3)
         bad = await rpc.call_one(*noded.target, "test_delay", ["soon"])
         after = await rpc.call_one(*noded.target, "version", [])
     assert not ok.failed and ok.payload is None

@@ -1,0 +1,17 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cluster import TestCluster, running_cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[TestCluster]:
+    """A running single-node cluster in a temporary root."""
+    with running_cluster(tmp_path) as cl:
+        yield cl
