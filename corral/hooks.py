@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 
 
 def hook_value(value: Any) -> str:
-    """Ganeti passes every value through str(): True, False, None, 128."""
-    if isinstance(value, list | tuple):
-        return " ".join(str(v) for v in value)
+    """Ganeti passes every value through str(): True, False, None, 128, ['a'].
+
+    Space-separated lists (INSTANCE_SECONDARIES, tags) are joined by the units.
+    """
     return str(value)
 
 

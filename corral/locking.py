@@ -142,6 +142,7 @@ class LockManager:
             elif waiter in lock.waiters:
                 lock.waiters.remove(waiter)
                 lock.grant_waiters()
+            self._forget_if_idle(lock)
             raise
 
     def release(

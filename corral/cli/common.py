@@ -98,11 +98,12 @@ def common_op_fields(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def output_fields(opts: argparse.Namespace, default: Sequence[str]) -> list[str]:
-    if not opts.output:
+    text = str(opts.output or "")
+    if not text:
         return list(default)
-    if opts.output.startswith("+"):
-        return [*default, *opts.output[1:].split(",")]
-    return opts.output.split(",")
+    if text.startswith("+"):
+        return [*default, *text[1:].split(",")]
+    return text.split(",")
 
 
 # Jobs

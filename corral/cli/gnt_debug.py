@@ -58,7 +58,7 @@ def cmd_locks(opts: argparse.Namespace) -> int:
 
 
 def _run_job(client: Any, ops: list[dict[str, Any]]) -> list[Any]:
-    return common.poll_job(client, client.submit_job(ops), None)
+    return list(common.poll_job(client, client.submit_job(ops), None))
 
 
 def _test_submission(client: Any) -> None:

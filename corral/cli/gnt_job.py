@@ -137,14 +137,15 @@ def _job_info_lines(row: list[Any]) -> list[str]:
     out.append(
         f"  Received:         {format_timestamp(received) if received else 'unknown (None)'}"
     )
-    if started and recv_s is not None and start_s is not None:
-        out.append(
-            f"  Processing start: {format_timestamp(started)} (delta {start_s - recv_s:.6f}s)"
-        )
+    if start_s is not None:
+        delta = f" (delta {start_s - recv_s:.6f}s)" if recv_s is not None else ""
+        out.append(f"  Processing start: {format_timestamp(started)}{delta}")
     else:
         out.append("  Processing start: unknown (None)")
-    if ended and start_s is not None and end_s is not None:
-        out.append(f"  Processing end:   {format_timestamp(ended)} (delta {end_s - start_s:.6f}s)")
+    if end_s is not None:
+        # A job canceled while queued has an end but no start: no delta then.
+        delta = f" (delta {end_s - start_s:.6f}s)" if start_s is not None else ""
+        out.append(f"  Processing end:   {format_timestamp(ended)}{delta}")
     else:
         out.append("  Processing end:   unknown (None)")
     if end_s is not None and recv_s is not None:

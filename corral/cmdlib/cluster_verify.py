@@ -51,7 +51,7 @@ class LUClusterVerify(LogicalUnit[opc.OpClusterVerify]):
     REQ_BGL = False
 
     async def exec(self) -> Any:
-        common = {
+        common: dict[str, Any] = {
             "debug_simulate_errors": self.op.debug_simulate_errors,
             "error_codes": self.op.error_codes,
             "ignore_errors": self.op.ignore_errors,
@@ -59,23 +59,16 @@ class LUClusterVerify(LogicalUnit[opc.OpClusterVerify]):
             "priority": self.op.priority,
         }
         groups = self.cfg.groups()
+        jobs: list[list[Any]] = []
         if self.op.group_name:
             groups = [self.cfg.lookup(NodeGroup, self.op.group_name)]
-        jobs: list[list[Any]] = (
-            [[opc.OpClusterVerifyConfig(**common)]] if not self.op.group_name else []
-        )
+        else:
+            jobs.append([opc.OpClusterVerifyConfig.model_validate(common)])
         for group in groups:
-            deps = [[-len(jobs), []]] if jobs else None
-            jobs.append(
-                [
-                    opc.OpClusterVerifyGroup(
-                        group_name=group.uuid,
-                        skip_checks=self.op.skip_checks,
-                        depends=deps,
-                        **common,
-                    )
-                ]
-            )
+            group_op = {**common, "group_name": group.uuid, "skip_checks": self.op.skip_checks}
+            if jobs:
+                group_op["depends"] = [[-len(jobs), []]]
+            jobs.append([opc.OpClusterVerifyGroup.model_validate(group_op)])
         return {"jobs": self.ctx.submit_jobs(jobs)}
 
 
@@ -163,12 +156,7 @@ class LUClusterVerifyConfig(_VerifyLU):
         except (OSError, ValueError) as err:
             self.report(code, "cluster", None, f"cannot read certificate {path}: {err}")
             return
-        self._check_validity(code, "cluster", None, str(path), info)
-
-    def _check_validity(
-        self, code: str, itype: str, item: str | None, what: str, info: dict[str, Any]
-    ) -> None:
-        check_cert_validity(self, code, itype, item, what, info)
+        check_cert_validity(self, code, "cluster", None, str(path), info)
 
 
 def check_cert_validity(

@@ -79,7 +79,7 @@ class LUTagsSet(_TagsLU):
 
     def bgl_shared(self) -> bool:
         # Cluster tags live in the cluster object: its writers take the BGL exclusively.
-        return self.op.kind != C.TAG_CLUSTER
+        return bool(self.op.kind != C.TAG_CLUSTER)
 
     def check_arguments(self) -> None:
         super().check_arguments()
@@ -100,7 +100,7 @@ class LUTagsDel(_TagsLU):
     OPCODE = opt.OpTagsDel
 
     def bgl_shared(self) -> bool:
-        return self.op.kind != C.TAG_CLUSTER
+        return bool(self.op.kind != C.TAG_CLUSTER)
 
     def check_arguments(self) -> None:
         super().check_arguments()

@@ -135,6 +135,9 @@ class ConfigTransaction:
         if self._manager.get(type(obj), obj.uuid) is None:
             raise errors.ConfigurationError(f"Cannot update unknown {obj.TABLE} '{obj.name}'")
         self._check_name(obj)
+        # The last staged action wins; a staged removal would otherwise be
+        # applied on disk (deletes follow upserts) but not in memory.
+        self._deletes.pop(obj.uuid, None)
         self._upserts[obj.uuid] = obj
 
     def add(self, obj: ConfigObject) -> None:

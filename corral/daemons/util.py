@@ -5,16 +5,14 @@ it through a *readiness pipe*: the command waits until the daemon is actually
 serving (exit 0) or prints the daemon's one-line reason for failing (exit 1),
 such as "Cannot listen on 127.0.0.2:1811: address already in use".
 
-Stdlib only: the gnt-* commands import start_daemon/stop_daemon and must start
-fast.
+Stdlib only, and asyncio is imported only by run_daemon: the gnt-* commands
+import start_daemon/stop_daemon and must start fast.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
-import logging
 import os
 import signal
 import subprocess
@@ -22,11 +20,20 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corral import errors
 from corral.paths import Paths
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import logging
+
+
+def _log() -> logging.Logger:
+    import logging  # not at the top: this module must import fast for the CLI
+
+    return logging.getLogger(__name__)
+
 
 ReadyCallback = Callable[[], None]
 DaemonMain = Callable[[ReadyCallback], Awaitable[None]]
@@ -138,6 +145,8 @@ def running_pid(path: Path) -> int | None:
 
 def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
     """Log to ``log_path`` (and stderr if asked) with time, daemon, pid and level."""
+    import logging
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter(
         f"%(asctime)s: {log_path.stem} pid=%(process)d %(levelname)s %(message)s"
@@ -166,7 +175,7 @@ class _Readiness:
 
     def ready(self) -> None:
         if not self.done:
-            log.info("Ready")
+            _log().info("Ready")
             self._send(_READY)
 
     def fail(self, message: str) -> None:
@@ -222,6 +231,8 @@ def _detach(log_path: Path) -> None:
 
 async def _supervise(main: DaemonMain, notify: _Readiness) -> int:
     """Run ``main`` until it ends or SIGTERM/SIGINT cancels it; the exit code."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(main(notify.ready))
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -231,12 +242,12 @@ async def _supervise(main: DaemonMain, notify: _Readiness) -> int:
     except asyncio.CancelledError:
         if not task.cancelled():
             raise
-        log.info("Stopped by signal")
+        _log().info("Stopped by signal")
         notify.fail("Stopped by a signal before it was ready")
         return 0
     except Exception as err:
         expected = isinstance(err, errors.GenericError)
-        log.error("Fatal error: %s", one_line(err), exc_info=not expected)
+        _log().error("Fatal error: %s", one_line(err), exc_info=not expected)
         notify.fail(one_line(err))
         return 1
     finally:
@@ -279,15 +290,17 @@ def run_daemon(
     try:
         pidfile.acquire()
     except (errors.PidFileLockError, OSError) as err:
-        log.error("%s", one_line(err))
+        _log().error("%s", one_line(err))
         notify.fail(one_line(err))
         return 1
     try:
-        log.info("%s starting (pid %d)", name, os.getpid())
+        import asyncio
+
+        _log().info("%s starting (pid %d)", name, os.getpid())
         return asyncio.run(_supervise(main, notify))
     finally:
         pidfile.release()
-        log.info("%s stopped", name)
+        _log().info("%s stopped", name)
 
 
 def start_daemon(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> None:
@@ -338,7 +351,7 @@ def stop_daemon(paths: Paths, name: str, timeout: float = 10.0) -> bool:
     except ProcessLookupError:
         return False
     if not _wait_stopped(path, timeout):
-        log.warning("%s (pid %d) did not stop within %g s; killing it", name, pid, timeout)
+        _log().warning("%s (pid %d) did not stop within %g s; killing it", name, pid, timeout)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         # A killed daemon leaves an unlocked pid file, which the next start reuses.

@@ -70,6 +70,10 @@ class LuxiServer:
     async def _answer(self, data: bytes) -> bytes:
         try:
             method, args = protocol.parse_request(data)
+        except errors.LuxiError as err:
+            # As luxid: a request that cannot be parsed gets a plain string.
+            return protocol.encode_response(False, f"Failed to parse request: {err.message}")
+        try:
             result = await self._handler(method, args)
             return protocol.encode_response(True, result)
         except errors.GenericError as err:

@@ -29,12 +29,12 @@ def _job_id(value: Any) -> int:
 
 def _args(args: Any, method: str, low: int, high: int | None = None) -> list[Any]:
     if not isinstance(args, list):
-        args = [args]
+        raise errors.LuxiError(f"{method}: the arguments must be a JSON list")
     high = low if high is None else high
     if not low <= len(args) <= high:
         want = str(low) if low == high else f"{low} to {high}"
         raise errors.LuxiError(f"{method} takes {want} argument(s), got {len(args)}")
-    return args + [None] * (high - len(args))
+    return list(args) + [None] * (high - len(args))
 
 
 def _str_list(value: Any, what: str) -> list[str]:
@@ -157,9 +157,9 @@ class LuxiMethods:
             "max_tracked_jobs": lambda: cfg.cluster.max_tracked_jobs,
             "config_serial": lambda: cfg.serial,
         }
-        if name not in values:
-            raise errors.OpPrereqError(f"Unknown configuration value '{name}'", C.ECODE_INVAL)
-        return values[name]()
+        # As luxid: a name it does not know gives null, not an error.
+        getter = values.get(name)
+        return getter() if getter is not None else None
 
     async def query_tags(self, args: Any) -> Any:
         kind, name = _args(args, "QueryTags", 1, 2)

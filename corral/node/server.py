@@ -24,10 +24,11 @@ log = logging.getLogger(__name__)
 
 # upload_file carries whole files in the request body.
 MAX_REQUEST_SIZE = 64 * 1024 * 1024
-# How long in-flight calls get to finish when noded stops.
-SHUTDOWN_TIMEOUT = 2.0
+# How long in-flight calls get to finish when noded stops; then they are cancelled.
+SHUTDOWN_GRACE = 1.0
 
 CONTEXT_KEY = web.AppKey("context", NodeContext)
+INFLIGHT_KEY = web.AppKey("inflight", set[asyncio.Task[Any]])
 
 
 def _reply(success: bool, payload: Any, status: int = 200) -> web.Response:
@@ -61,6 +62,10 @@ async def dispatch(request: web.Request) -> web.Response:
         args = await _read_args(request, name)
     except errors.ParameterError as err:
         return _reply(False, err.message, status=400)
+    inflight = request.app[INFLIGHT_KEY]
+    task = asyncio.current_task()
+    assert task is not None
+    inflight.add(task)
     try:
         payload = await handler(request.app[CONTEXT_KEY], *args)
         return _reply(True, payload)
@@ -70,30 +75,42 @@ async def dispatch(request: web.Request) -> web.Response:
     except Exception as err:
         log.exception("RPC %s failed", name)
         return _reply(False, f"{err.__class__.__name__}: {one_line(err)}")
+    finally:
+        inflight.discard(task)
 
 
 def make_app(ctx: NodeContext) -> web.Application:
     """The aiohttp application of noded for the node described by ``ctx``."""
     app = web.Application(client_max_size=MAX_REQUEST_SIZE)
     app[CONTEXT_KEY] = ctx
+    app[INFLIGHT_KEY] = set()
     app.router.add_post("/{call}", dispatch)
     return app
+
+
+async def _shutdown(runner: web.AppRunner, inflight: set[asyncio.Task[Any]]) -> None:
+    """Stop listening, give running calls SHUTDOWN_GRACE seconds, cancel the rest."""
+    for site in list(runner.sites):
+        await site.stop()
+    if inflight:
+        log.info("Waiting for %d running call(s)", len(inflight))
+        _, pending = await asyncio.wait(set(inflight), timeout=SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    await runner.cleanup()
 
 
 async def serve(ctx: NodeContext, ready: ReadyCallback) -> None:
     """Serve RPC on ``ctx.address:ctx.port`` until cancelled; ``ready()`` once listening."""
     ssl_ctx = ssl_server_context(ctx.paths)
     access_log = logging.getLogger("aiohttp.access") if ctx.debug else None
-    runner = web.AppRunner(make_app(ctx), access_log=access_log)
+    app = make_app(ctx)
+    runner = web.AppRunner(app, access_log=access_log)
     await runner.setup()
     try:
-        site = web.TCPSite(
-            runner,
-            ctx.address,
-            ctx.port,
-            ssl_context=ssl_ctx,
-            shutdown_timeout=SHUTDOWN_TIMEOUT,
-        )
+        site = web.TCPSite(runner, ctx.address, ctx.port, ssl_context=ssl_ctx)
         try:
             await site.start()
         except OSError as err:
@@ -102,4 +119,5 @@ async def serve(ctx: NodeContext, ready: ReadyCallback) -> None:
         ready()
         await asyncio.Event().wait()
     finally:
-        await runner.cleanup()
+        # In a task of its own, as this one is being cancelled.
+        await asyncio.shield(_shutdown(runner, app[INFLIGHT_KEY]))

@@ -51,6 +51,9 @@ class FieldSet:
     def definitions(self, names: list[str] | None) -> list[dict[str, str]]:
         if not names:
             return [f.definition() for f in sorted(self.fields.values(), key=lambda f: f.name)]
+        return self._selected(names)
+
+    def _selected(self, names: list[str]) -> list[dict[str, str]]:
         return [
             self.fields[n].definition() if n in self.fields else unknown_definition(n)
             for n in names
@@ -71,7 +74,8 @@ class FieldSet:
                 else:
                     row.append(cell(getter(item)))
             data.append(row)
-        return {"fields": self.definitions(names), "data": data}
+        # Exactly the requested fields (even none), so rows and definitions match.
+        return {"fields": self._selected(names), "data": data}
 
     def _value_of(self, name: str) -> Callable[[Any], Any]:
         from corral import errors

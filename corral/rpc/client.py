@@ -157,7 +157,9 @@ class RpcClient:
         try:
             payload, fail_msg = await self._post(address, name, body, seconds)
         except aiohttp.ClientSSLError as err:
-            return RpcResult(node, name, fail_msg=f"TLS error with {address}:{self._port}: {_reason(err)}")
+            return RpcResult(
+                node, name, fail_msg=f"TLS error with {address}:{self._port}: {_reason(err)}"
+            )
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
             msg = f"Cannot connect to {address}:{self._port}: {_reason(err)}"
             return RpcResult(node, name, fail_msg=msg, offline=True)

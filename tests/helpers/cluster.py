@@ -55,8 +55,9 @@ class TestCluster:
         python_path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         return {**os.environ, ROOT_ENV: str(self.paths.root), "PYTHONPATH": python_path}
 
-    def gnt(self, command: str, *args: str, stdin: str | None = None,
-            timeout: float = 120) -> Result:
+    def gnt(
+        self, command: str, *args: str, stdin: str | None = None, timeout: float = 120
+    ) -> Result:
         """Run ``gnt-<command> args...`` in this root and capture its output."""
         module = f"corral.cli.gnt_{command}"
         proc = subprocess.run(
@@ -72,8 +73,16 @@ class TestCluster:
 
     def init(self, *extra: str) -> Result:
         return self.gnt(
-            "cluster", "init", "--node-name", self.node_name, "--node-ip", self.node_ip,
-            "--noded-port", str(self.port), *extra, self.cluster_name,
+            "cluster",
+            "init",
+            "--node-name",
+            self.node_name,
+            "--node-ip",
+            self.node_ip,
+            "--noded-port",
+            str(self.port),
+            *extra,
+            self.cluster_name,
         )
 
     def client(self) -> Client:

@@ -116,7 +116,9 @@ def start_noded(
 
 
 @contextmanager
-def running_noded(paths: Paths, address: str = "127.0.0.1", port: int | None = None) -> Iterator[Noded]:
+def running_noded(
+    paths: Paths, address: str = "127.0.0.1", port: int | None = None
+) -> Iterator[Noded]:
     """A noded for the duration of the ``with`` block."""
     node = start_noded(paths, address, port)
     try:

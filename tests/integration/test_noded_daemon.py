@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from corral import constants as C
 from corral.daemons.util import DaemonStartError, running_pid
 from corral.paths import Paths
 from tests.helpers.noded import (
@@ -36,6 +35,15 @@ def wait_until(predicate: object, timeout: float = 5.0) -> None:
     while not predicate():  # type: ignore[operator]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie waiting for its reaper counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_second_noded_on_the_same_root_is_refused(paths: Paths) -> None:
@@ -63,34 +71,39 @@ def test_missing_certificates_are_reported(tmp_path: Path) -> None:
         start_noded(Paths(tmp_path))
 
 
-def test_sigterm_stops_cleanly(paths: Paths) -> None:
+def test_stop_restart_and_sigterm(paths: Paths) -> None:
     node = start_noded(paths)
+    assert node.stop() is True
+    assert not paths.pid_file(NODED).exists()
+    # The port is free again at once.
+    node = start_noded(paths, node.address, node.port)
     pid = node.pid
     assert pid is not None and paths.pid_file(NODED).read_text() == f"{pid}\n"
     os.kill(pid, signal.SIGTERM)
-    wait_until(lambda: not paths.pid_file(NODED).exists())
-    wait_until(lambda: not os.path.exists(f"/proc/{pid}"))
+    wait_until(lambda: process_gone(pid))
+    assert not paths.pid_file(NODED).exists()
     log = paths.daemon_log(NODED).read_text()
     assert "Stopped by signal" in log and f"{NODED} stopped" in log
     assert node.stop() is False  # nothing left to stop
 
 
-def test_stop_daemon_and_restart_on_the_same_port(paths: Paths) -> None:
-    node = start_noded(paths)
-    assert node.stop() is True
-    assert not paths.pid_file(NODED).exists()
-    again = start_noded(paths, node.address, node.port)
-    assert again.stop() is True
-
-
 def test_foreground_mode(paths: Paths) -> None:
     port = free_port()
     env = {**os.environ, **daemon_env(paths)}
-    proc = subprocess.Popen(noded_cmd("127.0.0.1", port, "--foreground", "--debug"), env=env,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        noded_cmd("127.0.0.1", port, "--foreground", "--debug"),
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_until(lambda: "Ready" in paths.daemon_log(NODED).read_text()
-                   if paths.daemon_log(NODED).exists() else False)
+        wait_until(
+            lambda: (
+                "Ready" in paths.daemon_log(NODED).read_text()
+                if paths.daemon_log(NODED).exists()
+                else False
+            )
+        )
         assert running_pid(paths.pid_file(NODED)) == proc.pid
         proc.send_signal(signal.SIGINT)
         assert proc.wait(5) == 0
@@ -100,29 +113,26 @@ def test_foreground_mode(paths: Paths) -> None:
     assert "Listening on 127.0.0.1" in proc.stderr.read()  # type: ignore[union-attr]
 
 
-def test_sigterm_kills_running_hooks(paths: Paths, tmp_path: Path) -> None:
+async def test_stop_lets_short_calls_finish_and_kills_hooks(paths: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "hook-pid"
     directory = paths.hooks_dir / "cluster-verify-post.d"
     directory.mkdir(parents=True)
     script = directory / "sleeper"
-    script.write_text(f"#!/bin/sh\necho $$ > {marker}\nexec sleep 60\n")
+    script.write_text(
+        f"#!/bin/sh\necho $$ > {marker}.tmp; mv {marker}.tmp {marker}; exec sleep 60\n"
+    )
     script.chmod(0o755)
     node = start_noded(paths)
-    code = (
-        "import asyncio, sys\n"
-        "from corral.rpc.client import RpcClient\n"
-        "from corral.paths import Paths\n"
-        f"rpc = RpcClient(Paths.from_env(), {node.port})\n"
-        f"asyncio.run(rpc.call_one('n', '127.0.0.1', 'hooks_runner', ['cluster-verify', 'post', {{}}]))\n"
-    )
-    caller = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **daemon_env(paths)})
-    try:
-        wait_until(lambda: marker.exists() and marker.read_text().strip() != "")
-        hook_pid = int(marker.read_text())
-        assert node.stop() is True
-        wait_until(lambda: not os.path.exists(f"/proc/{hook_pid}") or
-                   open(f"/proc/{hook_pid}/stat").read().split()[2] == "Z")
-    finally:
-        caller.kill()
-        caller.wait()
-    assert C.HKR_FAIL  # the caller's result does not matter; the hook is gone
+    async with node.client() as rpc:
+        hooks = asyncio.ensure_future(
+            rpc.call_one(*node.target, "hooks_runner", ["cluster-verify", "post", {}])
+        )
+        while not marker.exists():
+            await asyncio.sleep(0.02)
+        short = asyncio.ensure_future(rpc.call_one(*node.target, "test_delay", [0.3]))
+        await asyncio.sleep(0.1)  # let the call reach noded
+        assert await asyncio.to_thread(node.stop) is True
+        short_result, hooks_result = await short, await hooks
+    assert not short_result.failed  # finished within the grace period
+    assert hooks_result.failed and not hooks_result.offline  # noded went away mid-call
+    wait_until(lambda: process_gone(int(marker.read_text())))

@@ -37,7 +37,7 @@ async def test_version_on_many_nodes_including_an_unreachable_one(noded: Noded) 
         dead = await rpc.call_one("node3", "127.0.0.1", "version", [])
     assert dead.offline and dead.failed
     assert "Connection refused" in str(dead.fail_msg)
-    with pytest.raises(errors.OpExecError, match="^Cannot reach node3: Cannot connect"):
+    with pytest.raises(errors.OpExecError, match=r"^Cannot reach node3: Cannot connect"):
         dead.raise_if_failed("Cannot reach node3")
 
 
@@ -56,13 +56,15 @@ async def test_hooks_runner(noded: Noded) -> None:
     directory = noded.paths.hooks_dir / "cluster-init-post.d"
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "10-env"
-    script.write_text("#!/bin/sh\necho \"$GANETI_CLUSTER\"\n")
+    script.write_text('#!/bin/sh\necho "$GANETI_CLUSTER"\n')
     script.chmod(0o755)
     env = {"GANETI_CLUSTER": "cluster.example.com"}
     async with noded.client() as rpc:
         result = await rpc.call_one(*noded.target, "hooks_runner", ["cluster-init", "post", env])
         empty = await rpc.call_one(*noded.target, "hooks_runner", ["cluster-init", "pre", env])
-    assert result.payload == [["cluster-init-post.d/10-env", C.HKR_SUCCESS, "cluster.example.com\n"]]
+    assert result.payload == [
+        ["cluster-init-post.d/10-env", C.HKR_SUCCESS, "cluster.example.com\n"]
+    ]
     assert empty.payload == []
 
 
@@ -83,7 +85,9 @@ async def test_upload_file(noded: Noded) -> None:
     data = base64.b64encode(b"node1\nnode2\n").decode()
     name = "/var/lib/ganeti/ssconf_node_list"
     async with noded.client() as rpc:
-        ok = await rpc.call_one(*noded.target, "upload_file", [name, data, 0o644, None, None, None, None])
+        ok = await rpc.call_one(
+            *noded.target, "upload_file", [name, data, 0o644, None, None, None, None]
+        )
         refused = await rpc.call_one(
             *noded.target, "upload_file", ["/etc/shadow", data, 0o644, None, None, None, None]
         )

@@ -38,9 +38,12 @@ def client_context(ca: Path, certfile: Path | None) -> ssl.SSLContext:
 
 async def post_version(node: Noded, ctx: ssl.SSLContext) -> object:
     url = f"https://{node.address}:{node.port}/version"
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
-        async with session.post(url, data=b"[]") as resp:
-            return await resp.json()
+    connector = aiohttp.TCPConnector(ssl=ctx)
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        session.post(url, data=b"[]") as resp,
+    ):
+        return await resp.json()
 
 
 async def test_cluster_client_is_served(noded: Noded) -> None:

@@ -58,4 +58,6 @@ def test_start_daemon_reports_last_error_line() -> None:
         start_daemon([sys.executable, "-c", code], {})
     with pytest.raises(DaemonStartError, match="Cannot run /nonexistent"):
         start_daemon(["/nonexistent"], {})
-    start_daemon([sys.executable, "-c", "import os; assert os.environ['X_TEST'] == '1'"], {"X_TEST": "1"})
+    start_daemon(
+        [sys.executable, "-c", "import os; assert os.environ['X_TEST'] == '1'"], {"X_TEST": "1"}
+    )

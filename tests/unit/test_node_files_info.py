@@ -57,7 +57,9 @@ async def test_upload_refuses_other_files(ctx: NodeContext, name: str) -> None:
 
 async def test_upload_certificate_and_ownership_by_id(ctx: NodeContext) -> None:
     uid, gid = os.getuid(), os.getgid()
-    await upload_file(ctx, "/var/lib/ganeti/cluster-ca.pem", b64(b"pem"), 0o644, uid, gid, None, None)
+    await upload_file(
+        ctx, "/var/lib/ganeti/cluster-ca.pem", b64(b"pem"), 0o644, uid, gid, None, None
+    )
     assert ctx.paths.ca_cert.read_bytes() == b"pem"
 
 

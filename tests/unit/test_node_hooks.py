@@ -19,8 +19,14 @@ def ctx(tmp_path: Path) -> NodeContext:
     return NodeContext(paths=Paths(tmp_path), address="127.0.0.1", port=0)
 
 
-def hook(ctx: NodeContext, name: str, body: str, *, subdir: str = "instance-add-pre.d",
-         executable: bool = True) -> Path:
+def hook(
+    ctx: NodeContext,
+    name: str,
+    body: str,
+    *,
+    subdir: str = "instance-add-pre.d",
+    executable: bool = True,
+) -> Path:
     directory = ctx.paths.hooks_dir / subdir
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
@@ -86,7 +92,9 @@ async def test_failure_keeps_output_and_next_hooks_run(ctx: NodeContext) -> None
     hook(ctx, "10-fail", "echo to-stdout; echo to-stderr >&2; exit 3")
     hook(ctx, "20-ok", "true")
     hook(ctx, "30-bad-interpreter", "")
-    (ctx.paths.hooks_dir / "instance-add-pre.d" / "30-bad-interpreter").write_text("#!/nonexistent\n")
+    (ctx.paths.hooks_dir / "instance-add-pre.d" / "30-bad-interpreter").write_text(
+        "#!/nonexistent\n"
+    )
     results = await run(ctx)
     assert results[0] == ["instance-add-pre.d/10-fail", C.HKR_FAIL, "to-stdout\nto-stderr\n"]
     assert results[1][1] == C.HKR_SUCCESS

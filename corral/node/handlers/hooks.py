@@ -91,6 +91,7 @@ async def run_hook(script: Path, env: dict[str, str]) -> tuple[int, str]:
     except asyncio.CancelledError:
         # noded is stopping: do not leave the hook running behind it.
         _kill_session(proc)
+        await proc.wait()
         raise
     log.debug("Hook %s exited with code %s", script, code)
     return (C.HKR_SUCCESS if code == 0 else C.HKR_FAIL), output

@@ -1,0 +1,1 @@
+"""Benchmarks for the "Must show" figures of the cluster core (see bench/README.md)."""

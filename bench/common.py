@@ -1,0 +1,280 @@
+"""What the benchmarks share: a cluster in a temporary root, timing, results.
+
+Every benchmark runs a real single-node cluster (real ``corral-masterd`` and
+``corral-noded`` processes) in a temporary root on its own 127.x.y.z address,
+exactly as the integration tests do (``tests/helpers/cluster.py``).  A
+benchmark measures one or more *figures*, each repeated several times; the
+median of the runs is what is compared with the target, because the machine
+is shared and noisy.  Results go to ``bench/results/<name>.json`` together
+with the machine they were measured on, and are printed as a table.
+
+Run a benchmark from the repository root with the venv's python, e.g.::
+
+    .venv/bin/python -m bench.bench_job_throughput
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corral import constants as C
+from corral.luxi.client import Client
+from tests.helpers.cluster import TestCluster, running_cluster
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+# The gnt-* commands are timed with the venv's own interpreter (not a pyenv shim).
+_VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
+PYTHON = str(_VENV_PYTHON) if _VENV_PYTHON.exists() else sys.executable
+
+# Ganeti's job statuses that end a job.
+FINAL = C.JOB_STATUS_FINALIZED
+
+
+def ensure_bytecode() -> None:
+    """Compile Corral's modules to ``__pycache__``, as an installed package has them.
+
+    pip (and Debian packaging) compile modules at install time, so a real
+    ``gnt-job`` never compiles its sources at start-up.  Without this a run
+    under ``PYTHONDONTWRITEBYTECODE=1`` would time the compiler instead.
+    """
+    compileall.compile_dir(str(REPO_ROOT / "corral"), quiet=1)
+
+
+# Clusters
+@contextmanager
+def bench_cluster(name: str) -> Iterator[TestCluster]:
+    """A fresh single-node cluster in a temporary root, destroyed afterwards."""
+    with (
+        tempfile.TemporaryDirectory(prefix=f"corral-bench-{name}-") as tmp,
+        running_cluster(Path(tmp)) as cluster,
+    ):
+        yield cluster
+
+
+def masterd_pid(cluster: TestCluster) -> int:
+    """The pid of the cluster's running masterd (from its pid file)."""
+    return int(cluster.paths.pid_file("corral-masterd").read_text().strip())
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process in KiB (``VmRSS`` of /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+# Jobs
+def delay_op(duration: float, **extra: Any) -> dict[str, Any]:
+    """An OP_TEST_DELAY opcode on the master (no node RPC, no locks)."""
+    return {"OP_ID": "OP_TEST_DELAY", "duration": duration, **extra}
+
+
+def submit_many(client: Client, jobs: list[list[dict[str, Any]]]) -> list[int]:
+    """SubmitManyJobs; returns the job ids, failing if any job was refused."""
+    results = client.submit_many_jobs(jobs)
+    refused = [r[1] for r in results if not r[0]]
+    if refused:
+        raise RuntimeError(f"{len(refused)} jobs refused, first: {refused[0]}")
+    return [int(r[1]) for r in results]
+
+
+def wait_all_final(client: Client, job_ids: Sequence[int], timeout: float = 600) -> list[str]:
+    """Block until every job has a final status; returns the statuses.
+
+    Waits (WaitForJobChange, no polling sleep) on the last unfinished job, then
+    checks all of them with one QueryJobs, until none is unfinished.
+    """
+    deadline = time.monotonic() + timeout
+    pending = list(job_ids)
+    statuses: dict[int, str] = {}
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(pending)} jobs still unfinished")
+        wait_final(client, pending[-1], deadline - time.monotonic())
+        rows = client.query_jobs(pending, ["id", "status"])
+        still = []
+        for job_id, row in zip(pending, rows, strict=True):
+            if row is None:
+                raise RuntimeError(f"job {job_id} lost")
+            if row[1] in FINAL:
+                statuses[job_id] = row[1]
+            else:
+                still.append(job_id)
+        pending = still
+    return [statuses[j] for j in job_ids]
+
+
+def wait_final(client: Client, job_id: int, timeout: float = 600) -> str:
+    """Block until one job has a final status (WaitForJobChange); returns it."""
+    deadline = time.monotonic() + timeout
+    prev: Any = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"job {job_id} still unfinished")
+        result = client.wait_for_job_change(
+            job_id, ["status"], prev, 0, min(remaining, C.LUXI_WFJC_TIMEOUT)
+        )
+        if result == "nochange":
+            continue
+        prev = result[0]
+        if prev[0] in FINAL:
+            return str(prev[0])
+
+
+def fill_queue(
+    client: Client, count: int, batch: int = 2500, archive: bool = False
+) -> list[int]:
+    """Run ``count`` trivial jobs to the end, in batches under the queue limit."""
+    ids: list[int] = []
+    while len(ids) < count:
+        size = min(batch, count - len(ids))
+        batch_ids = submit_many(client, [[delay_op(0)] for _ in range(size)])
+        statuses = wait_all_final(client, batch_ids)
+        if any(s != C.JOB_STATUS_SUCCESS for s in statuses):
+            raise RuntimeError("a trivial job did not succeed")
+        ids += batch_ids
+        if archive:
+            client.call("AutoArchiveJobs", -1, 600)
+    return ids
+
+
+# Statistics
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The nearest-rank percentile (p99 of 100 samples is the 99th smallest)."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+# Results
+@dataclass
+class Figure:
+    """One measured figure: its runs, and how it compares with the target."""
+
+    key: str
+    title: str
+    unit: str
+    target: float
+    # "max": the measured median must be at most the target; "min": at least.
+    bound: str
+    ganeti: str
+    runs: list[float] = field(default_factory=list)
+    notes: str = ""
+
+    @property
+    def median(self) -> float:
+        return median(self.runs)
+
+    @property
+    def met(self) -> bool:
+        if self.bound == "max":
+            return self.median <= self.target
+        return self.median >= self.target
+
+    def target_text(self) -> str:
+        return f"{'≤' if self.bound == 'max' else '≥'} {self.target:g} {self.unit}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "median": round(self.median, 3),
+            "min": round(min(self.runs), 3),
+            "max": round(max(self.runs), 3),
+            "target_text": self.target_text(),
+            "met": self.met,
+        }
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and when the figures were measured."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "loadavg_at_end": load,
+    }
+
+
+def write_results(
+    name: str, figures: Sequence[Figure], params: dict[str, Any], extra: dict[str, Any] | None = None
+) -> Path:
+    """Write ``bench/results/<name>.json`` and print the figures as a table."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    data = {
+        "benchmark": name,
+        "machine": machine_info(),
+        "params": params,
+        "figures": [f.to_json() for f in figures],
+        **(extra or {}),
+    }
+    path = RESULTS_DIR / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+    print_table(figures)
+    print(f"results: {path.relative_to(REPO_ROOT)}")
+    return path
+
+
+def print_table(figures: Sequence[Figure]) -> None:
+    """The figures as a text table: target, Ganeti's figure, median, runs, verdict."""
+    rows = [["Figure", "Target", "Ganeti 3.0.2", "Median", "Runs", "Met"]]
+    for f in figures:
+        runs = " ".join(f"{r:.4g}" for r in f.runs)
+        rows.append(
+            [
+                f.title,
+                f.target_text(),
+                f.ganeti,
+                f"{f.median:.4g} {f.unit}",
+                runs,
+                "yes" if f.met else "NO",
+            ]
+        )
+    print_rows(rows)
+
+
+def print_rows(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for index, row in enumerate(rows):
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if index == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def arg_parser(description: str, runs: int = 5) -> argparse.ArgumentParser:
+    """The options every benchmark takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=runs, help=f"repetitions (default {runs})")
+    return parser

@@ -1,0 +1,1 @@
+"""OS definitions: discovery and validation, environments, script runs."""

@@ -1,0 +1,471 @@
+"""Tests of the SQLite configuration store and the ConfigManager transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from corral import constants as C
+from corral import errors
+from corral.config.manager import ConfigManager, initial_change
+from corral.config.store import ConfigChange, SqliteConfigStore
+from corral.objects import Cluster, Node, NodeGroup
+
+
+def build_objects() -> tuple[Cluster, NodeGroup, Node, Node]:
+    group = NodeGroup(name="default")
+    master = Node(
+        name="node1.example.com",
+        primary_ip="192.0.2.1",
+        secondary_ip="192.0.2.1",
+        group=group.uuid,
+    )
+    other = Node(
+        name="node2.example.com",
+        primary_ip="192.0.2.2",
+        secondary_ip="192.0.2.2",
+        group=group.uuid,
+    )
+    cluster = Cluster(
+        name="cluster.example.com",
+        master_node=master.uuid,
+        master_ip="192.0.2.100",
+        tags=["initial"],
+    )
+    return cluster, group, master, other
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "config.db"
+
+
+@pytest.fixture
+def objects() -> tuple[Cluster, NodeGroup, Node, Node]:
+    return build_objects()
+
+
+@pytest.fixture
+def cfg(db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]) -> ConfigManager:
+    store = SqliteConfigStore.create(db_path, initial_change(list(objects)))
+    manager = ConfigManager(store)
+    yield manager
+    manager.close()
+
+
+def reopen(db_path: Path) -> ConfigManager:
+    return ConfigManager(SqliteConfigStore(db_path))
+
+
+def disk_rows(db_path: Path, table: str) -> dict[str, tuple[str, int, float]]:
+    """uuid -> (name, serial_no, mtime), read with a separate plain connection."""
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute(f"SELECT uuid, name, serial_no, mtime FROM {table}").fetchall()
+    return {uuid: (name, serial, mtime) for uuid, name, serial, mtime in rows}
+
+
+def disk_serial(db_path: Path) -> int:
+    with sqlite3.connect(db_path) as db:
+        return int(db.execute("SELECT value FROM meta WHERE key = 'serial_no'").fetchone()[0])
+
+
+# Create and load
+
+
+def test_create_and_load_round_trip(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    cluster, group, master, other = objects
+    assert cfg.serial == 1
+    assert cfg.cluster == cluster
+    assert cfg.groups() == [group]
+    assert cfg.nodes() == [master, other]
+    assert cfg.master_node == master
+    assert cfg.get(Node, other.uuid) == other
+    assert cfg.find(Node, "node2.example.com") == other
+    assert cfg.find(NodeGroup, "default") == group
+    assert cfg.find(Node, "default") is None  # name indexes are per table
+
+
+def test_reopened_store_sees_the_same_configuration(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    cfg.close()
+    again = reopen(db_path)
+    try:
+        assert again.serial == 1
+        assert again.cluster.model_dump() == objects[0].model_dump()
+        assert [n.model_dump() for n in again.nodes()] == [
+            objects[2].model_dump(),
+            objects[3].model_dump(),
+        ]
+    finally:
+        again.close()
+
+
+def test_create_refuses_an_existing_file(cfg: ConfigManager, db_path: Path) -> None:
+    with pytest.raises(errors.ConfigurationError, match="already exists"):
+        SqliteConfigStore.create(db_path, ConfigChange())
+
+
+def test_store_uses_wal_mode(cfg: ConfigManager, db_path: Path) -> None:
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db_path.with_name(db_path.name + "-wal").exists()
+
+
+def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> None:
+    store = SqliteConfigStore.create(db_path, initial_change(list(objects)))
+    try:
+        serial, tables = store.load()
+        assert serial == 1
+        assert set(tables) == {"cluster", "nodegroups", "nodes", "instances", "networks"}
+        assert sorted(row["name"] for row in tables["nodes"]) == [
+            "node1.example.com",
+            "node2.example.com",
+        ]
+        assert tables["instances"] == []
+    finally:
+        store.close()
+
+
+def test_config_version_mismatch_is_refused(cfg: ConfigManager, db_path: Path) -> None:
+    cfg.close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("UPDATE meta SET value = '2160000' WHERE key = 'config_version'")
+    store = SqliteConfigStore(db_path)
+    try:
+        with pytest.raises(errors.ConfigVersionMismatch):
+            store.load()
+    finally:
+        store.close()
+
+
+def test_an_empty_database_is_not_a_configuration(tmp_path: Path) -> None:
+    store = SqliteConfigStore(tmp_path / "empty.db")
+    try:
+        with pytest.raises(errors.ConfigVersionMismatch):
+            store.load()
+    finally:
+        store.close()
+
+
+def test_a_configuration_without_cluster_is_refused(tmp_path: Path) -> None:
+    _, group, _, _ = build_objects()
+    store = SqliteConfigStore.create(tmp_path / "c.db", initial_change([group]))
+    with pytest.raises(errors.ConfigurationError, match="no cluster"):
+        ConfigManager(store)
+    store.close()
+
+
+# Transactions
+
+
+def test_commit_bumps_object_serial_mtime_and_cluster_serial(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    _, _, master, other = objects
+    old = cfg.get(Node, other.uuid)
+    assert old is not None
+    changed = old.copy_for_update()
+    assert isinstance(changed, Node)
+    changed.offline = True
+    before = time.time()
+    tx = cfg.transaction()
+    tx.update(changed)
+    assert tx.changed
+    assert tx.commit() is True
+
+    now_node = cfg.get(Node, other.uuid)
+    assert now_node is not None
+    assert now_node.offline is True
+    assert now_node.serial_no == 2
+    assert now_node.mtime >= before
+    assert now_node.ctime == old.ctime
+    assert cfg.serial == 2
+    # Objects outside the transaction are untouched.
+    assert cfg.get(Node, master.uuid) == master
+    assert cfg.get(Node, master.uuid).serial_no == 1  # type: ignore[union-attr]
+
+    rows = disk_rows(db_path, "nodes")
+    assert rows[other.uuid][1] == 2
+    assert rows[other.uuid][2] == now_node.mtime
+    assert rows[master.uuid][1] == 1
+    assert disk_serial(db_path) == 2
+
+    cfg.close()
+    again = reopen(db_path)
+    try:
+        assert again.serial == 2
+        assert again.get(Node, other.uuid) == now_node
+    finally:
+        again.close()
+
+
+def test_each_commit_bumps_serials_again(cfg: ConfigManager, db_path: Path) -> None:
+    for expected in (2, 3, 4):
+        cluster = cfg.cluster.copy_for_update()
+        cluster.tags.append(f"t{expected}")
+        tx = cfg.transaction()
+        tx.update(cluster)
+        tx.commit()
+        assert cfg.serial == expected
+        assert cfg.cluster.serial_no == expected
+    assert cfg.cluster.tags == ["initial", "t2", "t3", "t4"]
+    assert disk_serial(db_path) == 4
+
+
+def test_empty_transaction_commits_nothing(cfg: ConfigManager, db_path: Path) -> None:
+    tx = cfg.transaction()
+    assert not tx.changed
+    assert tx.commit() is False
+    assert cfg.serial == 1
+    assert disk_serial(db_path) == 1
+
+
+def test_a_transaction_commits_once(cfg: ConfigManager) -> None:
+    tx = cfg.transaction()
+    tx.update(cfg.cluster.copy_for_update())
+    tx.commit()
+    with pytest.raises(errors.ProgrammerError):
+        tx.commit()
+
+
+def test_uncommitted_transaction_changes_nothing(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    cluster, group, master, other = objects
+    tx = cfg.transaction()
+    changed = cfg.cluster.copy_for_update()
+    assert isinstance(changed, Cluster)
+    changed.max_running_jobs = 3
+    tx.update(changed)
+    tx.add(Node(name="node3", primary_ip="192.0.2.3", secondary_ip="192.0.2.3", group=group.uuid))
+    tx.remove(other)
+    del tx
+
+    assert cfg.cluster.max_running_jobs == C.DEFAULT_MAX_RUNNING_JOBS
+    assert cfg.nodes() == [master, other]
+    assert cfg.find(Node, "node3") is None
+    assert cfg.serial == 1
+    assert disk_serial(db_path) == 1
+    assert set(disk_rows(db_path, "nodes")) == {master.uuid, other.uuid}
+
+
+def test_failed_commit_changes_nothing_in_memory_or_on_disk(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    cluster, _, master, other = objects
+    good = cfg.cluster.copy_for_update()
+    assert isinstance(good, Cluster)
+    good.max_running_jobs = 3
+    bad = other.copy_for_update()
+    assert isinstance(bad, Node)
+    bad.ndparams = {"unserializable": {1, 2}}  # JSON cannot store a set
+    tx = cfg.transaction()
+    tx.update(good)  # written first, then rolled back
+    tx.update(bad)
+    with pytest.raises(TypeError):
+        tx.commit()
+
+    assert cfg.serial == 1
+    assert cfg.cluster.max_running_jobs == C.DEFAULT_MAX_RUNNING_JOBS
+    assert cfg.cluster.serial_no == 1
+    assert cfg.get(Node, other.uuid) == other
+    assert disk_serial(db_path) == 1
+    assert disk_rows(db_path, "cluster")[cluster.uuid][1] == 1
+
+    # The store is still usable after the rollback.
+    retry = cfg.cluster.copy_for_update()
+    assert isinstance(retry, Cluster)
+    retry.max_running_jobs = 4
+    tx2 = cfg.transaction()
+    tx2.update(retry)
+    tx2.commit()
+    cfg.close()
+    again = reopen(db_path)
+    try:
+        assert again.serial == 2
+        assert again.cluster.max_running_jobs == 4
+        assert again.get(Node, other.uuid) == other
+    finally:
+        again.close()
+
+
+def test_add_and_remove_objects(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    _, group, master, other = objects
+    new = Node(name="node3", primary_ip="192.0.2.3", secondary_ip="192.0.2.3", group=group.uuid)
+    tx = cfg.transaction()
+    tx.add(new)
+    tx.remove(other)
+    tx.commit()
+    assert cfg.find(Node, "node3") == new
+    assert new.serial_no == 1  # a new object keeps its first serial
+    assert cfg.find(Node, other.name) is None
+    assert cfg.get(Node, other.uuid) is None
+    assert [n.name for n in cfg.nodes()] == ["node1.example.com", "node3"]
+    assert set(disk_rows(db_path, "nodes")) == {master.uuid, new.uuid}
+
+
+def test_remove_then_update_in_one_transaction_keeps_memory_and_disk_in_step(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    changed = other.copy_for_update()
+    assert isinstance(changed, Node)
+    changed.drained = True
+    tx = cfg.transaction()
+    tx.remove(other)
+    tx.update(changed)  # the last staged action wins
+    tx.commit()
+    in_memory = cfg.get(Node, other.uuid)
+    assert in_memory is not None and in_memory.drained
+    assert other.uuid in disk_rows(db_path, "nodes")
+    cfg.close()
+    again = reopen(db_path)
+    try:
+        assert again.get(Node, other.uuid) == in_memory
+    finally:
+        again.close()
+
+
+def test_update_of_an_unknown_object_is_refused(cfg: ConfigManager) -> None:
+    stranger = Node(name="x", primary_ip="1.1.1.1", secondary_ip="1.1.1.1", group="g")
+    with pytest.raises(errors.ConfigurationError, match="unknown"):
+        cfg.transaction().update(stranger)
+
+
+def test_adding_a_known_uuid_is_refused(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    clone = objects[3].model_copy(update={"name": "node9"})
+    with pytest.raises(errors.ConfigurationError, match="Duplicate uuid"):
+        cfg.transaction().add(clone)
+
+
+def test_listeners_run_after_each_commit(cfg: ConfigManager) -> None:
+    seen: list[int] = []
+    cfg.add_listener(lambda c: seen.append(c.serial))
+    cfg.transaction().commit()  # empty: no notification
+    tx = cfg.transaction()
+    tx.update(cfg.cluster.copy_for_update())
+    tx.commit()
+    assert seen == [2]
+
+
+# Names
+
+
+def test_adding_a_used_name_is_already_exists(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    group = objects[1]
+    dup = Node(
+        name="node1.example.com", primary_ip="192.0.2.9", secondary_ip="192.0.2.9", group=group.uuid
+    )
+    with pytest.raises(errors.OpPrereqError) as info:
+        cfg.transaction().add(dup)
+    assert info.value.ecode == C.ECODE_EXISTS
+    assert info.value.args == ("The name 'node1.example.com' is already in use", "already_exists")
+
+
+def test_renaming_onto_a_used_name_is_already_exists(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    renamed = objects[3].model_copy(update={"name": "node1.example.com"})
+    with pytest.raises(errors.OpPrereqError) as info:
+        cfg.transaction().update(renamed)
+    assert info.value.ecode == C.ECODE_EXISTS
+
+
+def test_two_staged_objects_cannot_share_a_name(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    group = objects[1]
+    tx = cfg.transaction()
+    tx.add(Node(name="n", primary_ip="1.0.0.1", secondary_ip="1.0.0.1", group=group.uuid))
+    with pytest.raises(errors.OpPrereqError) as info:
+        tx.add(Node(name="n", primary_ip="1.0.0.2", secondary_ip="1.0.0.2", group=group.uuid))
+    assert info.value.ecode == C.ECODE_EXISTS
+
+
+def test_the_same_name_in_another_table_is_fine(cfg: ConfigManager) -> None:
+    tx = cfg.transaction()
+    tx.add(NodeGroup(name="node1.example.com"))
+    tx.commit()
+    assert cfg.find(NodeGroup, "node1.example.com") is not None
+    assert cfg.find(Node, "node1.example.com") is not None
+
+
+def test_a_removed_name_can_be_reused_in_the_same_transaction(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    group, other = objects[1], objects[3]
+    replacement = Node(
+        name=other.name, primary_ip="192.0.2.20", secondary_ip="192.0.2.20", group=group.uuid
+    )
+    tx = cfg.transaction()
+    tx.remove(other)
+    tx.add(replacement)
+    tx.commit()
+    assert cfg.find(Node, other.name) == replacement
+    assert cfg.get(Node, other.uuid) is None
+    rows = disk_rows(db_path, "nodes")
+    assert other.uuid not in rows
+    assert rows[replacement.uuid][0] == other.name
+
+
+def test_rename_updates_the_name_index(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    renamed = other.model_copy(update={"name": "renamed.example.com"}, deep=True)
+    tx = cfg.transaction()
+    tx.update(renamed)
+    tx.commit()
+    assert cfg.find(Node, "renamed.example.com") == renamed
+    assert cfg.find(Node, other.name) is None
+    assert cfg.lookup(Node, "renamed.example.com").uuid == other.uuid
+    with pytest.raises(errors.OpPrereqError) as info:
+        cfg.lookup(Node, other.name)
+    assert info.value.args == (f"Node '{other.name}' is unknown", C.ECODE_NOENT)
+    # The old name is free again.
+    tx = cfg.transaction()
+    tx.add(
+        Node(name=other.name, primary_ip="192.0.2.30", secondary_ip="192.0.2.30", group="g")
+    )
+    tx.commit()
+    assert disk_rows(db_path, "nodes")[other.uuid][0] == "renamed.example.com"
+    cfg.close()
+    again = reopen(db_path)
+    try:
+        assert again.find(Node, "renamed.example.com") is not None
+        assert again.find(Node, other.name).uuid != other.uuid  # type: ignore[union-attr]
+    finally:
+        again.close()
+
+
+def test_lookup_by_name_or_uuid(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    group = objects[1]
+    assert cfg.lookup(NodeGroup, "default") == group
+    assert cfg.lookup(NodeGroup, group.uuid) == group
+    with pytest.raises(errors.OpPrereqError, match="Node group 'nope' is unknown"):
+        cfg.lookup(NodeGroup, "nope")
+
+
+def test_master_node_missing_is_a_configuration_error(tmp_path: Path) -> None:
+    cluster, group, _, other = build_objects()
+    store = SqliteConfigStore.create(tmp_path / "c.db", initial_change([cluster, group, other]))
+    cfg = ConfigManager(store)
+    try:
+        with pytest.raises(errors.ConfigurationError, match="master node"):
+            _ = cfg.master_node
+    finally:
+        cfg.close()
