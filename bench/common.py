@@ -139,9 +139,7 @@ def wait_final(client: Client, job_id: int, timeout: float = 600) -> str:
             return str(prev[0])
 
 
-def fill_queue(
-    client: Client, count: int, batch: int = 2500, archive: bool = False
-) -> list[int]:
+def fill_queue(client: Client, count: int, batch: int = 2500, archive: bool = False) -> list[int]:
     """Run ``count`` trivial jobs to the end, in batches under the queue limit."""
     ids: list[int] = []
     while len(ids) < count:
@@ -227,7 +225,10 @@ def machine_info() -> dict[str, Any]:
 
 
 def write_results(
-    name: str, figures: Sequence[Figure], params: dict[str, Any], extra: dict[str, Any] | None = None
+    name: str,
+    figures: Sequence[Figure],
+    params: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``bench/results/<name>.json`` and print the figures as a table."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -114,11 +114,11 @@ class HooksMaster:
                 continue
             for script, hkr, output in res.payload:
                 if hkr == C.HKR_FAIL:
-                    text = f"Script {script} failed on node {self._name(node_uuid)}"
-                    if output:
-                        text += f", output: {str(output).strip()}"
+                    # Ganeti's wording (HooksMaster.RunPhase).
+                    shown = str(output).strip() or "(no output)"
+                    text = f"On {self._name(node_uuid)} script {script} failed, output: {shown}"
                     self._lu.warn(text)
-                    log.warning("Post hook %s", text)
+                    log.warning("Post hook: %s", text)
 
     async def _run(
         self, node_uuids: list[str], hpath: str, phase: str, env: dict[str, str]

@@ -208,9 +208,43 @@ def _version() -> str:
     return __version__
 
 
+class _Only:
+    """The one command a parser is being built for (see ``run``), if known."""
+
+    command: str | None = None
+    found = False
+
+
+class _SkippedCommand(Parser):
+    """Stands in for the parser of a command that will not run: builds nothing.
+
+    Building every command's argparse parser costs a gnt-* command about as
+    much as its imports; only the command given on the command line is built.
+    """
+
+    def __init__(self) -> None:  # no argparse set-up at all
+        pass
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self
+
+    def set_defaults(self, **kwargs: Any) -> None:
+        pass
+
+
 def add_command(
     subparsers: Any, name: str, handler: Handler, help_text: str, aliases: Sequence[str] = ()
 ) -> argparse.ArgumentParser:
+    if _Only.command is not None:
+        if _Only.command != name and _Only.command not in aliases:
+            return _SkippedCommand()
+        _Only.found = True
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=help_text, aliases=list(aliases)
     )
@@ -219,8 +253,14 @@ def add_command(
     return parser
 
 
-def run(parser: Parser, argv: Sequence[str] | None = None) -> int:
-    """Parse, run the chosen command, turn errors into Ganeti's texts and codes."""
+def run(parser: Parser | Callable[[], Parser], argv: Sequence[str] | None = None) -> int:
+    """Parse, run the chosen command, turn errors into Ganeti's texts and codes.
+
+    ``parser`` is the parser or, better, the function that builds it: then
+    only the chosen command's part is built.
+    """
+    if not isinstance(parser, argparse.ArgumentParser):
+        parser = _build_for(parser, sys.argv[1:] if argv is None else argv)
     opts = parser.parse_args(argv)
     if getattr(opts, "handler", None) is None:
         parser.print_usage(sys.stderr)
@@ -248,6 +288,25 @@ def run(parser: Parser, argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stderr)
         return rc
     return C.EXIT_SUCCESS if rc is None else rc
+
+
+def _build_for(build: Callable[[], Parser], argv: Sequence[str]) -> Parser:
+    """The parser for the command named in ``argv`` alone, or the full one.
+
+    The command is the first word that is not an option (the gnt-* commands
+    have no option taking a value before it).  Without one, or with an
+    unknown one, the full parser is built, for the help and error texts.
+    """
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command is not None:
+        _Only.command, _Only.found = command, False
+        try:
+            parser = build()
+        finally:
+            _Only.command = None
+        if _Only.found:
+            return parser
+    return build()
 
 
 def confirm(question: str) -> bool:

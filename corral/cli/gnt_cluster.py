@@ -343,7 +343,7 @@ def build_parser() -> common.Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser(), argv)
+    return common.run(build_parser, argv)
 
 
 if __name__ == "__main__":

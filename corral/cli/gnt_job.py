@@ -387,7 +387,7 @@ def _selection_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser(), argv)
+    return common.run(build_parser, argv)
 
 
 if __name__ == "__main__":

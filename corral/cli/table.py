@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corral import constants as C
+from corral import errors
 from corral.luxi.client import Client
 
 Formatter = Callable[[Any], str]
@@ -44,6 +45,13 @@ def _default_format(kind: str, value: Any) -> str:
     return str(value)
 
 
+def _kind_formatter(kind: str) -> Formatter:
+    """The default formatter of a field kind (plain ``str`` for most)."""
+    if kind in (C.QFT_BOOL, C.QFT_TIMESTAMP):
+        return lambda value: _default_format(kind, value)
+    return str
+
+
 def format_table(
     headers: Sequence[str] | None,
     rows: Sequence[Sequence[str]],
@@ -51,21 +59,40 @@ def format_table(
     separator: str | None,
 ) -> list[str]:
     """Lines of a table: padded columns joined by a space, or ``separator``."""
-    all_rows = ([list(headers)] if headers is not None else []) + [list(r) for r in rows]
+    columns = [[row[i] for row in rows] for i in range(len(right))]
+    return format_columns(headers, columns, right, separator, len(rows))
+
+
+def format_columns(
+    headers: Sequence[str] | None,
+    columns: Sequence[Sequence[str]],
+    right: Sequence[bool],
+    separator: str | None,
+    nrows: int,
+) -> list[str]:
+    """Lines of a table given column by column (as ``format_table``).
+
+    Works a column at a time, which keeps listing thousands of rows cheap.
+    """
+    if headers is not None:
+        columns = [[title, *column] for title, column in zip(headers, columns, strict=True)]
+        nrows += 1
+    if not columns:
+        return [""] * nrows
     if separator is not None:
-        return [separator.join(r) for r in all_rows]
-    ncols = len(right)
-    widths = [max((len(r[i]) for r in all_rows), default=0) for i in range(ncols)]
-    if ncols and not right[-1]:
-        widths[-1] = 0  # no trailing padding after a left-aligned last column
-    lines = []
-    for row in all_rows:
-        cells = [
-            cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i])
-            for i, cell in enumerate(row)
-        ]
-        lines.append(" ".join(cells))
-    return lines
+        return [separator.join(cells) for cells in zip(*columns, strict=True)]
+    padded = []
+    last = len(columns) - 1
+    for index, column in enumerate(columns):
+        if index == last and not right[index]:
+            padded.append(column)  # no trailing padding after a left-aligned last column
+            continue
+        width = max(map(len, column), default=0)
+        if right[index]:
+            padded.append([cell.rjust(width) for cell in column])
+        else:
+            padded.append([cell.ljust(width) for cell in column])
+    return [" ".join(cells) for cells in zip(*padded, strict=True)]
 
 
 def print_query_result(
@@ -73,24 +100,27 @@ def print_query_result(
 ) -> int:
     """Print a Query result as a table; exit code 14 if a field is unknown."""
     fields = result["fields"]
+    data = result["data"]
     formatters = formatters or {}
-    verbose = getattr(opts, "verbose", False)
+    verbose = 1 if getattr(opts, "verbose", False) else 0
     unknown = [f["name"] for f in fields if f["kind"] == C.QFT_UNKNOWN]
-    rows = []
-    for row in result["data"]:
-        cells = []
-        for fdef, (status, value) in zip(fields, row, strict=True):
-            if status != C.RS_NORMAL:
-                cells.append(_STATUS_TEXT.get(status, ("?", "?"))[1 if verbose else 0])
-            elif fdef["name"] in formatters:
-                cells.append(formatters[fdef["name"]](value))
-            else:
-                cells.append(_default_format(fdef["kind"], value))
-        rows.append(cells)
+    if any(len(row) != len(fields) for row in data):
+        raise errors.ProgrammerError("Query result rows do not match its fields")
+    normal = C.RS_NORMAL
+    columns = []
+    for index, fdef in enumerate(fields):
+        fmt = formatters.get(fdef["name"]) or _kind_formatter(fdef["kind"])
+        columns.append(
+            [
+                fmt(value) if status == normal else _STATUS_TEXT.get(status, ("?", "?"))[verbose]
+                for status, value in [row[index] for row in data]
+            ]
+        )
     headers = None if opts.no_headers else [f["title"] for f in fields]
     right = [f["kind"] in _RIGHT_ALIGNED for f in fields]
-    for line in format_table(headers, rows, right, opts.separator):
-        print(line)
+    lines = format_columns(headers, columns, right, opts.separator, len(data))
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
     if unknown:
         print(f"Warning: Queried for unknown fields {', '.join(unknown)}", file=sys.stderr)
         return C.EXIT_UNKNOWN_FIELD

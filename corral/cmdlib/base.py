@@ -106,7 +106,8 @@ class LogicalUnit(Generic[OpT]):
         self.ctx.feedback(message)
 
     def warn(self, message: str) -> None:
-        self.ctx.feedback(f"Warning: {message}")
+        """A warning for the user, in Ganeti's LogWarning form."""
+        self.ctx.feedback(f" - WARNING: {message}")
 
     @property
     def master_node(self) -> Node:

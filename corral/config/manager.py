@@ -15,11 +15,13 @@ from typing import Any, TypeVar
 from corral import constants as C
 from corral import errors
 from corral.config.store import ConfigChange, ConfigStore
-from corral.objects import Cluster, ConfigObject, Node, NodeGroup
+from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 
 T = TypeVar("T", bound=ConfigObject)
 
-_CLASSES: dict[str, type[ConfigObject]] = {cls.TABLE: cls for cls in (Cluster, NodeGroup, Node)}
+_CLASSES: dict[str, type[ConfigObject]] = {
+    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance)
+}
 
 
 class ConfigManager:
@@ -63,6 +65,12 @@ class ConfigManager:
     def groups(self) -> list[NodeGroup]:
         return sorted(self._all(NodeGroup), key=lambda g: g.name)
 
+    def instances(self) -> list[Instance]:
+        return sorted(self._all(Instance), key=lambda i: i.name)
+
+    def instance_count(self) -> int:
+        return len(self._objects[Instance.TABLE])
+
     def get(self, cls: type[T], uuid: str) -> T | None:
         obj = self._objects[cls.TABLE].get(uuid)
         return obj if isinstance(obj, cls) else None
@@ -75,7 +83,9 @@ class ConfigManager:
         """The object with this name (or uuid), or a clear unknown-entity error."""
         obj = self.find(cls, name_or_uuid) or self.get(cls, name_or_uuid)
         if obj is None:
-            what = {"nodes": "Node", "nodegroups": "Node group"}.get(cls.TABLE, cls.__name__)
+            what = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}.get(
+                cls.TABLE, cls.__name__
+            )
             raise errors.OpPrereqError(f"{what} '{name_or_uuid}' is unknown", C.ECODE_NOENT)
         return obj
 

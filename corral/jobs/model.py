@@ -15,8 +15,8 @@ def split_time(ts: float | None) -> list[int] | None:
     """Ganeti's timestamp form: ``[seconds, microseconds]``."""
     if ts is None:
         return None
-    sec = int(ts)
-    return [sec, round((ts - sec) * 1_000_000)]
+    sec, usec = divmod(round(ts * 1_000_000), 1_000_000)
+    return [sec, usec]
 
 
 @dataclass
@@ -109,17 +109,18 @@ def calc_status(statuses: list[str]) -> str:
         all_success = False
         if op_status == C.OP_STATUS_QUEUED:
             continue
-        if op_status in (C.OP_STATUS_WAITING, C.OP_STATUS_RUNNING, C.OP_STATUS_CANCELING):
+        if op_status in (C.OP_STATUS_WAITING, C.OP_STATUS_RUNNING):
             status = op_status
             continue
-        # error or canceled end the evaluation
+        # canceling, error or canceled end the evaluation
         return op_status
     return C.JOB_STATUS_SUCCESS if all_success else status
 
 
 def calc_priority(ops: list[QueuedOpCode]) -> int:
-    """The job's priority: the highest (lowest number) of its unfinished opcodes."""
+    """The job's priority: the highest (lowest number) of its unfinished opcodes.
+
+    A job without unfinished opcodes has the default priority, as in luxid.
+    """
     pending = [op.priority for op in ops if not op.finished]
-    if pending:
-        return min(pending)
-    return min((op.priority for op in ops), default=C.OP_PRIO_NORMAL)
+    return min(pending, default=C.OP_PRIO_NORMAL)

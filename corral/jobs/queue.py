@@ -18,6 +18,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.gcpause import gc_paused
 from corral.jobs import records
 from corral.jobs.fields import JOB_FIELDS
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
@@ -171,10 +172,12 @@ class JobQueue:
     def _schedule(self) -> None:
         limit = self._max_running()
         while self._ready and len(self._running) < limit and self._accepting:
-            _, job_id = heapq.heappop(self._ready)
+            priority, job_id = heapq.heappop(self._ready)
             job = self._jobs.get(job_id)
             if job is None or job.task is not None or job.status in C.JOB_STATUS_FINALIZED:
                 continue
+            if priority != job.priority:
+                continue  # stale entry: change_priority pushed one with the new priority
             pending = self._unfinished_deps(job)
             if pending:
                 self._park(job, pending)
@@ -264,6 +267,12 @@ class JobQueue:
         if status == C.JOB_STATUS_RUNNING and not kill:
             return [False, f"Job {job_id} is no longer waiting in the queue"]
         job.cancel_requested = True
+        if job.task is not None and status == C.JOB_STATUS_QUEUED:
+            # Scheduled but not started yet: a task cancelled before its first
+            # step never runs its body (nor its clean-up), so drop it here.
+            job.task.cancel()
+            job.task = None
+            self._running.discard(job.id)
         if job.task is None:
             self._cancel_now(job)
             return [True, f"Job {job_id} canceled"]
@@ -331,17 +340,20 @@ class JobQueue:
 
     # Queries
     def query(self, fields: list[str], qfilter: Any, archived: bool = False) -> dict[str, Any]:
-        return JOB_FIELDS.query(fields, qfilter, self._records(None, fields, qfilter, archived))
+        # As in Ganeti, asking for the "archived" field looks in the archive too.
+        archived = archived or "archived" in fields
+        with gc_paused():
+            return JOB_FIELDS.query(fields, qfilter, self._records(None, fields, qfilter, archived))
 
     def query_jobs(self, job_ids: list[int] | None, fields: list[str]) -> list[Any]:
         """QueryJobs: per id, the field values, or None for unknown jobs."""
-        unknown = [f for f in fields if f not in JOB_FIELDS.fields]
-        if unknown:
-            raise errors.OpPrereqError(f"Unknown job field(s): {', '.join(unknown)}", C.ECODE_INVAL)
-        found = {r["id"]: r for r in self._records(job_ids or None, fields, None, bool(job_ids))}
-        getters = [JOB_FIELDS.fields[f].getter for f in fields]
-        order = job_ids if job_ids else sorted(found)
-        return [[g(found[jid]) for g in getters] if jid in found else None for jid in order]
+        _check_fields(fields)
+        with gc_paused():
+            records = self._records(job_ids or None, fields, None, bool(job_ids))
+            found = {r["id"]: r for r in records}
+            getters = [JOB_FIELDS.fields[f].getter for f in fields]
+            order = job_ids if job_ids else sorted(found)
+            return [[g(found[jid]) for g in getters] if jid in found else None for jid in order]
 
     def _records(
         self, job_ids: list[int] | None, fields: list[str], qfilter: Any, archived: bool
@@ -363,6 +375,7 @@ class JobQueue:
         timeout: float,
     ) -> Any:
         """Return ``[job_info, new_log_entries]`` once either differs, or "nochange"."""
+        _check_fields(fields)
         deadline = time.monotonic() + min(max(timeout, 0.0), C.LUXI_WFJC_TIMEOUT)
         prev_serial = prev_serial or 0
         while True:
@@ -411,7 +424,10 @@ class JobQueue:
                 )
                 continue
             self._jobs[job.id] = job
-            self._logs[job.id] = []
+            # Log entries of opcodes that finished before the restart.
+            self._logs[job.id] = [
+                (op_idx, LogEntry(*entry)) for op_idx, entry in self._store.fetch_logs(job.id)
+            ]
             heapq.heappush(self._ready, (job.priority, job.id))
 
     def start(self) -> None:
@@ -431,6 +447,12 @@ class JobQueue:
     @property
     def unfinished_count(self) -> int:
         return len(self._jobs)
+
+
+def _check_fields(fields: list[str]) -> None:
+    unknown = [f for f in fields if f not in JOB_FIELDS.fields]
+    if unknown:
+        raise errors.OpPrereqError(f"Unknown job field(s): {', '.join(unknown)}", C.ECODE_INVAL)
 
 
 def _add_reason(ops: list[OpCode], job_id: int) -> None:

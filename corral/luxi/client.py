@@ -28,9 +28,10 @@ class Client:
                 sock.connect(str(self._address))
             except OSError as err:
                 sock.close()
+                # The commands add Ganeti's "Is the process running..." line.
                 raise errors.NoMasterError(
-                    f"Cannot communicate with the master daemon at {self._address}: "
-                    f"{err.strerror or err}. Is corral-masterd running on this node?"
+                    f"Cannot communicate with the master daemon at {self._address}:"
+                    f" {err.strerror or err}."
                 ) from None
             self._sock = sock
         return self._sock

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
 
@@ -54,6 +55,10 @@ async def serve(paths: Paths, ready: Callable[[], None]) -> None:
     queue.recover()
     server = LuxiServer(paths.master_socket, LuxiMethods(master))
     await server.start()
+    # Everything so far (modules, pydantic schemas, configuration) lives as long
+    # as masterd: keep it out of the cyclic collector's full collections, which
+    # otherwise walk it again and again while a big query allocates its rows.
+    gc.freeze()
     queue.start()
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()

@@ -154,8 +154,7 @@ def _resource(master: Master | None, what: Any) -> FieldSet:
 def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> dict[str, Any]:
     fieldset = _resource(master, what)
     if what == C.QR_JOB:
-        # As Ganeti: asking for the "archived" field includes the archive.
-        return master.queue.query(fields, qfilter, archived="archived" in fields)
+        return master.queue.query(fields, qfilter)
     if what == C.QR_LOCK:
         items: list[Any] = master.locks.info()
     elif what == C.QR_NODE:

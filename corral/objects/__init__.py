@@ -2,6 +2,18 @@
 
 from corral.objects.base import ConfigObject
 from corral.objects.cluster import Cluster
+from corral.objects.instance import ADMIN_DOWN, ADMIN_OFFLINE, ADMIN_UP, NIC, Disk, Instance
 from corral.objects.node import Node, NodeGroup
 
-__all__ = ["Cluster", "ConfigObject", "Node", "NodeGroup"]
+__all__ = [
+    "ADMIN_DOWN",
+    "ADMIN_OFFLINE",
+    "ADMIN_UP",
+    "NIC",
+    "Cluster",
+    "ConfigObject",
+    "Disk",
+    "Instance",
+    "Node",
+    "NodeGroup",
+]

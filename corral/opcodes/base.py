@@ -58,7 +58,7 @@ class OpCode(BaseModel):
                 or not isinstance(dep[0], int)
                 or isinstance(dep[0], bool)
                 or not isinstance(dep[1], list)
-                or not all(s in C.JOB_STATUS_FINALIZED for s in dep[1])
+                or not all(isinstance(s, str) and s in C.JOB_STATUS_FINALIZED for s in dep[1])
             ):
                 raise ValueError(
                     "each dependency must be [job_id, [final statuses...]], "
@@ -97,10 +97,7 @@ class OpCode(BaseModel):
             if value is not None:
                 if isinstance(value, list):
                     value = ",".join(map(str, value))
-                text = str(value)
-                if len(text) > 20:
-                    text = text[:17] + "..."
-                return f"{name}({text})"
+                return f"{name}({value})"
         return name
 
 

@@ -65,6 +65,7 @@ class OpClusterSetParams(OpCode):
     """Change cluster parameters."""
 
     OP_ID = "OP_CLUSTER_SET_PARAMS"
+    PRIVATE_FIELDS = ("osparams_private_cluster",)
 
     force: bool = False
     max_running_jobs: int | None = Field(default=None, ge=1)
@@ -85,3 +86,5 @@ class OpClusterSetParams(OpCode):
     default_iallocator: str | None = None
     hidden_os: list[list[str]] | None = None
     blacklisted_os: list[list[str]] | None = None
+    osparams: dict[str, dict[str, Any]] | None = None
+    osparams_private_cluster: dict[str, dict[str, Any]] | None = None

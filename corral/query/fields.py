@@ -61,19 +61,17 @@ class FieldSet:
 
     def query(self, names: list[str], qfilter: Any, items: Iterable[Any]) -> dict[str, Any]:
         """Evaluate a query over ``items`` into Ganeti's result form."""
-        getters = [self.fields[n].getter if n in self.fields else None for n in names]
         matches = compile_filter(qfilter, self._value_of)
-        data = []
-        for item in items:
-            if not matches(item):
-                continue
-            row = []
-            for getter in getters:
-                if getter is None:
-                    row.append([C.RS_UNKNOWN, None])
-                else:
-                    row.append(cell(getter(item)))
-            data.append(row)
+        selected = list(items)
+        if qfilter:
+            selected = [item for item in selected if matches(item)]
+        # Column by column: one comprehension per field costs far less than a
+        # Python loop per cell when a query returns thousands of rows.
+        columns = [_column(self.fields.get(name), selected) for name in names]
+        if columns:
+            data = [list(row) for row in zip(*columns, strict=True)]
+        else:
+            data = [[] for _ in selected]
         # Exactly the requested fields (even none), so rows and definitions match.
         return {"fields": self._selected(names), "data": data}
 
@@ -111,3 +109,14 @@ def cell(value: Any) -> list[Any]:
     if isinstance(value, Unavailable):
         return [value.status, None]
     return [C.RS_NORMAL, value]
+
+
+def _column(field: Field | None, items: list[Any]) -> list[list[Any]]:
+    """The cells of one field for every item (all "unknown" for an unknown field)."""
+    if field is None:
+        return [[C.RS_UNKNOWN, None] for _ in items]
+    normal = C.RS_NORMAL
+    return [
+        [normal, value] if value.__class__ is not Unavailable else [value.status, None]
+        for value in map(field.getter, items)
+    ]

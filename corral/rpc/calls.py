@@ -68,7 +68,65 @@ _TABLE = (
     ),
 )
 
-CALLS: dict[str, RpcCall] = {call.name: call for call in _TABLE}
+_OS_TABLE = (
+    RpcCall("os_diagnose", C.RPC_TMO_FAST, (), "Every OS definition in the search path"),
+    RpcCall(
+        "os_validate",
+        C.RPC_TMO_FAST,
+        ("os_name", "osparams", "debug"),
+        "Check OS parameters against parameters.list and the verify script",
+    ),
+    RpcCall(
+        "instance_os_add",
+        C.RPC_TMO_SLOW,
+        ("inst", "osparams", "reinstall", "debug"),
+        "Run the OS create script",
+    ),
+    RpcCall(
+        "instance_run_rename",
+        C.RPC_TMO_SLOW,
+        ("inst", "old_name", "osparams", "debug"),
+        "Run the OS rename script",
+    ),
+)
+_INSTANCE_TABLE = (
+    RpcCall("instance_start", C.RPC_TMO_NORMAL, ("inst", "paused"), "Start an instance"),
+    RpcCall(
+        "instance_shutdown", C.RPC_TMO_NORMAL, ("hypervisor", "name", "timeout"), "Stop an instance"
+    ),
+    RpcCall(
+        "instance_reboot",
+        C.RPC_TMO_NORMAL,
+        ("inst", "reboot_type", "timeout"),
+        "Reboot an instance",
+    ),
+    RpcCall(
+        "instance_rename",
+        C.RPC_TMO_FAST,
+        ("hypervisor", "old_name", "new_name"),
+        "Let the hypervisor follow an instance rename",
+    ),
+    RpcCall(
+        "all_instances_info", C.RPC_TMO_URGENT, ("hypervisors",), "Running instances per hypervisor"
+    ),
+    RpcCall(
+        "hypervisor_info",
+        C.RPC_TMO_URGENT,
+        ("hypervisor", "storage_dir"),
+        "Memory and storage as the hypervisor and storage see them",
+    ),
+    RpcCall("blockdev_create", C.RPC_TMO_SLOW, ("path", "size"), "Create a file disk"),
+    RpcCall("blockdev_remove", C.RPC_TMO_NORMAL, ("path",), "Remove a file disk"),
+    RpcCall("blockdev_grow", C.RPC_TMO_NORMAL, ("path", "size"), "Grow a file disk"),
+    RpcCall(
+        "file_storage_dir_rename",
+        C.RPC_TMO_FAST,
+        ("old_dir", "new_dir"),
+        "Move an instance's disk directory",
+    ),
+)
+
+CALLS: dict[str, RpcCall] = {call.name: call for call in (*_TABLE, *_OS_TABLE, *_INSTANCE_TABLE)}
 
 
 def get_call(name: str) -> RpcCall:

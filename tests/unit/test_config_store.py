@@ -237,7 +237,7 @@ def test_a_transaction_commits_once(cfg: ConfigManager) -> None:
 def test_uncommitted_transaction_changes_nothing(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
-    cluster, group, master, other = objects
+    _, group, master, other = objects
     tx = cfg.transaction()
     changed = cfg.cluster.copy_for_update()
     assert isinstance(changed, Cluster)
@@ -258,7 +258,7 @@ def test_uncommitted_transaction_changes_nothing(
 def test_failed_commit_changes_nothing_in_memory_or_on_disk(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
-    cluster, _, master, other = objects
+    cluster, _, _, other = objects
     good = cfg.cluster.copy_for_update()
     assert isinstance(good, Cluster)
     good.max_running_jobs = 3
@@ -436,9 +436,7 @@ def test_rename_updates_the_name_index(
     assert info.value.args == (f"Node '{other.name}' is unknown", C.ECODE_NOENT)
     # The old name is free again.
     tx = cfg.transaction()
-    tx.add(
-        Node(name=other.name, primary_ip="192.0.2.30", secondary_ip="192.0.2.30", group="g")
-    )
+    tx.add(Node(name=other.name, primary_ip="192.0.2.30", secondary_ip="192.0.2.30", group="g"))
     tx.commit()
     assert disk_rows(db_path, "nodes")[other.uuid][0] == "renamed.example.com"
     cfg.close()

@@ -104,7 +104,9 @@ def test_unavailable_values_compare_as_none() -> None:
 def test_or_of_equalities_is_membership(values: list[int], probe: int) -> None:
     pred = compile_filter(["|", *[["==", "v", v] for v in values]], lambda _name: lambda x: x)
     assert pred(probe) == (probe in values)
-    negated = compile_filter(["!", ["|", *[["==", "v", v] for v in values]]], lambda _n: lambda x: x)
+    negated = compile_filter(
+        ["!", ["|", *[["==", "v", v] for v in values]]], lambda _n: lambda x: x
+    )
     assert negated(probe) == (probe not in values)
 
 

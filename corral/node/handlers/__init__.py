@@ -8,7 +8,14 @@ noded turns the exception into ``[false, "<message>"]``.
 from __future__ import annotations
 
 from corral import errors
-from corral.node.handlers import files, hooks, info, test  # noqa: F401  (registration)
+from corral.node.handlers import (  # noqa: F401  (registration)
+    files,
+    hooks,
+    info,
+    instance,
+    osdef,
+    test,
+)
 from corral.node.handlers.base import HANDLERS, Handler, rpc_handler
 from corral.rpc.calls import CALLS
 

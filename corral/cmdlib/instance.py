@@ -1,0 +1,136 @@
+"""Removing and renaming instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib import instance_utils as U
+from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
+from corral.objects import ADMIN_UP, Instance
+from corral.opcodes import instance as opi
+
+
+class LUInstanceRemove(InstanceLU):
+    OPCODE = opi.OpInstanceRemove
+    HPATH = "instance-remove"
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {**super().build_hooks_env(), "SHUTDOWN_TIMEOUT": self.op.shutdown_timeout}
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        master = self.master_node.uuid
+        return [master], [master, *self.instance.all_nodes]
+
+    async def _try(self, name: str, args: list[Any], what: str) -> None:
+        node = self.pnode
+        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
+        if res.fail_msg:
+            message = f"{what} {self.instance.name} on node {node.name}: {res.fail_msg}"
+            if not self.op.ignore_failures:
+                raise errors.OpExecError(message)
+            self.warn(message)
+
+    async def exec(self) -> Any:
+        inst = self.instance
+        await self._try(
+            "instance_shutdown",
+            [inst.hypervisor, inst.name, self.op.shutdown_timeout],
+            "Could not shutdown instance",
+        )
+        for disk in inst.disks:
+            if disk.path is not None:
+                await self._try("blockdev_remove", [disk.path], "Could not remove a disk of")
+        self.tx.remove(inst)
+        return None
+
+
+class LUInstanceRename(InstanceLU):
+    """Renames the instance, its disk directory, and runs the OS rename script."""
+
+    OPCODE = opi.OpInstanceRename
+    HPATH = "instance-rename"
+
+    def check_arguments(self) -> None:
+        check_hostname_syntax(self.op.new_name, "new instance name")
+        if self.op.ip_check and not self.op.name_check:
+            raise errors.OpPrereqError(
+                "Cannot do IP address check without a name check", C.ECODE_INVAL
+            )
+
+    def declare_locks(self) -> None:
+        super().declare_locks()
+        self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name, self.op.new_name]
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        inst, new = self.instance, self.op.new_name
+        if new == inst.name:
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' already has that name", C.ECODE_INVAL
+            )
+        if self.cfg.find(Instance, new) is not None:
+            raise errors.OpPrereqError(
+                f"Instance '{new}' is already in the cluster", C.ECODE_EXISTS
+            )
+        if inst.admin_state == ADMIN_UP or await self.is_running():
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' is running; shut it down before renaming it", C.ECODE_STATE
+            )
+        if self.op.name_check:
+            address = await resolve_name(new)
+            if self.op.ip_check and await ip_in_use(address):
+                raise errors.OpPrereqError(
+                    f"IP {address} of instance {new} is already in use", C.ECODE_NOTUNIQUE
+                )
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {**super().build_hooks_env(), "INSTANCE_NEW_NAME": self.op.new_name}
+
+    async def exec(self) -> Any:
+        old = self.instance
+        inst = self.updated()
+        inst.name = self.op.new_name
+        old_dir = new_dir = None
+        cluster = self.cfg.cluster
+        for disk in inst.disks:
+            if disk.path is not None:
+                filename = disk.path.rsplit("/", 1)[1]
+                old_dir = f"{cluster.file_storage_dir}/{old.name}"
+                new_dir = f"{cluster.file_storage_dir}/{inst.name}"
+                disk.logical_id = [disk.logical_id[0], f"{new_dir}/{filename}"]
+        if old_dir and new_dir:
+            await self.node_call(
+                "file_storage_dir_rename",
+                [old_dir, new_dir],
+                "Could not rename the disk directory of",
+            )
+        await self.node_call(
+            "instance_rename", [inst.hypervisor, old.name, inst.name], "Could not rename"
+        )
+        self.tx.update(inst)
+        self.instance = inst
+        await self._run_rename_script(inst, old.name)
+        return inst.name
+
+    async def _run_rename_script(self, inst: Instance, old_name: str) -> None:
+        if not inst.os:
+            return
+        osparams = U.merged_osparams(
+            self.cfg.cluster, inst.os, inst.osparams, inst.osparams_private, {}
+        )
+        node = self.pnode
+        res = await self.master.rpc.call_one(
+            node.uuid,
+            node.primary_ip,
+            "instance_run_rename",
+            [self.descriptor(inst), old_name, osparams, self.op.debug_level],
+        )
+        if res.fail_msg:
+            self.warn(
+                f"Could not run OS rename script for instance {inst.name} on node"
+                f" {node.name} (but the instance has been renamed in Ganeti):"
+                f" {res.fail_msg}"
+            )

@@ -1,0 +1,72 @@
+"""The base of logical units that act on one existing instance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib import instance_utils as U
+from corral.cmdlib.base import LogicalUnit
+from corral.objects import Instance, Node
+
+
+class InstanceLU(LogicalUnit[Any]):
+    """Looks up ``op.instance_name``, locks it and its nodes, builds its hooks env."""
+
+    HTYPE = C.HTYPE_INSTANCE
+    REQ_BGL = False
+    # Whether the unit changes what its nodes hold (memory use: node-res exclusive).
+    NEEDS_NODE_RES = False
+
+    instance: Instance
+
+    def expand_names(self) -> None:
+        self.instance = self.cfg.lookup(Instance, self.op.instance_name)
+        self.op.instance_uuid = self.instance.uuid
+
+    def declare_locks(self) -> None:
+        self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
+        self.needed_locks[C.LEVEL_NODE] = list(self.instance.all_nodes)
+        self.share_locks[C.LEVEL_NODE] = True
+        if self.NEEDS_NODE_RES:
+            self.needed_locks[C.LEVEL_NODE_RES] = list(self.instance.all_nodes)
+
+    async def check_prereq(self) -> None:
+        current = self.cfg.get(Instance, self.instance.uuid)
+        if current is None:
+            raise errors.OpPrereqError(
+                f"Instance '{self.instance.name}' was removed", C.ECODE_NOENT
+            )
+        self.instance = current
+
+    @property
+    def pnode(self) -> Node:
+        return self.cfg.lookup(Node, self.instance.primary_node)
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return U.instance_hook_env(self.cfg, self.instance)
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        nodes = [self.master_node.uuid, *self.instance.all_nodes]
+        return nodes, nodes
+
+    def descriptor(self, inst: Instance | None = None) -> dict[str, Any]:
+        return U.instance_descriptor(self.cfg, inst or self.instance)
+
+    async def node_call(self, name: str, args: list[Any], what: str) -> Any:
+        """Call the primary node; OpExecError with ``what`` on failure."""
+        node = self.pnode
+        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
+        res.raise_if_failed(f"{what} {self.instance.name} on node {node.name}")
+        return res.payload
+
+    async def is_running(self) -> bool:
+        running = await U.running_instances(self, self.pnode, [self.instance.hypervisor])
+        return self.instance.name in running
+
+    def updated(self) -> Instance:
+        """A copy of the instance to change in this unit's transaction."""
+        copy = self.instance.copy_for_update()
+        assert isinstance(copy, Instance)
+        return copy

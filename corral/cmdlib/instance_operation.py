@@ -1,0 +1,173 @@
+"""Starting, stopping, rebooting and reinstalling instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral import params as P
+from corral.cmdlib import instance_utils as U
+from corral.cmdlib.instance_base import InstanceLU
+from corral.objects import ADMIN_DOWN, ADMIN_UP
+from corral.opcodes import instance as opi
+
+
+class LUInstanceStartup(InstanceLU):
+    OPCODE = opi.OpInstanceStartup
+    HPATH = "instance-start"
+    NEEDS_NODE_RES = True
+
+    def check_arguments(self) -> None:
+        self.beparams = P.check_beparams(self.op.beparams)
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        if self.instance.admin_state == "offline":
+            raise errors.OpPrereqError(
+                f"Instance '{self.instance.name}' is marked offline", C.ECODE_STATE
+            )
+        self.hvparams = P.check_hvparams(self.instance.hypervisor, self.op.hvparams)
+        self.already_running = await self.is_running()
+        if not self.already_running:
+            be = P.fill(U.filled_beparams(self.cfg.cluster, self.instance), self.beparams)
+            await U.check_node_resources(
+                self, self.pnode, self.instance.hypervisor, be["maxmem"], 0
+            )
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {**super().build_hooks_env(), "FORCE": self.op.force}
+
+    async def exec(self) -> Any:
+        if not self.op.no_remember and self.instance.admin_state != ADMIN_UP:
+            inst = self.updated()
+            inst.admin_state = ADMIN_UP
+            inst.admin_state_source = "admin"
+            self.tx.update(inst)
+        if self.already_running:
+            return None
+        desc = self.descriptor()
+        desc["beparams"] = P.fill(desc["beparams"], self.beparams)
+        desc["hvparams"] = P.fill(desc["hvparams"], self.hvparams)
+        desc["memory"], desc["vcpus"] = desc["beparams"]["maxmem"], desc["beparams"]["vcpus"]
+        await self.node_call(
+            "instance_start", [desc, self.op.startup_paused], "Could not start instance"
+        )
+        return None
+
+
+class LUInstanceShutdown(InstanceLU):
+    OPCODE = opi.OpInstanceShutdown
+    HPATH = "instance-stop"
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {**super().build_hooks_env(), "TIMEOUT": self.op.timeout}
+
+    async def exec(self) -> Any:
+        if not self.op.no_remember and self.instance.admin_state != ADMIN_DOWN:
+            inst = self.updated()
+            inst.admin_state = ADMIN_DOWN
+            inst.admin_state_source = self.op.admin_state_source or "admin"
+            self.tx.update(inst)
+        await self.node_call(
+            "instance_shutdown",
+            [self.instance.hypervisor, self.instance.name, self.op.timeout],
+            "Could not shutdown instance",
+        )
+        return None
+
+
+class LUInstanceReboot(InstanceLU):
+    OPCODE = opi.OpInstanceReboot
+    HPATH = "instance-reboot"
+    NEEDS_NODE_RES = True
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {
+            **super().build_hooks_env(),
+            "IGNORE_SECONDARIES": self.op.ignore_secondaries,
+            "REBOOT_TYPE": self.op.reboot_type,
+            "SHUTDOWN_TIMEOUT": self.op.shutdown_timeout,
+        }
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        if self.instance.admin_state == "offline":
+            raise errors.OpPrereqError(
+                f"Instance '{self.instance.name}' is marked offline", C.ECODE_STATE
+            )
+
+    async def exec(self) -> Any:
+        desc = self.descriptor()
+        running = await self.is_running()
+        if running and self.op.reboot_type in ("soft", "hard"):
+            await self.node_call(
+                "instance_reboot",
+                [desc, self.op.reboot_type, self.op.shutdown_timeout],
+                "Could not reboot instance",
+            )
+        else:
+            if running:
+                await self.node_call(
+                    "instance_shutdown",
+                    [self.instance.hypervisor, self.instance.name, self.op.shutdown_timeout],
+                    "Could not shutdown instance for full reboot",
+                )
+            await self.node_call(
+                "instance_start", [desc, False], "Could not start instance for full reboot"
+            )
+        if self.instance.admin_state != ADMIN_UP:
+            inst = self.updated()
+            inst.admin_state = ADMIN_UP
+            self.tx.update(inst)
+        return None
+
+
+class LUInstanceReinstall(InstanceLU):
+    """Runs the OS create script again (optionally another OS, new parameters)."""
+
+    OPCODE = opi.OpInstanceReinstall
+    HPATH = "instance-reinstall"
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        inst = self.instance
+        if inst.admin_state == ADMIN_UP:
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' is marked to be up; shut it down first", C.ECODE_STATE
+            )
+        if await self.is_running():
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' is running; shut it down first", C.ECODE_STATE
+            )
+        op = self.op
+        self.os_name = op.os_type or inst.os
+        if not self.os_name:
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' has no OS; give one with -o", C.ECODE_INVAL
+            )
+        info = await U.node_os_info(self, self.pnode, self.os_name)
+        U.check_variant(self.os_name, info, op.force_variant)
+        self.public = P.apply_changes(inst.osparams, op.osparams or {})
+        self.private = P.apply_changes(inst.osparams_private, op.osparams_private or {})
+        secret = op.osparams_secret or {}
+        U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
+        self.osparams = U.merged_osparams(
+            self.cfg.cluster, self.os_name, self.public, self.private, secret
+        )
+        if op.osparams or op.osparams_private or secret:
+            await U.verify_osparams(self, [self.pnode], self.os_name, self.osparams)
+
+    async def exec(self) -> Any:
+        inst = self.updated()
+        inst.os = self.os_name
+        inst.osparams = self.public
+        inst.osparams_private = self.private
+        self.feedback("Running the instance OS create scripts...")
+        await self.node_call(
+            "instance_os_add",
+            [self.descriptor(inst), self.osparams, True, self.op.debug_level],
+            "Could not install OS for instance",
+        )
+        self.tx.update(inst)
+        return None

@@ -1,0 +1,301 @@
+"""Changing an instance: parameters, OS, disks and NICs (``gnt-instance modify``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral import params as P
+from corral.cmdlib import instance_utils as U
+from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_create import parse_disks, parse_nic
+from corral.objects import NIC, Disk, Instance
+from corral.opcodes import instance as opi
+
+ADD, REMOVE, MODIFY = "add", "remove", "modify"
+
+
+def normalize_mods(mods: list[list[Any]], what: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """``[op, index, params]`` (or legacy ``[op_or_index, params]``) entries, checked."""
+    out = []
+    for mod in mods:
+        if len(mod) == 3:
+            action, index, params = mod
+        elif len(mod) == 2:
+            first, params = mod
+            if first in (ADD, REMOVE):
+                action, index = first, -1
+            else:
+                action, index = MODIFY, first
+        else:
+            raise errors.OpPrereqError(f"Invalid {what} modification {mod!r}", C.ECODE_INVAL)
+        if action not in (ADD, REMOVE, MODIFY):
+            raise errors.OpPrereqError(f"Invalid {what} operation '{action}'", C.ECODE_INVAL)
+        try:
+            index = int(index)
+        except (TypeError, ValueError):
+            raise errors.OpPrereqError(f"Invalid {what} index {index!r}", C.ECODE_INVAL) from None
+        if not isinstance(params, dict):
+            raise errors.OpPrereqError(f"Invalid {what} parameters {params!r}", C.ECODE_INVAL)
+        out.append((action, index, params))
+    return out
+
+
+def _item(items: list[Any], index: int, what: str) -> int:
+    real = index if index >= 0 else len(items) + index
+    if not 0 <= real < len(items):
+        raise errors.OpPrereqError(
+            f"Invalid {what} index {index}: the instance has {len(items)} {what}(s)", C.ECODE_INVAL
+        )
+    return real
+
+
+class LUInstanceSetParams(InstanceLU):
+    OPCODE = opi.OpInstanceSetParams
+    HPATH = "instance-modify"
+    NEEDS_NODE_RES = True
+
+    def check_arguments(self) -> None:
+        op = self.op
+        self.disk_mods = normalize_mods(op.disks, "disk")
+        self.nic_mods = normalize_mods(op.nics, "NIC")
+        self.beparams = P.check_beparams(op.beparams, allow_none=True)
+        if not (
+            op.disks
+            or op.nics
+            or op.beparams
+            or op.hvparams
+            or op.os_name
+            or op.osparams is not None
+            or op.osparams_private is not None
+            or op.offline is not None
+            or op.runtime_mem is not None
+        ):
+            raise errors.OpPrereqError("No changes submitted", C.ECODE_INVAL)
+        if op.disk_template and op.disk_template != "":
+            raise errors.OpPrereqError("Disk template conversion is not supported", C.ECODE_INVAL)
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        self.new = self.updated()
+        self.changes: list[list[Any]] = []
+        self.new_disks: list[Disk] = []
+        self.removed_disks: list[Disk] = []
+        self._apply_params()
+        await self._apply_os()
+        self._apply_nics()
+        self.running = await self.is_running()
+        self._apply_disks()
+        if self.new_disks:
+            size = sum(d.size for d in self.new_disks)
+            await U.check_node_resources(self, self.pnode, self.new.hypervisor, 0, size)
+
+    def _apply_params(self) -> None:
+        op, new = self.op, self.new
+        if op.beparams:
+            new.beparams = P.apply_changes(new.beparams, self.beparams)
+            self.changes += [[f"be/{k}", v] for k, v in self.beparams.items()]
+        if op.hvparams:
+            hv = P.check_hvparams(new.hypervisor, op.hvparams, allow_none=True)
+            new.hvparams = P.apply_changes(new.hvparams, hv)
+            self.changes += [[f"hv/{k}", v] for k, v in hv.items()]
+        if op.offline is not None:
+            if op.offline and self.instance.admin_state == "up":
+                raise errors.OpPrereqError(
+                    "Instance is marked up; shut it down before marking it offline", C.ECODE_STATE
+                )
+            new.admin_state = "offline" if op.offline else "down"
+            self.changes.append(["admin_state", new.admin_state])
+
+    async def _apply_os(self) -> None:
+        op, new = self.op, self.new
+        if op.os_name:
+            base, _ = U.split_name(op.os_name)
+            if base in self.cfg.cluster.blacklisted_os:
+                raise errors.OpPrereqError(f"Guest OS '{base}' is blacklisted", C.ECODE_STATE)
+            new.os = op.os_name
+            self.changes.append(["os", op.os_name])
+        if op.osparams is not None:
+            new.osparams = P.apply_changes(new.osparams, op.osparams)
+            self.changes += [[f"os/{k}", v] for k, v in op.osparams.items()]
+        if op.osparams_private is not None:
+            new.osparams_private = P.apply_changes(new.osparams_private, op.osparams_private)
+            self.changes += [[f"os_private/{k}", "<redacted>"] for k in op.osparams_private]
+        if not (op.os_name or op.osparams or op.osparams_private):
+            return
+        if not new.os:
+            raise errors.OpPrereqError(
+                "The instance has no OS; give one with --os-type", C.ECODE_INVAL
+            )
+        info = await U.node_os_info(self, self.pnode, new.os)
+        if op.os_name:
+            U.check_variant(new.os, info, op.force_variant)
+        U.check_params_declared(new.os, info, [*new.osparams, *new.osparams_private])
+        merged = U.merged_osparams(self.cfg.cluster, new.os, new.osparams, new.osparams_private, {})
+        if op.osparams or op.osparams_private:
+            await U.verify_osparams(self, [self.pnode], new.os, merged)
+
+    def _apply_nics(self) -> None:
+        nics = self.new.nics
+        taken = U.used_macs(self.cfg)
+        for action, index, params in self.nic_mods:
+            if action == REMOVE:
+                removed = nics.pop(_item(nics, index, "NIC"))
+                self.changes.append([f"nic.{index}", "remove"])
+                taken.discard(removed.mac)
+                continue
+            spec = parse_nic(index, params)
+            if action == ADD:
+                mac = spec["mac"]
+                if mac in ("auto", "generate"):
+                    mac = U.generate_mac(self.cfg.cluster.mac_prefix, taken)
+                elif mac in taken:
+                    raise errors.OpPrereqError(
+                        f"MAC address {mac} is already in use", C.ECODE_NOTUNIQUE
+                    )
+                nics.append(
+                    NIC(mac=mac, ip=spec["ip"], name=spec["name"], nicparams=spec["nicparams"])
+                )
+                self.changes.append([f"nic.{len(nics) - 1}", f"add:mac={mac}"])
+                continue
+            nic = nics[_item(nics, index, "NIC")]
+            for key in ("ip", "name"):
+                if key in params:
+                    setattr(nic, key, spec[key])
+                    self.changes.append([f"nic.{key}/{index}", spec[key]])
+            if "mac" in params and spec["mac"] not in ("auto", "generate"):
+                if spec["mac"] in taken and spec["mac"] != nic.mac:
+                    raise errors.OpPrereqError(
+                        f"MAC address {spec['mac']} is already in use", C.ECODE_NOTUNIQUE
+                    )
+                nic.mac = spec["mac"]
+                self.changes.append([f"nic.mac/{index}", nic.mac])
+            nic.nicparams = {**nic.nicparams, **spec["nicparams"]}
+            self.changes += [[f"nic.{k}/{index}", v] for k, v in spec["nicparams"].items()]
+
+    def _apply_disks(self) -> None:
+        new = self.new
+        for action, index, params in self.disk_mods:
+            if new.disk_template == "diskless" and action != MODIFY:
+                raise errors.OpPrereqError(
+                    "Disks cannot be added to or removed from a diskless instance", C.ECODE_STATE
+                )
+            if action == REMOVE:
+                if self.running:
+                    raise errors.OpPrereqError(
+                        "Cannot remove a disk of a running instance; shut it down first",
+                        C.ECODE_STATE,
+                    )
+                self.removed_disks.append(new.disks.pop(_item(new.disks, index, "disk")))
+                self.changes.append([f"disk/{index}", "remove"])
+            elif action == ADD:
+                (spec,) = parse_disks([params], new.disk_template)
+                idx = len(new.disks)
+                disk = Disk(
+                    size=spec["size"],
+                    mode=spec["mode"],
+                    name=spec["name"],
+                    dev_type=new.disk_template,
+                    iv_name=f"disk/{idx}",
+                    logical_id=["loop", U.file_disk_path(self.cfg.cluster, new.name, idx)],
+                )
+                new.disks.append(disk)
+                self.new_disks.append(disk)
+                self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
+            else:
+                disk = new.disks[_item(new.disks, index, "disk")]
+                if "size" in params:
+                    raise errors.OpPrereqError(
+                        "Disk size changes go through 'gnt-instance grow-disk'", C.ECODE_INVAL
+                    )
+                if "mode" in params:
+                    if params["mode"] not in ("rw", "ro"):
+                        raise errors.OpPrereqError(
+                            f"Invalid disk mode '{params['mode']}'", C.ECODE_INVAL
+                        )
+                    disk.mode = params["mode"]
+                    self.changes.append([f"disk.mode/{index}", disk.mode])
+                if "name" in params:
+                    disk.name = params["name"] or None
+                    self.changes.append([f"disk.name/{index}", disk.name])
+        for idx, disk in enumerate(new.disks):
+            disk.iv_name = f"disk/{idx}"
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        env = U.instance_hook_env(self.cfg, getattr(self, "new", self.instance))
+        if self.op.runtime_mem is not None:
+            env["RUNTIME_MEMORY"] = self.op.runtime_mem
+        if self.op.disk_template:
+            env["NEW_DISK_TEMPLATE"] = self.op.disk_template
+        return env
+
+    async def exec(self) -> Any:
+        created: list[str] = []
+        try:
+            for disk in self.new_disks:
+                assert disk.path is not None
+                await self.node_call(
+                    "blockdev_create",
+                    [disk.path, disk.size],
+                    "Could not create a disk for instance",
+                )
+                created.append(disk.path)
+        except BaseException:
+            for path in created:
+                await self.master.rpc.call_one(
+                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [path]
+                )
+            raise
+        for disk in self.removed_disks:
+            if disk.path is not None:
+                res = await self.master.rpc.call_one(
+                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [disk.path]
+                )
+                if res.fail_msg:
+                    self.warn(f"Could not remove disk file {disk.path}: {res.fail_msg}")
+        self.tx.update(self.new)
+        self.instance = self.new
+        return self.changes
+
+
+class LUInstanceGrowDisk(InstanceLU):
+    OPCODE = opi.OpInstanceGrowDisk
+    HPATH = "disk-grow"
+    NEEDS_NODE_RES = True
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        inst = self.instance
+        if inst.disk_template != "file":
+            raise errors.OpPrereqError(
+                f"Disks of the {inst.disk_template} template cannot grow", C.ECODE_STATE
+            )
+        self.index = _item(inst.disks, self.op.disk, "disk")
+        current = inst.disks[self.index].size
+        self.new_size = self.op.amount if self.op.absolute else current + self.op.amount
+        if self.new_size < current:
+            raise errors.OpPrereqError(
+                f"Disk {self.index} cannot shrink from {current} to {self.new_size} MiB",
+                C.ECODE_INVAL,
+            )
+        await U.check_node_resources(self, self.pnode, inst.hypervisor, 0, self.new_size - current)
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {
+            **super().build_hooks_env(),
+            "DISK": self.op.disk,
+            "AMOUNT": self.op.amount,
+            "ABSOLUTE": self.op.absolute,
+        }
+
+    async def exec(self) -> Any:
+        inst: Instance = self.updated()
+        disk = inst.disks[self.index]
+        assert disk.path is not None
+        await self.node_call(
+            "blockdev_grow", [disk.path, self.new_size], "Could not grow a disk of"
+        )
+        disk.size = self.new_size
+        self.tx.update(inst)
+        return None

@@ -1,0 +1,296 @@
+"""What the instance logical units share: filled parameters, hook and OS
+environments, OS checks, placement checks, MAC addresses."""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid as uuidlib
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral import params as P
+from corral.objects import NIC, Cluster, Disk, Instance, Node
+from corral.osdef.definition import split_name
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import LogicalUnit
+    from corral.config.manager import ConfigManager
+
+MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+
+
+# Parameters
+def filled_beparams(cluster: Cluster, inst: Instance) -> dict[str, Any]:
+    return P.fill(P.BE_DEFAULTS, cluster.beparams.get("default", {}), inst.beparams)
+
+
+def filled_hvparams(cluster: Cluster, inst: Instance) -> dict[str, Any]:
+    return P.fill(
+        P.HV_DEFAULTS.get(inst.hypervisor, {}),
+        cluster.hvparams.get(inst.hypervisor, {}),
+        inst.hvparams,
+    )
+
+
+def filled_nicparams(cluster: Cluster, nic: NIC) -> dict[str, Any]:
+    return P.fill(P.NIC_DEFAULTS, cluster.nicparams.get("default", {}), nic.nicparams)
+
+
+def merged_osparams(
+    cluster: Cluster,
+    os_name: str,
+    public: dict[str, Any],
+    private: dict[str, Any],
+    secret: dict[str, Any],
+) -> dict[str, Any]:
+    """Cluster OS < cluster OS+variant < instance; private and secret in one namespace."""
+    base, _ = split_name(os_name)
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys((base, os_name)):
+        out.update(cluster.osparams.get(name, {}))
+        out.update(cluster.osparams_private_cluster.get(name, {}))
+    out.update(public)
+    out.update(private)
+    out.update(secret)
+    return out
+
+
+# Environments
+def instance_hook_env(cfg: ConfigManager, inst: Instance, *, status: Any = None) -> dict[str, Any]:
+    """Ganeti's BuildInstanceHookEnv (without the GANETI_ prefix)."""
+    cluster = cfg.cluster
+    be = filled_beparams(cluster, inst)
+    env: dict[str, Any] = {
+        "OP_TARGET": inst.name,
+        "INSTANCE_NAME": inst.name,
+        "INSTANCE_PRIMARY": node_name(cfg, inst.primary_node),
+        "INSTANCE_SECONDARIES": " ".join(node_name(cfg, n) for n in inst.secondary_nodes),
+        "INSTANCE_OS_TYPE": inst.os,
+        "INSTANCE_STATUS": inst.admin_state if status is None else status,
+        "INSTANCE_MINMEM": be["minmem"],
+        "INSTANCE_MAXMEM": be["maxmem"],
+        "INSTANCE_MEMORY": be["maxmem"],
+        "INSTANCE_VCPUS": be["vcpus"],
+        "INSTANCE_DISK_TEMPLATE": inst.disk_template,
+        "INSTANCE_HYPERVISOR": inst.hypervisor,
+        "INSTANCE_TAGS": " ".join(sorted(inst.tags)),
+        "INSTANCE_NIC_COUNT": len(inst.nics),
+        "INSTANCE_DISK_COUNT": len(inst.disks),
+    }
+    for idx, nic in enumerate(inst.nics):
+        nicp = filled_nicparams(cluster, nic)
+        prefix = f"INSTANCE_NIC{idx}_"
+        if nic.name:
+            env[prefix + "NAME"] = nic.name
+        env[prefix + "UUID"] = nic.uuid
+        env[prefix + "IP"] = nic.ip or ""
+        env[prefix + "MAC"] = nic.mac
+        env[prefix + "MODE"] = nicp["mode"]
+        env[prefix + "LINK"] = nicp["link"]
+        env[prefix + "VLAN"] = nicp["vlan"]
+        if nicp["mode"] in ("bridged", "openvswitch"):
+            env[prefix + "BRIDGE"] = nicp["link"]
+    for idx, disk in enumerate(inst.disks):
+        prefix = f"INSTANCE_DISK{idx}_"
+        if disk.name:
+            env[prefix + "NAME"] = disk.name
+        env[prefix + "UUID"] = disk.uuid
+        env[prefix + "SIZE"] = disk.size
+        env[prefix + "MODE"] = disk.mode
+    for key, value in be.items():
+        env[f"INSTANCE_BE_{key}"] = value
+    for key, value in filled_hvparams(cluster, inst).items():
+        env[f"INSTANCE_HV_{key}"] = value
+    return env
+
+
+def instance_descriptor(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
+    """The instance as nodes need it: filled parameters, disk paths, NIC modes."""
+    cluster = cfg.cluster
+    be = filled_beparams(cluster, inst)
+    return {
+        "name": inst.name,
+        "uuid": inst.uuid,
+        "os": inst.os,
+        "ctime": inst.ctime,
+        "mtime": inst.mtime,
+        "primary_node": inst.primary_node,
+        "secondary_nodes": inst.secondary_nodes,
+        "hypervisor": inst.hypervisor,
+        "beparams": be,
+        "hvparams": filled_hvparams(cluster, inst),
+        "memory": be["maxmem"],
+        "vcpus": be["vcpus"],
+        "disks": [_disk_descriptor(d) for d in inst.disks],
+        "nics": [
+            {
+                "mac": n.mac,
+                "uuid": n.uuid,
+                "ip": n.ip,
+                "name": n.name,
+                **filled_nicparams(cluster, n),
+            }
+            for n in inst.nics
+        ],
+    }
+
+
+def _disk_descriptor(disk: Disk) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "uuid": disk.uuid,
+        "size": disk.size,
+        "mode": disk.mode,
+        "name": disk.name,
+    }
+    if disk.dev_type in ("file", "sharedfile"):
+        out["path"] = disk.path
+        out["backend_type"] = f"file:{disk.logical_id[0]}"
+    else:
+        out["backend_type"] = "block"
+    return out
+
+
+def node_name(cfg: ConfigManager, node_uuid: str) -> str:
+    node = cfg.get(Node, node_uuid)
+    return node.name if node is not None else node_uuid
+
+
+# OS checks
+async def node_os_info(lu: LogicalUnit[Any], node: Node, os_name: str) -> dict[str, Any]:
+    """The OS as the node sees it; OpPrereqError if it is missing or invalid there."""
+    base, _ = split_name(os_name)
+    res = await lu.master.rpc.call_one(node.uuid, node.primary_ip, "os_diagnose", [])
+    res.raise_if_failed(f"Cannot get the OS list of node {node.name}")
+    for entry in res.payload:
+        if entry["name"] == base:
+            if not entry["valid"]:
+                raise errors.OpPrereqError(
+                    f"OS '{base}' is not valid on node {node.name}: {entry['error']}", C.ECODE_INVAL
+                )
+            return dict(entry)
+    raise errors.OpPrereqError(
+        f"OS '{base}' not found on node {node.name}; known: "
+        + (", ".join(e["name"] for e in res.payload if e["valid"]) or "none"),
+        C.ECODE_INVAL,
+    )
+
+
+def check_variant(os_name: str, info: dict[str, Any], force_variant: bool) -> None:
+    """Ganeti's variant rules: required and listed when the OS has variants."""
+    base, variant = split_name(os_name)
+    variants = info.get("variants") or []
+    if not variants:
+        if variant:
+            raise errors.OpPrereqError(
+                f"OS '{base}' doesn't support variants ('{variant}' given)", C.ECODE_INVAL
+            )
+        return
+    if force_variant:
+        return
+    if not variant:
+        raise errors.OpPrereqError(
+            f"OS name '{base}' must include a variant; choose one of {', '.join(variants)}"
+            f" (e.g. {base}+{variants[0]})",
+            C.ECODE_INVAL,
+        )
+    if variant not in variants:
+        raise errors.OpPrereqError(
+            f"Unsupported OS variant '{variant}' of '{base}'; supported: {', '.join(variants)}",
+            C.ECODE_INVAL,
+        )
+
+
+async def verify_osparams(
+    lu: LogicalUnit[Any], nodes: list[Node], os_name: str, osparams: dict[str, Any]
+) -> None:
+    """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal."""
+    targets = [(n.uuid, n.primary_ip) for n in nodes]
+    results = await lu.master.rpc.call(
+        targets, "os_validate", [os_name, osparams, lu.op.debug_level]
+    )
+    for node in nodes:
+        res = results[node.uuid]
+        if res.fail_msg:
+            raise errors.OpPrereqError(
+                f"OS parameters validation failed on node {node.name}: {res.fail_msg}",
+                C.ECODE_INVAL,
+            )
+
+
+def check_params_declared(os_name: str, info: dict[str, Any], names: list[str]) -> None:
+    declared = {p[0] for p in info.get("parameters", [])}
+    unknown = sorted(set(names) - declared)
+    if unknown:
+        raise errors.OpPrereqError(
+            f"OS '{split_name(os_name)[0]}' does not declare the parameter(s)"
+            f" {', '.join(unknown)}; declared: {', '.join(sorted(declared)) or 'none'}",
+            C.ECODE_INVAL,
+        )
+
+
+# Placement
+async def check_node_resources(
+    lu: LogicalUnit[Any], node: Node, hypervisor: str, memory: int, disk_mib: int
+) -> None:
+    """Refuse when the node lacks the memory (to start) or the file storage space."""
+    res = await lu.master.rpc.call_one(
+        node.uuid, node.primary_ip, "hypervisor_info", [hypervisor, lu.cfg.cluster.file_storage_dir]
+    )
+    res.raise_if_failed(f"Cannot get the resources of node {node.name}")
+    info = res.payload
+    if memory and memory > info["memory_free"]:
+        raise errors.OpPrereqError(
+            f"Not enough memory on node {node.name} for the instance: needed {memory} MiB,"
+            f" available {info['memory_free']} MiB",
+            C.ECODE_NORES,
+        )
+    if disk_mib and disk_mib > info["storage_free"]:
+        raise errors.OpPrereqError(
+            f"Not enough disk space on node {node.name}: needed {disk_mib} MiB, available"
+            f" {info['storage_free']} MiB in {lu.cfg.cluster.file_storage_dir}",
+            C.ECODE_NORES,
+        )
+
+
+async def running_instances(
+    lu: LogicalUnit[Any], node: Node, hypervisors: list[str]
+) -> dict[str, dict[str, Any]]:
+    res = await lu.master.rpc.call_one(
+        node.uuid, node.primary_ip, "all_instances_info", [hypervisors]
+    )
+    res.raise_if_failed(f"Cannot get the instances of node {node.name}")
+    return dict(res.payload)
+
+
+# Addresses
+def used_macs(cfg: ConfigManager) -> set[str]:
+    return {nic.mac for inst in cfg.instances() for nic in inst.nics}
+
+
+def generate_mac(prefix: str, taken: set[str]) -> str:
+    """A MAC from the cluster prefix that no NIC has yet."""
+    for _ in range(1000):
+        mac = prefix + ":" + ":".join(f"{random.randint(0, 255):02x}" for _ in range(3))
+        if mac not in taken:
+            taken.add(mac)
+            return mac
+    raise errors.OpPrereqError(
+        "Cannot generate a unique MAC address; the prefix is full", C.ECODE_NORES
+    )
+
+
+def check_mac(mac: str) -> str:
+    mac = mac.lower()
+    if not MAC_RE.match(mac):
+        raise errors.OpPrereqError(
+            f"Invalid MAC address '{mac}': use six hex octets such as aa:00:00:12:34:56",
+            C.ECODE_INVAL,
+        )
+    return mac
+
+
+def file_disk_path(cluster: Cluster, instance_name: str, index: int) -> str:
+    """``<file storage dir>/<instance>/<unique>.file.disk<index>`` (production path)."""
+    return f"{cluster.file_storage_dir}/{instance_name}/{uuidlib.uuid4()}.file.disk{index}"

@@ -1,0 +1,85 @@
+"""Calls that start, stop and report instances, and manage their file disks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import errors
+from corral.node.context import NodeContext
+from corral.node.handlers.base import rpc_handler
+from corral.node.hypervisor import get_hypervisor
+from corral.node.storage import file as file_storage
+
+
+@rpc_handler("instance_start")
+async def instance_start(ctx: NodeContext, inst: dict[str, Any], paused: bool) -> None:
+    await get_hypervisor(inst["hypervisor"], ctx.paths).start(inst, paused)
+
+
+@rpc_handler("instance_shutdown")
+async def instance_shutdown(ctx: NodeContext, hypervisor: str, name: str, timeout: int) -> None:
+    await get_hypervisor(hypervisor, ctx.paths).stop(name, timeout=timeout)
+
+
+@rpc_handler("instance_reboot")
+async def instance_reboot(
+    ctx: NodeContext, inst: dict[str, Any], reboot_type: str, timeout: int
+) -> None:
+    """soft: the hypervisor reboots it; hard: stop and start again."""
+    hv = get_hypervisor(inst["hypervisor"], ctx.paths)
+    if reboot_type == "soft":
+        await hv.reboot(inst["name"])
+        return
+    await hv.stop(inst["name"], timeout=timeout)
+    await hv.start(inst)
+
+
+@rpc_handler("instance_rename")
+async def instance_rename(ctx: NodeContext, hypervisor: str, old_name: str, new_name: str) -> None:
+    await get_hypervisor(hypervisor, ctx.paths).rename(old_name, new_name)
+
+
+@rpc_handler("all_instances_info")
+async def all_instances_info(ctx: NodeContext, hypervisors: list[str]) -> dict[str, dict[str, Any]]:
+    """Running instances of the given hypervisors: name → info."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in hypervisors:
+        for inst, info in get_hypervisor(name, ctx.paths).instances_info().items():
+            out[inst] = {**info, "hypervisor": name}
+    return out
+
+
+@rpc_handler("hypervisor_info")
+async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -> dict[str, Any]:
+    """Free memory for instances and free space in the file storage directory."""
+    info = get_hypervisor(hypervisor, ctx.paths).node_info()
+    total, free = file_storage.free_mib(ctx.paths.from_wire(storage_dir))
+    return {**info, "storage_total": total, "storage_free": free}
+
+
+def _disk_path(ctx: NodeContext, path: str) -> Any:
+    if not isinstance(path, str):
+        raise errors.OpExecError(f"Invalid disk path {path!r}")
+    return ctx.paths.from_wire(path)
+
+
+@rpc_handler("blockdev_create")
+async def blockdev_create(ctx: NodeContext, path: str, size: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise errors.OpExecError(f"Invalid disk size {size!r}")
+    file_storage.create(_disk_path(ctx, path), size)
+
+
+@rpc_handler("blockdev_remove")
+async def blockdev_remove(ctx: NodeContext, path: str) -> None:
+    file_storage.remove(_disk_path(ctx, path))
+
+
+@rpc_handler("blockdev_grow")
+async def blockdev_grow(ctx: NodeContext, path: str, size: int) -> None:
+    file_storage.grow(_disk_path(ctx, path), size)
+
+
+@rpc_handler("file_storage_dir_rename")
+async def file_storage_dir_rename(ctx: NodeContext, old_dir: str, new_dir: str) -> None:
+    file_storage.rename_dir(_disk_path(ctx, old_dir), _disk_path(ctx, new_dir))

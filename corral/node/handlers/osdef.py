@@ -1,0 +1,103 @@
+"""Calls that run OS definitions: diagnose, validate, create, rename."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from corral import errors
+from corral.node.context import NodeContext
+from corral.node.handlers.base import rpc_handler
+from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
+from corral.osdef.env import instance_env, os_core_env
+from corral.osdef.runner import log_file, run_script
+
+log = logging.getLogger(__name__)
+
+
+def _os(ctx: NodeContext, full_name: str) -> OSDefinition:
+    name, _ = split_name(full_name)
+    try:
+        return find_os(ctx.paths.os_search_path, name)
+    except InvalidOS as err:
+        raise errors.OpExecError(f"OS '{name}' is not valid on this node: {err}") from None
+
+
+def local_disks(ctx: NodeContext, inst: dict[str, Any]) -> dict[str, Any]:
+    """The descriptor with each disk's production path mapped below this root."""
+    disks = []
+    for disk in inst["disks"]:
+        disk = dict(disk)
+        if disk.get("path"):
+            disk["path"] = str(ctx.paths.from_wire(disk["path"]))
+        disks.append(disk)
+    return {**inst, "disks": disks}
+
+
+def _failure(kind: str, code: int, log_path: Path, tail: str) -> errors.OpExecError:
+    return errors.OpExecError(
+        f"OS {kind} script failed (exit code {code}), last lines in the log file"
+        f" {log_path}:\n{tail}"
+    )
+
+
+@rpc_handler("os_diagnose")
+async def os_diagnose(ctx: NodeContext) -> list[dict[str, Any]]:
+    """Every OS directory in the search path, valid or not (with the reason)."""
+    return diagnose(ctx.paths.os_search_path)
+
+
+@rpc_handler("os_validate")
+async def os_validate(ctx: NodeContext, os_name: str, osparams: dict[str, Any], debug: int) -> bool:
+    """Refuse undeclared parameters, then run ``verify parameters``."""
+    osdef = _os(ctx, os_name)
+    if osdef.api_version < 20:
+        return True
+    declared = {name for name, _ in osdef.parameters}
+    unknown = sorted(set(osparams) - declared)
+    if unknown:
+        raise errors.OpExecError(
+            f"OS '{osdef.name}' does not declare the parameter(s) {', '.join(unknown)}"
+            f" (declared: {', '.join(sorted(declared)) or 'none'})"
+        )
+    env = os_core_env(osdef, os_name, osparams, debug)
+    path = log_file(ctx.paths.log_dir, "verify", osdef.name, "parameters")
+    code, tail = await run_script(osdef, "verify", ["parameters"], env, path)
+    if code != 0:
+        raise errors.OpExecError(
+            f"OS '{osdef.name}' refused the parameters (verify exit code {code}):\n{tail}"
+        )
+    return True
+
+
+@rpc_handler("instance_os_add")
+async def instance_os_add(
+    ctx: NodeContext, inst: dict[str, Any], osparams: dict[str, Any], reinstall: bool, debug: int
+) -> bool:
+    """Run the OS ``create`` script for an instance (a reinstall when asked)."""
+    osdef = _os(ctx, inst["os"])
+    env = instance_env(osdef, local_disks(ctx, inst), osparams, debug)
+    if reinstall:
+        env["INSTANCE_REINSTALL"] = "1"
+    kind = "add"
+    path = log_file(ctx.paths.log_dir, kind, osdef.name, inst["name"])
+    code, tail = await run_script(osdef, "create", [], env, path)
+    if code != 0:
+        raise _failure("create", code, path, tail)
+    return True
+
+
+@rpc_handler("instance_run_rename")
+async def instance_run_rename(
+    ctx: NodeContext, inst: dict[str, Any], old_name: str, osparams: dict[str, Any], debug: int
+) -> bool:
+    """Run the OS ``rename`` script: INSTANCE_NAME is new, OLD_INSTANCE_NAME old."""
+    osdef = _os(ctx, inst["os"])
+    env = instance_env(osdef, local_disks(ctx, inst), osparams, debug)
+    env["OLD_INSTANCE_NAME"] = old_name
+    path = log_file(ctx.paths.log_dir, "rename", osdef.name, f"{old_name}-{inst['name']}")
+    code, tail = await run_script(osdef, "rename", [], env, path)
+    if code != 0:
+        raise _failure("rename", code, path, tail)
+    return True

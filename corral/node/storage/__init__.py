@@ -1,0 +1,1 @@
+"""Disk storage on a node, one module per disk template."""

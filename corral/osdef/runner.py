@@ -1,0 +1,71 @@
+"""Running an OS script on a node: reset environment, cwd in the OS directory,
+stdin closed, all output in a per-run log file, the log's tail on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections import deque
+from pathlib import Path
+
+from corral.osdef.definition import OSDefinition
+
+TAIL_LINES = 20
+
+
+def log_file(log_dir: Path, kind: str, os_name: str, instance: str) -> Path:
+    """``<log dir>/os/<kind>-<os>-<instance>-<timestamp>.log``, as Ganeti names them."""
+    stamp = time.strftime("%Y-%m-%d_%H_%M_%S") + f".{time.time_ns() % 1_000_000_000:09d}"
+    return log_dir / "os" / f"{kind}-{os_name}-{instance}-{stamp}.log"
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        with path.open("r", errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines)).rstrip("\n")
+    except OSError:
+        return ""
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def run_script(
+    osdef: OSDefinition, script: str, args: list[str], env: dict[str, str], log_path: Path
+) -> tuple[int, str]:
+    """Run ``script`` of the OS; returns ``(exit code, tail of its log)``.
+
+    The environment is exactly ``env`` (which holds PATH); nothing of noded's
+    own environment leaks in.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                str(osdef.script(script)),
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=env,
+                cwd=str(osdef.path),
+                start_new_session=True,
+            )
+        except OSError as err:
+            os.write(fd, f"Cannot execute {osdef.script(script)}: {err}\n".encode())
+            return 127, tail(log_path)
+    finally:
+        os.close(fd)
+    try:
+        code = await proc.wait()
+    except asyncio.CancelledError:
+        _kill_group(proc)
+        await proc.wait()
+        raise
+    return code, tail(log_path) if code != 0 else ""

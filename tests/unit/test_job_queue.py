@@ -1,0 +1,262 @@
+"""JobQueue: submission, validation, scheduling limits, priorities and dependencies."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral import constants as C
+from corral import errors
+from tests.unit.jobqueue_helpers import QueueHarness, delay, gated, jqueue, settle
+
+# Submission
+
+
+async def test_submit_returns_increasing_ids_and_runs_the_job(harness: QueueHarness) -> None:
+    q = harness.queue
+    first = q.submit([jqueue()])
+    second = q.submit([delay(0.0), jqueue(log_messages=["x"])])
+    assert (first, second) == (1, 2)
+    assert await harness.wait_status(first) == "success"
+    assert await harness.wait_status(second) == "success"
+    assert harness.row(second, "opstatus", "opresult") == [["success", "success"], [None, True]]
+    assert q.submit_many([[jqueue()], [jqueue()]]) == [[True, 3], [True, 4]]
+    assert await harness.wait_status(3) == "success"
+    assert await harness.wait_status(4) == "success"
+    assert q.unfinished_count == 0
+    assert harness.started == [1, 2, 2, 3, 4]
+
+
+async def test_submit_many_refuses_bad_jobs_and_queues_the_others(
+    harness: QueueHarness,
+) -> None:
+    q = harness.queue
+    results = q.submit_many(
+        [
+            [jqueue()],
+            [{"OP_ID": "OP_TEST_DELAY", "duration": "soon"}],
+            [],
+            [{"OP_ID": "OP_NOPE"}],
+            "not a list",
+            [jqueue(), {"OP_ID": "OP_TEST_JQUEUE", "bogus": 1}],
+            [jqueue()],
+        ]
+    )
+    assert [r[0] for r in results] == [True, False, False, False, False, False, True]
+    assert results[0][1] == 1
+    assert results[6][1] == 2  # ids are only used by accepted jobs
+    assert "parameter 'duration'" in results[1][1]
+    assert results[2][1] == "A job must be a non-empty list of opcodes"
+    assert results[3][1] == "Unknown opcode 'OP_NOPE'"
+    assert results[4][1] == "A job must be a non-empty list of opcodes"
+    assert "unknown parameter 'bogus'" in results[5][1]
+    # The third element (the exception) is for submit(); it is not wire data.
+    assert isinstance(results[1][2], errors.OpPrereqError)
+    assert isinstance(results[3][2], errors.OpCodeUnknown)
+    assert await harness.wait_status(1) == "success"
+    assert await harness.wait_status(2) == "success"
+    # Only the accepted jobs exist (finished jobs stay listed until archived).
+    assert q.query_jobs(None, ["id", "status"]) == [[1, "success"], [2, "success"]]
+
+
+async def test_submit_raises_the_validation_error(harness: QueueHarness) -> None:
+    q = harness.queue
+    with pytest.raises(errors.OpPrereqError) as info:
+        q.submit([{"OP_ID": "OP_TEST_DELAY"}])
+    assert info.value.ecode == C.ECODE_INVAL
+    with pytest.raises(errors.OpCodeUnknown):
+        q.submit([{"OP_ID": "OP_NOPE"}])
+    with pytest.raises(errors.OpPrereqError):
+        q.submit("OP_TEST_DELAY")
+    # Nothing was stored.
+    assert harness.store.count() == 0
+
+
+async def test_submit_many_needs_a_list(harness: QueueHarness) -> None:
+    with pytest.raises(errors.LuxiError):
+        harness.queue.submit_many({"jobs": []})
+
+
+async def test_reason_trail_records_job_and_index(harness: QueueHarness) -> None:
+    job_id = harness.queue.submit([jqueue(), delay(0.0)])
+    await harness.wait_status(job_id)
+    ops = harness.row(job_id, "ops")[0]
+    assert ops[0]["reason"][-1][:2] == ["gnt:opcode:test_jqueue", f"job={job_id};index=0"]
+    assert ops[1]["reason"][-1][:2] == ["gnt:opcode:test_delay", f"job={job_id};index=1"]
+    assert isinstance(ops[0]["reason"][-1][2], int)
+
+
+async def test_failing_opcode_fails_the_rest_of_the_job(harness: QueueHarness) -> None:
+    job_id = harness.queue.submit([jqueue(), jqueue(fail=True), jqueue()])
+    assert await harness.wait_status(job_id) == "error"
+    opstatus, opresult = harness.row(job_id, "opstatus", "opresult")
+    assert opstatus == ["success", "error", "error"]
+    assert opresult == [
+        True,
+        ["OpExecError", ["Opcode failure was requested"]],
+        ["OpExecError", ["Preceding opcode failed"]],
+    ]
+    # The third opcode never reached the executor.
+    assert harness.started == [job_id, job_id]
+
+
+async def test_non_ganeti_exception_is_encoded_as_op_exec_error(harness: QueueHarness) -> None:
+    async def broken(op: object, ctx: object) -> None:
+        raise KeyError("oops")
+
+    harness.queue._execute = broken
+    job_id = harness.queue.submit([jqueue()])
+    assert await harness.wait_status(job_id) == "error"
+    assert harness.row(job_id, "opresult")[0] == [["OpExecError", ["KeyError: 'oops'"]]]
+
+
+# Scheduling
+
+
+async def test_max_running_limit_is_respected(harness: QueueHarness) -> None:
+    harness.max_running = 2
+    ids = [harness.queue.submit([delay(0.02)]) for _ in range(6)]
+    await settle()
+    assert harness.active == 2
+    running = [harness.status(i) for i in ids]
+    assert running.count("running") == 2
+    assert running.count("queued") == 4
+    for job_id in ids:
+        assert await harness.wait_status(job_id) == "success"
+    assert harness.peak == 2
+    assert sorted(harness.started) == ids
+
+
+async def test_jobs_start_by_priority_then_id(harness: QueueHarness) -> None:
+    harness.max_running = 1
+    blocker = harness.queue.submit([gated("block", running=True)])
+    await settle()
+    low = harness.queue.submit([jqueue(priority=C.OP_PRIO_LOW)])
+    normal1 = harness.queue.submit([jqueue()])
+    high = harness.queue.submit([jqueue(priority=C.OP_PRIO_HIGH)])
+    normal2 = harness.queue.submit([jqueue()])
+    highest = harness.queue.submit([jqueue(priority=C.OP_PRIO_HIGHEST)])
+    harness.release("block")
+    for job_id in (low, normal1, high, normal2, highest):
+        await harness.wait_status(job_id)
+    assert harness.started == [blocker, highest, high, normal1, normal2, low]
+
+
+async def test_job_priority_is_the_best_of_its_opcodes(harness: QueueHarness) -> None:
+    harness.max_running = 1
+    harness.queue.submit([gated("block", running=True)])
+    await settle()
+    mixed = harness.queue.submit([jqueue(priority=C.OP_PRIO_LOW), jqueue(priority=C.OP_PRIO_HIGH)])
+    normal = harness.queue.submit([jqueue()])
+    assert harness.row(mixed, "priority", "oppriority") == [C.OP_PRIO_HIGH, [10, -10]]
+    harness.release("block")
+    await harness.wait_status(normal)
+    assert harness.started[1:] == [mixed, mixed, normal]
+
+
+# Dependencies
+
+
+async def test_relative_dependencies_in_submit_many(harness: QueueHarness) -> None:
+    harness.max_running = 5
+    results = harness.queue.submit_many(
+        [
+            [gated("first", running=True)],
+            [jqueue(depends=[[-1, ["success"]]])],
+            [jqueue(depends=[[-2, []], [-1, ["success"]]])],
+        ]
+    )
+    assert results == [[True, 1], [True, 2], [True, 3]]
+    await settle()
+    # Dependents wait without taking a running slot.
+    assert harness.started == [1]
+    assert harness.status(2) == "waiting"
+    assert harness.status(3) == "waiting"
+    ops2 = harness.row(2, "ops")[0]
+    ops3 = harness.row(3, "ops")[0]
+    assert ops2[0]["depends"] == [[1, ["success"]]]
+    assert ops3[0]["depends"] == [[1, []], [2, ["success"]]]
+    harness.release("first")
+    assert await harness.wait_status(3) == "success"
+    assert harness.started == [1, 2, 3]
+    end1 = harness.row(1, "end_ts")[0]
+    start2 = harness.row(2, "opexec")[0][0]
+    assert tuple(start2) >= tuple(end1)
+
+
+async def test_bad_relative_dependencies_are_refused(harness: QueueHarness) -> None:
+    q = harness.queue
+    results = q.submit_many(
+        [
+            [jqueue(depends=[[-1, []]])],  # nothing before it
+            [{"OP_ID": "OP_NOPE"}],
+            [jqueue(depends=[[-1, ["success"]]])],  # refers to the refused job
+            [jqueue()],
+            [jqueue(depends=[[-1, []]])],
+        ]
+    )
+    assert [r[0] for r in results] == [False, False, False, True, True]
+    assert "Relative job dependency -1" in results[0][1]
+    assert "Relative job dependency -1" in results[2][1]
+    with pytest.raises(errors.OpPrereqError, match="Relative job dependency"):
+        q.submit([jqueue(depends=[[-1, []]])])
+    ok_first, ok_second = results[3][1], results[4][1]
+    assert await harness.wait_status(ok_second) == "success"
+    assert harness.row(ok_second, "ops")[0][0]["depends"] == [[ok_first, []]]
+
+
+async def test_dependency_status_rules(harness: QueueHarness) -> None:
+    q = harness.queue
+    failed = q.submit([jqueue(fail=True)])
+    await harness.wait_status(failed)
+    wants_success = q.submit([jqueue(depends=[[failed, ["success"]]])])
+    wants_error = q.submit([jqueue(depends=[[failed, ["error", "canceled"]]])])
+    wants_any = q.submit([jqueue(depends=[[failed, []]])])
+    assert await harness.wait_status(wants_success) == "error"
+    assert harness.row(wants_success, "opresult")[0] == [
+        [
+            "OpExecError",
+            [f"Dependency job {failed} finished with status 'error', not one of success"],
+        ]
+    ]
+    assert await harness.wait_status(wants_error) == "success"
+    assert await harness.wait_status(wants_any) == "success"
+    assert wants_success not in harness.started
+
+
+async def test_dependency_on_an_unknown_job_fails(harness: QueueHarness) -> None:
+    job_id = harness.queue.submit([jqueue(depends=[[999, []]])])
+    assert await harness.wait_status(job_id) == "error"
+    assert harness.row(job_id, "opresult")[0] == [["OpExecError", ["Dependency job 999 not found"]]]
+
+
+async def test_dependency_on_an_archived_job_is_found(harness: QueueHarness) -> None:
+    done = harness.queue.submit([jqueue()])
+    await harness.wait_status(done)
+    assert harness.queue.archive(done)
+    job_id = harness.queue.submit([jqueue(depends=[[done, ["success"]]])])
+    assert await harness.wait_status(job_id) == "success"
+
+
+async def test_waiting_dependents_leave_slots_to_other_jobs(harness: QueueHarness) -> None:
+    harness.max_running = 2
+    first = harness.queue.submit([gated("first", running=True)])
+    dependents = [harness.queue.submit([jqueue(depends=[[first, []]])]) for _ in range(3)]
+    independent = harness.queue.submit([jqueue()])
+    assert await harness.wait_status(independent) == "success"
+    assert [harness.status(d) for d in dependents] == ["waiting"] * 3
+    harness.release("first")
+    for dep in dependents:
+        assert await harness.wait_status(dep) == "success"
+    assert harness.peak <= 2
+
+
+async def test_dependency_of_a_later_opcode_is_waited_for(harness: QueueHarness) -> None:
+    first = harness.queue.submit([gated("first", running=True)])
+    job_id = harness.queue.submit([jqueue(), jqueue(depends=[[first, ["success"]]])])
+    await harness.wait_status(job_id, {"waiting"})
+    assert harness.row(job_id, "opstatus")[0] == ["success", "waiting"]
+    # The later opcode's dependency is waited for inside the job's task.
+    assert harness.active == 1 and harness.started == [first, job_id]  # only "first" executes
+    harness.release("first")
+    assert await harness.wait_status(job_id) == "success"
+    assert harness.started == [first, job_id, job_id]
