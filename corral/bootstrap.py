@@ -15,6 +15,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -42,6 +43,9 @@ class InitOptions:
     file_storage_dir: str | None = None
     candidate_pool_size: int = 10
     max_running_jobs: int = C.DEFAULT_MAX_RUNNING_JOBS
+    beparams: dict[str, Any] = field(default_factory=dict)
+    nicparams: dict[str, Any] = field(default_factory=dict)
+    hvparams: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -101,6 +105,7 @@ def _validate(opts: InitOptions) -> None:
 
 def _write_config(paths: Paths, opts: InitOptions) -> None:
     # pydantic is needed only here, so it is imported here.
+    from corral import params as P
     from corral.config.manager import initial_change
     from corral.config.store import SqliteConfigStore
     from corral.objects import Cluster, Node, NodeGroup
@@ -120,11 +125,19 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         master_netdev=opts.master_netdev,
         noded_port=opts.noded_port,
         mac_prefix=opts.mac_prefix,
-        file_storage_dir=opts.file_storage_dir or str(paths.file_storage_dir),
+        file_storage_dir=opts.file_storage_dir or paths.to_wire(paths.file_storage_dir),
         enabled_hypervisors=opts.enabled_hypervisors,
         enabled_disk_templates=opts.enabled_disk_templates,
         candidate_pool_size=opts.candidate_pool_size,
         max_running_jobs=opts.max_running_jobs,
+        beparams={"default": P.fill(P.BE_DEFAULTS, P.check_beparams(opts.beparams))},
+        nicparams={
+            "default": P.fill(P.NIC_DEFAULTS, P.check_params(opts.nicparams, P.NIC_TYPES, "NIC"))
+        },
+        hvparams={
+            hv: P.fill(P.HV_DEFAULTS.get(hv, {}), P.check_hvparams(hv, opts.hvparams.get(hv, {})))
+            for hv in opts.enabled_hypervisors
+        },
     )
     SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
 

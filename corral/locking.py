@@ -115,6 +115,9 @@ class LockManager:
             raise errors.ProgrammerError(
                 f"{owner} asks for level {level} while holding {later[0]}: wrong lock order"
             )
+        if held.get(level):
+            # A second request at a held level could take names out of order.
+            raise errors.ProgrammerError(f"{owner} already holds locks at level {level}")
         got: list[str] = []
         try:
             for name in sorted(set(names)):

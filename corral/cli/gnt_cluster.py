@@ -37,6 +37,9 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.enabled_disk_templates = opts.enabled_disk_templates.split(",")
     if opts.max_running_jobs:
         init.max_running_jobs = opts.max_running_jobs
+    init.beparams = common.parse_kv(opts.backend_parameters or "")
+    init.nicparams = common.parse_kv(opts.nic_parameters or "")
+    init.hvparams = _hv_options(opts.hypervisor_parameters)
     try:
         bootstrap.init_cluster(paths, init)
     except errors.CommandError as err:
@@ -44,6 +47,15 @@ def cmd_init(opts: argparse.Namespace) -> int:
         return C.EXIT_FAILURE
     common.submit_or_send(opts, {"OP_ID": "OP_CLUSTER_POST_INIT"})
     return C.EXIT_SUCCESS
+
+
+def _hv_options(values: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``-H hv:k=v,...`` options, possibly repeated."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in values or []:
+        hv, _, params = item.partition(":")
+        out.setdefault(hv, {}).update(common.parse_kv(params))
+    return out
 
 
 def cmd_destroy(opts: argparse.Namespace) -> int:
@@ -202,10 +214,7 @@ def cmd_modify(opts: argparse.Namespace) -> int:
     if opts.enabled_disk_templates:
         op["enabled_disk_templates"] = opts.enabled_disk_templates.split(",")
     if opts.hypervisor_parameters:
-        op["hvparams"] = {}
-        for item in opts.hypervisor_parameters:
-            hv, _, params = item.partition(":")
-            op["hvparams"][hv] = common.parse_kv(params)
+        op["hvparams"] = _hv_options(opts.hypervisor_parameters)
     if opts.backend_parameters:
         op["beparams"] = common.parse_kv(opts.backend_parameters)
     if opts.nic_parameters:
@@ -289,6 +298,14 @@ def _add_init(sub: Any) -> None:
     p.add_argument("--enabled-disk-templates")
     p.add_argument("--file-storage-dir")
     p.add_argument("--max-running-jobs", type=int)
+    p.add_argument("-B", "--backend-parameters", help="Default backend parameters")
+    p.add_argument("-N", "--nic-parameters", help="Default NIC parameters")
+    p.add_argument(
+        "-H",
+        "--hypervisor-parameters",
+        action="append",
+        help="Default hypervisor parameters (hv:k=v,...)",
+    )
     p.add_argument("--no-etc-hosts", action="store_true", help="Accepted for compatibility")
     p.add_argument("--no-ssh-init", action="store_true", help="Accepted for compatibility")
     common.add_submit_options(p, dry_run=False)

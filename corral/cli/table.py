@@ -45,10 +45,26 @@ def _default_format(kind: str, value: Any) -> str:
     return str(value)
 
 
-def _kind_formatter(kind: str) -> Formatter:
+def format_unit(value: Any, units: str = "h") -> str:
+    """A size in MiB as Ganeti shows it: ``h`` gives ``128M``, ``1.0G``, ``2.0T``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    if units == "h":
+        if value < 1024:
+            return f"{int(value)}M"
+        if value < 1024 * 1024:
+            return f"{value / 1024:.1f}G"
+        return f"{value / 1024 / 1024:.1f}T"
+    divisor = {"m": 1, "g": 1024, "t": 1024 * 1024}.get(units, 1)
+    return str(int(value)) if divisor == 1 else f"{value / divisor:.1f}"
+
+
+def _kind_formatter(kind: str, units: str) -> Formatter:
     """The default formatter of a field kind (plain ``str`` for most)."""
     if kind in (C.QFT_BOOL, C.QFT_TIMESTAMP):
         return lambda value: _default_format(kind, value)
+    if kind == C.QFT_UNIT:
+        return lambda value: format_unit(value, units)
     return str
 
 
@@ -107,9 +123,10 @@ def print_query_result(
     if any(len(row) != len(fields) for row in data):
         raise errors.ProgrammerError("Query result rows do not match its fields")
     normal = C.RS_NORMAL
+    units = getattr(opts, "units", None) or ("m" if opts.separator is not None else "h")
     columns = []
     for index, fdef in enumerate(fields):
-        fmt = formatters.get(fdef["name"]) or _kind_formatter(fdef["kind"])
+        fmt = formatters.get(fdef["name"]) or _kind_formatter(fdef["kind"], units)
         columns.append(
             [
                 fmt(value) if status == normal else _STATUS_TEXT.get(status, ("?", "?"))[verbose]

@@ -9,9 +9,10 @@ from typing import Any
 
 from corral import __version__, errors
 from corral import constants as C
+from corral import params as P
 from corral.cmdlib.base import LogicalUnit
 from corral.hooks import HooksMaster
-from corral.objects import Cluster
+from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 
 KNOWN_HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot", "fake")
@@ -212,12 +213,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             if value is not None and value != getattr(cluster, name):
                 setattr(cluster, name, value)
                 changes.append((name, value))
-        for name in ("hvparams", "beparams", "nicparams", "ndparams"):
-            value = getattr(op, name)
-            if value:
-                merged = _merge_params(getattr(cluster, name), value, nested=name == "hvparams")
-                setattr(cluster, name, merged)
-                changes.append((name, merged))
+        self._merge_params(cluster, changes)
+        self._merge_osparams(cluster, changes)
         for name in ("hidden_os", "blacklisted_os"):
             mods = getattr(op, name)
             if mods:
@@ -227,13 +224,72 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             self.tx.update(cluster)
         return changes
 
+    def _merge_params(self, cluster: Cluster, changes: list[tuple[str, Any]]) -> None:
+        op = self.op
+        if op.beparams:
+            be = P.check_beparams(op.beparams, allow_none=True)
+            cluster.beparams = {
+                **cluster.beparams,
+                "default": _merge_dict(cluster.beparams.get("default", {}), be, nested=False),
+            }
+            changes.append(("beparams", cluster.beparams["default"]))
+        if op.nicparams:
+            nic = P.check_params(op.nicparams, P.NIC_TYPES, "NIC", allow_none=True)
+            cluster.nicparams = {
+                **cluster.nicparams,
+                "default": _merge_dict(cluster.nicparams.get("default", {}), nic, nested=False),
+            }
+            changes.append(("nicparams", cluster.nicparams["default"]))
+        if op.hvparams:
+            hv = {
+                name: P.check_hvparams(name, values, allow_none=True)
+                for name, values in op.hvparams.items()
+            }
+            cluster.hvparams = _merge_dict(cluster.hvparams, hv, nested=True)
+            changes.append(("hvparams", cluster.hvparams))
+        if op.ndparams:
+            cluster.ndparams = _merge_dict(cluster.ndparams, op.ndparams, nested=False)
+            changes.append(("ndparams", cluster.ndparams))
 
-def _merge_params(current: dict[str, Any], update: dict[str, Any], nested: bool) -> dict[str, Any]:
+    def _merge_osparams(self, cluster: Cluster, changes: list[tuple[str, Any]]) -> None:
+        for name in ("osparams", "osparams_private_cluster"):
+            update = getattr(self.op, name)
+            if update:
+                setattr(cluster, name, _merge_dict(getattr(cluster, name), update, nested=True))
+                shown = {os: list(values) for os, values in update.items()}
+                changes.append((name, shown if name.endswith("cluster") else update))
+
+    async def check_prereq(self) -> None:
+        """OS parameters are checked on the nodes that have the OS ("preseeding" is fine)."""
+        for name in ("osparams", "osparams_private_cluster"):
+            for os_name, values in (getattr(self.op, name) or {}).items():
+                await self._verify_os(os_name, {k: v for k, v in values.items() if v is not None})
+
+    async def _verify_os(self, os_name: str, values: dict[str, Any]) -> None:
+        from corral.cmdlib import instance_utils as U
+        from corral.master.resources.oses import node_oses
+
+        base, _ = U.split_name(os_name)
+        answers = await node_oses(self.master)
+        holders = []
+        for node_name, entries in answers.items():
+            entry = next((e for e in entries or [] if e["name"] == base and e["valid"]), None)
+            if entry is not None:
+                if "+" in os_name:  # defaults may be set for the OS as a whole
+                    U.check_variant(os_name, entry, False)
+                U.check_params_declared(os_name, entry, list(values))
+                holders.append(self.cfg.lookup(Node, node_name))
+        if holders and values:
+            params = U.merged_osparams(self.cfg.cluster, os_name, values, {}, {})
+            await U.verify_osparams(self, holders, os_name, params)
+
+
+def _merge_dict(current: dict[str, Any], update: dict[str, Any], nested: bool) -> dict[str, Any]:
     """Merge parameter changes; a value of None removes the key."""
     out = dict(current)
     for key, value in update.items():
         if nested and isinstance(value, dict):
-            out[key] = _merge_params(out.get(key, {}), value, nested=False)
+            out[key] = _merge_dict(out.get(key, {}), value, nested=False)
         elif value is None:
             out.pop(key, None)
         else:

@@ -8,12 +8,20 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
-from corral.objects import ConfigObject, Node, NodeGroup
+from corral.objects import ConfigObject, Instance, Node, NodeGroup
 from corral.opcodes import tags as opt
 
 _TAG_RE = re.compile(r"^[\w.+*/:@-]+$")
-_KIND_CLASS: dict[str, type[ConfigObject]] = {C.TAG_NODE: Node, C.TAG_NODEGROUP: NodeGroup}
-_LOCK_LEVEL = {C.TAG_NODE: C.LEVEL_NODE, C.TAG_NODEGROUP: C.LEVEL_NODEGROUP}
+_KIND_CLASS: dict[str, type[ConfigObject]] = {
+    C.TAG_NODE: Node,
+    C.TAG_NODEGROUP: NodeGroup,
+    C.TAG_INSTANCE: Instance,
+}
+_LOCK_LEVEL = {
+    C.TAG_NODE: C.LEVEL_NODE,
+    C.TAG_NODEGROUP: C.LEVEL_NODEGROUP,
+    C.TAG_INSTANCE: C.LEVEL_INSTANCE,
+}
 
 
 def check_tag(tag: str) -> None:
@@ -54,7 +62,9 @@ class _TagsLU(LogicalUnit[Any]):
     def declare_locks(self) -> None:
         level = _LOCK_LEVEL.get(self.op.kind)
         if level is not None:
-            self.needed_locks[level] = [self.target.uuid]
+            # Instances are locked by name (as at creation), the others by uuid.
+            key = self.target.name if level == C.LEVEL_INSTANCE else self.target.uuid
+            self.needed_locks[level] = [key]
             self.share_locks[level] = self._read_only
 
     _read_only = False
@@ -137,6 +147,7 @@ class LUTagsSearch(LogicalUnit[opt.OpTagsSearch]):
         objects: list[tuple[str, ConfigObject]] = [("/cluster", self.cfg.cluster)]
         objects += [(f"/nodes/{n.name}", n) for n in self.cfg.nodes()]
         objects += [(f"/nodegroup/{g.name}", g) for g in self.cfg.groups()]
+        objects += [(f"/instances/{i.name}", i) for i in self.cfg.instances()]
         return [
             [path, tag]
             for path, obj in objects

@@ -93,13 +93,17 @@ class SqliteConfigStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            for table, rows in change.upserts.items():
-                db.executemany(
-                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?)",
-                    _rows(rows),
-                )
+            # Deletes first: a removed object's name may be reused in the same change.
             for table, uuids in change.deletes.items():
                 db.executemany(f"DELETE FROM {table} WHERE uuid = ?", ((u,) for u in uuids))
+            for table, rows in change.upserts.items():
+                db.executemany(
+                    # An upsert by uuid: a clash of names fails instead of replacing a row.
+                    f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(uuid) DO UPDATE"
+                    " SET name = excluded.name, serial_no = excluded.serial_no,"
+                    " ctime = excluded.ctime, mtime = excluded.mtime, data = excluded.data",
+                    _rows(rows),
+                )
             db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
             db.execute("COMMIT")
         except BaseException:

@@ -11,7 +11,7 @@ from typing import Any
 from corral import constants as C
 from corral.jobs.model import split_time
 from corral.opcodes.base import REDACTED, registry
-from corral.query.fields import Field, FieldSet
+from corral.query.fields import UNAVAIL, Field, FieldSet
 
 
 def _redacted_input(op_input: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +46,12 @@ def _ts(column: str) -> Field:
         "start_ts": "Timestamp of job start",
         "end_ts": "Timestamp of job end",
     }[column]
-    return Field(column, title, C.QFT_OTHER, doc, lambda r: split_time(r[column]), (column,))
+
+    def getter(record: dict[str, Any]) -> Any:
+        value = record[column]
+        return UNAVAIL if value is None else split_time(value)
+
+    return Field(column, title, C.QFT_OTHER, doc, getter, (column,))
 
 
 JOB_FIELDS = FieldSet(

@@ -25,6 +25,8 @@ from corral.jobs.model import Job, LogEntry, QueuedOpCode
 from corral.jobs.runner import OpExecutor, run_job
 from corral.jobs.store import JobStore
 from corral.opcodes.base import OpCode, from_dict
+from corral.query.fields import plain
+from corral.query.filter import filter_fields
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +133,7 @@ class JobQueue:
                 job_id = next(ids)
                 try:
                     self._resolve_relative_deps(item, batch_ids, single)
+                    _check_dependencies_earlier(item, job_id)
                 except errors.GenericError as err:
                     results.append([False, err.message, err])
                     batch_ids.append(None)
@@ -353,12 +356,14 @@ class JobQueue:
             found = {r["id"]: r for r in records}
             getters = [JOB_FIELDS.fields[f].getter for f in fields]
             order = job_ids if job_ids else sorted(found)
-            return [[g(found[jid]) for g in getters] if jid in found else None for jid in order]
+            return [
+                [plain(g(found[jid])) for g in getters] if jid in found else None for jid in order
+            ]
 
     def _records(
         self, job_ids: list[int] | None, fields: list[str], qfilter: Any, archived: bool
     ) -> list[dict[str, Any]]:
-        needs = JOB_FIELDS.needs(fields) | JOB_FIELDS.needs(_filter_fields(qfilter))
+        needs = JOB_FIELDS.needs(fields) | JOB_FIELDS.needs(filter_fields(qfilter))
         columns = [c for c in records.ROW_COLUMNS if c in needs]
         rows = self._store.fetch(job_ids, columns, archived)
         if "logs" in needs:
@@ -396,7 +401,7 @@ class JobQueue:
 
     def _memory_info(self, job: Job, fields: list[str]) -> list[Any]:
         record = records.job_record(job, self._logs.get(job.id, []))
-        return [JOB_FIELDS.fields[f].getter(record) for f in fields]
+        return [plain(JOB_FIELDS.fields[f].getter(record)) for f in fields]
 
     def _finished_change(self, job_id: int, fields: list[str], prev_serial: int) -> Any:
         rows = self.query_jobs([job_id], fields)
@@ -455,21 +460,20 @@ def _check_fields(fields: list[str]) -> None:
         raise errors.OpPrereqError(f"Unknown job field(s): {', '.join(unknown)}", C.ECODE_INVAL)
 
 
+def _check_dependencies_earlier(ops: list[OpCode], job_id: int) -> None:
+    """Only earlier jobs can be waited for, so dependencies never form a cycle."""
+    for op in ops:
+        for dep in op.depends or []:
+            if dep[0] >= job_id:
+                raise errors.OpPrereqError(
+                    f"Job {job_id} cannot depend on job {dep[0]}: only earlier jobs can be"
+                    " waited for",
+                    C.ECODE_INVAL,
+                )
+
+
 def _add_reason(ops: list[OpCode], job_id: int) -> None:
     """Record in each opcode's reason trail which job and index it became."""
     for index, op in enumerate(ops):
         source = f"gnt:opcode:{op.OP_ID[3:].lower()}"
         op.reason.append([source, f"job={job_id};index={index}", time.time_ns()])
-
-
-def _filter_fields(qfilter: Any) -> list[str]:
-    """Field names a filter mentions (for loading only what is needed)."""
-    out: list[str] = []
-    if isinstance(qfilter, list) and qfilter and isinstance(qfilter[0], str):
-        for arg in qfilter[1:]:
-            if isinstance(arg, list):
-                out.extend(_filter_fields(arg))
-            elif isinstance(arg, str) and qfilter[0] not in ("|", "&", "!"):
-                out.append(arg)
-                break
-    return out

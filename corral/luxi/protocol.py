@@ -13,7 +13,6 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.gcpause import gc_paused
 
 ETX = b"\x03"
 KEY_METHOD = "method"
@@ -52,12 +51,6 @@ METHODS = frozenset(
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
-def loads(data: bytes | str) -> Any:
-    """``json.loads`` without cyclic garbage collections (see ``gc_paused``)."""
-    with gc_paused():
-        return json.loads(data)
-
-
 def dumps(value: Any) -> bytes:
     """Compact JSON bytes."""
     return _encoder.encode(value).encode("utf-8")
@@ -71,7 +64,7 @@ def encode_request(method: str, args: Any) -> bytes:
 def parse_request(data: bytes) -> tuple[str, Any]:
     """Parse one request (without the terminator) into ``(method, args)``."""
     try:
-        msg = loads(data)
+        msg = json.loads(data)
     except (UnicodeDecodeError, ValueError) as err:
         raise errors.LuxiError(f"Malformed request, not JSON: {err}") from None
     if not isinstance(msg, dict) or KEY_METHOD not in msg or KEY_ARGS not in msg:
@@ -98,7 +91,7 @@ def encode_error(err: BaseException) -> bytes:
 def parse_response(data: bytes) -> Any:
     """Return the result of a response, or raise the error it carries."""
     try:
-        msg = loads(data)
+        msg = json.loads(data)
     except (UnicodeDecodeError, ValueError) as err:
         raise errors.LuxiError(f"Malformed response from masterd: {err}") from None
     if not isinstance(msg, dict) or KEY_SUCCESS not in msg or KEY_RESULT not in msg:

@@ -8,7 +8,18 @@ import logging
 from collections.abc import Callable
 
 # Importing the logical-unit modules registers them.
-from corral.cmdlib import cluster, cluster_verify, tags, test  # noqa: F401
+from corral.cmdlib import (  # noqa: F401
+    cluster,
+    cluster_verify,
+    instance,
+    instance_create,
+    instance_operation,
+    instance_query,
+    instance_set_params,
+    operating_system,
+    tags,
+    test,
+)
 from corral.cmdlib.base import Master
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager

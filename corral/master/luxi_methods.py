@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.cluster import cluster_info
-from corral.master import queries
+from corral.master import resources
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import Master
@@ -131,11 +131,11 @@ class LuxiMethods:
 
     async def query(self, args: Any) -> Any:
         what, fields, qfilter = _args(args, "Query", 2, 3)
-        return queries.query(self.master, what, _str_list(fields, "fields"), qfilter)
+        return await resources.query(self.master, what, _str_list(fields, "fields"), qfilter)
 
     async def query_fields(self, args: Any) -> Any:
         what, fields = _args(args, "QueryFields", 1, 2)
-        return queries.query_fields(what, _str_list(fields, "fields") or None)
+        return resources.query_fields(what, _str_list(fields, "fields") or None)
 
     async def query_cluster_info(self, args: Any) -> Any:
         _args(args, "QueryClusterInfo", 0)
@@ -163,7 +163,7 @@ class LuxiMethods:
 
     async def query_tags(self, args: Any) -> Any:
         kind, name = _args(args, "QueryTags", 1, 2)
-        return queries.tags_of(self.master, kind, name)
+        return resources.tags_of(self.master, kind, name)
 
     async def set_drain_flag(self, args: Any) -> Any:
         (flag,) = _args(args, "SetDrainFlag", 1)

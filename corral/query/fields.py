@@ -61,7 +61,7 @@ class FieldSet:
 
     def query(self, names: list[str], qfilter: Any, items: Iterable[Any]) -> dict[str, Any]:
         """Evaluate a query over ``items`` into Ganeti's result form."""
-        matches = compile_filter(qfilter, self._value_of)
+        matches = compile_filter(qfilter, self.value_getter)
         selected = list(items)
         if qfilter:
             selected = [item for item in selected if matches(item)]
@@ -75,7 +75,7 @@ class FieldSet:
         # Exactly the requested fields (even none), so rows and definitions match.
         return {"fields": self._selected(names), "data": data}
 
-    def _value_of(self, name: str) -> Callable[[Any], Any]:
+    def value_getter(self, name: str) -> Callable[[Any], Any]:
         from corral import errors
 
         field = self.fields.get(name)
@@ -103,6 +103,11 @@ class Unavailable:
 NODATA = Unavailable(C.RS_NODATA)
 UNAVAIL = Unavailable(C.RS_UNAVAIL)
 OFFLINE = Unavailable(C.RS_OFFLINE)
+
+
+def plain(value: Any) -> Any:
+    """A getter's value for APIs without cell statuses (QueryJobs): None if unavailable."""
+    return None if isinstance(value, Unavailable) else value
 
 
 def cell(value: Any) -> list[Any]:

@@ -89,6 +89,18 @@ def _comparison(
     return predicate
 
 
+def filter_fields(qfilter: Any) -> list[str]:
+    """The field names a filter mentions (to load only what is needed)."""
+    out: list[str] = []
+    if isinstance(qfilter, list) and qfilter and isinstance(qfilter[0], str):
+        if qfilter[0] in ("|", "&", "!"):
+            for arg in qfilter[1:]:
+                out.extend(filter_fields(arg))
+        elif len(qfilter) > 1 and isinstance(qfilter[1], str):
+            out.append(qfilter[1])
+    return out
+
+
 def _arity(node: list[Any], count: int) -> None:
     if len(node) != count + 1:
         raise errors.QueryFilterParseError(

@@ -223,10 +223,13 @@ async def test_dependency_status_rules(harness: QueueHarness) -> None:
     assert wants_success not in harness.started
 
 
-async def test_dependency_on_an_unknown_job_fails(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([jqueue(depends=[[999, []]])])
-    assert await harness.wait_status(job_id) == "error"
-    assert harness.row(job_id, "opresult")[0] == [["OpExecError", ["Dependency job 999 not found"]]]
+async def test_dependency_on_a_later_job_is_refused(harness: QueueHarness) -> None:
+    # Only earlier jobs can be waited for, so dependencies can never form a cycle.
+    with pytest.raises(errors.OpPrereqError, match="only earlier jobs"):
+        harness.queue.submit([jqueue(depends=[[999, []]])])
+    first = harness.queue.submit([jqueue()])
+    with pytest.raises(errors.OpPrereqError, match="cannot depend on job"):
+        harness.queue.submit([jqueue(depends=[[first + 1, []]])])
 
 
 async def test_dependency_on_an_archived_job_is_found(harness: QueueHarness) -> None:

@@ -1,0 +1,175 @@
+"""gnt-os: list, diagnose, info, modify."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cli import common
+from corral.cli.table import format_table
+
+_OS_FIELDS = [
+    "name",
+    "valid",
+    "hidden",
+    "blacklisted",
+    "variants",
+    "api_versions",
+    "parameters",
+    "node_status",
+    "osparams",
+    "os_version",
+    "os_version_consistent",
+    "trusted",
+]
+
+
+def _oses(client: Any, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every OS as a dict of the fields above (via Query("os"))."""
+    qfilter = ["|", *(["=", "name", n] for n in names)] if names else None
+    result = client.query(C.QR_OS, _OS_FIELDS, qfilter)
+    return [{f: cell[1] for f, cell in zip(_OS_FIELDS, row, strict=True)} for row in result["data"]]
+
+
+def _full_names(os: dict[str, Any]) -> list[str]:
+    if os["variants"]:
+        return [f"{os['name']}+{v}" for v in os["variants"]]
+    return [os["name"]]
+
+
+def cmd_list(opts: argparse.Namespace) -> int:
+    names = []
+    for os in _oses(common.get_client()):
+        if not os["valid"]:
+            continue
+        if (os["hidden"] and not opts.hidden) or (os["blacklisted"] and not opts.blacklisted):
+            continue
+        names += _full_names(os)
+    headers = None if opts.no_headers else ["Name"]
+    for line in format_table(headers, [[n] for n in sorted(names)], [False], None):
+        print(line)
+    return C.EXIT_SUCCESS
+
+
+def _node_line(node: str, status: list[list[Any]], version: str | None) -> str:
+    if not status:
+        return f"  Node: {node}, status: not found"
+    path, valid, error, variants, params, api, _trusted = status[0]
+    text = f"  Node: {node}, status: "
+    text += f"valid (path: {path})" if valid else f"invalid - {error} (path: {path})"
+    if valid:
+        text += f" [variants: {', '.join(variants) or '(none)'}]"
+        text += f" [parameters: {', '.join(p[0] for p in params) or '(none)'}]"
+        text += f" [api versions: {', '.join(map(str, api))}]"
+        if version:
+            text += f" [os_version: {version}]"
+    return text
+
+
+def cmd_diagnose(opts: argparse.Namespace) -> int:
+    bad = False
+    for os in _oses(common.get_client()):
+        problems = []
+        if not os["valid"]:
+            problems.append("invalid")
+        if not os["os_version_consistent"]:
+            problems.append("os_version differs between nodes")
+        status = "valid" if not problems else "; ".join(problems)
+        bad = bad or bool(problems)
+        marks = "".join(f" [{m}]" for m in ("hidden", "blacklisted") if os[m])
+        print(f"OS: {os['name']} [global status: {status}]{marks}")
+        for node in sorted(os["node_status"]):
+            print(_node_line(node, os["node_status"][node], os["os_version"].get(node)))
+        print()
+    return C.EXIT_FAILURE if bad else C.EXIT_SUCCESS
+
+
+def cmd_info(opts: argparse.Namespace) -> int:
+    client = common.get_client()
+    cluster = client.call("QueryClusterInfo")
+    oses = _oses(client, opts.names or None)
+    if opts.names and len(oses) < len(opts.names):
+        missing = set(opts.names) - {o["name"] for o in oses}
+        raise errors.OpPrereqError(f"OS(es) not found: {', '.join(sorted(missing))}", C.ECODE_NOENT)
+    for os in oses:
+        print(f"OS: {os['name']}")
+        print(f"  - valid: {os['valid']}")
+        print(f"  - hidden: {os['hidden']}")
+        print(f"  - blacklisted: {os['blacklisted']}")
+        if os["valid"]:
+            versions = sorted(set(os["os_version"].values()))
+            print(f"  - OS version: {', '.join(v for v in versions if v) or '(none)'}")
+            print("  - API versions:")
+            for api in os["api_versions"]:
+                print(f"    - {api}")
+            print("  - variants:")
+            for variant in os["variants"]:
+                print(f"    - {variant}")
+            print("  - parameters:")
+            for name, doc in os["parameters"]:
+                print(f"    - {name}: {doc}")
+        params = cluster["osparams"].get(os["name"], {})
+        if params:
+            print("  - default parameters:")
+            for key in sorted(params):
+                print(f"    - {key}: {params[key]}")
+        print()
+    return C.EXIT_SUCCESS
+
+
+def _yes_no(value: str | None, what: str) -> bool | None:
+    if value is None:
+        return None
+    if value not in ("yes", "no"):
+        raise errors.OpPrereqError(f"--{what} takes yes or no, not '{value}'", C.ECODE_INVAL)
+    return value == "yes"
+
+
+def cmd_modify(opts: argparse.Namespace) -> int:
+    op: dict[str, Any] = {"OP_ID": "OP_CLUSTER_SET_PARAMS"}
+    if opts.os_parameters:
+        op["osparams"] = {opts.os: common.parse_kv(opts.os_parameters)}
+    if opts.os_parameters_private:
+        op["osparams_private_cluster"] = {opts.os: common.parse_kv(opts.os_parameters_private)}
+    for flag, key in (("hidden", "hidden_os"), ("blacklisted", "blacklisted_os")):
+        value = _yes_no(getattr(opts, flag), flag)
+        if value is not None:
+            if "+" in opts.os:
+                raise errors.OpPrereqError(
+                    f"--{flag} applies to an OS, not a variant ('{opts.os}')", C.ECODE_INVAL
+                )
+            op[key] = [["add" if value else "remove", opts.os]]
+    if len(op) == 1:
+        raise errors.OpPrereqError("No changes to the OS given", C.ECODE_INVAL)
+    common.submit_or_send(opts, op)
+    return C.EXIT_SUCCESS
+
+
+def build_parser() -> common.Parser:
+    parser, sub = common.make_parser("gnt-os", "Manage OS definitions")
+    p = common.add_command(sub, "list", cmd_list, "Lists the valid OSes")
+    p.add_argument("--no-headers", action="store_true")
+    p.add_argument("--hidden", action="store_true", help="Include hidden OSes")
+    p.add_argument("--blacklisted", action="store_true", help="Include blacklisted OSes")
+    common.add_command(sub, "diagnose", cmd_diagnose, "Diagnoses the OS definitions on all nodes")
+    p = common.add_command(sub, "info", cmd_info, "Shows OS details", aliases=["show"])
+    p.add_argument("names", nargs="*", metavar="OS")
+    p = common.add_command(sub, "modify", cmd_modify, "Changes an OS's cluster settings")
+    p.add_argument("os", metavar="OS")
+    p.add_argument("-O", "--os-parameters")
+    p.add_argument("--os-parameters-private")
+    p.add_argument("--hidden", metavar="yes|no")
+    p.add_argument("--blacklisted", metavar="yes|no")
+    common.add_submit_options(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run(build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

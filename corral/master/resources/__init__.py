@@ -1,0 +1,76 @@
+"""Query and QueryFields over masterd's resources.
+
+Each resource has a static ``FieldSet`` and an ``items`` coroutine that
+gathers only what the requested fields need (node RPCs for live data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral.jobs.fields import JOB_FIELDS
+from corral.master.resources import instances, locks, nodes, oses
+from corral.objects import Node, NodeGroup
+from corral.query.fields import FieldSet
+from corral.query.filter import compile_filter, filter_fields
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import Master
+
+Items = Callable[["Master", set[str]], Awaitable[Iterable[Any]]]
+
+_RESOURCES: dict[str, tuple[FieldSet, Items]] = {
+    C.QR_LOCK: (locks.FIELDS, locks.items),
+    C.QR_NODE: (nodes.NODE_FIELDS, nodes.node_items),
+    C.QR_GROUP: (nodes.GROUP_FIELDS, nodes.group_items),
+    C.QR_INSTANCE: (instances.FIELDS, instances.items),
+    C.QR_OS: (oses.FIELDS, oses.items),
+}
+
+
+def fieldset(what: Any) -> FieldSet:
+    if what == C.QR_JOB:
+        return JOB_FIELDS
+    if what in _RESOURCES:
+        return _RESOURCES[what][0]
+    raise errors.OpPrereqError(
+        f"Resource '{what}' cannot be queried; known: job, {', '.join(sorted(_RESOURCES))}",
+        C.ECODE_INVAL,
+    )
+
+
+async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> dict[str, Any]:
+    """Ganeti's Query: field definitions and rows of ``[status, value]`` cells."""
+    fset = fieldset(what)
+    if what == C.QR_JOB:
+        return master.queue.query(fields, qfilter)
+    compile_filter(qfilter, fset.value_getter)  # refuse a bad filter before any RPC
+    needs = fset.needs(fields) | fset.needs(filter_fields(qfilter))
+    items = await _RESOURCES[what][1](master, needs)
+    return fset.query(fields, qfilter, items)
+
+
+def query_fields(what: Any, fields: list[str] | None) -> dict[str, Any]:
+    return {"fields": fieldset(what).definitions(fields)}
+
+
+def tags_of(master: Master, kind: Any, name: Any) -> list[str]:
+    cfg = master.cfg
+    if kind == C.TAG_CLUSTER:
+        return sorted(cfg.cluster.tags)
+    if kind not in C.VALID_TAG_TYPES:
+        raise errors.OpPrereqError(f"Invalid tag kind '{kind}'", C.ECODE_INVAL)
+    from corral.objects import Instance
+
+    classes: dict[str, type[Node] | type[NodeGroup] | type[Instance]] = {
+        C.TAG_NODE: Node,
+        C.TAG_NODEGROUP: NodeGroup,
+        C.TAG_INSTANCE: Instance,
+    }
+    cls = classes.get(kind)
+    if cls is None or not isinstance(name, str):
+        raise errors.OpPrereqError(f"{str(kind).capitalize()} '{name}' is unknown", C.ECODE_NOENT)
+    return sorted(cfg.lookup(cls, name).tags)
