@@ -199,6 +199,7 @@ class Figure:
     def to_json(self) -> dict[str, Any]:
         return {
             **asdict(self),
+            "runs": [round(r, 3) for r in self.runs],
             "median": round(self.median, 3),
             "min": round(min(self.runs), 3),
             "max": round(max(self.runs), 3),

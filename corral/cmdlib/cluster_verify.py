@@ -219,9 +219,44 @@ class LUClusterVerifyGroup(_VerifyLU):
             if node.offline:
                 continue
             self._verify_node(node, results.get(node.uuid), started, finished)
+        await self._verify_oses(targets)
         if self.op.debug_simulate_errors:
             self.report("ENODERPC", "node", self.nodes[0].name, "simulated error")
         return not self.bad
+
+    async def _verify_oses(self, targets: list[tuple[str, str]]) -> None:
+        """OS definitions must be valid alike on all nodes, with one os_version."""
+        self.feedback("* Verifying OS definitions")
+        results = await self.master.rpc.call(targets, "os_diagnose", [])
+        seen: dict[str, dict[str, dict[str, Any]]] = {}
+        for uuid, res in results.items():
+            if res.fail_msg:
+                continue  # reported as ENODERPC already
+            for entry in res.payload:
+                seen.setdefault(entry["name"], {})[self._node_name(uuid)] = entry
+        answered = {self._node_name(u) for u, r in results.items() if not r.fail_msg}
+        for name in sorted(seen):
+            per_node = seen[name]
+            for node in sorted(answered - set(per_node)):
+                self.report("ENODEOS", "node", node, f"OS '{name}' is missing")
+            for node, entry in sorted(per_node.items()):
+                if not entry["valid"]:
+                    self.report(
+                        "ENODEOS", "node", node, f"OS '{name}' is invalid: {entry['error']}"
+                    )
+            versions = {n: e["os_version"] for n, e in per_node.items() if e["valid"]}
+            if len(set(versions.values())) > 1:
+                listed = ", ".join(f"{n}: {v or '(none)'}" for n, v in sorted(versions.items()))
+                self.report(
+                    "ENODEOS",
+                    "node",
+                    None,
+                    f"OS '{name}' has different os_version files ({listed})",
+                )
+
+    def _node_name(self, uuid: str) -> str:
+        node = self.cfg.get(Node, uuid)
+        return node.name if node is not None else uuid
 
     def _verify_node(
         self, node: Node, res: RpcResult | None, started: float, finished: float
