@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.common import PYTHON, REPO_ROOT, RESULTS_DIR, machine_info, print_rows
 
-BENCHMARKS = ("job_throughput", "job_list", "wfjc_fanout", "masterd_rss")
+BENCHMARKS = ("job_throughput", "job_list", "wfjc_fanout", "masterd_rss", "instances")
 
 
 def run(name: str, runs: int | None) -> dict[str, Any]:

@@ -102,6 +102,8 @@ EXIT_UNKNOWN_FIELD: Final = 14
 HOOKS_PHASE_PRE: Final = "pre"
 HOOKS_PHASE_POST: Final = "post"
 HOOKS_PATH: Final = "/sbin:/bin:/usr/sbin:/usr/bin"
+# The umask OS scripts and hooks run with (Ganeti's daemons run with 077).
+SCRIPT_UMASK: Final = 0o077
 HKR_SKIP: Final = 0
 HKR_FAIL: Final = 1
 HKR_SUCCESS: Final = 2

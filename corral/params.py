@@ -44,6 +44,10 @@ HV_TYPES: dict[str, dict[str, str]] = {
 HV_DEFAULTS: dict[str, dict[str, Any]] = {
     "fake": {"migration_mode": "live"},
 }
+# Hypervisor parameters that take one of a few values.
+HV_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "fake": {"migration_mode": ("live", "non-live")},
+}
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mMgGtT]?)[bB]?\s*$")
 _UNIT = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -136,7 +140,16 @@ def check_hvparams(
     types = HV_TYPES.get(hypervisor)
     if types is None:
         raise errors.OpPrereqError(f"Unknown hypervisor '{hypervisor}'", C.ECODE_INVAL)
-    return check_params(values, types, f"{hypervisor} hypervisor", allow_none)
+    checked = check_params(values, types, f"{hypervisor} hypervisor", allow_none)
+    for key, choices in HV_CHOICES.get(hypervisor, {}).items():
+        value = checked.get(key)
+        if value is not None and value not in choices:
+            raise errors.OpPrereqError(
+                f"Invalid value '{value}' for the {hypervisor} hypervisor parameter '{key}':"
+                f" use one of {', '.join(choices)}",
+                C.ECODE_INVAL,
+            )
+    return checked
 
 
 def fill(defaults: dict[str, Any], *overrides: dict[str, Any]) -> dict[str, Any]:

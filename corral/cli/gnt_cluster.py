@@ -363,5 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     return common.run(build_parser, argv)
 
 
+def cli() -> None:
+    """The console-script entry point."""
+    common.exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
@@ -148,5 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     return common.run(build_parser, argv)
 
 
+def cli() -> None:
+    """The console-script entry point."""
+    common.exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -130,8 +130,11 @@ def cmd_reboot(opts: argparse.Namespace) -> int:
 
 
 def cmd_reinstall(opts: argparse.Namespace) -> int:
+    change = f"change the OS to '{opts.os}'" if opts.os else "keep the same OS"
     _confirm(
-        opts, f"This will reinstall the instance {opts.instance} and remove all data. Continue?"
+        opts,
+        f"This will reinstall the instance '{opts.instance}' ({change}) which removes all data."
+        " Continue?",
     )
     op: dict[str, Any] = {
         "OP_ID": "OP_INSTANCE_REINSTALL",
@@ -152,7 +155,7 @@ def cmd_reinstall(opts: argparse.Namespace) -> int:
 
 
 def cmd_rename(opts: argparse.Namespace) -> int:
-    _submit(
+    new_name = _submit(
         opts,
         {
             "OP_ID": "OP_INSTANCE_RENAME",
@@ -162,6 +165,7 @@ def cmd_rename(opts: argparse.Namespace) -> int:
             "ip_check": opts.ip_check and opts.name_check,
         },
     )
+    print(f"Instance '{opts.instance}' renamed to '{new_name}'")
     return C.EXIT_SUCCESS
 
 
@@ -184,10 +188,25 @@ def cmd_modify(opts: argparse.Namespace) -> int:
         op["osparams_private"] = S.os_params(opts.os_parameters_private)
     if opts.offline is not None:
         op["offline"] = opts.offline
+    if not opts.conflicts_check:
+        op["conflicts_check"] = False
+    changes = (
+        "disks",
+        "nics",
+        "beparams",
+        "hvparams",
+        "os_name",
+        "osparams",
+        "osparams_private",
+        "offline",
+    )
+    if not any(op.get(key) not in (None, [], {}) for key in changes):
+        print("Please give at least one of the parameters.", file=sys.stderr)
+        return C.EXIT_FAILURE
     result = _submit(opts, op)
     print(f"Modified instance {opts.instance}")
     for name, value in result or []:
-        print(f" - {name} -> {value}")
+        print(f" - {name:<5} -> {value}")
     print(
         "Please don't forget that most parameters take effect only at the next (re)start of"
         " the instance initiated by ganeti; restarting from within the instance will not be"
@@ -216,11 +235,21 @@ def cmd_grow_disk(opts: argparse.Namespace) -> int:
 
 def cmd_info(opts: argparse.Namespace) -> int:
     if not opts.instances and not opts.all:
-        raise errors.OpPrereqError("No instance selected; give names or --all", C.ECODE_INVAL)
+        print(
+            "No instance selected. Please pass in --all if you want to query all instances.\n"
+            "Note that this can take a long time on a big cluster.",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
+    if opts.instances and opts.all:
+        print("Cannot use --all if you specify instance names.", file=sys.stderr)
+        return C.EXIT_FAILURE
     result = _submit(
         opts,
         {"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": opts.instances, "static": opts.static},
     )
+    if not result:
+        print("No instances.")
     for name in sorted(result):
         print("\n".join(instance_info_lines(result[name])))
     return C.EXIT_SUCCESS
@@ -353,6 +382,7 @@ def _add_modify(sub: Any) -> None:
     p.add_argument("--net", action="append", help="add:..|N:remove|N:modify,..")
     p.add_argument("--offline", dest="offline", action="store_true", default=None)
     p.add_argument("--online", dest="offline", action="store_false")
+    p.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false")
     common.add_submit_options(p)
     p = common.add_command(sub, "grow-disk", cmd_grow_disk, "Grows an instance's disk")
     p.add_argument("instance", metavar="INSTANCE")
@@ -400,8 +430,13 @@ def build_parser() -> common.Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser(), argv)
+    return common.run(build_parser, argv)
+
+
+def cli() -> None:
+    """The console-script entry point."""
+    common.exit_now(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from corral import constants as C
@@ -54,35 +53,53 @@ def cmd_list(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def _node_line(node: str, status: list[list[Any]], version: str | None) -> str:
-    if not status:
-        return f"  Node: {node}, status: not found"
-    path, valid, error, variants, params, api, _trusted = status[0]
-    text = f"  Node: {node}, status: "
-    text += f"valid (path: {path})" if valid else f"invalid - {error} (path: {path})"
-    if valid:
-        text += f" [variants: {', '.join(variants) or '(none)'}]"
-        text += f" [parameters: {', '.join(p[0] for p in params) or '(none)'}]"
-        text += f" [api versions: {', '.join(map(str, api))}]"
-        if version:
-            text += f" [os_version: {version}]"
-    return text
+def _node_status(status: list[Any], version: str | None) -> tuple[bool, str]:
+    """``(valid, text)`` of one node's entry, as Ganeti's diagnose prints it
+    (plus Corral's ``[os_version: ...]``)."""
+    path, valid, error, variants, params, api, _trusted = status
+    text = ("valid" if valid else f"invalid - {error}") + f" (path: {path})"
+    if api:
+        text += f" [API versions: {', '.join(map(str, api))}]"
+    else:
+        text += " [no API versions declared]"
+    max_api = max(api) if api else 0
+    if max_api >= 15:
+        text += f" [variants: {', '.join(variants)}]" if variants else " [no variants]"
+    if max_api >= 20:
+        names = ", ".join(p[0] for p in params)
+        text += f" [parameters: {names}]" if names else " [no parameters]"
+    if version:
+        text += f" [os_version: {version}]"
+    return bool(valid), text
 
 
 def cmd_diagnose(opts: argparse.Namespace) -> int:
     bad = False
     for os in _oses(common.get_client()):
-        problems = []
-        if not os["valid"]:
-            problems.append("invalid")
+        nodes_valid: dict[str, str] = {}
+        nodes_bad: dict[str, str] = {}
+        for node, status in os["node_status"].items():
+            if not status:
+                nodes_bad[node] = "OS not found"
+                continue
+            valid, text = _node_status(status[0], os["os_version"].get(node))
+            (nodes_valid if valid else nodes_bad)[node] = text
+        if nodes_valid and not nodes_bad:
+            state = "valid"
+        else:
+            state = "partial valid" if nodes_valid else "invalid"
+            bad = True
+        line = f"OS: {os['name']} [global status: {state}]"
+        line += "".join(f" [{m}]" for m in ("hidden", "blacklisted") if os[m])
         if not os["os_version_consistent"]:
-            problems.append("os_version differs between nodes")
-        status = "valid" if not problems else "; ".join(problems)
-        bad = bad or bool(problems)
-        marks = "".join(f" [{m}]" for m in ("hidden", "blacklisted") if os[m])
-        print(f"OS: {os['name']} [global status: {status}]{marks}")
-        for node in sorted(os["node_status"]):
-            print(_node_line(node, os["node_status"][node], os["os_version"].get(node)))
+            line += " [os_version differs between nodes]"
+            bad = True
+        print(line)
+        if os["variants"]:
+            print(f"  Variants: [{', '.join(os['variants'])}]")
+        for nodes in (nodes_valid, nodes_bad):
+            for node in sorted(nodes):
+                print(f"  Node: {node}, status: {nodes[node]}")
         print()
     return C.EXIT_FAILURE if bad else C.EXIT_SUCCESS
 
@@ -95,7 +112,7 @@ def cmd_info(opts: argparse.Namespace) -> int:
         missing = set(opts.names) - {o["name"] for o in oses}
         raise errors.OpPrereqError(f"OS(es) not found: {', '.join(sorted(missing))}", C.ECODE_NOENT)
     for os in oses:
-        print(f"OS: {os['name']}")
+        print(f"{os['name']}:")
         print(f"  - valid: {os['valid']}")
         print(f"  - hidden: {os['hidden']}")
         print(f"  - blacklisted: {os['blacklisted']}")
@@ -103,7 +120,7 @@ def cmd_info(opts: argparse.Namespace) -> int:
             versions = sorted(set(os["os_version"].values()))
             print(f"  - OS version: {', '.join(v for v in versions if v) or '(none)'}")
             print("  - API versions:")
-            for api in os["api_versions"]:
+            for api in sorted(os["api_versions"]):
                 print(f"    - {api}")
             print("  - variants:")
             for variant in os["variants"]:
@@ -168,8 +185,13 @@ def build_parser() -> common.Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser(), argv)
+    return common.run(build_parser, argv)
+
+
+def cli() -> None:
+    """The console-script entry point."""
+    common.exit_now(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -15,6 +15,11 @@ def _params(actual: dict[str, Any], own: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _with_memory(own: dict[str, Any]) -> dict[str, Any]:
+    """Ganeti shows the legacy ``memory`` next to ``maxmem``."""
+    return {**own, "memory": own["maxmem"]} if "maxmem" in own else own
+
+
 def _state(data: dict[str, Any]) -> str:
     config = data["config_state"]
     if data["run_state"] is None:
@@ -69,7 +74,20 @@ def instance_info_lines(data: dict[str, Any]) -> list[str]:
             "Nodes",
             [
                 [("primary", data["pnode"]), ("group", group)],
-                [("secondaries", ", ".join(data["snodes"]))],
+                [
+                    (
+                        "secondaries",
+                        ", ".join(
+                            f"{name} (group {group}, group UUID {uuid})"
+                            for name, group, uuid in zip(
+                                data["snodes"],
+                                data["snodes_group_names"],
+                                data["snodes_group_uuids"],
+                                strict=False,
+                            )
+                        ),
+                    )
+                ],
             ],
         ),
         ("Operating system", data["os"]),
@@ -77,10 +95,17 @@ def instance_info_lines(data: dict[str, Any]) -> list[str]:
         ("Allocated network port", data["network_port"]),
         ("Hypervisor", data["hypervisor"]),
         ("Hypervisor parameters", _params(data["hv_actual"], data["hv_instance"])),
-        ("Back-end parameters", _params(data["be_actual"], data["be_instance"])),
+        (
+            "Back-end parameters",
+            _params(
+                {**data["be_actual"], "memory": data["be_actual"]["maxmem"]},
+                _with_memory(data["be_instance"]),
+            ),
+        ),
         ("NICs", _nics(data)),
         ("Disk template", data["disk_template"]),
         ("Disks", _disks(data)),
-        ("Tags", ", ".join(data["tags"]) or "(none)"),
     ]
-    return generic_info_lines(items)
+    # Ganeti prints a list of instances: every one starts with "- ".
+    lines = generic_info_lines(items, indent=1)
+    return ["- " + lines[0].lstrip(), *lines[1:]]

@@ -45,7 +45,11 @@ class InstanceLU(LogicalUnit[Any]):
         return self.cfg.lookup(Node, self.instance.primary_node)
 
     def build_hooks_env(self) -> dict[str, Any]:
-        return U.instance_hook_env(self.cfg, self.instance)
+        # The post phase (after the commit) shows the instance as the unit left
+        # it, e.g. its new admin state, as Ganeti rebuilds it from the updated
+        # object; a removed instance is shown as it was.
+        current = self.cfg.get(Instance, self.instance.uuid)
+        return U.instance_hook_env(self.cfg, current or self.instance)
 
     def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
         nodes = [self.master_node.uuid, *self.instance.all_nodes]

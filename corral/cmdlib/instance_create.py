@@ -195,7 +195,14 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             await self._check_os()
         memory = U.filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
         disk_total = sum(d.size for d in self.instance.disks)
-        await U.check_node_resources(self, self.pnode, self.hypervisor, memory, disk_total)
+        await U.check_node_resources(
+            self,
+            self.pnode,
+            self.hypervisor,
+            memory,
+            disk_total,
+            f"creating instance {op.instance_name}",
+        )
 
     async def _check_name(self) -> str | None:
         if not self.op.name_check:
@@ -211,7 +218,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     def _build_instance(self, address: str | None) -> Instance:
         cluster = self.cfg.cluster
         name = self.op.instance_name
-        taken = U.used_macs(self.cfg)
+        taken = self.cfg.used_macs()
         nics = []
         for idx, spec in enumerate(self.nic_specs):
             mac = spec["mac"]
@@ -219,7 +226,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 mac = U.generate_mac(cluster.mac_prefix, taken)
             elif mac in taken:
                 raise errors.OpPrereqError(
-                    f"NIC {idx}: MAC address {mac} is already in use", C.ECODE_NOTUNIQUE
+                    f"MAC address {mac} already in use in cluster", C.ECODE_NOTUNIQUE
                 )
             else:
                 taken.add(mac)
@@ -261,11 +268,11 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     def _check_addresses(self) -> None:
         if not self.op.conflicts_check:
             return
-        used = {n.ip for inst in self.cfg.instances() for n in inst.nics if n.ip}
         for idx, nic in enumerate(self.instance.nics):
-            if nic.ip and nic.ip in used:
+            owner = self.cfg.ip_owner(nic.ip) if nic.ip else None
+            if owner is not None:
                 raise errors.OpPrereqError(
-                    f"NIC {idx}: IP address {nic.ip} is already used by another instance",
+                    f"NIC {idx}: IP address {nic.ip} is already used by instance {owner}",
                     C.ECODE_NOTUNIQUE,
                 )
 
@@ -275,7 +282,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         base, _ = U.split_name(op.os_type)
         if base in self.cfg.cluster.blacklisted_os:
             raise errors.OpPrereqError(
-                f"Guest OS '{base}' is blacklisted: it cannot be used for new instances",
+                f"Guest OS '{base}' is not allowed for installation (it is blacklisted)",
                 C.ECODE_STATE,
             )
         info = await U.node_os_info(self, self.pnode, op.os_type)
@@ -285,11 +292,12 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.osparams = U.merged_osparams(
             self.cfg.cluster, op.os_type, op.osparams, op.osparams_private, op.osparams_secret
         )
-        if given and info["api_versions"] and max(info["api_versions"]) >= 20:
+        # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
+        if info["api_versions"] and max(info["api_versions"]) >= 20:
             await U.verify_osparams(self, [self.pnode], op.os_type, self.osparams)
 
     def build_hooks_env(self) -> dict[str, Any]:
-        env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start)
+        env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
         env["ADD_MODE"] = self.op.mode
         return env
 
@@ -301,8 +309,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         inst = self.instance
         created: list[str] = []
         try:
+            if inst.disks:
+                self.feedback("* creating instance disks...")
             await self._create_disks(created)
-            if not self.op.no_install and self.op.os_type:
+            # Said in Ganeti's order; the config is committed when the unit succeeds.
+            self.feedback(f"adding instance {inst.name} to cluster config")
+            # As Ganeti, diskless instances get no OS installation.
+            if not self.op.no_install and self.op.os_type and inst.disks:
                 self.feedback("* running the instance OS create scripts...")
                 await self._node_call(
                     "instance_os_add",

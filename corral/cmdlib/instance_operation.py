@@ -32,7 +32,12 @@ class LUInstanceStartup(InstanceLU):
         if not self.already_running:
             be = P.fill(U.filled_beparams(self.cfg.cluster, self.instance), self.beparams)
             await U.check_node_resources(
-                self, self.pnode, self.instance.hypervisor, be["maxmem"], 0
+                self,
+                self.pnode,
+                self.instance.hypervisor,
+                be["maxmem"],
+                0,
+                f"starting instance {self.instance.name}",
             )
 
     def build_hooks_env(self) -> dict[str, Any]:
@@ -138,8 +143,10 @@ class LUInstanceReinstall(InstanceLU):
             )
         if await self.is_running():
             raise errors.OpPrereqError(
-                f"Instance '{inst.name}' is running; shut it down first", C.ECODE_STATE
+                f"Instance {inst.name} is running, cannot reinstall", C.ECODE_STATE
             )
+        if not inst.disks:
+            raise errors.OpPrereqError(f"Instance '{inst.name}' has no disks", C.ECODE_INVAL)
         op = self.op
         self.os_name = op.os_type or inst.os
         if not self.os_name:
@@ -155,14 +162,17 @@ class LUInstanceReinstall(InstanceLU):
         self.osparams = U.merged_osparams(
             self.cfg.cluster, self.os_name, self.public, self.private, secret
         )
-        if op.osparams or op.osparams_private or secret:
-            await U.verify_osparams(self, [self.pnode], self.os_name, self.osparams)
+        # As Ganeti's CheckOSParams: the merged parameters the create script will
+        # get are verified on every reinstall, new ones given or not.
+        await U.verify_osparams(self, [self.pnode], self.os_name, self.osparams)
 
     async def exec(self) -> Any:
         inst = self.updated()
         inst.os = self.os_name
         inst.osparams = self.public
         inst.osparams_private = self.private
+        if self.os_name != self.instance.os:
+            self.feedback(f"Changing OS to '{self.os_name}'...")
         self.feedback("Running the instance OS create scripts...")
         await self.node_call(
             "instance_os_add",

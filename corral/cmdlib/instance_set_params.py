@@ -113,7 +113,10 @@ class LUInstanceSetParams(InstanceLU):
         if op.os_name:
             base, _ = U.split_name(op.os_name)
             if base in self.cfg.cluster.blacklisted_os:
-                raise errors.OpPrereqError(f"Guest OS '{base}' is blacklisted", C.ECODE_STATE)
+                raise errors.OpPrereqError(
+                    f"Guest OS '{base}' is not allowed for installation (it is blacklisted)",
+                    C.ECODE_STATE,
+                )
             new.os = op.os_name
             self.changes.append(["os", op.os_name])
         if op.osparams is not None:
@@ -136,9 +139,20 @@ class LUInstanceSetParams(InstanceLU):
         if op.osparams or op.osparams_private:
             await U.verify_osparams(self, [self.pnode], new.os, merged)
 
+    def _check_ip(self, index: int, ip: str | None) -> None:
+        """Refuse an IP address another instance's NIC has (unless told not to check)."""
+        if not ip or not self.op.conflicts_check:
+            return
+        owner = self.cfg.ip_owner(ip)
+        if owner is not None and owner != self.instance.name:
+            raise errors.OpPrereqError(
+                f"NIC {index}: IP address {ip} is already used by instance {owner}",
+                C.ECODE_NOTUNIQUE,
+            )
+
     def _apply_nics(self) -> None:
         nics = self.new.nics
-        taken = U.used_macs(self.cfg)
+        taken = self.cfg.used_macs()
         for action, index, params in self.nic_mods:
             if action == REMOVE:
                 removed = nics.pop(_item(nics, index, "NIC"))
@@ -146,13 +160,15 @@ class LUInstanceSetParams(InstanceLU):
                 taken.discard(removed.mac)
                 continue
             spec = parse_nic(index, params)
+            if "ip" in params:
+                self._check_ip(index, spec["ip"])
             if action == ADD:
                 mac = spec["mac"]
                 if mac in ("auto", "generate"):
                     mac = U.generate_mac(self.cfg.cluster.mac_prefix, taken)
                 elif mac in taken:
                     raise errors.OpPrereqError(
-                        f"MAC address {mac} is already in use", C.ECODE_NOTUNIQUE
+                        f"MAC address {mac} already in use in cluster", C.ECODE_NOTUNIQUE
                     )
                 nics.append(
                     NIC(mac=mac, ip=spec["ip"], name=spec["name"], nicparams=spec["nicparams"])
@@ -167,7 +183,7 @@ class LUInstanceSetParams(InstanceLU):
             if "mac" in params and spec["mac"] not in ("auto", "generate"):
                 if spec["mac"] in taken and spec["mac"] != nic.mac:
                     raise errors.OpPrereqError(
-                        f"MAC address {spec['mac']} is already in use", C.ECODE_NOTUNIQUE
+                        f"MAC address {spec['mac']} already in use in cluster", C.ECODE_NOTUNIQUE
                     )
                 nic.mac = spec["mac"]
                 self.changes.append([f"nic.mac/{index}", nic.mac])

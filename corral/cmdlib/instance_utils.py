@@ -58,8 +58,14 @@ def merged_osparams(
 
 
 # Environments
-def instance_hook_env(cfg: ConfigManager, inst: Instance, *, status: Any = None) -> dict[str, Any]:
-    """Ganeti's BuildInstanceHookEnv (without the GANETI_ prefix)."""
+def instance_hook_env(
+    cfg: ConfigManager, inst: Instance, *, status: Any = None, disk_ids: bool = True
+) -> dict[str, Any]:
+    """Ganeti's BuildInstanceHookEnv (without the GANETI_ prefix).
+
+    ``disk_ids`` adds each disk's DEV_TYPE and logical-id variables, as Ganeti
+    does for existing instances (not for instance-add, whose disks are specs).
+    """
     cluster = cfg.cluster
     be = filled_beparams(cluster, inst)
     env: dict[str, Any] = {
@@ -99,10 +105,21 @@ def instance_hook_env(cfg: ConfigManager, inst: Instance, *, status: Any = None)
         env[prefix + "UUID"] = disk.uuid
         env[prefix + "SIZE"] = disk.size
         env[prefix + "MODE"] = disk.mode
+        if disk_ids:
+            env.update(_disk_id_hook_env(prefix, disk))
     for key, value in be.items():
         env[f"INSTANCE_BE_{key}"] = value
     for key, value in filled_hvparams(cluster, inst).items():
         env[f"INSTANCE_HV_{key}"] = value
+    return env
+
+
+def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
+    """Ganeti's BuildDiskLogicalIDEnv: DEV_TYPE, and DRIVER/ID for file disks."""
+    env: dict[str, Any] = {}
+    if disk.dev_type in ("file", "sharedfile") and len(disk.logical_id) == 2:
+        env[prefix + "DRIVER"], env[prefix + "ID"] = disk.logical_id
+    env[prefix + "DEV_TYPE"] = disk.dev_type
     return env
 
 
@@ -232,7 +249,12 @@ def check_params_declared(os_name: str, info: dict[str, Any], names: list[str]) 
 
 # Placement
 async def check_node_resources(
-    lu: LogicalUnit[Any], node: Node, hypervisor: str, memory: int, disk_mib: int
+    lu: LogicalUnit[Any],
+    node: Node,
+    hypervisor: str,
+    memory: int,
+    disk_mib: int,
+    purpose: str = "the instance",
 ) -> None:
     """Refuse when the node lacks the memory (to start) or the file storage space."""
     res = await lu.master.rpc.call_one(
@@ -242,13 +264,13 @@ async def check_node_resources(
     info = res.payload
     if memory and memory > info["memory_free"]:
         raise errors.OpPrereqError(
-            f"Not enough memory on node {node.name} for the instance: needed {memory} MiB,"
+            f"Not enough memory on node {node.name} for {purpose}: needed {memory} MiB,"
             f" available {info['memory_free']} MiB",
             C.ECODE_NORES,
         )
     if disk_mib and disk_mib > info["storage_free"]:
         raise errors.OpPrereqError(
-            f"Not enough disk space on node {node.name}: needed {disk_mib} MiB, available"
+            f"Not enough disk space on target node {node.name}: required {disk_mib} MiB, available"
             f" {info['storage_free']} MiB in {lu.cfg.cluster.file_storage_dir}",
             C.ECODE_NORES,
         )
@@ -265,10 +287,6 @@ async def running_instances(
 
 
 # Addresses
-def used_macs(cfg: ConfigManager) -> set[str]:
-    return {nic.mac for inst in cfg.instances() for nic in inst.nics}
-
-
 def generate_mac(prefix: str, taken: set[str]) -> str:
     """A MAC from the cluster prefix that no NIC has yet."""
     for _ in range(1000):

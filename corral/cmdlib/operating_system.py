@@ -26,5 +26,15 @@ class LUOsDiagnose(LogicalUnit[opos.OpOsDiagnose]):
         rows = await oses.items(self.master, set())
         if self.op.names:
             rows = [r for r in rows if r.name in self.op.names]
+        # Ganeti's legacy rule: hidden, blacklisted and invalid OSes are left out
+        # unless the matching field is asked for.
+        fields = set(self.op.output_fields)
+        rows = [
+            r
+            for r in rows
+            if ("hidden" in fields or not r.hidden)
+            and ("blacklisted" in fields or not r.blacklisted)
+            and ("valid" in fields or r.valid)
+        ]
         getters = [oses.FIELDS.fields[f].getter for f in self.op.output_fields]
         return [[get(row) for get in getters] for row in rows]

@@ -38,11 +38,36 @@ class ConfigManager:
             self._by_name[table] = {o.name: o for o in objs}
         if len(self._objects["cluster"]) != 1:
             raise errors.ConfigurationError("The configuration holds no cluster object")
-        self._listeners: list[Callable[[ConfigManager], None]] = []
+        self._listeners: list[Callable[[ConfigManager, set[str]], None]] = []
+        # NIC addresses of all instances, kept up to date on every commit, so that
+        # creating an instance does not scan every other one.
+        self._macs: set[str] = set()
+        self._ips: dict[str, str] = {}
+        for inst in self._all(Instance):
+            self._index_nics(inst, add=True)
 
-    def add_listener(self, callback: Callable[[ConfigManager], None]) -> None:
-        """Call ``callback`` after every commit."""
+    def add_listener(self, callback: Callable[[ConfigManager, set[str]], None]) -> None:
+        """Call ``callback(cfg, changed_tables)`` after every commit."""
         self._listeners.append(callback)
+
+    def _index_nics(self, inst: Instance, *, add: bool) -> None:
+        for nic in inst.nics:
+            if add:
+                self._macs.add(nic.mac)
+                if nic.ip:
+                    self._ips[nic.ip] = inst.name
+            else:
+                self._macs.discard(nic.mac)
+                if nic.ip and self._ips.get(nic.ip) == inst.name:
+                    del self._ips[nic.ip]
+
+    def used_macs(self) -> set[str]:
+        """Every MAC address of every instance (a copy)."""
+        return set(self._macs)
+
+    def ip_owner(self, ip: str) -> str | None:
+        """The instance whose NIC has this IP, if any."""
+        return self._ips.get(ip)
 
     def close(self) -> None:
         self._store.close()
@@ -86,7 +111,7 @@ class ConfigManager:
             what = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}.get(
                 cls.TABLE, cls.__name__
             )
-            raise errors.OpPrereqError(f"{what} '{name_or_uuid}' is unknown", C.ECODE_NOENT)
+            raise errors.OpPrereqError(f"{what} '{name_or_uuid}' not known", C.ECODE_NOENT)
         return obj
 
     @property
@@ -117,14 +142,21 @@ class ConfigManager:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)
             if old is not None:
                 self._by_name[obj.TABLE].pop(old.name, None)
+                if isinstance(old, Instance):
+                    self._index_nics(old, add=False)
         for obj in upserts:
             old = self._objects[obj.TABLE].get(obj.uuid)
             if old is not None and old.name != obj.name:
                 self._by_name[obj.TABLE].pop(old.name, None)
+            if isinstance(old, Instance):
+                self._index_nics(old, add=False)
             self._objects[obj.TABLE][obj.uuid] = obj
             self._by_name[obj.TABLE][obj.name] = obj
+            if isinstance(obj, Instance):
+                self._index_nics(obj, add=True)
+        tables = {obj.TABLE for obj in (*upserts, *deletes)}
         for callback in self._listeners:
-            callback(self)
+            callback(self, tables)
 
 
 class ConfigTransaction:

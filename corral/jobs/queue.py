@@ -21,6 +21,7 @@ from corral import errors
 from corral.gcpause import gc_paused
 from corral.jobs import records
 from corral.jobs.fields import JOB_FIELDS
+from corral.jobs.listindex import ListIndex
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
 from corral.jobs.runner import OpExecutor, run_job
 from corral.jobs.store import JobStore
@@ -43,6 +44,7 @@ class JobQueue:
         lock_priority: Callable[[str, int], None] | None = None,
     ) -> None:
         self._store = store
+        self._index = ListIndex(store)
         self._drain_file = drain_file
         self._execute = executor
         self._max_running = max_running
@@ -143,8 +145,11 @@ class JobQueue:
                 new_jobs.append(job)
                 batch_ids.append(job_id)
                 results.append([True, job_id])
-            self._store.insert_jobs(records.job_row(job) for job in new_jobs)
+            rows = [records.job_row(job) for job in new_jobs]
+            self._store.insert_jobs(rows)
             self._store.commit()
+            for row in rows:
+                self._index.put(row)
         except BaseException:
             self._store.rollback()
             raise
@@ -246,7 +251,9 @@ class JobQueue:
     # Changes of a job
     def save(self, job: Job) -> None:
         """Write the job through to the store and wake its subscribers."""
-        self._store.update_job(records.job_row(job))
+        row = records.job_row(job)
+        self._store.update_job(row)
+        self._index.put(row)
         job.notify_change()
 
     def add_log(self, job: Job, op: QueuedOpCode, kind: str, message: Any) -> None:
@@ -327,7 +334,9 @@ class JobQueue:
     def archive(self, job_id: int) -> bool:
         if job_id in self._jobs:
             return False
-        return self._store.archive([job_id]) == 1
+        moved = self._store.archive([job_id]) == 1
+        self._index.drop([job_id])
+        return moved
 
     def auto_archive(self, age: float, timeout: float) -> list[int]:
         """Archive finished jobs older than ``age`` seconds (-1: all); ``[archived, left]``."""
@@ -337,6 +346,7 @@ class JobQueue:
         archived = 0
         for start in range(0, len(ids), 1000):
             archived += self._store.archive(ids[start : start + 1000])
+            self._index.drop(ids[start : start + 1000])
             if time.monotonic() > deadline:
                 break
         return [archived, len(ids) - archived]
@@ -364,6 +374,8 @@ class JobQueue:
         self, job_ids: list[int] | None, fields: list[str], qfilter: Any, archived: bool
     ) -> list[dict[str, Any]]:
         needs = JOB_FIELDS.needs(fields) | JOB_FIELDS.needs(filter_fields(qfilter))
+        if not archived and self._index.covers(needs):
+            return self._index.rows(job_ids)
         columns = [c for c in records.ROW_COLUMNS if c in needs]
         rows = self._store.fetch(job_ids, columns, archived)
         if "logs" in needs:
@@ -422,7 +434,9 @@ class JobQueue:
         for row in rows:
             job = records.job_from_row(row)
             records.recover_job(job)
-            self._store.update_job(records.job_row(job))
+            row = records.job_row(job)
+            self._store.update_job(row)
+            self._index.put(row)
             if job.status in C.JOB_STATUS_FINALIZED:
                 log.warning(
                     "Job %s was interrupted by a restart; finished as %s", job.id, job.status

@@ -48,7 +48,7 @@ async def serve(paths: Paths, ready: Callable[[], None]) -> None:
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
     cfg = ConfigManager(SqliteConfigStore(paths.config_db))
-    cfg.add_listener(lambda c: write_ssconf(paths, c))
+    cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
     rpc = RpcClient(paths, cfg.cluster.noded_port)
     store = JobStore(paths.queue_db)

@@ -33,8 +33,14 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
     }
 
 
-def write_ssconf(paths: Paths, cfg: ConfigManager) -> None:
+# Tables whose objects the ssconf files describe; instance changes leave them alone.
+_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups"})
+
+
+def write_ssconf(paths: Paths, cfg: ConfigManager, tables: set[str] | None = None) -> None:
     """Write the ssconf files whose content changed (atomically)."""
+    if tables is not None and not tables & _SSCONF_TABLES:
+        return
     for key, value in ssconf_values(cfg).items():
         path = paths.ssconf_file(key)
         data = value + "\n"

@@ -1,5 +1,6 @@
-"""Running an OS script on a node: reset environment, cwd in the OS directory,
-stdin closed, all output in a per-run log file, the log's tail on failure."""
+"""Running an OS script on a node: reset environment, umask 077, cwd in the OS
+directory, stdin closed, all output in a per-run log file, the log's tail on
+failure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from corral import constants as C
 from corral.osdef.definition import OSDefinition
 
 TAIL_LINES = 20
@@ -56,6 +58,7 @@ async def run_script(
                 env=env,
                 cwd=str(osdef.path),
                 start_new_session=True,
+                umask=C.SCRIPT_UMASK,
             )
         except OSError as err:
             os.write(fd, f"Cannot execute {osdef.script(script)}: {err}\n".encode())

@@ -349,13 +349,13 @@ def test_adding_a_known_uuid_is_refused(
 
 
 def test_listeners_run_after_each_commit(cfg: ConfigManager) -> None:
-    seen: list[int] = []
-    cfg.add_listener(lambda c: seen.append(c.serial))
+    seen: list[tuple[int, set[str]]] = []
+    cfg.add_listener(lambda c, tables: seen.append((c.serial, tables)))
     cfg.transaction().commit()  # empty: no notification
     tx = cfg.transaction()
     tx.update(cfg.cluster.copy_for_update())
     tx.commit()
-    assert seen == [2]
+    assert seen == [(2, {"cluster"})]
 
 
 # Names
@@ -433,7 +433,7 @@ def test_rename_updates_the_name_index(
     assert cfg.lookup(Node, "renamed.example.com").uuid == other.uuid
     with pytest.raises(errors.OpPrereqError) as info:
         cfg.lookup(Node, other.name)
-    assert info.value.args == (f"Node '{other.name}' is unknown", C.ECODE_NOENT)
+    assert info.value.args == (f"Node '{other.name}' not known", C.ECODE_NOENT)
     # The old name is free again.
     tx = cfg.transaction()
     tx.add(Node(name=other.name, primary_ip="192.0.2.30", secondary_ip="192.0.2.30", group="g"))
@@ -454,7 +454,7 @@ def test_lookup_by_name_or_uuid(
     group = objects[1]
     assert cfg.lookup(NodeGroup, "default") == group
     assert cfg.lookup(NodeGroup, group.uuid) == group
-    with pytest.raises(errors.OpPrereqError, match="Node group 'nope' is unknown"):
+    with pytest.raises(errors.OpPrereqError, match="Node group 'nope' not known"):
         cfg.lookup(NodeGroup, "nope")
 
 

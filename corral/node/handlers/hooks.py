@@ -81,6 +81,7 @@ async def run_hook(script: Path, env: dict[str, str]) -> tuple[int, str]:
             env=env,
             cwd="/",
             start_new_session=True,
+            umask=C.SCRIPT_UMASK,
         )
     except OSError as err:
         return C.HKR_FAIL, f"Cannot execute {script}: {err.strerror or err}"
