@@ -31,6 +31,11 @@ CONTEXT_KEY = web.AppKey("context", NodeContext)
 INFLIGHT_KEY = web.AppKey("inflight", set[asyncio.Task[Any]])
 
 
+def _text(err: BaseException) -> str:
+    text = err.message if isinstance(err, errors.GenericError) else str(err)
+    return text.strip() or err.__class__.__name__
+
+
 def _reply(success: bool, payload: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=json.dumps([success, payload]).encode("utf-8"),
@@ -71,7 +76,8 @@ async def dispatch(request: web.Request) -> web.Response:
         return _reply(True, payload)
     except errors.GenericError as err:
         log.warning("RPC %s failed: %s", name, one_line(err))
-        return _reply(False, one_line(err))
+        # The first line says what failed; further lines (a script's output) stay lines.
+        return _reply(False, _text(err))
     except Exception as err:
         log.exception("RPC %s failed", name)
         return _reply(False, f"{err.__class__.__name__}: {one_line(err)}")

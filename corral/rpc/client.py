@@ -58,7 +58,7 @@ class RpcResult:
         if self.fail_msg is None:
             return
         msg = f"{prefix}: {self.fail_msg}" if prefix else self.fail_msg
-        raise errors.OpExecError(" ".join(msg.split()))
+        raise errors.OpExecError(msg.strip())
 
 
 def _host(address: str) -> str:

@@ -58,7 +58,9 @@ def query(cl: TestCluster, fields: list[str], *names: str) -> dict[str, dict[str
     qfilter = ["|", *(["=", "name", n] for n in names)] if names else None
     with cl.client() as client:
         result = client.query("instance", ["name", *fields], qfilter)
-    return {row[0][1]: {f: c[1] for f, c in zip(fields, row[1:], strict=True)} for row in result["data"]}
+    return {
+        row[0][1]: {f: c[1] for f, c in zip(fields, row[1:], strict=True)} for row in result["data"]
+    }
 
 
 def config_serial(cl: TestCluster) -> int:

@@ -108,7 +108,9 @@ def test_variant_for_an_os_without_variants(cl: TestCluster, unchanged: None) ->
 
 BROKEN = [
     pytest.param(lambda p: (p / "rename").unlink(), ["rename", "missing"], id="missing-script"),
-    pytest.param(lambda p: (p / "create").chmod(0o644), ["create", "not executable"], id="non-exec"),
+    pytest.param(
+        lambda p: (p / "create").chmod(0o644), ["create", "not executable"], id="non-exec"
+    ),
     pytest.param(
         lambda p: (p / "ganeti_api_version").write_text("2x\n"),
         ["ganeti_api_version", "2x"],
@@ -140,15 +142,11 @@ def test_broken_os(
 ) -> None:
     broken_os(breakage)
     refused(add(cl, "new1", *DISK, "-o", "broken"), "'broken'", "not valid", *texts)
-    refused(
-        cl.gnt("instance", "reinstall", "-f", "-o", "broken", "stopped"), "'broken'", *texts
-    )
+    refused(cl.gnt("instance", "reinstall", "-f", "-o", "broken", "stopped"), "'broken'", *texts)
 
 
 def test_undeclared_parameter(cl: TestCluster, unchanged: None) -> None:
-    err = refused(
-        add(cl, "new1", *DISK, "-o", "good+default", "-O", "flavour=sweet"), "flavour"
-    )
+    err = refused(add(cl, "new1", *DISK, "-o", "good+default", "-O", "flavour=sweet"), "flavour")
     assert "colour" in err and "size" in err  # the declared ones
     refused(
         add(cl, "new1", *DISK, "-o", "good+default", "--os-parameters-private", "flavour=x"),
@@ -180,16 +178,12 @@ def test_blacklisted_os_for_a_new_instance(cl: TestCluster) -> None:
 
 # The instance's name, disks, NICs and resources
 def test_duplicate_instance_name(cl: TestCluster, unchanged: None) -> None:
-    refused(
-        add(cl, "stopped", *DISK, "-o", "plain"), "'stopped'", "already", "already_exists"
-    )
+    refused(add(cl, "stopped", *DISK, "-o", "plain"), "'stopped'", "already", "already_exists")
 
 
 @pytest.mark.parametrize("size", ["abc", "0", "-5g", "1.5x", "g"])
 def test_bad_disk_size(cl: TestCluster, unchanged: None, size: str) -> None:
-    refused(
-        add(cl, "new1", "-t", "file", "--disk", f"0:size={size}", "-o", "plain"), "size", size
-    )
+    refused(add(cl, "new1", "-t", "file", "--disk", f"0:size={size}", "-o", "plain"), "size", size)
     refused(add(cl, "new1", "-t", "file", "-s", size, "-o", "plain"), "size", size)
 
 

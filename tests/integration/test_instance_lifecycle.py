@@ -58,7 +58,8 @@ def test_add_without_install_or_start(cl: TestCluster, out: Path) -> None:
     ]
     assert not disk_dir(cl, "bare").exists()
     # --no-install: the disk is made, the create script is not run
-    ok(add(cl, "bare-file", "-t", "file", "-s", "8m", "--no-install", "--no-start", "-o", "dummy+default"))
+    small_disk = ("-t", "file", "-s", "8m")
+    ok(add(cl, "bare-file", *small_disk, "--no-install", "--no-start", "-o", "dummy+default"))
     assert len(disk_files(cl, "bare-file")) == 1
     assert not (out / "create-bare-file").exists()
     # an instance without an OS
@@ -97,8 +98,21 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
     )
     info = query(
         cl,
-        ["status", "be/maxmem", "be/minmem", "be/vcpus", "hvparams", "disk.sizes", "nic.macs",
-         "nic.ips", "tags", "pnode", "oper_ram", "oper_vcpus", "custom_osparams"],
+        [
+            "status",
+            "be/maxmem",
+            "be/minmem",
+            "be/vcpus",
+            "hvparams",
+            "disk.sizes",
+            "nic.macs",
+            "nic.ips",
+            "tags",
+            "pnode",
+            "oper_ram",
+            "oper_vcpus",
+            "custom_osparams",
+        ],
         "full",
     )["full"]
     assert info["status"] == "running"
@@ -175,11 +189,22 @@ def test_list_statuses_and_formats(cl: TestCluster) -> None:
     assert rows(cl, ["name", "status", "oper_ram"], "st-run") == [["st-run", "running", "128"]]
     # --filter
     running = ok(
-        cl.gnt("instance", "list", "--no-headers", "-o", "name", "--filter", 'status == "running"', *names)
+        cl.gnt(
+            "instance",
+            "list",
+            "--no-headers",
+            "-o",
+            "name",
+            "--filter",
+            'status == "running"',
+            *names,
+        )
     )
     assert sorted(running.split()) == ["st-run"]
     admin_up = ok(
-        cl.gnt("instance", "list", "--no-headers", "-o", "name", "-F", "admin_state == \"up\"", *names)
+        cl.gnt(
+            "instance", "list", "--no-headers", "-o", "name", "-F", 'admin_state == "up"', *names
+        )
     )
     assert sorted(admin_up.split()) == ["st-errdown", "st-run"]
     # cleanup
@@ -192,8 +217,20 @@ def test_list_fields(cl: TestCluster) -> None:
     lines = ok(cl.gnt("instance", "list-fields")).splitlines()
     assert lines[0].split() == ["Name", "Type", "Title", "Description"]
     names = {line.split()[0] for line in lines[1:]}
-    for field in ("name", "status", "oper_ram", "os", "pnode", "hypervisor", "admin_state",
-                  "disk.sizes", "nic.macs", "be/vcpus", "tags", "disk_template"):
+    for field in (
+        "name",
+        "status",
+        "oper_ram",
+        "os",
+        "pnode",
+        "hypervisor",
+        "admin_state",
+        "disk.sizes",
+        "nic.macs",
+        "be/vcpus",
+        "tags",
+        "disk_template",
+    ):
         assert field in names, field
     selected = ok(cl.gnt("instance", "list-fields", "--no-headers", "name", "status"))
     assert [line.split()[:3] for line in selected.splitlines()] == [
@@ -205,8 +242,16 @@ def test_list_fields(cl: TestCluster) -> None:
 def test_info_shows_state_and_redacts_private_parameters(cl: TestCluster) -> None:
     ok(
         add(
-            cl, "inf", "-t", "diskless", "-o", "dummy+default", "-O", "foo=visible",
-            "--os-parameters-private", "token=hush-hush",
+            cl,
+            "inf",
+            "-t",
+            "diskless",
+            "-o",
+            "dummy+default",
+            "-O",
+            "foo=visible",
+            "--os-parameters-private",
+            "token=hush-hush",
         )
     )
     text = ok(cl.gnt("instance", "info", "inf"))
@@ -301,9 +346,7 @@ def test_rename_runs_the_rename_script_and_moves_the_disks(cl: TestCluster, out:
     failed(cl.gnt("instance", "info", "oldname"), "unknown_entity", "'oldname'")
     # refused while running
     ok(cl.gnt("instance", "startup", "newname"))
-    failed(
-        cl.gnt("instance", "rename", "--no-name-check", "newname", "thirdname"), "shut it down"
-    )
+    failed(cl.gnt("instance", "rename", "--no-name-check", "newname", "thirdname"), "shut it down")
     ok(cl.gnt("instance", "remove", "-f", "newname"))
 
 
@@ -402,7 +445,11 @@ def test_macs_come_from_the_cluster_prefix_and_are_unique(cl: TestCluster) -> No
         prefix = client.call("QueryClusterInfo")["mac_prefix"]
     names = [f"mac{i}" for i in range(4)]
     for name in names:
-        ok(add(cl, name, "-t", "diskless", "--no-install", "--no-start", "--net", "0", "--net", "1"))
+        ok(
+            add(
+                cl, name, "-t", "diskless", "--no-install", "--no-start", "--net", "0", "--net", "1"
+            )
+        )
     macs = [m for info in query(cl, ["nic.macs"], *names).values() for m in info["nic.macs"]]
     assert len(macs) == 8
     assert len(set(macs)) == 8
@@ -429,7 +476,14 @@ def test_ip_conflicts(cl: TestCluster) -> None:
     assert rows(cl, ["name"], "ip2") == []
     ok(
         add(
-            cl, "ip2", "-t", "diskless", "--no-install", "--no-start", "--net", f"0:ip={ip}",
+            cl,
+            "ip2",
+            "-t",
+            "diskless",
+            "--no-install",
+            "--no-start",
+            "--net",
+            f"0:ip={ip}",
             "--no-conflicts-check",
         )
     )

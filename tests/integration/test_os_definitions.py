@@ -222,12 +222,7 @@ def test_list_diagnose_and_info_output(cl: TestCluster, new_os: MakeOS) -> None:
         " [API versions: 20] [variants: default] [parameters: alpha, beta]",
     ]
     info = ok(cl.gnt("os", "info", "shown"))
-    assert info.startswith(
-        "shown:\n"
-        "  - valid: True\n"
-        "  - hidden: False\n"
-        "  - blacklisted: False\n"
-    )
+    assert info.startswith("shown:\n  - valid: True\n  - hidden: False\n  - blacklisted: False\n")
     for line in (
         "  - API versions:\n    - 20\n",
         "  - variants:\n    - default\n",
@@ -287,7 +282,9 @@ def test_hidden_and_blacklisted_for_an_os_that_does_not_exist_yet(
     assert "future" in os_list(cl)
 
 
-def test_blacklisted_os_still_reinstalls_and_renames(cl: TestCluster, new_os: MakeOS, out: Path) -> None:
+def test_blacklisted_os_still_reinstalls_and_renames(
+    cl: TestCluster, new_os: MakeOS, out: Path
+) -> None:
     new_os("legacy", variants=None)
     ok(add(cl, "leg1", *DISK, "--no-start", "-o", "legacy"))
     ok(cl.gnt("os", "modify", "--blacklisted=yes", "legacy"))
@@ -310,8 +307,12 @@ def test_os_parameter_precedence(cl: TestCluster, new_os: MakeOS, out: Path) -> 
     new_os(
         "prec",
         variants=("v1", "v2"),
-        parameters={"a": "set by the OS", "b": "by the variant", "c": "by the instance",
-                    "d": "left to the script"},
+        parameters={
+            "a": "set by the OS",
+            "b": "by the variant",
+            "c": "by the instance",
+            "d": "left to the script",
+        },
     )
     ok(cl.gnt("os", "modify", "-O", "a=os,b=os,c=os", "prec"))
     ok(cl.gnt("os", "modify", "-O", "b=variant,c=variant", "prec+v1"))
@@ -353,7 +354,9 @@ def test_undeclared_parameter_is_refused(cl: TestCluster, new_os: MakeOS) -> Non
 
 
 def test_verify_refusing_a_value_is_refused(cl: TestCluster, new_os: MakeOS) -> None:
-    verify = '#!/bin/sh\nif [ "$OSP_SIZE" = huge ]; then echo "size huge is too big" >&2; exit 1; fi\n'
+    verify = (
+        '#!/bin/sh\nif [ "$OSP_SIZE" = huge ]; then echo "size huge is too big" >&2; exit 1; fi\n'
+    )
     new_os("picky", variants=None, parameters={"size": "how big"}, scripts={"verify": verify})
     failed(cl.gnt("os", "modify", "-O", "size=huge", "picky"), "size huge is too big")
     with cl.client() as client:

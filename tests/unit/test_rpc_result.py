@@ -14,9 +14,10 @@ def test_success_does_not_raise() -> None:
     result.raise_if_failed("Cannot get version")
 
 
-def test_failure_raises_one_line() -> None:
-    result = RpcResult("node1", "version", fail_msg="line one\nline two")
+def test_failure_keeps_the_lines_of_the_details() -> None:
+    # A script's output tail must stay readable, one line per line.
+    result = RpcResult("node1", "version", fail_msg="line one\nline two\n")
     assert result.failed and not result.offline
     with pytest.raises(errors.OpExecError) as info:
         result.raise_if_failed("Cannot get version from node1")
-    assert str(info.value) == "Cannot get version from node1: line one line two"
+    assert str(info.value) == "Cannot get version from node1: line one\nline two"
