@@ -320,6 +320,21 @@ def add_command(
     return parser
 
 
+def entry_points(
+    build: Callable[[], Parser],
+) -> tuple[Callable[[list[str] | None], int], Callable[[], None]]:
+    """``(main, cli)`` of a command: ``main(argv)`` returns the exit code (for
+    embedding), ``cli()`` is the console script and leaves the process."""
+
+    def main(argv: list[str] | None = None) -> int:
+        return run(build, argv)
+
+    def cli() -> None:
+        exit_now(main())
+
+    return main, cli
+
+
 def exit_now(rc: int) -> NoReturn:
     """Flush and leave without tearing the interpreter down.
 

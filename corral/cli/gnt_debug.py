@@ -143,13 +143,7 @@ def build_parser() -> common.Parser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser, argv)
-
-
-def cli() -> None:
-    """The console-script entry point."""
-    common.exit_now(main())
+main, cli = common.entry_points(build_parser)
 
 
 if __name__ == "__main__":

@@ -386,13 +386,7 @@ def _selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="*", metavar="JOB_ID")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return common.run(build_parser, argv)
-
-
-def cli() -> None:
-    """The console-script entry point."""
-    common.exit_now(main())
+main, cli = common.entry_points(build_parser)
 
 
 if __name__ == "__main__":

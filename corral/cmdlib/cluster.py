@@ -14,6 +14,7 @@ from corral.cmdlib.base import LogicalUnit
 from corral.hooks import HooksMaster
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
+from corral.osdef.definition import split_name
 
 KNOWN_HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot", "fake")
 KNOWN_DISK_TEMPLATES = (
@@ -269,7 +270,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         from corral.cmdlib import instance_utils as U
         from corral.master.resources.oses import node_oses
 
-        base, _ = U.split_name(os_name)
+        base, _ = split_name(os_name)
         answers = await node_oses(self.master)
         holders = []
         for node_name, entries in answers.items():

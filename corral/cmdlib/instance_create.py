@@ -15,6 +15,7 @@ from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
+from corral.osdef.definition import split_name
 
 DISK_MODES = ("rw", "ro")
 
@@ -279,7 +280,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     async def _check_os(self) -> None:
         op = self.op
         assert op.os_type
-        base, _ = U.split_name(op.os_type)
+        base, _ = split_name(op.os_type)
         if base in self.cfg.cluster.blacklisted_os:
             raise errors.OpPrereqError(
                 f"Guest OS '{base}' is not allowed for installation (it is blacklisted)",

@@ -12,6 +12,7 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks, parse_nic
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
+from corral.osdef.definition import split_name
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
 
@@ -111,7 +112,7 @@ class LUInstanceSetParams(InstanceLU):
     async def _apply_os(self) -> None:
         op, new = self.op, self.new
         if op.os_name:
-            base, _ = U.split_name(op.os_name)
+            base, _ = split_name(op.os_name)
             if base in self.cfg.cluster.blacklisted_os:
                 raise errors.OpPrereqError(
                     f"Guest OS '{base}' is not allowed for installation (it is blacklisted)",

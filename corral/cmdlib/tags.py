@@ -84,8 +84,8 @@ class LUTagsGet(_TagsLU):
         return sorted(self.target.tags)
 
 
-class LUTagsSet(_TagsLU):
-    OPCODE = opt.OpTagsSet
+class _TagsWriteLU(_TagsLU):
+    """Adds or removes tags: the tags must be valid, the object is locked exclusively."""
 
     def bgl_shared(self) -> bool:
         # Cluster tags live in the cluster object: its writers take the BGL exclusively.
@@ -95,6 +95,10 @@ class LUTagsSet(_TagsLU):
         super().check_arguments()
         for tag in self.op.tags:
             check_tag(tag)
+
+
+class LUTagsSet(_TagsWriteLU):
+    OPCODE = opt.OpTagsSet
 
     async def exec(self) -> Any:
         obj = self._fresh_copy()
@@ -106,16 +110,8 @@ class LUTagsSet(_TagsLU):
         return None
 
 
-class LUTagsDel(_TagsLU):
+class LUTagsDel(_TagsWriteLU):
     OPCODE = opt.OpTagsDel
-
-    def bgl_shared(self) -> bool:
-        return bool(self.op.kind != C.TAG_CLUSTER)
-
-    def check_arguments(self) -> None:
-        super().check_arguments()
-        for tag in self.op.tags:
-            check_tag(tag)
 
     async def check_prereq(self) -> None:
         missing = sorted(set(self.op.tags) - set(self.target.tags))

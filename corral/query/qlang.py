@@ -39,8 +39,9 @@ def parse_filter(text: str) -> Any:
             raise errors.QueryFilterParseError(f"Invalid JSON filter: {err}") from None
     parser = _Parser(_tokenize(text))
     result = parser.expression()
-    if parser.peek() is not None:
-        raise errors.QueryFilterParseError(f"Unexpected '{parser.peek()[1]}' in filter {text!r}")
+    extra = parser.peek()
+    if extra is not None:
+        raise errors.QueryFilterParseError(f"Unexpected '{extra[1]}' in filter {text!r}")
     return result
 
 

@@ -362,11 +362,11 @@ async def _add_live_data(master: Master, rows: list[InstanceRow]) -> None:
     hypervisors = cfg.cluster.enabled_hypervisors
     results = await master.rpc.call(targets, "all_instances_info", [hypervisors]) if targets else {}
     for row in rows:
-        node = row.obj.primary_node
-        if node in offline:
+        primary = row.obj.primary_node
+        if primary in offline:
             row.node_state = NODE_OFFLINE
             continue
-        res = results.get(node)
+        res = results.get(primary)
         if res is None or res.fail_msg:
             row.node_state = NODE_DOWN
             continue
