@@ -13,10 +13,24 @@ from corral.cli import common
 from corral.cli import instance_specs as S
 from corral.cli.errors_fmt import ConfirmationDeclined
 from corral.cli.instance_info import instance_info_lines
-from corral.cli.table import generic_list, generic_list_fields, names_filter
+from corral.cli.table import Formatter, generic_list, generic_list_fields, names_filter
 from corral.query.qlang import parse_filter
 
 DEFAULT_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
+# List fields that Ganeti's gnt-instance list prints joined with ",".
+COMMA_FIELDS = (
+    "tags",
+    "disk.sizes",
+    "nic.macs",
+    "nic.ips",
+    "nic.modes",
+    "nic.links",
+    "nic.bridges",
+    "nic.networks",
+    "snodes",
+    "snodes.group",
+    "snodes.group.uuid",
+)
 
 
 def _submit(opts: argparse.Namespace, op: dict[str, Any]) -> Any:
@@ -261,7 +275,12 @@ def cmd_list(opts: argparse.Namespace) -> int:
     if opts.filter:
         extra = parse_filter(opts.filter)
         qfilter = ["&", qfilter, extra] if qfilter else extra
-    return generic_list(common.get_client(), C.QR_INSTANCE, fields, qfilter, opts)
+    formatters: dict[str, Formatter] = dict.fromkeys(COMMA_FIELDS, _comma_list)
+    return generic_list(common.get_client(), C.QR_INSTANCE, fields, qfilter, opts, formatters)
+
+
+def _comma_list(value: Any) -> str:
+    return ",".join(str(item) for item in value)
 
 
 def cmd_list_fields(opts: argparse.Namespace) -> int:

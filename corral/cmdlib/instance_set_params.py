@@ -161,6 +161,12 @@ class LUInstanceSetParams(InstanceLU):
                 taken.discard(removed.mac)
                 continue
             spec = parse_nic(index, params)
+            if spec["ip"] == "auto":
+                # Only a new instance has a resolved name to take the address from.
+                raise errors.OpPrereqError(
+                    f"NIC {index}: invalid IP address 'auto' (give an address or 'none')",
+                    C.ECODE_INVAL,
+                )
             if "ip" in params:
                 self._check_ip(index, spec["ip"])
             if action == ADD:

@@ -45,11 +45,6 @@ def _free_address(port: int, taken: set[str]) -> str:
     raise RuntimeError(f"No loopback address with port {port} free")
 
 
-def restart_masterd(cl: TestCluster) -> None:
-    stop_daemon(cl.paths, MASTERD)
-    start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
-
-
 def add_node(cl: TestCluster, root: Path, name: str = "node2.example.com") -> Noded:
     """Start a noded for a new node under ``root`` and put it in the cluster's config.
 
@@ -64,9 +59,9 @@ def add_node(cl: TestCluster, root: Path, name: str = "node2.example.com") -> No
         stop_daemon(cl.paths, MASTERD)
         cfg = ConfigManager(SqliteConfigStore(cl.paths.config_db))
         try:
-            group = next(g for g in cfg.groups() if g.uuid == cfg.master_node.group)
+            group = cfg.master_node.group  # the default group
             tx = cfg.transaction()
-            tx.add(Node(name=name, primary_ip=address, secondary_ip=address, group=group.uuid))
+            tx.add(Node(name=name, primary_ip=address, secondary_ip=address, group=group))
             tx.commit()
         finally:
             cfg.close()

@@ -298,3 +298,5 @@ def test_bad_disk_and_nic_modifications(cl: TestCluster, unchanged: None) -> Non
     refused(cl.gnt("instance", "modify", "--disk", "add:size=abc", "stopped"), "abc")
     refused(cl.gnt("instance", "grow-disk", "stopped", "7", "1g"), "7")
     refused(cl.gnt("instance", "modify", "--net", "0:modify,mac=nothex", "stopped"), "nothex")
+    refused(cl.gnt("instance", "modify", "--net", "0:modify,ip=auto", "stopped"), "'auto'")
+    refused(cl.gnt("instance", "modify", "--net", "add:ip=10.1.2", "stopped"), "10.1.2")

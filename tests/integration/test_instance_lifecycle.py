@@ -125,6 +125,13 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
     assert info["pnode"] == cl.node_name
     assert (info["oper_ram"], info["oper_vcpus"]) == (256, 2)
     assert info["custom_osparams"] == {"foo": "1"}
+    # as text: lists joined with ","
+    ((sizes, macs, ips, tags),) = rows(cl, ["disk.sizes", "nic.macs", "nic.ips", "tags"], "full")
+    assert (sizes, macs, ips) == ("64,1024", "aa:00:00:12:34:56", "192.0.2.10")
+    assert sorted(tags.split(",")) == ["prod", "web"]
+    # "-o +field" adds to the default fields
+    header = ok(cl.gnt("instance", "list", "-o", "+disk.sizes", "full")).splitlines()[0]
+    assert header.split() == [*DEFAULT_HEADERS, "Disk_sizes"]
     # the fake hypervisor's runtime state
     state = fake_state(cl, "full")
     assert state is not None
