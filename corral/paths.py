@@ -13,6 +13,13 @@ import posixpath
 from pathlib import Path
 
 ROOT_ENV = "CORRAL_ROOT"
+OS_SEARCH_PATH_ENV = "CORRAL_OS_SEARCH_PATH"
+DEFAULT_OS_SEARCH_PATH = (
+    "/srv/ganeti/os",
+    "/usr/local/lib/ganeti/os",
+    "/usr/lib/ganeti/os",
+    "/usr/share/ganeti/os",
+)
 
 
 class Paths:
@@ -65,7 +72,15 @@ class Paths:
 
     @property
     def os_search_path(self) -> list[Path]:
-        return [self._under("srv", "ganeti", "os")]
+        """Where OS definitions are looked for, first match wins.
+
+        ``CORRAL_OS_SEARCH_PATH`` (colon-separated production paths, each taken
+        below the root) replaces the default, which is the search path of
+        Debian's Ganeti packages.
+        """
+        configured = os.environ.get(OS_SEARCH_PATH_ENV)
+        names = configured.split(":") if configured else DEFAULT_OS_SEARCH_PATH
+        return [self.from_wire(name) for name in names if name]
 
     @property
     def file_storage_dir(self) -> Path:
@@ -159,7 +174,7 @@ class Paths:
             self.socket_dir,
             self.log_dir,
             self.hooks_dir,
-            *self.os_search_path,
+            self.os_search_path[0],
             self.file_storage_dir,
             self.export_dir,
         ]

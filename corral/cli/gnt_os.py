@@ -83,6 +83,9 @@ def cmd_diagnose(opts: argparse.Namespace) -> int:
                 nodes_bad[node] = "OS not found"
                 continue
             valid, text = _node_status(status[0], os["os_version"].get(node))
+            for path, shadow_valid, error, *_ in status[1:]:
+                shadow = "valid" if shadow_valid else f"invalid - {error}"
+                text += f"\n    [hidden] path: {path}, status: {shadow}"
             (nodes_valid if valid else nodes_bad)[node] = text
         if nodes_valid and not nodes_bad:
             state = "valid"

@@ -249,7 +249,7 @@ class LUClusterVerifyGroup(_VerifyLU):
                 listed = ", ".join(f"{n}: {v or '(none)'}" for n, v in sorted(versions.items()))
                 self.report(
                     "ENODEOS",
-                    "node",
+                    "cluster",
                     None,
                     f"OS '{name}' has different os_version files ({listed})",
                 )

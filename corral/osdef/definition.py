@@ -166,7 +166,7 @@ def diagnose(search_path: list[Path]) -> list[dict[str, Any]]:
 
     The first directory holding a name wins, as for ``find_os``.
     """
-    seen: set[str] = set()
+    seen: dict[str, dict[str, Any]] = {}
     out = []
     for base in search_path:
         try:
@@ -174,9 +174,11 @@ def diagnose(search_path: list[Path]) -> list[dict[str, Any]]:
         except OSError:
             continue
         for name in names:
-            if name in seen or not (base / name).is_dir():
+            if not (base / name).is_dir():
                 continue
-            seen.add(name)
+            if name in seen:
+                seen[name]["shadowed"].append(_shadowed(base / name))
+                continue
             try:
                 out.append({"valid": True, "error": "", **load_os(base / name).to_wire()})
             except (InvalidOS, OSError) as err:
@@ -193,4 +195,15 @@ def diagnose(search_path: list[Path]) -> list[dict[str, Any]]:
                         "trusted": True,
                     }
                 )
+            out[-1]["shadowed"] = []
+            seen[name] = out[-1]
     return out
+
+
+def _shadowed(os_dir: Path) -> list[Any]:
+    """``[path, valid, error]`` of a directory hidden by an earlier one of that name."""
+    try:
+        load_os(os_dir)
+    except (InvalidOS, OSError) as err:
+        return [str(os_dir), False, str(err)]
+    return [str(os_dir), True, ""]

@@ -44,22 +44,33 @@ def add(cl: TestCluster, name: str, *args: str) -> Result:
 
 
 def rows(cl: TestCluster, fields: list[str], *names: str) -> list[list[str]]:
-    """``gnt-instance list`` of ``fields`` as text cells, one row per instance."""
+    """``gnt-instance list`` of ``fields`` as text cells, one row per instance.
+
+    With ``names``, only those instances' rows (absent ones simply have none:
+    naming an unknown instance on the command line is an error).
+    """
     out = ok(
         cl.gnt(
-            "instance", "list", "--no-headers", f"--separator={SEP}", "-o", ",".join(fields), *names
+            "instance",
+            "list",
+            "--no-headers",
+            f"--separator={SEP}",
+            "-o",
+            ",".join(["name", *fields]),
         )
     )
-    return [line.split(SEP) for line in out.splitlines()]
+    cells = [line.split(SEP) for line in out.splitlines()]
+    return [row[1:] for row in cells if not names or row[0] in names]
 
 
 def query(cl: TestCluster, fields: list[str], *names: str) -> dict[str, dict[str, Any]]:
     """Typed field values by instance name (Query over luxi)."""
-    qfilter = ["|", *(["=", "name", n] for n in names)] if names else None
     with cl.client() as client:
-        result = client.query("instance", ["name", *fields], qfilter)
+        result = client.query("instance", ["name", *fields], None)
     return {
-        row[0][1]: {f: c[1] for f, c in zip(fields, row[1:], strict=True)} for row in result["data"]
+        row[0][1]: {f: c[1] for f, c in zip(fields, row[1:], strict=True)}
+        for row in result["data"]
+        if not names or row[0][1] in names
     }
 
 

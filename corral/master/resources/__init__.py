@@ -48,9 +48,39 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> d
     if what == C.QR_JOB:
         return master.queue.query(fields, qfilter)
     compile_filter(qfilter, fset.value_getter)  # refuse a bad filter before any RPC
+    _check_requested_names(master, what, qfilter)
     needs = fset.needs(fields) | fset.needs(filter_fields(qfilter))
     items = await _RESOURCES[what][1](master, needs)
     return fset.query(fields, qfilter, items)
+
+
+_NAMED = {
+    C.QR_INSTANCE: ("Instance", "instances"),
+    C.QR_NODE: ("Node", "nodes"),
+    C.QR_GROUP: ("Group", "groups"),
+}
+
+
+def _check_requested_names(master: Master, what: Any, qfilter: Any) -> None:
+    """A filter that only lists names (``gnt-instance list a b``) must name
+    existing objects, as in Ganeti: an unknown name is an error, not an empty row."""
+    if what not in _NAMED or not isinstance(qfilter, list) or qfilter[:1] != ["|"]:
+        return
+    names = []
+    for term in qfilter[1:]:
+        if not (
+            isinstance(term, list)
+            and len(term) == 3
+            and term[0] in ("=", "==")
+            and term[1] == "name"
+        ):
+            return
+        names.append(term[2])
+    label, attribute = _NAMED[what]
+    known = {obj.name for obj in getattr(master.cfg, attribute)()}
+    for name in names:
+        if name not in known:
+            raise errors.OpPrereqError(f"{label} name {name} not found", C.ECODE_NOENT)
 
 
 def query_fields(what: Any, fields: list[str] | None) -> dict[str, Any]:

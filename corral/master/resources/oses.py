@@ -71,7 +71,12 @@ def _node_status(row: OsRow) -> dict[str, list[list[Any]]]:
                     entry["parameters"],
                     entry["api_versions"],
                     entry["trusted"],
-                ]
+                ],
+                # Directories of the same name later in the search path (not used).
+                *(
+                    [path, valid, error, [], [], [], True]
+                    for path, valid, error in entry.get("shadowed", [])
+                ),
             ]
     return out
 
