@@ -19,7 +19,7 @@ def split_time(ts: float | None) -> list[int] | None:
     return [sec, usec]
 
 
-@dataclass
+@dataclass(slots=True)
 class LogEntry:
     serial: int
     timestamp: float
@@ -30,7 +30,7 @@ class LogEntry:
         return [self.serial, split_time(self.timestamp), self.type, self.message]
 
 
-@dataclass
+@dataclass(slots=True)
 class QueuedOpCode:
     """One opcode of a job, with its progress."""
 
@@ -62,7 +62,7 @@ class QueuedOpCode:
         }
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Job:
     """An unfinished job held in memory (finished ones live only in the store)."""
 
@@ -75,7 +75,8 @@ class Job:
     # Set when a cancel was asked for while the job waited or ran.
     cancel_requested: bool = False
     task: asyncio.Task[None] | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Made only when someone waits: most jobs are never watched.
+    _changed: asyncio.Event | None = None
 
     @property
     def status(self) -> str:
@@ -91,11 +92,14 @@ class Job:
 
     def notify_change(self) -> None:
         """Wake every WaitForJobChange subscriber of this job."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     def change_event(self) -> asyncio.Event:
         """The event set at the next change."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
         return self._changed
 
 

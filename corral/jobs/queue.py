@@ -21,10 +21,12 @@ from corral import errors
 from corral.gcpause import gc_paused
 from corral.jobs import records
 from corral.jobs.fields import JOB_FIELDS
-from corral.jobs.listindex import ListIndex
+from corral.jobs.listindex import DEFAULT_FIELDS, ListIndex
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
 from corral.jobs.runner import OpExecutor, run_job
 from corral.jobs.store import JobStore
+from corral.luxi import protocol
+from corral.luxi.protocol import Encoded
 from corral.opcodes.base import OpCode, from_dict
 from corral.query.fields import plain
 from corral.query.filter import filter_fields
@@ -352,7 +354,11 @@ class JobQueue:
         return [archived, len(ids) - archived]
 
     # Queries
-    def query(self, fields: list[str], qfilter: Any, archived: bool = False) -> dict[str, Any]:
+    def query(self, fields: list[str], qfilter: Any, archived: bool = False) -> Any:
+        """Query("job"); the whole queue's default listing comes pre-encoded."""
+        if tuple(fields) == DEFAULT_FIELDS and qfilter is None and not archived:
+            definitions = protocol.dumps(JOB_FIELDS.definitions(fields)).decode()
+            return Encoded(f'{{"fields":{definitions},"data":{self._index.listing()}}}')
         # As in Ganeti, asking for the "archived" field looks in the archive too.
         archived = archived or "archived" in fields
         with gc_paused():

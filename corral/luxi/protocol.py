@@ -78,8 +78,20 @@ def parse_request(data: bytes) -> tuple[str, Any]:
     return method, msg[KEY_ARGS]
 
 
+class Encoded:
+    """A result that is already JSON text (a big answer assembled from parts)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 def encode_response(success: bool, result: Any) -> bytes:
     """One framed response."""
+    if isinstance(result, Encoded):
+        head = dumps({KEY_SUCCESS: success})[:-1]
+        return head + b',"' + KEY_RESULT.encode() + b'":' + result.text.encode() + b"}" + ETX
     return dumps({KEY_SUCCESS: success, KEY_RESULT: result}) + ETX
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import errors
+from corral.gcpause import gc_paused
 from corral.luxi import protocol
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ class LuxiServer:
             return protocol.encode_response(False, f"Failed to parse request: {err.message}")
         try:
             result = await self._handler(method, args)
-            return protocol.encode_response(True, result)
+            with gc_paused():  # a big answer is a tree of fresh lists, with no cycles
+                return protocol.encode_response(True, result)
         except errors.GenericError as err:
             return protocol.encode_error(err)
         except Exception as err:

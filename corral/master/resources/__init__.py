@@ -42,7 +42,7 @@ def fieldset(what: Any) -> FieldSet:
     )
 
 
-async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> dict[str, Any]:
+async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> Any:
     """Ganeti's Query: field definitions and rows of ``[status, value]`` cells."""
     fset = fieldset(what)
     if what == C.QR_JOB:
