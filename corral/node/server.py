@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
-from corral.crypto.certs import ssl_server_context
+from corral.crypto.tls import ssl_server_context
 from corral.daemons.util import ReadyCallback, listen_error, one_line
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from corral import errors
-from corral.crypto.certs import ssl_client_context
+from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.calls import get_call
 

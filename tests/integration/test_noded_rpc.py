@@ -13,7 +13,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.crypto.certs import ssl_client_context
+from corral.crypto.tls import ssl_client_context
 from tests.helpers.noded import Noded, free_port, make_node_root, running_noded
 
 

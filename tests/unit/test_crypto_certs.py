@@ -13,7 +13,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from corral import constants as C
 from corral import errors
-from corral.crypto import certs
+from corral.crypto import certs, tls
 from corral.paths import Paths
 
 
@@ -103,8 +103,8 @@ def test_create_cluster_crypto(tmp_path: Path) -> None:
 def test_ssl_contexts(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     certs.create_cluster_crypto(paths, "c", "n", "127.0.0.1")
-    server = certs.ssl_server_context(paths)
-    client = certs.ssl_client_context(paths)
+    server = tls.ssl_server_context(paths)
+    client = tls.ssl_client_context(paths)
     assert server.verify_mode == client.verify_mode == ssl.CERT_REQUIRED
     assert server.minimum_version == client.minimum_version == ssl.TLSVersion.TLSv1_2
     assert not client.check_hostname
@@ -112,4 +112,4 @@ def test_ssl_contexts(tmp_path: Path) -> None:
 
 def test_ssl_context_reports_missing_files(tmp_path: Path) -> None:
     with pytest.raises(errors.X509CertError, match="Cannot load"):
-        certs.ssl_server_context(Paths(tmp_path))
+        tls.ssl_server_context(Paths(tmp_path))
