@@ -116,3 +116,33 @@ def instance_env(
     for key, value in hvparams.items():
         env[f"INSTANCE_HV_{key}"] = str(value)
     return env
+
+
+def disk_transfer_env(
+    env: dict[str, str],
+    direction: str,
+    index: int,
+    path: str | None,
+    uri: str | None = None,
+    size_fd: int | None = None,
+) -> dict[str, str]:
+    """The extras of the ``export`` and ``import`` scripts, run once per disk.
+
+    ``direction`` is ``"export"`` or ``"import"``: the disk is named by
+    ``<DIR>_INDEX``, ``<DIR>_DISK_PATH`` with its alias ``<DIR>_DEVICE``, and
+    ``<DIR>_DISK_URI``; ``EXP_SIZE_FD`` is where an export script may write the
+    byte size of its stream (followed by a newline) for progress reports.
+    """
+    if direction not in ("export", "import"):
+        raise ValueError(f"Unknown transfer direction {direction!r}")
+    prefix = direction.upper()
+    out = dict(env)
+    out[f"{prefix}_INDEX"] = str(index)
+    if path:
+        out[f"{prefix}_DISK_PATH"] = path
+        out[f"{prefix}_DEVICE"] = path
+    if uri:
+        out[f"{prefix}_DISK_URI"] = uri
+    if size_fd is not None:
+        out["EXP_SIZE_FD"] = str(size_fd)
+    return out
