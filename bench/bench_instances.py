@@ -25,16 +25,15 @@ removes ≤ 5 s [74.7 s]; list ≤ 80 ms with none [0.17 s], ≤ 300 ms with 10,
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 from bench.common import (
-    PYTHON,
     Figure,
     arg_parser,
     bench_cluster,
     ensure_bytecode,
     submit_many,
+    time_gnt,
     wait_all_final,
     write_results,
 )
@@ -49,19 +48,7 @@ BATCH = 1_000
 
 
 def gnt_instance(cluster: TestCluster, *args: str) -> float:
-    """Seconds one gnt-instance command takes from a fresh process to its exit."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [PYTHON, "-m", "corral.cli.gnt_instance", *args],
-        env=cluster.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        check=False,
-    )
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"gnt-instance {' '.join(args)} failed: {proc.stderr.strip()}")
-    return elapsed
+    return time_gnt(cluster, "instance", *args)
 
 
 def create_op(name: str) -> dict[str, object]:

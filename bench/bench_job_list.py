@@ -22,7 +22,6 @@ Target: ≤ 80 ms for both.  Ganeti 3.0.2: 0.21 s idle, 0.18 s with 15 jobs.
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 from bench.common import (
@@ -34,6 +33,7 @@ from bench.common import (
     ensure_bytecode,
     fill_queue,
     submit_many,
+    time_gnt,
     wait_all_final,
     write_results,
 )
@@ -48,19 +48,7 @@ SLOW_SECONDS = 60.0
 
 
 def time_list(cluster: TestCluster) -> float:
-    """Seconds one ``gnt-job list`` takes, from a fresh process to its exit."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [PYTHON, "-m", "corral.cli.gnt_job", "list"],
-        env=cluster.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        check=False,
-    )
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"gnt-job list failed: {proc.stderr.decode()}")
-    return elapsed
+    return time_gnt(cluster, "job", "list")
 
 
 def sample(cluster: TestCluster, runs: int) -> list[float]:

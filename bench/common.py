@@ -23,6 +23,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +55,22 @@ def ensure_bytecode() -> None:
     under ``PYTHONDONTWRITEBYTECODE=1`` would time the compiler instead.
     """
     compileall.compile_dir(str(REPO_ROOT / "corral"), quiet=1)
+
+
+def time_gnt(cluster: TestCluster, command: str, *args: str) -> float:
+    """Seconds one ``gnt-<command>`` takes, from a fresh process to its exit."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [PYTHON, "-m", f"corral.cli.gnt_{command}", *args],
+        env=cluster.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"gnt-{command} {' '.join(args)} failed: {proc.stderr.decode()}")
+    return elapsed
 
 
 # Clusters

@@ -7,6 +7,7 @@ execute → commit config → post hooks → config-update hook.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -40,7 +41,7 @@ class Master:
     queue: JobQueue
 
 
-class LogicalUnit(Generic[OpT]):
+class LogicalUnit(ABC, Generic[OpT]):
     """One opcode's implementation."""
 
     OPCODE: ClassVar[type[OpCode]]
@@ -94,8 +95,9 @@ class LogicalUnit(Generic[OpT]):
         """Node uuids on which the pre and post hooks run."""
         return [], []
 
+    @abstractmethod
     async def exec(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} has no exec")
+        """Do the work; the result is the opcode's result."""
 
     def hooks_callback(self, phase: str, results: dict[str, RpcResult], result: Any) -> Any:
         """Fold post-hook results into the unit's result (cluster verify)."""
