@@ -6,10 +6,14 @@ scripts/setup.sh
 
 export CORRAL_ROOT="$PWD/demo-cluster"
 G=".venv/bin"
-PY=".venv/bin/python"
-if [[ -e $CORRAL_ROOT/var/lib/ganeti/config.db ]]; then
-  echo "== Destroying the previous demo cluster"
-  $PY -m corral.cli.gnt_cluster destroy --yes-do-it || true
+if [[ -e $CORRAL_ROOT ]]; then
+  echo "== Removing the previous demo cluster"
+  for daemon in corral-masterd corral-noded; do
+    pid_file="$CORRAL_ROOT/var/run/ganeti/$daemon.pid"
+    [[ -s $pid_file ]] && kill "$(cat "$pid_file")" 2>/dev/null || true
+  done
+  sleep 1
+  rm -rf "$CORRAL_ROOT"
 fi
 mkdir -p "$CORRAL_ROOT"
 # A cluster-init hook, to show that hooks run (see demo-cluster/var/log/ganeti/hooks-demo.log).
@@ -36,11 +40,36 @@ echo "== gnt-job watch 2"; $G/gnt-job watch 2
 echo "== gnt-cluster verify"; $G/gnt-cluster verify
 echo "== gnt-job list (final)"; $G/gnt-job list
 echo "== gnt-cluster list-tags"; $G/gnt-cluster list-tags
+
+# An OS definition (Ganeti's OS interface, API 20): its create script writes a
+# label into the instance's first disk.
+OS_DIR="$CORRAL_ROOT/srv/ganeti/os/demo"
+mkdir -p "$OS_DIR"
+echo 20 > "$OS_DIR/ganeti_api_version"
+printf 'default\nminimal\n' > "$OS_DIR/variants.list"
+printf 'greeting A word written into the disk\ntoken A secret, never stored\n' > "$OS_DIR/parameters.list"
+cat > "$OS_DIR/create" <<'SCRIPT'
+#!/bin/sh
+echo "installing $INSTANCE_NAME ($OS_VARIANT) on $DISK_0_PATH"
+printf '%s from %s\n' "${OSP_GREETING:-hello}" "$INSTANCE_NAME" | dd of="$DISK_0_PATH" conv=notrunc 2>/dev/null
+SCRIPT
+for script in export import rename verify; do printf '#!/bin/sh\nexit 0\n' > "$OS_DIR/$script"; done
+chmod +x "$OS_DIR"/create "$OS_DIR"/export "$OS_DIR"/import "$OS_DIR"/rename "$OS_DIR"/verify
+echo "== gnt-os list"; $G/gnt-os list
+echo "== gnt-instance add"
+$G/gnt-instance add -t file --disk 0:size=64m -o demo+default -O greeting=bonjour \
+  --os-parameters-secret token=never-stored --no-name-check --no-ip-check web1.demo.corral
+$G/gnt-instance add -t diskless -o demo+minimal --no-start --no-name-check --no-ip-check db1.demo.corral
+echo "== gnt-instance list"; $G/gnt-instance list
+echo "== gnt-instance info web1.demo.corral"; $G/gnt-instance info web1.demo.corral
+echo "== the label the OS wrote into the disk:"
+head -c 64 "$CORRAL_ROOT"/srv/ganeti/file-storage/web1.demo.corral/*.disk0 | tr -d '\0'; echo
 cat <<TXT
 
 The demo cluster is still running.  Try:
   export CORRAL_ROOT=$CORRAL_ROOT
   $G/gnt-job info 1
   $G/gnt-cluster info
+  $G/gnt-instance remove -f web1.demo.corral; $G/gnt-instance remove -f db1.demo.corral
   $G/gnt-cluster destroy --yes-do-it     # stops the daemons and removes the cluster
 TXT

@@ -132,6 +132,12 @@ class LUClusterDestroy(LogicalUnit[opc.OpClusterDestroy]):
                 " remove them first",
                 C.ECODE_INVAL,
             )
+        instances = self.cfg.instance_count()
+        if instances:
+            raise errors.OpPrereqError(
+                f"There are still {instances} instance(s) in this cluster; remove them first",
+                C.ECODE_INVAL,
+            )
 
     async def exec(self) -> Any:
         # After this opcode the cluster is gone, so the post hooks run now.
