@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from corral import constants as C
@@ -110,11 +111,15 @@ def cmd_diagnose(opts: argparse.Namespace) -> int:
 def cmd_info(opts: argparse.Namespace) -> int:
     client = common.get_client()
     cluster = client.call("QueryClusterInfo")
-    oses = _oses(client, opts.names or None)
-    if opts.names and len(oses) < len(opts.names):
-        missing = set(opts.names) - {o["name"] for o in oses}
-        raise errors.OpPrereqError(f"OS(es) not found: {', '.join(sorted(missing))}", C.ECODE_NOENT)
-    for os in oses:
+    oses = {os["name"]: os for os in _oses(client, opts.names or None)}
+    if not oses and not opts.names:
+        print("Can't get the OS list", file=sys.stderr)
+        return C.EXIT_FAILURE
+    for name in opts.names or sorted(oses):
+        os = oses.get(name)
+        if os is None:  # as Ganeti: an unknown name gets an empty entry
+            print(f"{name}: \n")
+            continue
         print(f"{os['name']}:")
         print(f"  - valid: {os['valid']}")
         print(f"  - hidden: {os['hidden']}")

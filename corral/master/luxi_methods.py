@@ -96,10 +96,8 @@ class LuxiMethods:
         )
 
     async def pickup_job(self, args: Any) -> Any:
-        # Jobs are picked up at submission; kept for protocol compatibility.
-        (job_id,) = _args(args, "PickupJob", 1)
-        _job_id(job_id)
-        return None
+        # luxid's answer: job processes pick up their jobs themselves.
+        raise errors.GenericError("Luxi call 'PickupJob' is for internal use only")
 
     async def cancel_job(self, args: Any) -> Any:
         job_id, kill = _args(args, "CancelJob", 1, 2)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from corral import errors
 from tests.helpers.cluster import new_root
 from tests.helpers.osdef import make_os
 
@@ -55,5 +56,19 @@ def test_listing_an_unknown_instance_by_name_fails(tmp_path: Path) -> None:
         assert result.rc == 1
         assert "Instance name nosuch.example.com not found" in result.stderr
         assert cl.gnt("instance", "list").rc == 0
+    finally:
+        cl.stop()
+
+
+def test_os_info_of_an_unknown_os_is_an_empty_entry(tmp_path: Path) -> None:
+    cl = new_root(tmp_path)
+    make_os(cl.paths, "known")
+    try:
+        assert cl.init().rc == 0
+        result = cl.gnt("os", "info", "nosuch", "known")
+        assert result.rc == 0
+        assert result.stdout.startswith("nosuch: \n\nknown:\n  - valid: True\n")
+        with cl.client() as client, pytest.raises(errors.GenericError, match="internal use"):
+            client.call("PickupJob", 1)
     finally:
         cl.stop()
