@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral import constants as C
-
 
 class GenericError(Exception):
     """Base class for every Corral error."""
@@ -219,9 +217,3 @@ def decode_exception(data: Any) -> GenericError:
     if cls is None:
         return RemoteError(f"{name}: {', '.join(map(str, args))}")
     return cls(*args)
-
-
-def ecode_of(err: BaseException) -> str:
-    """The error code to report for an error (internal error if it has none)."""
-    code = err.ecode if isinstance(err, GenericError) else None
-    return code or C.ECODE_FAULT

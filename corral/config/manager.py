@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from corral import constants as C
 from corral import errors
@@ -218,7 +218,3 @@ def initial_change(objects: list[ConfigObject]) -> ConfigChange:
     for obj in objects:
         change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
     return change
-
-
-def object_dict(obj: ConfigObject) -> dict[str, Any]:
-    return obj.model_dump()

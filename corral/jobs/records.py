@@ -69,15 +69,6 @@ def job_from_row(row: dict[str, Any]) -> Job:
     )
 
 
-def has_lost_secrets(op: QueuedOpCode) -> bool:
-    """Whether an opcode restored from disk lost its secret values."""
-    for name in op.input.SECRET_FIELDS:
-        values = getattr(op.input, name, None) or {}
-        if any(v == REDACTED for v in values.values()):
-            return True
-    return False
-
-
 def _has_lost_secrets(op: QueuedOpCode) -> bool:
     for name in op.input.SECRET_FIELDS:
         values = getattr(op.input, name, None) or {}

@@ -58,7 +58,6 @@ class JobStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         for stmt in _SCHEMA:
             self._db.execute(stmt)
-        self._in_tx = False
 
     def close(self) -> None:
         self._db.close()

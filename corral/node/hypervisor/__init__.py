@@ -16,7 +16,3 @@ def get_hypervisor(name: str, paths: Paths) -> Hypervisor:
     if cls is None:
         raise errors.OpExecError(f"Hypervisor '{name}' is not supported on this node")
     return cls(paths)
-
-
-def known_hypervisors() -> list[str]:
-    return sorted(_CLASSES)
