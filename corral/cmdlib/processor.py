@@ -75,6 +75,8 @@ class Processor:
             names = [n.uuid for n in cfg.nodes()]
         elif level == C.LEVEL_NODEGROUP:
             names = [g.uuid for g in cfg.groups()]
+        elif level == C.LEVEL_INSTANCE:
+            names = [i.name for i in cfg.instances()]  # instances are locked by name
         else:
             names = []
         return [LOCKSET, *names]
