@@ -295,7 +295,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         )
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
-            await U.verify_osparams(self, [self.pnode], op.os_type, self.osparams)
+            await U.verify_osparams(
+                self, [self.pnode], op.os_type, self.osparams, list(op.osparams_secret)
+            )
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
@@ -325,6 +327,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                         self.osparams,
                         False,
                         self.op.debug_level,
+                        list(self.op.osparams_secret),
                     ],
                     "Could not add os for instance",
                 )

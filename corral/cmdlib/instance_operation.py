@@ -164,7 +164,9 @@ class LUInstanceReinstall(InstanceLU):
         )
         # As Ganeti's CheckOSParams: the merged parameters the create script will
         # get are verified on every reinstall, new ones given or not.
-        await U.verify_osparams(self, [self.pnode], self.os_name, self.osparams)
+        await U.verify_osparams(
+            self, [self.pnode], self.os_name, self.osparams, list(self.op.osparams_secret or {})
+        )
 
     async def exec(self) -> Any:
         inst = self.updated()
@@ -176,7 +178,13 @@ class LUInstanceReinstall(InstanceLU):
         self.feedback("Running the instance OS create scripts...")
         await self.node_call(
             "instance_os_add",
-            [self.descriptor(inst), self.osparams, True, self.op.debug_level],
+            [
+                self.descriptor(inst),
+                self.osparams,
+                True,
+                self.op.debug_level,
+                list(self.op.osparams_secret or {}),
+            ],
             "Could not install OS for instance",
         )
         self.tx.update(inst)

@@ -220,12 +220,16 @@ def check_variant(os_name: str, info: dict[str, Any], force_variant: bool) -> No
 
 
 async def verify_osparams(
-    lu: LogicalUnit[Any], nodes: list[Node], os_name: str, osparams: dict[str, Any]
+    lu: LogicalUnit[Any],
+    nodes: list[Node],
+    os_name: str,
+    osparams: dict[str, Any],
+    secret_names: list[str] | None = None,
 ) -> None:
     """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal."""
     targets = [(n.uuid, n.primary_ip) for n in nodes]
     results = await lu.master.rpc.call(
-        targets, "os_validate", [os_name, osparams, lu.op.debug_level]
+        targets, "os_validate", [os_name, osparams, lu.op.debug_level, secret_names or []]
     )
     for node in nodes:
         res = results[node.uuid]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from corral import constants as C
 from corral import errors
 from corral.jobs.model import Job, QueuedOpCode
+from corral.opcodes.base import scrub
 
 if TYPE_CHECKING:
     from corral.jobs.queue import JobQueue
@@ -46,6 +47,7 @@ class OpContext:
 
     def feedback(self, message: Any, kind: str = C.ELOG_MESSAGE) -> None:
         """Append an entry to the opcode's log (seen by WaitForJobChange)."""
+        message = scrub(message, self.op.input.secret_values())
         self._queue.add_log(self.job, self.op, kind, message)
 
     def submit_jobs(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
@@ -84,15 +86,23 @@ async def run_job(
             break
         except Exception as err:
             if not isinstance(err, errors.GenericError):
-                log.exception("Job %s: unexpected error in opcode %s", job.id, qop.input.OP_ID)
+                secrets = qop.input.secret_values()
+                # A traceback could quote a secret: with secrets, the scrubbed message only.
+                log.error(
+                    "Job %s: unexpected error in opcode %s: %s",
+                    job.id,
+                    qop.input.OP_ID,
+                    scrub(repr(err), secrets),
+                    exc_info=not secrets,
+                )
             qop.status = C.OP_STATUS_ERROR
-            qop.result = errors.encode_exception(err)
+            qop.result = scrub(errors.encode_exception(err), qop.input.secret_values())
             qop.end_timestamp = time.time()
             _finish_rest(job, index + 1, C.OP_STATUS_ERROR, PRECEDING_FAILED, encode=True)
             break
         else:
             qop.status = C.OP_STATUS_SUCCESS
-            qop.result = result
+            qop.result = scrub(result, qop.input.secret_values())
             qop.end_timestamp = time.time()
             if index + 1 < len(job.ops):
                 queue.save(job)

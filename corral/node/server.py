@@ -75,7 +75,9 @@ async def dispatch(request: web.Request) -> web.Response:
         payload = await handler(request.app[CONTEXT_KEY], *args)
         return _reply(True, payload)
     except errors.GenericError as err:
-        log.warning("RPC %s failed: %s", name, one_line(err))
+        # Only the first line: the rest may be a script's output, which may quote
+        # a secret parameter, and the log is on disk.
+        log.warning("RPC %s failed: %s", name, _text(err).splitlines()[0])
         # The first line says what failed; further lines (a script's output) stay lines.
         return _reply(False, _text(err))
     except Exception as err:

@@ -89,6 +89,13 @@ class OpCode(BaseModel):
                     data[name] = {key: REDACTED for key in data[name]}
         return data
 
+    def secret_values(self) -> list[str]:
+        """The secret parameters' values (longest first), to scrub from any text."""
+        values = {
+            str(v) for name in self.SECRET_FIELDS for v in (getattr(self, name) or {}).values()
+        }
+        return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
+
     def summary(self) -> str:
         """Ganeti's job summary: the OP_ID without ``OP_``, plus the described field."""
         name = self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
@@ -99,6 +106,25 @@ class OpCode(BaseModel):
                     value = ",".join(map(str, value))
                 return f"{name}({value})"
         return name
+
+
+def scrub(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every secret inside its strings replaced by ``<redacted>``.
+
+    A script's output (a ``verify`` refusing a value, say) may quote a secret;
+    what the job keeps, and so writes to disk, must not.
+    """
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list | tuple):
+        return [scrub(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {key: scrub(item, secrets) for key, item in value.items()}
+    return value
 
 
 def registry() -> dict[str, type[OpCode]]:

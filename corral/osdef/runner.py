@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 from corral import constants as C
@@ -37,13 +38,46 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+# A line longer than this is written out in pieces (a secret split across the
+# cut would escape the scrubbing; scripts do not print such lines).
+_MAX_LINE = 1 << 20
+
+
+def _scrub(data: bytes, secrets: list[bytes]) -> bytes:
+    for secret in secrets:
+        data = data.replace(secret, b"<redacted>")
+    return data
+
+
+async def _copy_output(stream: asyncio.StreamReader, fd: int, secrets: list[bytes]) -> None:
+    """Copy the script's output to its log, line by line, secrets replaced."""
+    carry = b""
+    while chunk := await stream.read(65536):
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < _MAX_LINE:
+            carry = data
+            continue
+        cut = cut or len(data)
+        os.write(fd, _scrub(data[:cut], secrets))
+        carry = data[cut:]
+    if carry:
+        os.write(fd, _scrub(carry, secrets))
+
+
 async def run_script(
-    osdef: OSDefinition, script: str, args: list[str], env: dict[str, str], log_path: Path
+    osdef: OSDefinition,
+    script: str,
+    args: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    secrets: Sequence[str] = (),
 ) -> tuple[int, str]:
     """Run ``script`` of the OS; returns ``(exit code, tail of its log)``.
 
     The environment is exactly ``env`` (which holds PATH); nothing of noded's
-    own environment leaks in.
+    own environment leaks in.  ``secrets`` are values that must not reach the
+    log even if the script prints them.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -53,8 +87,8 @@ async def run_script(
                 str(osdef.script(script)),
                 *args,
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
                 env=env,
                 cwd=str(osdef.path),
                 start_new_session=True,
@@ -63,12 +97,14 @@ async def run_script(
         except OSError as err:
             os.write(fd, f"Cannot execute {osdef.script(script)}: {err}\n".encode())
             return 127, tail(log_path)
+        assert proc.stdout is not None
+        try:
+            await _copy_output(proc.stdout, fd, [s.encode() for s in secrets if s])
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            _kill_group(proc)
+            await proc.wait()
+            raise
     finally:
         os.close(fd)
-    try:
-        code = await proc.wait()
-    except asyncio.CancelledError:
-        _kill_group(proc)
-        await proc.wait()
-        raise
     return code, tail(log_path) if code != 0 else ""

@@ -73,13 +73,13 @@ _OS_TABLE = (
     RpcCall(
         "os_validate",
         C.RPC_TMO_FAST,
-        ("os_name", "osparams", "debug"),
+        ("os_name", "osparams", "debug", "secret_names"),
         "Check OS parameters against parameters.list and the verify script",
     ),
     RpcCall(
         "instance_os_add",
         C.RPC_TMO_SLOW,
-        ("inst", "osparams", "reinstall", "debug"),
+        ("inst", "osparams", "reinstall", "debug", "secret_names"),
         "Run the OS create script",
     ),
     RpcCall(

@@ -171,3 +171,34 @@ def test_nothing_holds_the_secret_after_the_daemons_stopped(setup: Setup) -> Non
     setup.cl.stop()
     assert files_holding(setup.cl.paths.root, setup.secret) == []
     assert files_holding(setup.cl.paths.log_dir, setup.private) == []
+
+
+def test_a_script_quoting_the_secret_does_not_put_it_on_disk(tmp_path: Path) -> None:
+    """A verify script that refuses a secret and echoes it: the user sees the
+    refusal with the value redacted, and the value is still in no file."""
+    secret = f"S3CR3T-{secrets.token_hex(12)}"
+    with running_cluster(tmp_path) as cl:
+        make_os(
+            cl.paths,
+            "quoting",
+            parameters={"token": "a secret"},
+            scripts={"verify": '#!/bin/sh\necho "refused token $OSP_TOKEN" >&2\nexit 1\n'},
+        )
+        result = cl.gnt(
+            "instance",
+            "add",
+            "-t",
+            "diskless",
+            "-o",
+            "quoting+default",
+            "--no-start",
+            "--os-parameters-secret",
+            f"token={secret}",
+            "--no-name-check",
+            "--no-ip-check",
+            "quoted.example.com",
+        )
+        assert result.rc == 1
+        assert f"refused token {REDACTED}" in result.stderr
+        assert secret not in result.stderr
+        assert files_holding(cl.paths.root, secret) == []

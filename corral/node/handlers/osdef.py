@@ -35,6 +35,11 @@ def local_disks(ctx: NodeContext, inst: dict[str, Any]) -> dict[str, Any]:
     return {**inst, "disks": disks}
 
 
+def _secrets(osparams: dict[str, Any], names: list[str]) -> list[str]:
+    """The values of the secret parameters: kept out of the script logs."""
+    return [str(osparams[name]) for name in names if name in osparams]
+
+
 def _failure(kind: str, code: int, log_path: Path, tail: str) -> errors.OpExecError:
     return errors.OpExecError(
         f"OS {kind} script failed (exit code {code}), last lines in the log file"
@@ -49,7 +54,9 @@ async def os_diagnose(ctx: NodeContext) -> list[dict[str, Any]]:
 
 
 @rpc_handler("os_validate")
-async def os_validate(ctx: NodeContext, os_name: str, osparams: dict[str, Any], debug: int) -> bool:
+async def os_validate(
+    ctx: NodeContext, os_name: str, osparams: dict[str, Any], debug: int, secret_names: list[str]
+) -> bool:
     """Refuse undeclared parameters, then run ``verify parameters``."""
     osdef = _os(ctx, os_name)
     if osdef.api_version < 20:
@@ -63,7 +70,9 @@ async def os_validate(ctx: NodeContext, os_name: str, osparams: dict[str, Any], 
         )
     env = os_core_env(osdef, os_name, osparams, debug)
     path = log_file(ctx.paths.log_dir, "verify", osdef.name, "parameters")
-    code, tail = await run_script(osdef, "verify", ["parameters"], env, path)
+    code, tail = await run_script(
+        osdef, "verify", ["parameters"], env, path, _secrets(osparams, secret_names)
+    )
     if code != 0:
         raise errors.OpExecError(
             f"OS '{osdef.name}' refused the parameters (verify exit code {code}):\n{tail}"
@@ -73,7 +82,12 @@ async def os_validate(ctx: NodeContext, os_name: str, osparams: dict[str, Any], 
 
 @rpc_handler("instance_os_add")
 async def instance_os_add(
-    ctx: NodeContext, inst: dict[str, Any], osparams: dict[str, Any], reinstall: bool, debug: int
+    ctx: NodeContext,
+    inst: dict[str, Any],
+    osparams: dict[str, Any],
+    reinstall: bool,
+    debug: int,
+    secret_names: list[str],
 ) -> bool:
     """Run the OS ``create`` script for an instance (a reinstall when asked)."""
     osdef = _os(ctx, inst["os"])
@@ -82,7 +96,7 @@ async def instance_os_add(
         env["INSTANCE_REINSTALL"] = "1"
     kind = "add"
     path = log_file(ctx.paths.log_dir, kind, osdef.name, inst["name"])
-    code, tail = await run_script(osdef, "create", [], env, path)
+    code, tail = await run_script(osdef, "create", [], env, path, _secrets(osparams, secret_names))
     if code != 0:
         raise _failure("create", code, path, tail)
     return True
