@@ -67,8 +67,8 @@ def _nicp(key: str) -> Any:
     return _nics(lambda r, n: filled_nicparams(r.cluster, n)[key])
 
 
-def _fields() -> list[Field]:
-    live = (LIVE,)
+def _config_fields() -> list[Field]:
+    """Name, OS, nodes, desired state, hypervisor."""
     return [
         Field("name", "Instance", C.QFT_TEXT, "Instance name", lambda r: r.obj.name),
         Field("os", "OS", C.QFT_TEXT, "Operating system", lambda r: r.obj.os),
@@ -112,6 +112,13 @@ def _fields() -> list[Field]:
             "Instance network port",
             lambda r: r.obj.network_port,
         ),
+    ]
+
+
+def _state_fields() -> list[Field]:
+    """What the hypervisor reports (these need the nodes)."""
+    live = (LIVE,)
+    return [
         Field("status", "Status", C.QFT_TEXT, "Instance status", status, live),
         Field(
             "oper_state",
@@ -137,6 +144,12 @@ def _fields() -> list[Field]:
             _live("vcpus"),
             live,
         ),
+    ]
+
+
+def _param_fields() -> list[Field]:
+    """Backend, hypervisor and OS parameters."""
+    return [
         Field(
             "beparams",
             "BackendParameters",
@@ -185,6 +198,12 @@ def _fields() -> list[Field]:
             _be("always_failover"),
         ),
         Field("be/spindle_use", "SpindleUse", C.QFT_NUMBER, "Spindle use", _be("spindle_use")),
+    ]
+
+
+def _nic_fields() -> list[Field]:
+    """Network interfaces."""
+    return [
         Field(
             "nic.count",
             "NICs",
@@ -254,6 +273,12 @@ def _fields() -> list[Field]:
                 )
             ),
         ),
+    ]
+
+
+def _disk_fields() -> list[Field]:
+    """Disks."""
+    return [
         Field("disk.count", "Disks", C.QFT_NUMBER, "Number of disks", lambda r: len(r.obj.disks)),
         Field(
             "disk.sizes",
@@ -283,6 +308,16 @@ def _fields() -> list[Field]:
             "Total disk space used by instance on each of its nodes",
             lambda r: sum(d.size for d in r.obj.disks),
         ),
+    ]
+
+
+def _fields() -> list[Field]:
+    return [
+        *_config_fields(),
+        *_state_fields(),
+        *_param_fields(),
+        *_nic_fields(),
+        *_disk_fields(),
         *_indexed_fields(),
         *object_fields(),
     ]
