@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything Corral needs on a fresh Debian machine: system packages,
 # a virtualenv in .venv and the Python packages.  Safe to run again.
+# With --tests, also what the test suite needs: the Debian Python modules that
+# Ganeti 3.0.2's own tools import (the conformance suite runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +10,14 @@ need_pkgs=()
 command -v python3 >/dev/null || need_pkgs+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+if [[ ${1:-} == --tests ]]; then
+  command -v unshare >/dev/null || need_pkgs+=(util-linux)
+  [[ -x /usr/bin/python3 ]] || need_pkgs+=(python3)
+  ganeti_deps=(python3-simplejson python3-pyparsing python3-openssl python3-pyinotify
+               python3-pycurl python3-paramiko python3-bitarray python3-psutil)
+  /usr/bin/python3 -c 'import simplejson, pyparsing, OpenSSL, pyinotify, pycurl, paramiko, bitarray, psutil' \
+    2>/dev/null || need_pkgs+=("${ganeti_deps[@]}")
+fi
 if ((${#need_pkgs[@]})); then
   SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
   echo "Installing Debian packages: ${need_pkgs[*]}"

@@ -2,5 +2,5 @@
 # Set up (if needed), then run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 exec .venv/bin/python -m pytest "$@"

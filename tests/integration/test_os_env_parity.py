@@ -2,7 +2,7 @@
 their environment, driven through an instance's life (add, shutdown, rename,
 reinstall, startup, shutdown, remove) by the real commands, and compared with
 what a real Ganeti 3.0.2 cluster gave the same scripts
-(``../shared/reference/ganeti-3.0.2-env``).
+(``tests/data/ganeti-3.0.2-env``, copied from the project's shared reference).
 
 Variable names must match exactly; values must match too, except UUIDs, MACs
 and timestamps (random) and paths, which live below the test's root.  The
@@ -23,7 +23,7 @@ from tests.helpers.cluster import Result, TestCluster, new_root
 from tests.helpers.noded import REPO_ROOT
 from tests.helpers.osdef import make_os
 
-REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "ganeti-3.0.2-env"
+REFERENCE = REPO_ROOT / "tests" / "data" / "ganeti-3.0.2-env"
 
 CLUSTER = "cluster1.ganeti.test"
 NODE = "node1.ganeti.test"
@@ -66,7 +66,6 @@ UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 # Values that are paths: below the test root here, below / in the reference.
 ROOTED = {"DISK_0_PATH", "PWD", "GANETI_DATA_DIR"}
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason=f"no reference in {REFERENCE}")
 
 
 def dump_script(dumps: Path, kind: str, extra: str = "") -> str:
