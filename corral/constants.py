@@ -46,6 +46,8 @@ OP_PRIO_HIGHEST: Final = -20
 OP_PRIO_LOW: Final = 10
 OP_PRIO_NORMAL: Final = 0
 OP_PRIO_HIGH: Final = -10
+# The priorities a job may be submitted with (any in the range after a change).
+OP_PRIO_SUBMIT_VALID: Final = frozenset({OP_PRIO_LOW, OP_PRIO_NORMAL, OP_PRIO_HIGH})
 PRIORITY_NAMES: Final = {"low": OP_PRIO_LOW, "normal": OP_PRIO_NORMAL, "high": OP_PRIO_HIGH}
 
 # Job log entry types.

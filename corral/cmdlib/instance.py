@@ -126,7 +126,7 @@ class LUInstanceRename(InstanceLU):
             node.uuid,
             node.primary_ip,
             "instance_run_rename",
-            [self.descriptor(inst), old_name, osparams, self.op.debug_level],
+            [self.descriptor(inst), old_name, osparams, self.op.debug_level or 0],
         )
         if res.fail_msg:
             self.warn(

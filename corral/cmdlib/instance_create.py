@@ -130,7 +130,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         op = self.op
         if op.mode != "create":
             raise errors.OpPrereqError(
-                f"Instance creation mode '{op.mode}' is not supported yet; only 'create'",
+                f"Instance creation mode '{op.mode}' is not supported by Corral yet;"
+                " only 'create'",
                 C.ECODE_INVAL,
             )
         check_hostname_syntax(op.instance_name)
@@ -142,7 +143,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             raise errors.OpPrereqError(
                 "No OS given (-o); an OS is needed unless --no-install", C.ECODE_INVAL
             )
-        self.disk_specs = parse_disks(op.disks, op.disk_template)
+        # As Ganeti: without a template, the cluster's first enabled one.
+        self.disk_template = op.disk_template or self.cfg.cluster.enabled_disk_templates[0]
+        self.disk_specs = parse_disks(op.disks, self.disk_template)
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
         self.beparams = P.check_beparams(op.beparams)
         for tag in op.tags:
@@ -150,9 +153,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
 
     def expand_names(self) -> None:
         cluster = self.cfg.cluster
-        if self.op.disk_template not in cluster.enabled_disk_templates:
+        if self.disk_template not in cluster.enabled_disk_templates:
             raise errors.OpPrereqError(
-                f"Disk template '{self.op.disk_template}' is not enabled in the cluster"
+                f"Disk template '{self.disk_template}' is not enabled in the cluster"
                 f" (enabled: {', '.join(cluster.enabled_disk_templates)})",
                 C.ECODE_STATE,
             )
@@ -242,10 +245,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 size=d["size"],
                 mode=d["mode"],
                 name=d["name"],
-                dev_type=self.op.disk_template,
+                dev_type=self.disk_template,
                 iv_name=f"disk/{idx}",
                 logical_id=[self.op.file_driver or "loop", U.file_disk_path(cluster, name, idx)]
-                if self.op.disk_template == "file"
+                if self.disk_template == "file"
                 else [],
             )
             for idx, d in enumerate(self.disk_specs)
@@ -258,8 +261,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             hvparams=self.hvparams,
             beparams=self.beparams,
             osparams=dict(self.op.osparams),
-            osparams_private=dict(self.op.osparams_private),
-            disk_template=self.op.disk_template,
+            osparams_private=dict(self.op.osparams_private or {}),
+            disk_template=self.disk_template,
             disks=disks,
             nics=nics,
             admin_state="up" if self.op.start else "down",
@@ -288,15 +291,15 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             )
         info = await U.node_os_info(self, self.pnode, op.os_type)
         U.check_variant(op.os_type, info, op.force_variant)
-        given = [*op.osparams, *op.osparams_private, *op.osparams_secret]
-        U.check_params_declared(op.os_type, info, given)
+        private, secret = op.osparams_private or {}, op.osparams_secret or {}
+        U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
         self.osparams = U.merged_osparams(
-            self.cfg.cluster, op.os_type, op.osparams, op.osparams_private, op.osparams_secret
+            self.cfg.cluster, op.os_type, op.osparams, private, secret
         )
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
             await U.verify_osparams(
-                self, [self.pnode], op.os_type, self.osparams, list(op.osparams_secret)
+                self, [self.pnode], op.os_type, self.osparams, list(secret)
             )
 
     def build_hooks_env(self) -> dict[str, Any]:
@@ -326,8 +329,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                         U.instance_descriptor(self.cfg, inst),
                         self.osparams,
                         False,
-                        self.op.debug_level,
-                        list(self.op.osparams_secret),
+                        self.op.debug_level or 0,
+                        list(self.op.osparams_secret or {}),
                     ],
                     "Could not add os for instance",
                 )

@@ -182,7 +182,7 @@ class LUInstanceReinstall(InstanceLU):
                 self.descriptor(inst),
                 self.osparams,
                 True,
-                self.op.debug_level,
+                self.op.debug_level or 0,
                 list(self.op.osparams_secret or {}),
             ],
             "Could not install OS for instance",

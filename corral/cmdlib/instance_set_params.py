@@ -32,7 +32,10 @@ def normalize_mods(mods: list[list[Any]], what: str) -> list[tuple[str, int, dic
         else:
             raise errors.OpPrereqError(f"Invalid {what} modification {mod!r}", C.ECODE_INVAL)
         if action not in (ADD, REMOVE, MODIFY):
-            raise errors.OpPrereqError(f"Invalid {what} operation '{action}'", C.ECODE_INVAL)
+            # attach and detach (of disks kept outside any instance)
+            raise errors.OpPrereqError(
+                f"The {what} operation '{action}' is not supported by Corral yet", C.ECODE_INVAL
+            )
         try:
             index = int(index)
         except (TypeError, ValueError):
@@ -68,14 +71,12 @@ class LUInstanceSetParams(InstanceLU):
             or op.beparams
             or op.hvparams
             or op.os_name
-            or op.osparams is not None
+            or op.osparams
             or op.osparams_private is not None
             or op.offline is not None
             or op.runtime_mem is not None
         ):
             raise errors.OpPrereqError("No changes submitted", C.ECODE_INVAL)
-        if op.disk_template and op.disk_template != "":
-            raise errors.OpPrereqError("Disk template conversion is not supported", C.ECODE_INVAL)
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -120,7 +121,7 @@ class LUInstanceSetParams(InstanceLU):
                 )
             new.os = op.os_name
             self.changes.append(["os", op.os_name])
-        if op.osparams is not None:
+        if op.osparams:
             new.osparams = P.apply_changes(new.osparams, op.osparams)
             self.changes += [[f"os/{k}", v] for k, v in op.osparams.items()]
         if op.osparams_private is not None:

@@ -229,7 +229,7 @@ async def verify_osparams(
     """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal."""
     targets = [(n.uuid, n.primary_ip) for n in nodes]
     results = await lu.master.rpc.call(
-        targets, "os_validate", [os_name, osparams, lu.op.debug_level, secret_names or []]
+        targets, "os_validate", [os_name, osparams, lu.op.debug_level or 0, secret_names or []]
     )
     for node in nodes:
         res = results[node.uuid]

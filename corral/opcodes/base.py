@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from corral import constants as C
 from corral import errors
+from corral.opcodes.types import NOT_BUILT_KEY, NonNegInt, SubmitPriority, same_value
 
 OP_ID_KEY = "OP_ID"
 REDACTED = "<redacted>"
@@ -21,21 +22,29 @@ _REGISTRY: dict[str, type[OpCode]] = {}
 
 
 class OpCode(BaseModel):
-    """Base of every opcode; carries Ganeti's common fields."""
+    """Base of every opcode; carries Ganeti's common fields.
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=False)
+    Every field is Ganeti 3.0.2's, with its type and default; ``null`` means
+    "not given" for any field that has a default (``from_dict``).
+    """
+
+    # NaN and infinities are not JSON (Ganeti's parsers refuse them).
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=False, allow_inf_nan=False)
 
     OP_ID: ClassVar[str] = ""
-    # Field shown in parentheses in the job summary, as Ganeti's OP_DSC_FIELD.
+    # Field shown in parentheses in the job summary (Ganeti's opSummaryVal).
     OP_DSC_FIELD: ClassVar[str | None] = None
     # Fields never written to disk: stripped before the job is stored.
     SECRET_FIELDS: ClassVar[tuple[str, ...]] = ()
     # Fields stored but shown as <redacted>.
     PRIVATE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    # Fields Corral does not implement yet, with the values it accepts for them
+    # (collected from the ``not_built`` declarations).
+    NOT_BUILT: ClassVar[dict[str, list[Any]]] = {}
 
-    dry_run: bool = False
-    debug_level: int = Field(default=0, ge=0)
-    priority: int = Field(default=C.OP_PRIO_NORMAL, ge=C.OP_PRIO_HIGHEST, le=C.OP_PRIO_LOWEST)
+    dry_run: bool | None = None
+    debug_level: NonNegInt | None = None
+    priority: SubmitPriority = C.OP_PRIO_NORMAL
     depends: list[list[Any]] | None = None
     comment: str | None = None
     reason: list[list[Any]] = Field(default_factory=list)
@@ -46,6 +55,16 @@ class OpCode(BaseModel):
             if cls.OP_ID in _REGISTRY:
                 raise errors.ProgrammerError(f"Duplicate opcode {cls.OP_ID}")
             _REGISTRY[cls.OP_ID] = cls
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        not_built: dict[str, list[Any]] = {}
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and NOT_BUILT_KEY in extra:
+                not_built[name] = list(extra[NOT_BUILT_KEY])  # type: ignore[arg-type]
+        cls.NOT_BUILT = not_built
 
     @field_validator("depends")
     @classmethod
@@ -74,11 +93,23 @@ class OpCode(BaseModel):
                 raise ValueError(f"reason entries are [source, text, timestamp]; got {entry!r}")
         return value
 
+    def check_not_built(self) -> None:
+        """Refuse a value asking for something Corral does not implement yet."""
+        for name, accepted in self.NOT_BUILT.items():
+            value = getattr(self, name)
+            if value is not None and not any(same_value(value, ok) for ok in accepted):
+                raise errors.OpPrereqError(
+                    f"Parameter '{name}' of {self.OP_ID} is not supported by Corral yet;"
+                    f" leave it unset (got {value!r})",
+                    C.ECODE_INVAL,
+                )
+
     # Wire form
     def to_dict(self, *, redact_private: bool = False, keep_secret: bool = True) -> dict[str, Any]:
         """Ganeti's dict form; optionally without secrets or with private values hidden."""
         data: dict[str, Any] = {OP_ID_KEY: self.OP_ID}
-        data.update(self.model_dump())
+        # As luxid stores opcodes: fields without a value are left out.
+        data.update(self.model_dump(exclude_none=True))
         if not keep_secret:
             for name in self.SECRET_FIELDS:
                 if data.get(name):
@@ -96,16 +127,19 @@ class OpCode(BaseModel):
         }
         return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
 
-    def summary(self) -> str:
-        """Ganeti's job summary: the OP_ID without ``OP_``, plus the described field."""
-        name = self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
+    def summary_value(self) -> str | None:
+        """The text in parentheses of the job summary, if any."""
         if self.OP_DSC_FIELD:
             value = getattr(self, self.OP_DSC_FIELD, None)
             if value is not None:
-                if isinstance(value, list):
-                    value = ",".join(map(str, value))
-                return f"{name}({value})"
-        return name
+                return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        return None
+
+    def summary(self) -> str:
+        """luxid's job summary: the OP_ID without ``OP_``, plus the described value."""
+        name = self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
+        value = self.summary_value()
+        return name if value is None else f"{name}({value})"
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:
@@ -141,15 +175,36 @@ def from_dict(data: Any) -> OpCode:
         )
     op_id = data.get(OP_ID_KEY)
     cls = _REGISTRY.get(op_id) if isinstance(op_id, str) else None
-    if cls is None:
+    if cls is None or not isinstance(op_id, str):
         raise errors.OpCodeUnknown(f"Unknown opcode {op_id!r}")
-    fields = {k: v for k, v in data.items() if k != OP_ID_KEY}
     try:
-        return cls.model_validate(fields)
+        op = cls.model_validate(_given_fields(cls, op_id, data))
     except ValidationError as err:
         raise errors.OpPrereqError(
             f"Invalid {op_id}: {describe_validation_error(err)}", C.ECODE_INVAL
         ) from None
+    op.check_not_built()
+    return op
+
+
+def _given_fields(cls: type[OpCode], op_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that carry a value: null means "not given" (as in
+    Ganeti, whose luxid reads a null optional field as a missing one), except
+    for a required field, where it is an error."""
+    given: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == OP_ID_KEY:
+            continue
+        if value is None:
+            info = cls.model_fields.get(key)
+            if info is not None:
+                if info.is_required():
+                    raise errors.OpPrereqError(
+                        f"Invalid {op_id}: parameter '{key}' is required, got null", C.ECODE_INVAL
+                    )
+                continue
+        given[key] = value
+    return given
 
 
 def describe_validation_error(err: ValidationError) -> str:

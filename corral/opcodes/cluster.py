@@ -1,12 +1,27 @@
-"""Cluster-wide opcodes."""
+"""Cluster-wide opcodes (Ganeti 3.0.2's fields, types and defaults)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from pydantic import Field
 
 from corral.opcodes.base import OpCode
+from corral.opcodes.types import (
+    DiskTemplate,
+    Hypervisor,
+    IntPair,
+    NestedParams,
+    NicParams,
+    NonEmptyStr,
+    NonNegInt,
+    Params,
+    PositiveInt,
+    VerifyErrorCode,
+    VerifySkipCheck,
+    not_built,
+)
+
+# ``[["add" | "remove", os_name], ...]`` (Ganeti also names attach/detach here).
+OsListChanges = list[list[NonEmptyStr]]
 
 
 class OpClusterPostInit(OpCode):
@@ -30,7 +45,7 @@ class OpClusterQuery(OpCode):
 class _VerifyOptions(OpCode):
     debug_simulate_errors: bool = False
     error_codes: bool = False
-    ignore_errors: list[str] = Field(default_factory=list)
+    ignore_errors: list[VerifyErrorCode] = Field(default_factory=list)
     verbose: bool = False
 
 
@@ -39,8 +54,8 @@ class OpClusterVerify(_VerifyOptions):
 
     OP_ID = "OP_CLUSTER_VERIFY"
 
-    skip_checks: list[str] = Field(default_factory=list)
-    group_name: str | None = None
+    skip_checks: list[VerifySkipCheck] = Field(default_factory=list)
+    group_name: NonEmptyStr | None = None
     verify_clutter: bool = False
 
 
@@ -56,8 +71,8 @@ class OpClusterVerifyGroup(_VerifyOptions):
     OP_ID = "OP_CLUSTER_VERIFY_GROUP"
     OP_DSC_FIELD = "group_name"
 
-    group_name: str
-    skip_checks: list[str] = Field(default_factory=list)
+    group_name: NonEmptyStr
+    skip_checks: list[VerifySkipCheck] = Field(default_factory=list)
     verify_clutter: bool = False
 
 
@@ -68,23 +83,46 @@ class OpClusterSetParams(OpCode):
     PRIVATE_FIELDS = ("osparams_private_cluster",)
 
     force: bool = False
-    max_running_jobs: int | None = Field(default=None, ge=1)
-    max_tracked_jobs: int | None = Field(default=None, ge=1)
-    candidate_pool_size: int | None = Field(default=None, ge=1)
-    mac_prefix: str | None = None
-    master_netdev: str | None = None
-    master_netmask: int | None = Field(default=None, ge=0, le=128)
-    enabled_hypervisors: list[str] | None = None
-    enabled_disk_templates: list[str] | None = None
-    hvparams: dict[str, dict[str, Any]] | None = None
-    beparams: dict[str, Any] | None = None
-    nicparams: dict[str, Any] | None = None
-    ndparams: dict[str, Any] | None = None
-    file_storage_dir: str | None = None
-    modify_etc_hosts: bool | None = None
+    hv_state: Params | None = not_built(None, {})
+    disk_state: Params | None = not_built(None, {})
+    vg_name: str | None = not_built()
+    enabled_hypervisors: list[Hypervisor] | None = None
+    hvparams: NestedParams | None = None
+    beparams: Params | None = None
+    os_hvp: NestedParams | None = not_built(None, {})
+    osparams: NestedParams | None = None
+    osparams_private_cluster: NestedParams | None = None
+    diskparams: dict[DiskTemplate, Params] | None = not_built(None, {})
+    candidate_pool_size: PositiveInt | None = None
+    max_running_jobs: PositiveInt | None = None
+    max_tracked_jobs: PositiveInt | None = None
+    uid_pool: list[IntPair] | None = not_built()
+    add_uids: list[IntPair] | None = not_built()
+    remove_uids: list[IntPair] | None = not_built()
     maintain_node_health: bool | None = None
+    prealloc_wipe_disks: bool | None = not_built()
+    nicparams: NicParams | None = None
+    ndparams: Params | None = None
+    ipolicy: Params | None = None
+    drbd_helper: str | None = not_built()
     default_iallocator: str | None = None
-    hidden_os: list[list[str]] | None = None
-    blacklisted_os: list[list[str]] | None = None
-    osparams: dict[str, dict[str, Any]] | None = None
-    osparams_private_cluster: dict[str, dict[str, Any]] | None = None
+    default_iallocator_params: Params | None = not_built(None, {})
+    mac_prefix: NonEmptyStr | None = None
+    master_netdev: str | None = None
+    master_netmask: NonNegInt | None = None
+    reserved_lvs: list[NonEmptyStr] | None = not_built()
+    hidden_os: OsListChanges | None = None
+    blacklisted_os: OsListChanges | None = None
+    use_external_mip_script: bool | None = not_built()
+    enabled_disk_templates: list[DiskTemplate] | None = None
+    modify_etc_hosts: bool | None = None
+    file_storage_dir: str | None = None
+    shared_file_storage_dir: str | None = not_built()
+    gluster_storage_dir: str | None = not_built()
+    install_image: str | None = not_built()
+    instance_communication_network: str | None = not_built()
+    zeroing_image: str | None = not_built()
+    compression_tools: list[NonEmptyStr] | None = not_built()
+    enabled_user_shutdown: bool | None = not_built()
+    enabled_data_collectors: dict[str, bool] | None = not_built(None, {})
+    data_collector_interval: dict[str, int] | None = not_built(None, {})

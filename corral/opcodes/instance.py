@@ -1,21 +1,33 @@
-"""Instance opcodes (Ganeti's field names and defaults)."""
+"""Instance opcodes (Ganeti 3.0.2's fields, types and defaults)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from corral.opcodes.base import OpCode
-
-Params = dict[str, Any]
+from corral.opcodes.types import (
+    DiskMods,
+    DiskParams,
+    DiskTemplate,
+    FileDriver,
+    Hypervisor,
+    NicMods,
+    NicParams,
+    NonEmptyStr,
+    NonNegInt,
+    Params,
+    PositiveInt,
+    not_built,
+)
 
 
 class _InstanceOp(OpCode):
-    OP_DSC_FIELD = "instance_name"
+    OP_DSC_FIELD: ClassVar[str | None] = "instance_name"
 
-    instance_name: str = Field(min_length=1)
-    instance_uuid: str | None = None
+    instance_name: str
+    instance_uuid: NonEmptyStr | None = None
 
 
 class OpInstanceCreate(OpCode):
@@ -24,56 +36,56 @@ class OpInstanceCreate(OpCode):
     SECRET_FIELDS = ("osparams_secret",)
     PRIVATE_FIELDS = ("osparams_private",)
 
-    instance_name: str = Field(min_length=1)
-    mode: Literal["create", "import", "remote-import"] = "create"
-    os_type: str | None = None
+    instance_name: str
     force_variant: bool = False
-    disk_template: str
-    disks: list[Params] = Field(default_factory=list)
-    nics: list[Params] = Field(default_factory=list)
-    beparams: Params = Field(default_factory=dict)
-    hvparams: Params = Field(default_factory=dict)
-    hypervisor: str | None = None
-    osparams: Params = Field(default_factory=dict)
-    osparams_private: Params = Field(default_factory=dict)
-    osparams_secret: Params = Field(default_factory=dict)
-    pnode: str | None = None
-    pnode_uuid: str | None = None
-    snode: str | None = None
-    snode_uuid: str | None = None
-    group_name: str | None = None
-    iallocator: str | None = None
+    wait_for_sync: bool = not_built(True)
     name_check: bool = True
+    ignore_ipolicy: bool = False
+    opportunistic_locking: bool = not_built(False)
+    beparams: Params = Field(default_factory=dict)
+    disks: list[DiskParams]
+    disk_template: DiskTemplate | None = None
+    group_name: NonEmptyStr | None = not_built()
+    file_driver: FileDriver | None = None
+    file_storage_dir: NonEmptyStr | None = not_built()
+    hvparams: Params = Field(default_factory=dict)
+    hypervisor: Hypervisor | None = None
+    iallocator: NonEmptyStr | None = not_built()
+    identify_defaults: bool = not_built(False)
     ip_check: bool = True
     conflicts_check: bool = True
-    no_install: bool = False
+    mode: Literal["import", "create", "remote-import"]
+    nics: list[NicParams]
+    no_install: bool | None = None
+    osparams: Params = Field(default_factory=dict)
+    osparams_private: Params | None = None
+    osparams_secret: Params | None = None
+    os_type: NonEmptyStr | None = None
+    pnode: NonEmptyStr | None = None
+    pnode_uuid: NonEmptyStr | None = None
+    snode: NonEmptyStr | None = not_built()
+    snode_uuid: NonEmptyStr | None = not_built()
+    source_handshake: list[Any] | None = not_built()
+    source_instance_name: NonEmptyStr | None = not_built()
+    source_shutdown_timeout: NonNegInt = not_built(120)
+    source_x509_ca: NonEmptyStr | None = not_built()
+    src_node: NonEmptyStr | None = not_built()
+    src_node_uuid: NonEmptyStr | None = not_built()
+    src_path: NonEmptyStr | None = not_built()
+    compress: str = not_built("none")
     start: bool = True
-    wait_for_sync: bool = True
-    ignore_ipolicy: bool = False
-    opportunistic_locking: bool = False
-    identify_defaults: bool = False
-    file_driver: str | None = None
-    file_storage_dir: str | None = None
-    src_node: str | None = None
-    src_node_uuid: str | None = None
-    src_path: str | None = None
-    source_handshake: list[Any] | None = None
-    source_instance_name: str | None = None
-    source_shutdown_timeout: int = 120
-    source_x509_ca: str | None = None
-    compress: str = "none"
-    forthcoming: bool = False
-    commit: bool = False
-    tags: list[str] = Field(default_factory=list)
-    instance_communication: bool = False
-    helper_startup_timeout: int | None = None
-    helper_shutdown_timeout: int | None = None
+    forthcoming: bool = not_built(False)
+    commit: bool = not_built(False)
+    tags: list[NonEmptyStr] = Field(default_factory=list)
+    instance_communication: bool = not_built(False)
+    helper_startup_timeout: int | None = not_built()
+    helper_shutdown_timeout: int | None = not_built()
 
 
 class OpInstanceRemove(_InstanceOp):
     OP_ID = "OP_INSTANCE_REMOVE"
 
-    shutdown_timeout: int = Field(default=120, ge=0)
+    shutdown_timeout: NonNegInt = 120
     ignore_failures: bool = False
 
 
@@ -86,7 +98,7 @@ class OpInstanceStartup(_InstanceOp):
     beparams: Params = Field(default_factory=dict)
     no_remember: bool = False
     startup_paused: bool = False
-    shutdown_timeout: int = Field(default=120, ge=0)
+    shutdown_timeout: NonNegInt = 120
 
 
 class OpInstanceShutdown(_InstanceOp):
@@ -94,18 +106,17 @@ class OpInstanceShutdown(_InstanceOp):
 
     force: bool = False
     ignore_offline_nodes: bool = False
-    timeout: int = Field(default=120, ge=0)
-    shutdown_timeout: int | None = None
+    timeout: NonNegInt = 120
     no_remember: bool = False
-    admin_state_source: str | None = None
+    admin_state_source: Literal["admin", "user"] | None = None
 
 
 class OpInstanceReboot(_InstanceOp):
     OP_ID = "OP_INSTANCE_REBOOT"
 
-    shutdown_timeout: int = Field(default=120, ge=0)
+    shutdown_timeout: NonNegInt = 120
     ignore_secondaries: bool = False
-    reboot_type: Literal["soft", "hard", "full"] = "hard"
+    reboot_type: Literal["soft", "full", "hard"]
 
 
 class OpInstanceReinstall(_InstanceOp):
@@ -114,7 +125,7 @@ class OpInstanceReinstall(_InstanceOp):
     PRIVATE_FIELDS = ("osparams_private",)
 
     force_variant: bool = False
-    os_type: str | None = None
+    os_type: NonEmptyStr | None = None
     osparams: Params | None = None
     osparams_private: Params | None = None
     osparams_secret: Params | None = None
@@ -122,10 +133,12 @@ class OpInstanceReinstall(_InstanceOp):
 
 class OpInstanceRename(_InstanceOp):
     OP_ID = "OP_INSTANCE_RENAME"
+    # luxid shows no name in this opcode's summary.
+    OP_DSC_FIELD = None
 
-    new_name: str = Field(min_length=1)
+    new_name: NonEmptyStr
     name_check: bool = True
-    ip_check: bool = False
+    ip_check: bool = True
 
 
 class OpInstanceSetParams(_InstanceOp):
@@ -135,39 +148,44 @@ class OpInstanceSetParams(_InstanceOp):
     force: bool = False
     force_variant: bool = False
     ignore_ipolicy: bool = False
-    nics: list[list[Any]] = Field(default_factory=list)
-    disks: list[list[Any]] = Field(default_factory=list)
+    nics: NicMods = Field(default_factory=list)
+    disks: DiskMods = Field(default_factory=list)
     beparams: Params = Field(default_factory=dict)
-    runtime_mem: int | None = None
+    runtime_mem: PositiveInt | None = None
     hvparams: Params = Field(default_factory=dict)
-    disk_template: str | None = None
-    os_name: str | None = None
-    osparams: Params | None = None
+    disk_template: DiskTemplate | None = not_built()
+    ext_params: Params = not_built({})
+    file_driver: FileDriver | None = not_built()
+    file_storage_dir: NonEmptyStr | None = not_built()
+    pnode: NonEmptyStr | None = not_built()
+    pnode_uuid: NonEmptyStr | None = not_built()
+    remote_node: NonEmptyStr | None = not_built()
+    remote_node_uuid: NonEmptyStr | None = not_built()
+    iallocator: NonEmptyStr | None = not_built()
+    os_name: NonEmptyStr | None = None
+    osparams: Params = Field(default_factory=dict)
     osparams_private: Params | None = None
+    wait_for_sync: bool = not_built(True)
     offline: bool | None = None
     conflicts_check: bool = True
-    hotplug: bool = False
-    wait_for_sync: bool = True
-    pnode: str | None = None
-    remote_node: str | None = None
-    iallocator: str | None = None
-    file_driver: str | None = None
-    file_storage_dir: str | None = None
+    hotplug: bool = not_built(False)
+    hotplug_if_possible: bool = False
+    instance_communication: bool | None = not_built()
 
 
 class OpInstanceGrowDisk(_InstanceOp):
     OP_ID = "OP_INSTANCE_GROW_DISK"
 
-    disk: int = Field(ge=0)
-    amount: int = Field(ge=0)
+    wait_for_sync: bool = not_built(True)
+    disk: NonNegInt = Field(lt=16)
+    amount: NonNegInt
     absolute: bool = False
-    wait_for_sync: bool = True
     ignore_ipolicy: bool = False
 
 
 class OpInstanceQueryData(OpCode):
     OP_ID = "OP_INSTANCE_QUERY_DATA"
 
-    instances: list[str] = Field(default_factory=list)
-    static: bool = False
     use_locking: bool = False
+    instances: list[NonEmptyStr] = Field(default_factory=list)
+    static: bool = False

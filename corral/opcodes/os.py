@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from corral.opcodes.base import OpCode
+from corral.opcodes.types import NonEmptyStr
 
 
 class OpOsDiagnose(OpCode):
@@ -12,5 +13,5 @@ class OpOsDiagnose(OpCode):
 
     OP_ID = "OP_OS_DIAGNOSE"
 
-    output_fields: list[str]
-    names: list[str] = Field(default_factory=list)
+    output_fields: list[NonEmptyStr]
+    names: list[NonEmptyStr] = Field(default_factory=list)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
 from corral.opcodes.base import OpCode
+from corral.opcodes.types import NonEmptyStr, TagKind
 
-TagKind = Literal["cluster", "node", "nodegroup", "instance", "network"]
+# How luxid names the tag kinds in job summaries (Haskell's constructor names).
+_KIND_SUMMARY = {
+    "instance": "TagKindInstance",
+    "node": "TagKindNode",
+    "nodegroup": "TagKindGroup",
+    "cluster": "TagKindCluster",
+    "network": "TagKindNetwork",
+}
 
 
 class OpTagsGet(OpCode):
@@ -18,12 +22,15 @@ class OpTagsGet(OpCode):
     use_locking: bool = False
     name: str | None = None
 
+    def summary_value(self) -> str | None:
+        return _KIND_SUMMARY[self.kind]
+
 
 class OpTagsSearch(OpCode):
     OP_ID = "OP_TAGS_SEARCH"
     OP_DSC_FIELD = "pattern"
 
-    pattern: str = Field(min_length=1)
+    pattern: NonEmptyStr
 
 
 class OpTagsSet(OpCode):

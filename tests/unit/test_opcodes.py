@@ -113,6 +113,8 @@ def test_unknown_op_id_is_op_code_unknown(data: dict[str, Any]) -> None:
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "on_nodes": [1]}, "on_nodes.0"),
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": 20}, "priority"),
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": -21}, "priority"),
+        ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": 1}, "priority"),
+        ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": -20}, "priority"),
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": "high"}, "priority"),
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "debug_level": -1}, "debug_level"),
         ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "dry_run": "no"}, "dry_run"),
@@ -200,7 +202,7 @@ def test_defaults_follow_ganeti() -> None:
     assert isinstance(op, OpTestDelay)
     assert (op.on_master, op.on_nodes, op.on_node_uuids) == (True, [], None)
     assert (op.repeat, op.interruptible, op.no_locks) == (0, False, True)
-    assert (op.dry_run, op.debug_level, op.priority) == (False, 0, C.OP_PRIO_NORMAL)
+    assert (op.dry_run, op.debug_level, op.priority) == (None, None, C.OP_PRIO_NORMAL)
     assert (op.depends, op.comment, op.reason) == (None, None, [])
     jq = from_dict({"OP_ID": "OP_TEST_JQUEUE"})
     assert isinstance(jq, OpTestJqueue)
@@ -253,31 +255,37 @@ def test_to_dict_round_trip(data: dict[str, Any]) -> None:
     assert again.to_dict() == wire
 
 
-def test_to_dict_contains_every_field_with_defaults() -> None:
+def test_to_dict_has_defaults_but_no_nulls() -> None:
+    # As luxid stores an opcode: fields with a default are written, unset
+    # optional ones are left out.
     wire = OpTestDelay(duration=1.0).to_dict()
     assert wire == {
         "OP_ID": "OP_TEST_DELAY",
-        "dry_run": False,
-        "debug_level": 0,
         "priority": 0,
-        "depends": None,
-        "comment": None,
         "reason": [],
         "duration": 1.0,
         "on_master": True,
         "on_nodes": [],
-        "on_node_uuids": None,
         "repeat": 0,
         "interruptible": False,
         "no_locks": True,
     }
 
 
+@pytest.mark.parametrize(
+    "field", ["dry_run", "debug_level", "priority", "depends", "comment", "reason", "on_nodes"]
+)
+def test_null_means_not_given(field: str) -> None:
+    # What Ganeti's own library sends for options left unset.
+    op = from_dict({"OP_ID": "OP_TEST_DELAY", "duration": 1.0, field: None})
+    assert op == OpTestDelay(duration=1.0)
+
+
 @given(
     duration=st.floats(min_value=0, max_value=1e9, allow_nan=False),
     repeat=st.integers(min_value=0, max_value=2**31),
     on_nodes=st.lists(st.text(min_size=1, max_size=10), max_size=4),
-    priority=st.integers(C.OP_PRIO_HIGHEST, C.OP_PRIO_LOWEST),
+    priority=st.sampled_from(sorted(C.OP_PRIO_SUBMIT_VALID)),
     comment=st.none() | st.text(max_size=20),
 )
 def test_test_delay_wire_round_trip(
