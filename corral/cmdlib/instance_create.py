@@ -130,8 +130,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         op = self.op
         if op.mode != "create":
             raise errors.OpPrereqError(
-                f"Instance creation mode '{op.mode}' is not supported by Corral yet;"
-                " only 'create'",
+                f"Instance creation mode '{op.mode}' is not supported by Corral yet; only 'create'",
                 C.ECODE_INVAL,
             )
         check_hostname_syntax(op.instance_name)
@@ -298,9 +297,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         )
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
-            await U.verify_osparams(
-                self, [self.pnode], op.os_type, self.osparams, list(secret)
-            )
+            await U.verify_osparams(self, [self.pnode], op.os_type, self.osparams, list(secret))
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)

@@ -67,7 +67,6 @@ UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 ROOTED = {"DISK_0_PATH", "PWD", "GANETI_DATA_DIR"}
 
 
-
 def dump_script(dumps: Path, kind: str, extra: str = "") -> str:
     """A script that writes its sorted environment (and ``extra``'s output) to
     ``<dumps>/<kind>-<n>.env`` (``.info``), n counting the runs."""
