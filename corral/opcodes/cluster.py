@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 from corral.opcodes.base import OpCode
 from corral.opcodes.types import (
@@ -20,8 +22,18 @@ from corral.opcodes.types import (
     not_built,
 )
 
-# ``[["add" | "remove", os_name], ...]`` (Ganeti also names attach/detach here).
-OsListChanges = list[list[NonEmptyStr]]
+_OS_LIST_ACTIONS = ("add", "remove", "attach", "detach")
+
+
+def _check_os_list_changes(changes: list[list[str]]) -> list[list[str]]:
+    for change in changes:
+        if len(change) != 2 or change[0] not in _OS_LIST_ACTIONS or not change[1]:
+            raise ValueError(f'each change is ["add" or "remove", OS name]; got {change!r}')
+    return changes
+
+
+# ``[["add" | "remove", os_name], ...]`` (Ganeti's type also allows attach/detach).
+OsListChanges = Annotated[list[list[str]], AfterValidator(_check_os_list_changes)]
 
 
 class OpClusterPostInit(OpCode):

@@ -169,3 +169,20 @@ def run_ganeti_python(root: Path, code: str, *, timeout: float = 120) -> Result:
     ``serializer``, ``opcodes`` and ``constants`` already imported)."""
     prelude = "from ganeti import luxi, errors, serializer, opcodes, constants\n"
     return run_in_namespace(root, [SYSTEM_PYTHON, "-c", prelude + code], timeout=timeout)
+
+
+def ganeti_library(code: str, *, stdin: str | None = None, timeout: float = 120) -> Result:
+    """Run Python ``code`` with Ganeti's library importable, outside any cluster
+    (for facts such as opcode declarations)."""
+    tree = ganeti_tree()
+    proc = subprocess.run(
+        [SYSTEM_PYTHON, "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=_environment(tree, None),
+        timeout=timeout,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
