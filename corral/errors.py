@@ -135,6 +135,14 @@ class LuxiError(GenericError):
     """Malformed luxi request or response."""
 
 
+class ProtocolError(LuxiError):
+    """An error in the luxi protocol."""
+
+
+class RequestError(ProtocolError):
+    """masterd could not take a request (Ganeti's answer carries only a message)."""
+
+
 class NoMasterError(GenericError):
     """The master daemon cannot be reached."""
 
@@ -188,6 +196,8 @@ _CLASSES: dict[str, type[GenericError]] = {
         JobQueueDrainError,
         JobQueueFull,
         LuxiError,
+        ProtocolError,
+        RequestError,
         NoMasterError,
         QueryFilterParseError,
         RemoteError,

@@ -104,6 +104,10 @@ class Paths:
         return self.queue_dir / "queue.db"
 
     @property
+    def watcher_pause_file(self) -> Path:
+        return self.data_dir / "watcher.pause"
+
+    @property
     def queue_drain_file(self) -> Path:
         return self.queue_dir / "drain"
 

@@ -80,6 +80,28 @@ def add_list_options(parser: argparse.ArgumentParser, *, verbose: bool = True) -
         parser.add_argument("-v", "--verbose", action="store_true", help="Verbose output")
 
 
+def add_args(
+    parser: argparse.ArgumentParser, dest: str, metavar: str, low: int, high: int | None
+) -> None:
+    """The command's positional arguments: ``low`` to ``high`` (None: any number)
+    of them, counted as Ganeti counts them, with its error texts (``run``)."""
+    parser.add_argument(dest, nargs="*", metavar=metavar)
+    parser.set_defaults(argspec=(dest, low, high))
+
+
+def _check_arg_count(opts: argparse.Namespace) -> str | None:
+    """Ganeti's message for a wrong number of positional arguments, if any."""
+    dest, low, high = opts.argspec
+    count, name = len(getattr(opts, dest)), opts.command_name
+    if high is not None and low == high and count != low:
+        return f"Error: Command {name} expects {low} argument(s)"
+    if high is not None and count > high:
+        return f"Error: Command {name} expects only {high} argument(s)"
+    if count < low:
+        return f"Error: Command {name} expects at least {low} argument(s)"
+    return None
+
+
 def add_force(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--force", action="store_true", help="Do not ask for confirmation")
 
@@ -108,8 +130,30 @@ def output_fields(opts: argparse.Namespace, default: Sequence[str]) -> list[str]
 
 
 # Jobs
+def safe_encode(text: str) -> str:
+    """Ganeti's SafeEncode: ASCII, with control characters escaped (its quirk
+    of writing a carriage return as ``\\'r`` included)."""
+    out = []
+    for char in text.encode("ascii", "backslashreplace").decode("ascii"):
+        code = ord(char)
+        if char == "\t":
+            out.append("\\t")
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\'r")
+        elif code < 32 or code >= 127:
+            out.append(f"\\x{code & 0xFF:02x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def format_log_message(kind: str, message: Any) -> str:
-    return str(message)
+    """A job log message as Ganeti shows it (other kinds than "message" as text)."""
+    return safe_encode(
+        message if kind == C.ELOG_MESSAGE and isinstance(message, str) else str(message)
+    )
 
 
 def print_feedback(entry: Sequence[Any]) -> None:
@@ -154,9 +198,9 @@ def poll_job(
 def job_results(client: Client, job_id: int) -> list[Any]:
     """The opcode results of a finished job, or its error raised."""
     rows = client.query_jobs([job_id], ["status", "opstatus", "opresult"])
-    if not rows or rows[0] is None:
-        raise errors.JobLost(f"Job with id {job_id} lost")
     status, opstatus, opresult = rows[0]
+    if status is None:
+        raise errors.JobLost(f"Job with id {job_id} lost")
     if status == C.JOB_STATUS_SUCCESS:
         return list(opresult)
     if status in (C.JOB_STATUS_CANCELING, C.JOB_STATUS_CANCELED):
@@ -316,7 +360,7 @@ def add_command(
         name, help=help_text, description=help_text, aliases=list(aliases)
     )
     parser.add_argument("-d", "--debug", action="count", default=0, help="Debug output")
-    parser.set_defaults(handler=handler)
+    parser.set_defaults(handler=handler, command_name=name, argspec=None)
     return parser
 
 
@@ -364,6 +408,11 @@ def run(parser: Parser | Callable[[], Parser], argv: Sequence[str] | None = None
     if getattr(opts, "handler", None) is None:
         parser.print_usage(sys.stderr)
         return C.EXIT_FAILURE
+    if opts.argspec is not None:
+        problem = _check_arg_count(opts)
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return C.EXIT_FAILURE
     try:
         rc = opts.handler(opts)
         sys.stdout.flush()

@@ -13,8 +13,15 @@ from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli.errors_fmt import ConfirmationDeclined, format_error
-from corral.cli.info import format_scalar
-from corral.cli.table import format_table, generic_list, generic_list_fields, names_filter
+from corral.cli.generic_info import format_generic_info
+from corral.cli.table import (
+    add_filter_option,
+    format_table,
+    generic_list,
+    generic_list_fields,
+    list_filter,
+    names_filter,
+)
 
 DEFAULT_FIELDS = ["id", "status", "summary"]
 _STATUS_FILTERS = {
@@ -30,10 +37,8 @@ _STATUS_FILTERS = {
 def _job_ids(args: list[str]) -> list[int]:
     try:
         return [int(a) for a in args]
-    except ValueError:
-        raise errors.OpPrereqError(
-            f"Job ids must be numbers, got {' '.join(args)}", C.ECODE_INVAL
-        ) from None
+    except ValueError as err:
+        raise errors.OpPrereqError(f"Invalid job ID passed: {err}", C.ECODE_INVAL) from None
 
 
 def format_timestamp(ts: Any) -> str:
@@ -42,14 +47,12 @@ def format_timestamp(ts: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts[0])) + f".{ts[1]:06d}"
 
 
+# As Ganeti's: other fields, the job timestamps among them, are shown raw.
 _LIST_FORMATTERS = {
     "summary": lambda v: ",".join(v),
-    "opstart": lambda v: ",".join(format_timestamp(t) for t in v),
-    "opexec": lambda v: ",".join(format_timestamp(t) for t in v),
-    "opend": lambda v: ",".join(format_timestamp(t) for t in v),
-    "received_ts": format_timestamp,
-    "start_ts": format_timestamp,
-    "end_ts": format_timestamp,
+    "opstart": lambda v: str([format_timestamp(t) for t in v]),
+    "opexec": lambda v: str([format_timestamp(t) for t in v]),
+    "opend": lambda v: str([format_timestamp(t) for t in v]),
 }
 
 
@@ -61,34 +64,13 @@ def _status_filter(opts: argparse.Namespace) -> list[str] | None:
     return wanted or None
 
 
-def _combine(*filters: Any) -> Any:
-    parts = [f for f in filters if f]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else ["&", *parts]
-
-
 def cmd_list(opts: argparse.Namespace) -> int:
     fields = common.output_fields(opts, DEFAULT_FIELDS)
     if opts.archived and "archived" not in fields:
         fields.append("archived")
-    qfilter = _combine(
-        names_filter("id", _job_ids(opts.ids)),
-        names_filter("status", _status_filter(opts) or []),
-        _parse_filter(opts.filter),
-    )
+    status = names_filter("status", _status_filter(opts) or [])
+    qfilter = list_filter(opts, opts.ids, status, namefield="id", isnumeric=True)
     return generic_list(common.get_client(), C.QR_JOB, fields, qfilter, opts, _LIST_FORMATTERS)
-
-
-def _parse_filter(text: str | None) -> Any:
-    if not text:
-        return None
-    import json
-
-    try:
-        return json.loads(text)
-    except ValueError as err:
-        raise errors.QueryFilterParseError(f"Filter is not JSON: {err}") from None
 
 
 def cmd_list_fields(opts: argparse.Namespace) -> int:
@@ -111,107 +93,79 @@ _INFO_FIELDS = [
 ]
 
 
-def _seconds(ts: Any) -> float | None:
-    if isinstance(ts, list | tuple) and len(ts) == 2:
-        return float(ts[0] + ts[1] / 1e6)
-    return None
+def _delta(start: Any, end: Any) -> float:
+    return float(end[0] - start[0] + (end[1] - start[1]) / 1000000.0)
 
 
-def _job_info_lines(row: list[Any]) -> list[str]:
-    (
-        job_id,
-        status,
-        ops,
-        opresult,
-        opstatus,
-        oplog,
-        opstart,
-        opexec,
-        opend,
-        received,
-        started,
-        ended,
-    ) = row
-    out = [f"- Job ID: {job_id}", f"  Status: {status}"]
-    recv_s, start_s, end_s = _seconds(received), _seconds(started), _seconds(ended)
-    out.append(
-        f"  Received:         {format_timestamp(received) if received else 'unknown (None)'}"
-    )
-    if start_s is not None:
-        delta = f" (delta {start_s - recv_s:.6f}s)" if recv_s is not None else ""
-        out.append(f"  Processing start: {format_timestamp(started)}{delta}")
+def _job_timestamp(name: str, ts: Any, prior: Any = None) -> tuple[str, str, str]:
+    if ts is None:
+        return (name, f"unknown ({ts})", "job_timestamp")
+    delta = f" (delta {_delta(prior, ts):.6f}s)" if prior is not None else ""
+    return (name, f"{format_timestamp(ts)}{delta}", "job_timestamp")
+
+
+def _op_timestamp(name: str, ts: Any) -> tuple[str, str, str]:
+    text = format_timestamp(ts) if isinstance(ts, list | tuple) else "N/A"
+    return (name, text, "opcode_timestamp")
+
+
+def _job_info(row: list[Any]) -> list[tuple[str, Any] | tuple[str, Any, str]]:
+    """One job as ``gnt-job info`` shows it (Ganeti's ordered layout)."""
+    (job_id, status, ops, opresult, opstatus, oplog, opstart, opexec, opend) = row[:9]
+    received, started, ended = row[9:]
+    info: list[tuple[str, Any] | tuple[str, Any, str]] = [("Job ID", job_id), ("Status", status)]
+    info.append(_job_timestamp("Received", received))
+    info.append(_job_timestamp("Processing start", started, received))
+    info.append(_job_timestamp("Processing end", ended, started))
+    if ended is not None and received is not None:
+        info.append(("Total processing time", f"{_delta(received, ended):.6f} seconds"))
     else:
-        out.append("  Processing start: unknown (None)")
-    if end_s is not None:
-        # A job canceled while queued has an end but no start: no delta then.
-        delta = f" (delta {end_s - start_s:.6f}s)" if start_s is not None else ""
-        out.append(f"  Processing end:   {format_timestamp(ended)}{delta}")
-    else:
-        out.append("  Processing end:   unknown (None)")
-    if end_s is not None and recv_s is not None:
-        out.append(f"  Total processing time: {end_s - recv_s:.6f} seconds")
-    else:
-        out.append("  Total processing time: N/A")
-    out.append("  Opcodes: ")
-    for idx, op in enumerate(ops):
-        out += _opcode_lines(
-            op, opstatus[idx], opresult[idx], oplog[idx], opstart[idx], opexec[idx], opend[idx]
+        info.append(("Total processing time", "N/A"))
+    opcodes = []
+    for op, result, op_status, log, start, exe, end in zip(
+        ops, opresult, opstatus, oplog, opstart, opexec, opend, strict=False
+    ):
+        entries = [
+            [
+                ("Time", format_timestamp(when)),
+                ("Content", (serial, kind, common.format_log_message(kind, message))),
+            ]
+            for serial, when, kind, message in log
+        ]
+        opcodes.append(
+            [
+                ("Opcode", op["OP_ID"]),
+                ("Status", op_status),
+                _op_timestamp("Processing start", start),
+                _op_timestamp("Execution start", exe),
+                _op_timestamp("Processing end", end),
+                ("Input fields", op),
+                ("Result", result),
+                ("Execution log", entries),
+            ]
         )
-    return out
-
-
-def _opcode_lines(
-    op: dict[str, Any], status: str, result: Any, log: list[Any], start: Any, exe: Any, end: Any
-) -> list[str]:
-    def ts(value: Any) -> str:
-        return format_timestamp(value) if value else "N/A"
-
-    out = [
-        f"    - Opcode: {op.get('OP_ID')}",
-        f"      Status: {status}",
-        f"      Processing start: {ts(start)}",
-        f"      Execution start:  {ts(exe)}",
-        f"      Processing end:   {ts(end)}",
-        "      Input fields: ",
-    ]
-    for key in sorted(op):
-        out.append(f"        {key}: {format_scalar(op[key])}")
-    if isinstance(result, dict) and result:
-        out.append("      Result: ")
-        for key in sorted(result):
-            out.append(f"        {key}: {format_scalar(result[key])}")
-    else:
-        out.append(f"      Result: {format_scalar(result)}")
-    if log:
-        out.append("      Execution log: ")
-        for serial, when, kind, message in log:
-            out.append(f"        - Time: {format_timestamp(when)}")
-            out.append(
-                f"          Content: [{serial}, {kind}, {common.format_log_message(kind, message)}]"
-            )
-    else:
-        out.append("      Execution log: ")
-    return out
+    info.append(("Opcodes", opcodes))
+    return info
 
 
 def cmd_info(opts: argparse.Namespace) -> int:
-    client = common.get_client()
     ids = _job_ids(opts.ids)
-    rows = client.query_jobs(ids or None, _INFO_FIELDS)
-    rc = C.EXIT_SUCCESS
-    for job_id, row in zip(ids or [r[0] for r in rows if r], rows, strict=False):
-        if row is None:
-            print(f"- Job ID {job_id} not found")
-            rc = C.EXIT_FAILURE
+    client = common.get_client()
+    result = client.query(C.QR_JOB, _INFO_FIELDS, names_filter("id", ids))
+    container: list[Any] = []
+    for row in result["data"]:
+        if row[1][0] != C.RS_NORMAL:
+            container.append(f"Job ID {row[0][1]} not found")
             continue
-        print("\n".join(_job_info_lines(row)))
-    return rc
+        container.append(_job_info([value for _status, value in row]))
+    print(format_generic_info(container))
+    return C.EXIT_SUCCESS
 
 
 def _watch(opts: argparse.Namespace, show: bool) -> int:
-    (job_id,) = _job_ids([opts.job_id])
+    (job_id,) = _job_ids(opts.job_id)
     client = common.get_client()
-    if not client.query_jobs([job_id], ["id"])[0]:
+    if client.query_jobs([job_id], ["status"])[0][0] is None:
         raise errors.JobLost(f"Job with id {job_id} not found")
     if show:
         header = f"Output from job {job_id} follows"
@@ -333,7 +287,8 @@ def parse_timespec(text: str) -> int:
 
 
 def cmd_autoarchive(opts: argparse.Namespace) -> int:
-    age = -1 if opts.age == "all" else parse_timespec(opts.age)
+    (text,) = opts.age
+    age = -1 if text == "all" else parse_timespec(text)
     archived, left = common.get_client().call("AutoArchiveJobs", age, C.LUXI_WFJC_TIMEOUT)
     print(f"Archived {archived} jobs, {left} unchecked left")
     return C.EXIT_SUCCESS
@@ -344,23 +299,23 @@ def build_parser() -> common.Parser:
     p = common.add_command(sub, "list", cmd_list, "Lists the jobs and their status")
     common.add_list_options(p)
     p.add_argument("--archived", action="store_true", help="Include archived jobs")
-    p.add_argument("-F", "--filter", help="Query filter (JSON)")
+    add_filter_option(p)
     for name in ("pending", "running", "error", "finished"):
         p.add_argument(f"--{name}", action="store_true", help=f"Show only {name} jobs")
-    p.add_argument("ids", nargs="*", metavar="JOB_ID")
+    common.add_args(p, "ids", "JOB_ID", 0, None)
     p = common.add_command(sub, "list-fields", cmd_list_fields, "Lists all available fields")
     common.add_list_options(p, verbose=False)
-    p.add_argument("fields", nargs="*")
+    common.add_args(p, "fields", "FIELD", 0, None)
     p = common.add_command(
         sub, "info", cmd_info, "Show detailed information about jobs", aliases=["show"]
     )
-    p.add_argument("ids", nargs="*", metavar="JOB_ID")
+    common.add_args(p, "ids", "JOB_ID", 1, None)
     for name, handler, text in (
         ("watch", cmd_watch, "Follows a job and prints its output"),
         ("wait", cmd_wait, "Wait for a job to finish"),
     ):
         p = common.add_command(sub, name, handler, text)
-        p.add_argument("job_id", metavar="JOB_ID")
+        common.add_args(p, "job_id", "JOB_ID", 1, 1)
     p = common.add_command(sub, "cancel", cmd_cancel, "Cancel jobs")
     _selection_options(p)
     p.add_argument("--kill", action="store_true", help="Kill running jobs too")
@@ -371,11 +326,11 @@ def build_parser() -> common.Parser:
     _selection_options(p)
     p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
     p = common.add_command(sub, "archive", cmd_archive, "Archive finished jobs")
-    p.add_argument("ids", nargs="+", metavar="JOB_ID")
+    common.add_args(p, "ids", "JOB_ID", 1, None)
     p = common.add_command(
         sub, "autoarchive", cmd_autoarchive, "Archive jobs older than AGE (e.g. 1d, 1w, 4w, all)"
     )
-    p.add_argument("age", metavar="AGE")
+    common.add_args(p, "age", "AGE", 1, 1)
     return parser
 
 
@@ -383,7 +338,7 @@ def _selection_options(p: argparse.ArgumentParser) -> None:
     common.add_force(p)
     for name in ("pending", "queued", "waiting"):
         p.add_argument(f"--{name}", action="store_true", help=f"Select all {name} jobs")
-    p.add_argument("ids", nargs="*", metavar="JOB_ID")
+    common.add_args(p, "ids", "JOB_ID", 0, None)
 
 
 main, cli = common.entry_points(build_parser)

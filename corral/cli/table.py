@@ -174,6 +174,34 @@ def generic_list_fields(
     return C.EXIT_SUCCESS
 
 
+def list_filter(
+    opts: argparse.Namespace,
+    names: list[str],
+    qfilter: Any = None,
+    namefield: str = "name",
+    isnumeric: bool = False,
+) -> Any:
+    """A list command's filter, as Ganeti's GenericList makes it: its arguments
+    (names, globs or one filter; ``-F`` forces a filter), and ``qfilter``."""
+    from corral.query.qlang import make_filter
+
+    namefilter = make_filter(names, bool(opts.force_filter), namefield, isnumeric)
+    if qfilter is None:
+        return namefilter
+    return qfilter if namefilter is None else ["&", namefilter, qfilter]
+
+
+def add_filter_option(parser: argparse.ArgumentParser) -> None:
+    """Ganeti's ``-F/--filter``: the arguments are one filter, not names."""
+    parser.add_argument(
+        "-F",
+        "--filter",
+        dest="force_filter",
+        action="store_true",
+        help="Whether to force treatment of the arguments as a filter",
+    )
+
+
 def names_filter(field: str, names: Sequence[Any]) -> Any:
     """Ganeti's simple filter: the field equals one of the names."""
     if not names:

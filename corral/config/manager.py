@@ -16,11 +16,12 @@ from corral import constants as C
 from corral import errors
 from corral.config.store import ConfigChange, ConfigStore
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
+from corral.objects.filter_rule import FilterRule
 
 T = TypeVar("T", bound=ConfigObject)
 
 _CLASSES: dict[str, type[ConfigObject]] = {
-    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance)
+    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, FilterRule)
 }
 
 
@@ -92,6 +93,10 @@ class ConfigManager:
 
     def instances(self) -> list[Instance]:
         return sorted(self._all(Instance), key=lambda i: i.name)
+
+    def filter_rules(self) -> list[FilterRule]:
+        """The job filter rules (in no particular order)."""
+        return list(self._all(FilterRule))
 
     def instance_count(self) -> int:
         return len(self._objects[Instance.TABLE])

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from corral import constants as C
 from corral import errors
 
-TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks")
+TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks", "filters")
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",

@@ -12,7 +12,7 @@ import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,17 @@ from corral import errors
 from corral.gcpause import gc_paused
 from corral.jobs import records
 from corral.jobs.fields import JOB_FIELDS
+from corral.jobs.filters import JobFilters, reject
 from corral.jobs.listindex import DEFAULT_FIELDS, ListIndex
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
 from corral.jobs.runner import OpExecutor, run_job
 from corral.jobs.store import JobStore
 from corral.luxi import protocol
 from corral.luxi.protocol import Encoded
+from corral.objects.filter_rule import FilterRule
 from corral.opcodes.base import OpCode, from_dict
-from corral.query.fields import plain
-from corral.query.filter import filter_fields
+from corral.query.fields import UNAVAIL, cell, plain
+from corral.query.filter import filter_fields, requested_names, simple_filter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class JobQueue:
         executor: OpExecutor,
         max_running: Callable[[], int],
         lock_priority: Callable[[str, int], None] | None = None,
+        filter_rules: Iterable[FilterRule] = (),
     ) -> None:
         self._store = store
         self._index = ListIndex(store)
@@ -57,6 +60,8 @@ class JobQueue:
         self._running: set[int] = set()
         self._dependents: dict[int, set[int]] = {}
         self._accepting = True
+        self._filters = JobFilters(filter_rules)
+        self._held: set[int] = set()  # jobs a filter rule holds back (PAUSE, RATE_LIMIT)
 
     # Submission
     @property
@@ -159,6 +164,7 @@ class JobQueue:
             self._jobs[job.id] = job
             self._logs[job.id] = []
             heapq.heappush(self._ready, (job.priority, job.id))
+        self._reject_matching(new_jobs)
         self._schedule()
         return results
 
@@ -181,6 +187,8 @@ class JobQueue:
     # Scheduling
     def _schedule(self) -> None:
         limit = self._max_running()
+        self._requeue_held()
+        gate = self._filters.gate(self._jobs[job_id] for job_id in self._running)
         while self._ready and len(self._running) < limit and self._accepting:
             priority, job_id = heapq.heappop(self._ready)
             job = self._jobs.get(job_id)
@@ -192,8 +200,39 @@ class JobQueue:
             if pending:
                 self._park(job, pending)
                 continue
+            if gate is not None and not gate.admit(job):
+                self._held.add(job_id)
+                continue
             self._running.add(job_id)
             job.task = asyncio.get_running_loop().create_task(self._run(job), name=f"job-{job_id}")
+
+    def _requeue_held(self) -> None:
+        """Jobs a filter rule held back are looked at again on every pass, as luxid
+        filters its whole queue each time it schedules."""
+        for job_id in self._held:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                heapq.heappush(self._ready, (job.priority, job_id))
+        self._held.clear()
+
+    def _reject_matching(self, jobs: list[Job]) -> None:
+        """Cancel the jobs not started yet that a REJECT filter rule applies to."""
+        for job in jobs:
+            rule = self._filters.rejecting(job) if job.task is None else None
+            if rule is not None:
+                reject(job, rule)
+                self.save(job)
+                self._finalize(job)
+
+    def set_filter_rules(self, rules: Iterable[FilterRule]) -> None:
+        """Apply changed filter rules to every job not started yet, as luxid does."""
+        self._filters = JobFilters(rules)
+        self.start()
+
+    @property
+    def last_job_id(self) -> int:
+        """The highest job id given out so far (a new filter rule's watermark)."""
+        return self._store.last_id()
 
     def _park(self, job: Job, pending: set[int]) -> None:
         """Wait for dependencies without taking a running slot."""
@@ -359,22 +398,44 @@ class JobQueue:
         if tuple(fields) == DEFAULT_FIELDS and qfilter is None and not archived:
             definitions = protocol.dumps(JOB_FIELDS.definitions(fields)).decode()
             return Encoded(f'{{"fields":{definitions},"data":{self._index.listing()}}}')
+        return self._query(fields, qfilter, archived)
+
+    def _query(self, fields: list[str], qfilter: Any, archived: bool) -> dict[str, Any]:
+        wanted = requested_names(qfilter, "id")
+        if wanted is not None:
+            return self._query_wanted(fields, wanted)
         # As in Ganeti, asking for the "archived" field looks in the archive too.
         archived = archived or "archived" in fields
         with gc_paused():
             return JOB_FIELDS.query(fields, qfilter, self._records(None, fields, qfilter, archived))
 
+    def _query_wanted(self, fields: list[str], wanted: list[Any]) -> dict[str, Any]:
+        """Jobs asked for by id, as luxid answers: archived ones too, and a row
+        for each id, with only the id known for a job that does not exist."""
+        ids = [_wanted_id(value) for value in wanted]
+        found = {r["id"]: r for r in self._records(ids, fields, None, archived=True)}
+        getters = [JOB_FIELDS.fields.get(name) for name in fields]
+        data = []
+        for job_id in ids:
+            record = found.get(job_id)
+            row = []
+            for name, field in zip(fields, getters, strict=True):
+                if field is None:
+                    row.append([C.RS_UNKNOWN, None])
+                elif record is not None:
+                    row.append(cell(field.getter(record)))
+                else:
+                    row.append(cell(job_id if name == "id" else UNAVAIL))
+            data.append(row)
+        return {"fields": JOB_FIELDS.definitions(fields), "data": data}
+
     def query_jobs(self, job_ids: list[int] | None, fields: list[str]) -> list[Any]:
-        """QueryJobs: per id, the field values, or None for unknown jobs."""
+        """QueryJobs: luxid's classic query, a row of plain values per job (for an
+        unknown job, nothing but its id)."""
         _check_fields(fields)
         with gc_paused():
-            records = self._records(job_ids or None, fields, None, bool(job_ids))
-            found = {r["id"]: r for r in records}
-            getters = [JOB_FIELDS.fields[f].getter for f in fields]
-            order = job_ids if job_ids else sorted(found)
-            return [
-                [plain(g(found[jid])) for g in getters] if jid in found else None for jid in order
-            ]
+            result = self._query(fields, simple_filter("id", job_ids or []), False)
+        return [[value for _status, value in row] for row in result["data"]]
 
     def _records(
         self, job_ids: list[int] | None, fields: list[str], qfilter: Any, archived: bool
@@ -422,11 +483,11 @@ class JobQueue:
         return [plain(JOB_FIELDS.fields[f].getter(record)) for f in fields]
 
     def _finished_change(self, job_id: int, fields: list[str], prev_serial: int) -> Any:
-        rows = self.query_jobs([job_id], fields)
-        if rows[0] is None:
-            raise errors.JobLost(f"Job {job_id} not found")
         rows_all = self._store.fetch([job_id], [], archived=True)
-        archived = bool(rows_all and rows_all[0]["archived"])
+        if not rows_all:
+            raise errors.JobLost(f"Job {job_id} not found")
+        rows = self.query_jobs([job_id], fields)
+        archived = bool(rows_all[0]["archived"])
         entries = [
             [e[0], records.split_time(e[1]), e[2], e[3]]
             for _, e in self._store.fetch_logs(job_id, prev_serial, archived=archived)
@@ -456,6 +517,8 @@ class JobQueue:
             heapq.heappush(self._ready, (job.priority, job.id))
 
     def start(self) -> None:
+        """Start running jobs, once the filter rules are applied to those queued."""
+        self._reject_matching(list(self._jobs.values()))
         self._schedule()
 
     async def shutdown(self, grace: float) -> None:
@@ -474,10 +537,21 @@ class JobQueue:
         return len(self._jobs)
 
 
+def _wanted_id(value: Any) -> int:
+    """A job id from a filter: a number or a string of digits, as luxid reads it."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    raise errors.OpPrereqError(f"Invalid job id {value!r} in the query filter", C.ECODE_INVAL)
+
+
 def _check_fields(fields: list[str]) -> None:
     unknown = [f for f in fields if f not in JOB_FIELDS.fields]
     if unknown:
-        raise errors.OpPrereqError(f"Unknown job field(s): {', '.join(unknown)}", C.ECODE_INVAL)
+        raise errors.OpPrereqError(
+            f"Unknown output fields selected: {', '.join(unknown)}", C.ECODE_INVAL
+        )
 
 
 def _check_dependencies_earlier(ops: list[OpCode], job_id: int) -> None:

@@ -132,6 +132,11 @@ class JobStore:
         return moved
 
     # Reads
+    def last_id(self) -> int:
+        """The highest job id allocated so far (0 before the first job)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'serial'").fetchone()
+        return int(row[0]) if row else 0
+
     def fetch(
         self, job_ids: Sequence[int] | None, columns: Sequence[str], archived: bool = False
     ) -> list[dict[str, Any]]:

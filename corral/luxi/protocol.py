@@ -41,7 +41,16 @@ METHODS = frozenset(
         "QueryClusterInfo",
         "QueryConfigValues",
         "QueryTags",
+        "QueryInstances",
+        "QueryNodes",
+        "QueryGroups",
+        "QueryNetworks",
+        "QueryExports",
         "SetDrainFlag",
+        "SetWatcherPause",
+        "QueryFilters",
+        "ReplaceFilter",
+        "DeleteFilter",
     }
 )
 
@@ -76,6 +85,14 @@ def parse_request(data: bytes) -> tuple[str, Any]:
     if not isinstance(method, str) or method not in METHODS:
         raise errors.LuxiError(f"Unknown luxi method {method!r}")
     return method, msg[KEY_ARGS]
+
+
+class UndecodableArguments(errors.LuxiError):
+    """A known method's arguments cannot be read.
+
+    luxid answers such a request with a plain "Failed to parse request" string,
+    not an encoded error, and so does the server.
+    """
 
 
 class Encoded:
@@ -115,5 +132,5 @@ def parse_response(data: bytes) -> Any:
         return msg[KEY_RESULT]
     result = msg[KEY_RESULT]
     if isinstance(result, str):
-        raise errors.LuxiError(result)
+        raise errors.RequestError(result)
     raise errors.decode_exception(result)

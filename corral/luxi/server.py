@@ -78,6 +78,8 @@ class LuxiServer:
             result = await self._handler(method, args)
             with gc_paused():  # a big answer is a tree of fresh lists, with no cycles
                 return protocol.encode_response(True, result)
+        except protocol.UndecodableArguments as err:
+            return protocol.encode_response(False, f"Failed to parse request: {err.message}")
         except errors.GenericError as err:
             return protocol.encode_error(err)
         except Exception as err:

@@ -30,6 +30,7 @@ from corral.locking import LockManager
 from corral.luxi.server import LuxiServer
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.ssconf import write_ssconf
+from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 
@@ -60,6 +61,13 @@ async def serve(paths: Paths, ready: Callable[[], None]) -> None:
         processor,
         lambda: cfg.cluster.max_running_jobs,
         locks.set_priority,
+        cfg.filter_rules(),
+    )
+    # As luxid: a change of the filter rules re-filters the queue at once.
+    cfg.add_listener(
+        lambda c, tables: (
+            queue.set_filter_rules(c.filter_rules()) if FilterRule.TABLE in tables else None
+        )
     )
     master = Master(paths=paths, cfg=cfg, rpc=rpc, locks=locks, queue=queue)
     processor.bind(master)

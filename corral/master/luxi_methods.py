@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.cluster import cluster_info
-from corral.master import resources
+from corral.master import filter_rules, resources, watcher_pause
+from corral.query.filter import simple_filter
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import Master
@@ -66,11 +67,30 @@ class LuxiMethods:
             "QueryClusterInfo": self.query_cluster_info,
             "QueryConfigValues": self.query_config_values,
             "QueryTags": self.query_tags,
+            "QueryInstances": self.query_instances,
+            "QueryNodes": self.query_nodes,
+            "QueryGroups": self.query_groups,
+            "QueryNetworks": self.query_networks,
+            "QueryExports": self.query_exports,
             "SetDrainFlag": self.set_drain_flag,
+            "SetWatcherPause": self.set_watcher_pause,
+            "QueryFilters": self._filter_call(filter_rules.query_filters),
+            "ReplaceFilter": self._filter_call(filter_rules.replace_filter),
+            "DeleteFilter": self._filter_call(filter_rules.delete_filter),
         }
 
     async def __call__(self, method: str, args: Any) -> Any:
         return await self._table[method](args)
+
+    def _filter_call(
+        self, method: Callable[[Master, Any], Any]
+    ) -> Callable[[Any], Awaitable[Any]]:
+        """A filter-rule call of ``corral.master.filter_rules``, for this master."""
+
+        async def call(args: Any) -> Any:
+            return method(self.master, args)
+
+        return call
 
     async def submit_job(self, args: Any) -> Any:
         (ops,) = _args(args, "SubmitJob", 1)
@@ -150,14 +170,56 @@ class LuxiMethods:
             "cluster_name": lambda: cfg.cluster.name,
             "master_node": lambda: cfg.master_node.name,
             "drain_flag": lambda: self.master.queue.drained,
-            "watcher_pause": lambda: None,
-            "max_running_jobs": lambda: cfg.cluster.max_running_jobs,
-            "max_tracked_jobs": lambda: cfg.cluster.max_tracked_jobs,
+            "watcher_pause": lambda: watcher_pause.paused_until(self.master.paths),
+            "modify_ssh_setup": lambda: cfg.cluster.modify_ssh_setup,
+            "ssh_key_type": lambda: cfg.cluster.ssh_key_type,
+            "ssh_key_bits": lambda: cfg.cluster.ssh_key_bits,
+            # Corral's own: the configuration's serial number, which changes with
+            # every write (what "nothing changed" is checked against).
             "config_serial": lambda: cfg.serial,
         }
         # As luxid: a name it does not know gives null, not an error.
         getter = values.get(name)
         return getter() if getter is not None else None
+
+    # The classic queries: rows of plain values, for the named items or all.
+    async def _classic(self, what: str, method: str, args: Any) -> list[list[Any]]:
+        names, fields, use_locking = _args(args, method, 3)
+        return await self._classic_rows(what, _str_list(names, "names"), fields, use_locking)
+
+    async def _classic_rows(
+        self, what: str, names: list[str], fields: Any, use_locking: Any, key: str = "name"
+    ) -> list[list[Any]]:
+        if use_locking:
+            raise errors.OpPrereqError("Sync queries are not allowed", C.ECODE_INVAL)
+        result = await resources.query(
+            self.master, what, _str_list(fields, "fields"), simple_filter(key, names)
+        )
+        unknown = [d["name"] for d in result["fields"] if d["kind"] == C.QFT_UNKNOWN]
+        if unknown:
+            raise errors.OpPrereqError(
+                f"Unknown output fields selected: {', '.join(unknown)}", C.ECODE_INVAL
+            )
+        return [[value for _status, value in row] for row in result["data"]]
+
+    async def query_instances(self, args: Any) -> Any:
+        return await self._classic(C.QR_INSTANCE, "QueryInstances", args)
+
+    async def query_nodes(self, args: Any) -> Any:
+        return await self._classic(C.QR_NODE, "QueryNodes", args)
+
+    async def query_groups(self, args: Any) -> Any:
+        return await self._classic(C.QR_GROUP, "QueryGroups", args)
+
+    async def query_networks(self, args: Any) -> Any:
+        return await self._classic(C.QR_NETWORK, "QueryNetworks", args)
+
+    async def query_exports(self, args: Any) -> Any:
+        nodes, use_locking = _args(args, "QueryExports", 2)
+        names = _str_list(nodes, "nodes")
+        return await self._classic_rows(
+            C.QR_EXPORT, names, ["node", "export"], use_locking, key="node"
+        )
 
     async def query_tags(self, args: Any) -> Any:
         kind, name = _args(args, "QueryTags", 1, 2)
@@ -169,3 +231,7 @@ class LuxiMethods:
             raise errors.OpPrereqError("SetDrainFlag takes true or false", C.ECODE_INVAL)
         self.master.queue.set_drain(flag)
         return True
+
+    async def set_watcher_pause(self, args: Any) -> Any:
+        (until,) = _args(args, "SetWatcherPause", 1)
+        return watcher_pause.set_pause(self.master.paths, until)

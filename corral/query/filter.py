@@ -112,3 +112,32 @@ def _field_name(value: Any) -> str:
     if not isinstance(value, str):
         raise errors.QueryFilterParseError(f"Expected a field name, got {value!r}")
     return value
+
+
+def requested_names(qfilter: Any, field: str) -> list[Any] | None:
+    """The values a filter asks for by name alone (``gnt-job info 3 5``), else None.
+
+    As Ganeti: a filter that is one equality on ``field`` or an ``|`` of them
+    names the items wanted; such a query answers for each of them, found or not.
+    """
+    if not isinstance(qfilter, list) or not qfilter:
+        return None
+    terms = qfilter[1:] if qfilter[0] == "|" else [qfilter]
+    names = []
+    for term in terms:
+        if not (
+            isinstance(term, list)
+            and len(term) == 3
+            and term[0] in ("=", "==")
+            and term[1] == field
+        ):
+            return None
+        names.append(term[2])
+    return names or None
+
+
+def simple_filter(field: str, values: list[Any]) -> list[Any] | None:
+    """Ganeti's MakeSimpleFilter: ``["|", ["=", field, v]...]`` (None for no values)."""
+    if not values:
+        return None
+    return ["|", *(["==", field, value] for value in values)]

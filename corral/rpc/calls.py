@@ -60,6 +60,7 @@ _TABLE = (
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
     RpcCall("hooks_runner", C.RPC_TMO_NORMAL, ("hpath", "phase", "env"), "Run hooks"),
     RpcCall("test_delay", _delay_timeout, ("duration",), "Sleep (for tests)"),
+    RpcCall("export_list", C.RPC_TMO_FAST, (), "The exports kept on the node"),
     RpcCall(
         "upload_file",
         C.RPC_TMO_NORMAL,

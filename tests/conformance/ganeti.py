@@ -101,19 +101,21 @@ def _run_checked(argv: list[str], cwd: Path | None = None) -> None:
         raise GanetiUnavailable(f"{shlex.join(argv)} failed: {proc.stderr.strip()}")
 
 
-def _namespace_script(root: Path, work: Path, command: list[str]) -> str:
+def namespace_command(root: Path, command: list[str], work: Path) -> str:
+    """A shell command running ``command`` where Ganeti's compiled-in paths are
+    the root's (``work``: an empty directory for the overlays' scratch space)."""
     lines = ["set -e"]
     for index, directory in enumerate(_OVERLAID):
-        upper, lower_work = work / f"upper{index}", work / f"work{index}"
+        upper, scratch = work / f"upper{index}", work / f"work{index}"
         lines += [
-            f"mkdir -p {upper} {lower_work}",
+            f"mkdir -p {upper} {scratch}",
             f"mount -t overlay overlay -o lowerdir={directory},upperdir={upper},"
-            f"workdir={lower_work} {directory}",
+            f"workdir={scratch} {directory}",
         ]
     for target, source in _MOUNTS:
         lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(root / source))} {target}"]
     lines.append("exec " + shlex.join(command))
-    return "\n".join(lines)
+    return "exec unshare -m --propagation private sh -c " + shlex.quote("\n".join(lines))
 
 
 def _environment(tree: Path, extra: dict[str, str] | None) -> dict[str, str]:
@@ -140,9 +142,8 @@ def run_in_namespace(
     """Run ``command`` where Ganeti's compiled-in paths are the root's."""
     tree = ganeti_tree()
     with tempfile.TemporaryDirectory(prefix="ganeti-ns-") as work:
-        script = _namespace_script(root, Path(work), command)
         proc = subprocess.run(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            ["sh", "-c", namespace_command(root, command, Path(work))],
             input=stdin,
             capture_output=True,
             text=True,

@@ -122,7 +122,14 @@ def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> No
     try:
         serial, tables = store.load()
         assert serial == 1
-        assert set(tables) == {"cluster", "nodegroups", "nodes", "instances", "networks"}
+        assert set(tables) == {
+            "cluster",
+            "nodegroups",
+            "nodes",
+            "instances",
+            "networks",
+            "filters",
+        }
         assert sorted(row["name"] for row in tables["nodes"]) == [
             "node1.example.com",
             "node2.example.com",

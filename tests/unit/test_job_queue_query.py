@@ -166,9 +166,10 @@ async def test_query_jobs(harness: QueueHarness) -> None:
     q = harness.queue
     assert q.query_jobs(None, ["id", "status"]) == [[first, "success"], [second, "success"]]
     assert q.query_jobs([], ["id"]) == [[first], [second]]
+    # As luxid: a row for every id asked for; of an unknown job only its id.
     assert q.query_jobs([second, 999, first], ["id", "summary"]) == [
         [second, ["TEST_JQUEUE"]],
-        None,
+        [999, None],
         [first, ["TEST_JQUEUE"]],
     ]
     assert q.query_jobs([first], []) == [[]]

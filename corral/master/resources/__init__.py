@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.jobs.fields import JOB_FIELDS
-from corral.master.resources import instances, locks, nodes, oses
+from corral.master.resources import exports, filters, instances, locks, networks, nodes, oses
 from corral.objects import Node, NodeGroup
 from corral.query.fields import FieldSet
-from corral.query.filter import compile_filter, filter_fields
+from corral.query.filter import compile_filter, filter_fields, requested_names
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import Master
@@ -28,6 +28,9 @@ _RESOURCES: dict[str, tuple[FieldSet, Items]] = {
     C.QR_GROUP: (nodes.GROUP_FIELDS, nodes.group_items),
     C.QR_INSTANCE: (instances.FIELDS, instances.items),
     C.QR_OS: (oses.FIELDS, oses.items),
+    C.QR_NETWORK: (networks.FIELDS, networks.items),
+    C.QR_EXPORT: (exports.FIELDS, exports.items),
+    C.QR_FILTER: (filters.FIELDS, filters.items),
 }
 
 
@@ -54,30 +57,27 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
     return fset.query(fields, qfilter, items)
 
 
-_NAMED = {
-    C.QR_INSTANCE: ("Instance", "instances"),
-    C.QR_NODE: ("Node", "nodes"),
-    C.QR_GROUP: ("Group", "groups"),
+# Resources whose items are asked for by a name of the configuration: the
+# field holding it, what the name is called in errors, and the names that exist.
+_NAMED: dict[str, tuple[str, str, Callable[[Master], Iterable[str]]]] = {
+    C.QR_INSTANCE: ("name", "Instance", lambda m: (o.name for o in m.cfg.instances())),
+    C.QR_NODE: ("name", "Node", lambda m: (o.name for o in m.cfg.nodes())),
+    C.QR_GROUP: ("name", "Group", lambda m: (o.name for o in m.cfg.groups())),
+    C.QR_NETWORK: ("name", "Network", lambda m: ()),  # Corral has no networks yet
+    C.QR_EXPORT: ("node", "Node", lambda m: (o.name for o in m.cfg.nodes())),
 }
 
 
 def _check_requested_names(master: Master, what: Any, qfilter: Any) -> None:
     """A filter that only lists names (``gnt-instance list a b``) must name
     existing objects, as in Ganeti: an unknown name is an error, not an empty row."""
-    if what not in _NAMED or not isinstance(qfilter, list) or qfilter[:1] != ["|"]:
+    if what not in _NAMED:
         return
-    names = []
-    for term in qfilter[1:]:
-        if not (
-            isinstance(term, list)
-            and len(term) == 3
-            and term[0] in ("=", "==")
-            and term[1] == "name"
-        ):
-            return
-        names.append(term[2])
-    label, attribute = _NAMED[what]
-    known = {obj.name for obj in getattr(master.cfg, attribute)()}
+    key, label, existing = _NAMED[what]
+    names = requested_names(qfilter, key)
+    if names is None:
+        return
+    known = set(existing(master))
     for name in names:
         if name not in known:
             raise errors.OpPrereqError(f"{label} name {name} not found", C.ECODE_NOENT)

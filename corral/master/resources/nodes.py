@@ -20,6 +20,7 @@ class NodeRow:
     is_master: bool
     group_name: str
     pinst: list[str]
+    sinst: list[str]
 
 
 def _role(row: NodeRow) -> str:
@@ -87,6 +88,20 @@ NODE_FIELDS = FieldSet(
             "List of instances with this node as primary",
             lambda r: r.pinst,
         ),
+        Field(
+            "sinst_cnt",
+            "Sinst",
+            C.QFT_NUMBER,
+            "Number of instances with this node as secondary",
+            lambda r: len(r.sinst),
+        ),
+        Field(
+            "sinst_list",
+            "SecInstances",
+            C.QFT_OTHER,
+            "List of instances with this node as secondary",
+            lambda r: r.sinst,
+        ),
         *object_fields(),
     ]
 )
@@ -96,14 +111,18 @@ async def node_items(master: Master, needs: set[str]) -> list[NodeRow]:
     cfg = master.cfg
     groups = {g.uuid: g.name for g in cfg.groups()}
     primaries: dict[str, list[str]] = {}
-    for inst in cfg.instances():
+    secondaries: dict[str, list[str]] = {}
+    for inst in sorted(cfg.instances(), key=lambda i: i.name):
         primaries.setdefault(inst.primary_node, []).append(inst.name)
+        for node in inst.secondary_nodes:
+            secondaries.setdefault(node, []).append(inst.name)
     return [
         NodeRow(
             n,
             n.uuid == cfg.cluster.master_node,
             groups.get(n.group, n.group),
             primaries.get(n.uuid, []),
+            secondaries.get(n.uuid, []),
         )
         for n in cfg.nodes()
     ]
@@ -113,6 +132,7 @@ async def node_items(master: Master, needs: set[str]) -> list[NodeRow]:
 class GroupRow:
     obj: NodeGroup
     members: list[str]
+    instances: list[str]
 
 
 GROUP_FIELDS = FieldSet(
@@ -128,6 +148,20 @@ GROUP_FIELDS = FieldSet(
         Field("node_cnt", "Nodes", C.QFT_NUMBER, "Number of nodes", lambda r: len(r.members)),
         Field("node_list", "NodeList", C.QFT_OTHER, "List of nodes", lambda r: r.members),
         Field("ndparams", "NDParams", C.QFT_OTHER, "Node parameters", lambda r: r.obj.ndparams),
+        Field(
+            "pinst_cnt",
+            "Instances",
+            C.QFT_NUMBER,
+            "Number of primary instances",
+            lambda r: len(r.instances),
+        ),
+        Field(
+            "pinst_list",
+            "InstanceList",
+            C.QFT_OTHER,
+            "List of primary instances",
+            lambda r: r.instances,
+        ),
         *object_fields(),
     ]
 )
@@ -135,6 +169,12 @@ GROUP_FIELDS = FieldSet(
 
 async def group_items(master: Master, needs: set[str]) -> list[GroupRow]:
     cfg = master.cfg
-    return [
-        GroupRow(g, sorted(n.name for n in cfg.nodes() if n.group == g.uuid)) for g in cfg.groups()
-    ]
+    node_group = {n.uuid: n.group for n in cfg.nodes()}
+    rows = []
+    for group in cfg.groups():
+        members = sorted(n.name for n in cfg.nodes() if n.group == group.uuid)
+        instances = sorted(
+            i.name for i in cfg.instances() if node_group.get(i.primary_node) == group.uuid
+        )
+        rows.append(GroupRow(group, members, instances))
+    return rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from corral import errors
 from corral.node.handlers import (  # noqa: F401  (registration)
+    backup,
     files,
     hooks,
     info,
