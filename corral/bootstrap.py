@@ -46,6 +46,8 @@ class InitOptions:
     beparams: dict[str, Any] = field(default_factory=dict)
     nicparams: dict[str, Any] = field(default_factory=dict)
     hvparams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The instance policy asked for; what it lacks comes from Ganeti's defaults.
+    ipolicy: dict[str, Any] = field(default_factory=dict)
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -101,6 +103,20 @@ def _validate(opts: InitOptions) -> None:
             " such as aa:00:00",
             C.ECODE_INVAL,
         )
+    _check_ipolicy(opts)
+
+
+def _check_ipolicy(opts: InitOptions) -> None:
+    from corral import ipolicy
+
+    try:
+        ipolicy.check_syntax(
+            ipolicy.initial_ipolicy(opts.ipolicy, opts.enabled_disk_templates), True
+        )
+    except errors.ConfigurationError as err:
+        raise errors.OpPrereqError(
+            f"Invalid instance policy: {err.message}", C.ECODE_INVAL
+        ) from None
 
 
 def _write_config(paths: Paths, opts: InitOptions) -> None:
@@ -108,6 +124,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
     from corral import params as P
     from corral.config.manager import initial_change
     from corral.config.store import SqliteConfigStore
+    from corral.ipolicy import initial_ipolicy
     from corral.objects import Cluster, Node, NodeGroup
 
     assert opts.node_ip and opts.master_ip and opts.secondary_ip
@@ -138,6 +155,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
             hv: P.fill(P.HV_DEFAULTS.get(hv, {}), P.check_hvparams(hv, opts.hvparams.get(hv, {})))
             for hv in opts.enabled_hypervisors
         },
+        ipolicy=initial_ipolicy(opts.ipolicy, opts.enabled_disk_templates),
     )
     SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
 

@@ -61,6 +61,9 @@ DEFAULT_MAX_RUNNING_JOBS: Final = 20
 DEFAULT_MAX_TRACKED_JOBS: Final = 25
 JOB_QUEUE_SIZE_HARD_LIMIT: Final = 5000
 LUXI_WFJC_TIMEOUT: Final = 89.0
+DEFAULT_SHUTDOWN_TIMEOUT: Final = 120
+# How long CancelJob waits for a cancelled job to end (luxid's luxiCancelJobTimeout).
+LUXI_CANCEL_JOB_TIMEOUT: Final = 44.0
 
 # Lock levels, in acquisition order.
 LEVEL_CLUSTER: Final = "cluster"

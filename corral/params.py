@@ -13,6 +13,9 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 
+# The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
+VALUE_DEFAULT = "default"
+
 # Types
 T_SIZE = "size"  # MiB, with an optional m/g/t unit
 T_INT = "int"
@@ -99,7 +102,8 @@ def _convert(kind: str, key: str, value: Any) -> Any:
 def check_params(
     values: dict[str, Any], types: dict[str, str], what: str, allow_none: bool = False
 ) -> dict[str, Any]:
-    """Typed copies of ``values``; unknown names refused. None means "reset"."""
+    """Typed copies of ``values``; unknown names refused. Where changes are
+    allowed, None and Ganeti's ``"default"`` mean "reset" (returned as None)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key not in types:
@@ -107,7 +111,7 @@ def check_params(
                 f"Unknown {what} parameter '{key}'; known: {', '.join(sorted(types))}",
                 C.ECODE_INVAL,
             )
-        if value is None and allow_none:
+        if allow_none and (value is None or value == VALUE_DEFAULT):
             out[key] = None
             continue
         out[key] = _convert(types[key], key, value)

@@ -57,7 +57,7 @@ for script in export import rename verify; do printf '#!/bin/sh\nexit 0\n' > "$O
 chmod +x "$OS_DIR"/create "$OS_DIR"/export "$OS_DIR"/import "$OS_DIR"/rename "$OS_DIR"/verify
 echo "== gnt-os list"; $G/gnt-os list
 echo "== gnt-instance add"
-$G/gnt-instance add -t file --disk 0:size=64m -o demo+default -O greeting=bonjour \
+$G/gnt-instance add -t file --disk 0:size=1g -o demo+default -O greeting=bonjour \
   --os-parameters-secret token=never-stored --no-name-check --no-ip-check web1.demo.corral
 $G/gnt-instance add -t diskless -o demo+minimal --no-start --no-name-check --no-ip-check db1.demo.corral
 echo "== gnt-instance list"; $G/gnt-instance list

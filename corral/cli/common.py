@@ -93,6 +93,8 @@ def _check_arg_count(opts: argparse.Namespace) -> str | None:
     """Ganeti's message for a wrong number of positional arguments, if any."""
     dest, low, high = opts.argspec
     count, name = len(getattr(opts, dest)), opts.command_name
+    if high == 0 and count:
+        return f"Error: Command {name} expects no arguments"
     if high is not None and low == high and count != low:
         return f"Error: Command {name} expects {low} argument(s)"
     if high is not None and count > high:
@@ -107,16 +109,21 @@ def add_force(parser: argparse.ArgumentParser) -> None:
 
 
 def common_op_fields(opts: argparse.Namespace) -> dict[str, Any]:
-    """The common opcode fields set from the options."""
-    fields: dict[str, Any] = {}
-    if getattr(opts, "dry_run", False):
-        fields["dry_run"] = True
+    """The common opcode fields set from the options, as Ganeti's commands set
+    them: the debug level, dry run, priority, and a reason trail naming the
+    user's reason (if any) and the command."""
+    fields: dict[str, Any] = {"debug_level": int(getattr(opts, "debug", 0) or 0)}
+    if hasattr(opts, "dry_run"):
+        fields["dry_run"] = bool(opts.dry_run)
     if getattr(opts, "priority", None):
         fields["priority"] = C.PRIORITY_NAMES[opts.priority]
-    if getattr(opts, "debug", 0):
-        fields["debug_level"] = min(int(opts.debug), 1)
+    trail = []
     if getattr(opts, "reason", None):
-        fields["reason"] = [["gnt:user", opts.reason, time.time_ns()]]
+        trail.append(["gnt:user", opts.reason, time.time_ns()])
+    if getattr(opts, "program", None) and getattr(opts, "invoked_as", None):
+        trail.append([f"gnt:client:{opts.program}", opts.invoked_as, time.time_ns()])
+    if trail:
+        fields["reason"] = trail
     return fields
 
 
@@ -266,6 +273,9 @@ class _HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """argparse with Ganeti's exit code for usage errors."""
 
+    # A command's parser: no option after its first argument (as Ganeti's).
+    options_first = False
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
@@ -280,21 +290,21 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(self._optparse_values(args), namespace)
 
     def _optparse_values(self, args: list[str]) -> list[str]:
-        """optparse's rule, which Ganeti's commands follow: an option that takes a
-        value takes the next argument even if it starts with ``-`` (``-O -key``)."""
+        """optparse's rules, which Ganeti's commands follow: an option that takes
+        a value takes the next argument even if it starts with ``-`` (``-O -key``),
+        and (in a command's parser) options end at the first argument."""
         out: list[str] = []
         i = 0
         while i < len(args):
             arg = args[i]
-            if arg == "--":
-                out += args[i:]
+            if arg == "--" or (self.options_first and not arg.startswith("-")):
+                out += ["--", *args[i + (arg == "--") :]]
                 break
             action = self._option_string_actions.get(arg)
             if (
                 isinstance(action, argparse._StoreAction | argparse._AppendAction)
                 and action.nargs is None
                 and i + 1 < len(args)
-                and args[i + 1].startswith("-")
             ):
                 out.append(f"{arg}={args[i + 1]}")
                 i += 2
@@ -361,6 +371,8 @@ def add_command(
     )
     parser.add_argument("-d", "--debug", action="count", default=0, help="Debug output")
     parser.set_defaults(handler=handler, command_name=name, argspec=None)
+    if isinstance(parser, Parser):
+        parser.options_first = True
     return parser
 
 
@@ -401,7 +413,14 @@ def run(parser: Parser | Callable[[], Parser], argv: Sequence[str] | None = None
     """
     if not isinstance(parser, argparse.ArgumentParser):
         parser = _build_for(parser, sys.argv[1:] if argv is None else argv)
-    opts = parser.parse_args(argv)
+    try:
+        opts = parser.parse_args(argv)
+    except errors.GenericError as err:  # an option's value refused by its type
+        rc, text = format_error(err)
+        print(text, file=sys.stderr)
+        return rc
+    words = [arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")]
+    opts.program, opts.invoked_as = parser.prog, words[0] if words else None
     # The modules and the parser live until the command exits: keep them out of
     # the cyclic collector's way (while a big answer is decoded, and at exit).
     gc.freeze()
@@ -457,12 +476,60 @@ def _build_for(build: Callable[[], Parser], argv: Sequence[str]) -> Parser:
     return build()
 
 
+_YES_NO = [("y", True, "Perform the operation"), ("n", False, "Do not perform the operation")]
+
+
+def ask_user(text: str, choices: list[tuple[str, Any, str]] | None = None) -> Any:
+    """Ask on the controlling terminal, as Ganeti's AskUser does: the question
+    (wrapped at 70 columns), then ``y/[n]/?: ``; ``?`` explains the choices.
+    Without a terminal the answer is the last choice (for yes/no: no)."""
+    import textwrap
+
+    choices = choices or _YES_NO
+    answer = choices[-1][1]
+    text = "\n".join(
+        textwrap.fill(line, 70, replace_whitespace=False) for line in text.splitlines()
+    )
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR)
+    except OSError:
+        return answer
+    keys = [entry[0] for entry in choices]
+    prompt = "/".join([*keys[:-1], f"[{keys[-1]}]", "?"])
+    values = {entry[0]: entry[1] for entry in choices}
+    try:
+        while True:
+            os.write(tty, f"{text}\n{prompt}: ".encode())
+            read = _read_line(tty, 2)
+            if not read:  # the terminal went away
+                return answer
+            line = read.strip().lower()
+            if line in values:
+                return values[line]
+            if line == "?":
+                help_lines = "".join(f" {key} - {help_text}\n" for key, _, help_text in choices)
+                os.write(tty, (help_lines + "\n").encode())
+    finally:
+        os.close(tty)
+
+
+def _read_line(fd: int, limit: int) -> str:
+    """Up to ``limit`` characters, or fewer up to and including a newline
+    (readline(limit) on an unbuffered descriptor)."""
+    data = b""
+    while len(data) < limit:
+        char = os.read(fd, 1)
+        if not char:
+            break
+        data += char
+        if char == b"\n":
+            break
+    return data.decode(errors="replace")
+
+
 def confirm(question: str) -> bool:
-    """Ask on the terminal; without one the answer is no."""
-    if not sys.stdin.isatty():
-        return False
-    answer = input(f"{question} y/[n]: ").strip().lower()
-    return answer in ("y", "yes")
+    """A yes/no question on the terminal (no terminal: no)."""
+    return bool(ask_user(question))
 
 
 def parse_kv(text: str) -> dict[str, Any]:
@@ -470,7 +537,7 @@ def parse_kv(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not text:
         return out
-    for item in _split_commas(text):
+    for item in split_commas(text):
         if "=" in item:
             key, value = item.split("=", 1)
             out[key] = value
@@ -483,7 +550,7 @@ def parse_kv(text: str) -> dict[str, Any]:
     return out
 
 
-def _split_commas(text: str) -> list[str]:
+def split_commas(text: str) -> list[str]:
     """Split on commas not escaped with a backslash."""
     parts, current, escaped = [], [], False
     for char in text:

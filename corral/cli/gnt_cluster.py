@@ -1,19 +1,33 @@
-"""gnt-cluster: init, destroy, info, verify, modify, version, getmaster, queue,
-and the cluster's tags."""
+"""gnt-cluster: init, destroy, info, verify, modify, version, getmaster,
+master-ping, queue, watcher, show-ispecs-cmd and the cluster's tags, with
+Ganeti 3.0.2's output."""
 
 from __future__ import annotations
 
 import argparse
 import socket
 import sys
+import time
 from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common
-from corral.cli.info import generic_info_lines
+from corral.cli import common, tags
+from corral.cli import ipolicy as cli_ipolicy
+from corral.cli.cluster_opts import add_modify_options, cmd_modify
+from corral.cli.generic_info import format_generic_info
+from corral.cli.info import format_grouped_params, nice_sort
 from corral.cli.table import format_time
 from corral.paths import Paths
+
+# Ganeti's compiled-in ExtStorage search path, shown by info (Corral has no
+# ExtStorage providers).
+ES_SEARCH_PATH = (
+    "/srv/ganeti/extstorage",
+    "/usr/local/lib/ganeti/extstorage",
+    "/usr/lib/ganeti/extstorage",
+    "/usr/share/ganeti/extstorage",
+)
 
 
 def cmd_init(opts: argparse.Namespace) -> int:
@@ -40,6 +54,7 @@ def cmd_init(opts: argparse.Namespace) -> int:
     init.beparams = common.parse_kv(opts.backend_parameters or "")
     init.nicparams = common.parse_kv(opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
+    init.ipolicy = cli_ipolicy.create_ipolicy(opts, init=True)
     try:
         bootstrap.init_cluster(paths, init)
     except errors.CommandError as err:
@@ -63,7 +78,7 @@ def cmd_destroy(opts: argparse.Namespace) -> int:
 
     if not opts.yes_do_it:
         print(
-            "Destroying a cluster is irreversible. If you really want to destroy this"
+            "Destroying a cluster is irreversible. If you really want destroy this"
             " cluster, supply the --yes-do-it option.",
             file=sys.stderr,
         )
@@ -94,14 +109,74 @@ def cmd_getmaster(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def _params_block(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in sorted(params.items())}
+def cmd_master_ping(opts: argparse.Namespace) -> int:
+    """Exit code 0 when the master daemon answers, 1 otherwise."""
+    try:
+        common.get_client().call("QueryClusterInfo")
+    except Exception:  # as Ganeti: any failure means "not alive"
+        return C.EXIT_FAILURE
+    return C.EXIT_SUCCESS
+
+
+def _uid_pool(pool: list[list[int]]) -> str:
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in pool)
+
+
+def _data_collectors(info: dict[str, Any]) -> dict[str, Any]:
+    intervals = info["data_collector_interval"]
+    return {
+        name: {"active": active, "interval": f"{intervals[name] / 1e6:.3f}s"}
+        for name, active in info["enabled_data_collectors"].items()
+    }
+
+
+def _cluster_parameters(info: dict[str, Any]) -> list[tuple[str, Any]]:
+    os_path = common.cluster_paths().os_search_path
+    return [
+        ("candidate pool size", info["candidate_pool_size"]),
+        ("maximal number of jobs running simultaneously", info["max_running_jobs"]),
+        (
+            "maximal number of jobs simultaneously tracked by the scheduler",
+            info["max_tracked_jobs"],
+        ),
+        ("mac prefix", info["mac_prefix"]),
+        ("master netdev", info["master_netdev"]),
+        ("master netmask", info["master_netmask"]),
+        ("use external master IP address setup script", info["use_external_mip_script"]),
+        ("lvm volume group", info["volume_group_name"]),
+        ("lvm reserved volumes", ", ".join(info["reserved_lvs"]) or "(none)"),
+        ("drbd usermode helper", info["drbd_usermode_helper"]),
+        ("file storage path", info["file_storage_dir"]),
+        ("shared file storage path", info["shared_file_storage_dir"]),
+        ("gluster storage path", info["gluster_storage_dir"]),
+        ("maintenance of node health", info["maintain_node_health"]),
+        ("uid pool", _uid_pool(info["uid_pool"])),
+        ("default instance allocator", info["default_iallocator"]),
+        ("default instance allocator parameters", info["default_iallocator_params"]),
+        ("primary ip version", info["primary_ip_version"]),
+        ("preallocation wipe disks", info["prealloc_wipe_disks"]),
+        # Production paths, as Ganeti shows its compiled-in ones.
+        (
+            "OS search path",
+            ", ".join(Paths(common.cluster_paths().root).to_wire(p) for p in os_path),
+        ),
+        ("ExtStorage Providers search path", ", ".join(ES_SEARCH_PATH)),
+        ("enabled disk templates", ", ".join(info["enabled_disk_templates"])),
+        ("install image", info["install_image"]),
+        ("instance communication network", info["instance_communication_network"]),
+        ("zeroing image", info["zeroing_image"]),
+        ("compression tools", info["compression_tools"]),
+        ("enabled user shutdown", info["enabled_user_shutdown"]),
+        ("modify ssh setup", info["modify_ssh_setup"]),
+        ("ssh_key_type", info["ssh_key_type"]),
+        ("ssh_key_bits", info["ssh_key_bits"]),
+    ]
 
 
 def cluster_info_items(info: dict[str, Any]) -> list[tuple[str, Any]]:
-    """gnt-cluster info's sections, in Ganeti's order."""
-    tags = ", ".join(sorted(info["tags"])) or "(none)"
+    """gnt-cluster info's sections, in Ganeti's order and structure."""
     enabled = info["enabled_hypervisors"]
+    hvparams = {hv: params for hv, params in info["hvparams"].items() if hv in enabled}
     return [
         ("Cluster name", info["name"]),
         ("Cluster UUID", info["uuid"]),
@@ -109,61 +184,37 @@ def cluster_info_items(info: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Modification time", format_time(info["mtime"])),
         ("Master node", info["master"]),
         ("Architecture (this node)", f"{info['architecture'][0]} ({info['architecture'][1]})"),
-        ("Tags", tags),
+        ("Tags", ", ".join(nice_sort(info["tags"])) or "(none)"),
         ("Default hypervisor", info["default_hypervisor"]),
         ("Enabled hypervisors", ", ".join(enabled)),
-        ("Hypervisor parameters", {hv: info["hvparams"].get(hv, {}) for hv in enabled}),
-        ("OS-specific hypervisor parameters", info["os_hvp"]),
-        ("OS parameters", info["osparams"]),
+        ("Hypervisor parameters", format_grouped_params(hvparams)),
+        ("OS-specific hypervisor parameters", format_grouped_params(info["os_hvp"])),
+        ("OS parameters", format_grouped_params(info["osparams"])),
         ("Hidden OSes", ", ".join(info["hidden_os"])),
         ("Blacklisted OSes", ", ".join(info["blacklisted_os"])),
+        ("Cluster parameters", _cluster_parameters(info)),
+        ("Default node parameters", format_grouped_params(info["ndparams"])),
+        ("Default instance parameters", format_grouped_params(info["beparams"])),
+        ("Default nic parameters", format_grouped_params(info["nicparams"])),
+        ("Default disk parameters", format_grouped_params(info["diskparams"])),
         (
-            "Cluster parameters",
-            [
-                ("candidate pool size", info["candidate_pool_size"]),
-                ("maximal number of jobs running simultaneously", info["max_running_jobs"]),
-                (
-                    "maximal number of jobs simultaneously tracked by the scheduler",
-                    info["max_tracked_jobs"],
-                ),
-                ("mac prefix", info["mac_prefix"]),
-                ("master netdev", info["master_netdev"]),
-                ("master netmask", info["master_netmask"]),
-                ("use external master IP address setup script", info["use_external_mip_script"]),
-                ("lvm volume group", info["volume_group_name"]),
-                ("lvm reserved volumes", "(none)"),
-                ("drbd usermode helper", info["drbd_usermode_helper"]),
-                ("file storage path", info["file_storage_dir"]),
-                ("shared file storage path", info["shared_file_storage_dir"]),
-                ("gluster storage path", info["gluster_storage_dir"]),
-                ("maintenance of node health", info["maintain_node_health"]),
-                ("uid pool", ", ".join(f"{a}-{b}" for a, b in info["uid_pool"])),
-                ("default instance allocator", info["default_iallocator"]),
-                ("default instance allocator parameters", info["default_iallocator_params"]),
-                ("primary ip version", info["primary_ip_version"]),
-                ("preallocation wipe disks", info["prealloc_wipe_disks"]),
-                (
-                    "OS search path",
-                    ", ".join(str(p) for p in common.cluster_paths().os_search_path),
-                ),
-                ("enabled disk templates", ", ".join(info["enabled_disk_templates"])),
-                ("install image", info["install_image"]),
-                ("instance communication network", info["instance_communication_network"]),
-                ("compression tools", ", ".join(info["compression_tools"])),
-                ("enabled user shutdown", info["enabled_user_shutdown"]),
-            ],
+            "Instance policy - limits for instances",
+            cli_ipolicy.format_policy_info(info["ipolicy"], None, True),
         ),
-        ("Default node parameters", _params_block(info["ndparams"])),
-        ("Default instance parameters", info["beparams"]),
-        ("Default nic parameters", info["nicparams"]),
-        ("Default disk parameters", info["diskparams"]),
-        ("Instance policy - limits for instances", info["ipolicy"]),
+        ("Data collectors", _data_collectors(info)),
     ]
 
 
 def cmd_info(opts: argparse.Namespace) -> int:
     info = common.get_client().call("QueryClusterInfo")
-    print("\n".join(generic_info_lines(cluster_info_items(info))))
+    print(format_generic_info(cluster_info_items(info)))
+    return C.EXIT_SUCCESS
+
+
+def cmd_show_ispecs_cmd(opts: argparse.Namespace) -> int:
+    """The ``gnt-cluster init`` command line that re-creates the policy's specs."""
+    info = common.get_client().call("QueryClusterInfo")
+    print(f"gnt-cluster init{cli_ipolicy.ipolicy_command(info['ipolicy'], False)} {info['name']}")
     return C.EXIT_SUCCESS
 
 
@@ -191,86 +242,74 @@ def cmd_verify(opts: argparse.Namespace) -> int:
             continue
         bad = bad or not all(results)
     if failed:
-        print(f"{failed} job(s) failed while verifying the cluster.", file=sys.stderr)
+        print(f"{failed} job(s) failed while verifying the cluster.")
     return C.EXIT_FAILURE if failed or bad else C.EXIT_SUCCESS
 
 
-def cmd_modify(opts: argparse.Namespace) -> int:
-    op: dict[str, Any] = {"OP_ID": "OP_CLUSTER_SET_PARAMS"}
-    for name in (
-        "max_running_jobs",
-        "max_tracked_jobs",
-        "candidate_pool_size",
-        "mac_prefix",
-        "master_netdev",
-        "master_netmask",
-        "file_storage_dir",
-    ):
-        value = getattr(opts, name)
-        if value is not None:
-            op[name] = value
-    if opts.enabled_hypervisors:
-        op["enabled_hypervisors"] = opts.enabled_hypervisors.split(",")
-    if opts.enabled_disk_templates:
-        op["enabled_disk_templates"] = opts.enabled_disk_templates.split(",")
-    if opts.hypervisor_parameters:
-        op["hvparams"] = _hv_options(opts.hypervisor_parameters)
-    if opts.backend_parameters:
-        op["beparams"] = common.parse_kv(opts.backend_parameters)
-    if opts.nic_parameters:
-        op["nicparams"] = common.parse_kv(opts.nic_parameters)
-    if len(op) == 1:
-        print("Please give at least one of the parameters.", file=sys.stderr)
-        return C.EXIT_FAILURE
-    common.submit_or_send(opts, op)
-    return C.EXIT_SUCCESS
+def _invalid(command: str) -> errors.OpPrereqError:
+    return errors.OpPrereqError(f"Command '{command}' is not valid.", C.ECODE_INVAL)
 
 
 def cmd_queue(opts: argparse.Namespace) -> int:
+    """``queue drain|undrain|info``."""
     client = common.get_client()
-    if opts.action == "drain":
-        client.call("SetDrainFlag", True)
-    elif opts.action == "undrain":
-        client.call("SetDrainFlag", False)
-    else:
+    action = opts.args[0]
+    if action in ("drain", "undrain"):
+        client.call("SetDrainFlag", action == "drain")
+    elif action == "info":
         drained = client.call("QueryConfigValues", ["drain_flag"])[0]
         print("The drain flag is " + ("set" if drained else "unset"))
+    else:
+        raise _invalid(action)
     return C.EXIT_SUCCESS
 
 
-def cmd_list_tags(opts: argparse.Namespace) -> int:
-    for tag in sorted(common.get_client().call("QueryTags", C.TAG_CLUSTER, "")):
-        print(tag)
+def parse_timespec(value: str) -> int:
+    """Seconds from ``30``, ``30s``, ``5m``, ``4h``, ``2d`` or ``1w`` (Ganeti's ParseTimespec)."""
+    if not value:
+        raise errors.OpPrereqError("Empty time specification passed", C.ECODE_INVAL)
+    multipliers = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    multiplier = multipliers.get(value[-1], 1)
+    if value[-1] in multipliers:
+        value = value[:-1]
+        if not value:
+            raise errors.OpPrereqError(
+                "Invalid time specification (only suffix passed)", C.ECODE_INVAL
+            )
+    try:
+        return int(value) * multiplier
+    except ValueError:
+        raise errors.OpPrereqError(f"Invalid time specification '{value}'", C.ECODE_INVAL) from None
+
+
+def _show_watcher_pause(until: float | None) -> None:
+    if until is None or until < time.time():
+        print("The watcher is not paused.")
+    else:
+        print(f"The watcher is paused until {time.ctime(until)}.")
+
+
+def cmd_watcher(opts: argparse.Namespace) -> int:
+    """``watcher pause DURATION|continue|info``."""
+    client = common.get_client()
+    action = opts.args[0]
+    if action == "continue":
+        client.call("SetWatcherPause", None)
+        print("The watcher is no longer paused.")
+    elif action == "pause":
+        if len(opts.args) < 2:
+            raise errors.OpPrereqError("Missing pause duration", C.ECODE_INVAL)
+        duration = parse_timespec(opts.args[1])
+        _show_watcher_pause(client.call("SetWatcherPause", time.time() + duration))
+    elif action == "info":
+        _show_watcher_pause(client.call("QueryConfigValues", ["watcher_pause"])[0])
+    else:
+        raise _invalid(action)
     return C.EXIT_SUCCESS
-
-
-def _tags_from(opts: argparse.Namespace) -> list[str]:
-    tags = list(opts.tags)
-    if opts.tags_source:
-        source = sys.stdin if opts.tags_source == "-" else open(opts.tags_source)  # noqa: SIM115
-        with source:
-            tags += [line.strip() for line in source if line.strip()]
-    return tags
-
-
-def _change_tags(opts: argparse.Namespace, op_id: str, empty: str) -> int:
-    tags = _tags_from(opts)
-    if not tags:
-        raise errors.OpPrereqError(empty, C.ECODE_INVAL)
-    common.submit_or_send(opts, {"OP_ID": op_id, "kind": C.TAG_CLUSTER, "name": "", "tags": tags})
-    return C.EXIT_SUCCESS
-
-
-def cmd_add_tags(opts: argparse.Namespace) -> int:
-    return _change_tags(opts, "OP_TAGS_SET", "No tags to be added")
-
-
-def cmd_remove_tags(opts: argparse.Namespace) -> int:
-    return _change_tags(opts, "OP_TAGS_DEL", "No tags to be removed")
 
 
 def cmd_search_tags(opts: argparse.Namespace) -> int:
-    result = common.submit_or_send(opts, {"OP_ID": "OP_TAGS_SEARCH", "pattern": opts.pattern})
+    result = common.submit_or_send(opts, {"OP_ID": "OP_TAGS_SEARCH", "pattern": opts.args[0]})
     if not result:
         return C.EXIT_FAILURE
     for path, tag in sorted(result):
@@ -308,21 +347,20 @@ def _add_init(sub: Any) -> None:
     )
     p.add_argument("--no-etc-hosts", action="store_true", help="Accepted for compatibility")
     p.add_argument("--no-ssh-init", action="store_true", help="Accepted for compatibility")
+    cli_ipolicy.add_options(p, init=True)
     common.add_submit_options(p, dry_run=False)
 
 
 def _add_tag_commands(sub: Any) -> None:
-    common.add_command(sub, "list-tags", cmd_list_tags, "List the tags of the cluster")
-    for name, handler, text in (
-        ("add-tags", cmd_add_tags, "Add tags to the cluster"),
-        ("remove-tags", cmd_remove_tags, "Remove tags from the cluster"),
-    ):
-        p = common.add_command(sub, name, handler, text)
-        p.add_argument("--from", dest="tags_source", help="Read tags from FILE ('-': stdin)")
-        p.add_argument("tags", nargs="*", metavar="TAG")
-        common.add_submit_options(p)
-    p = common.add_command(sub, "search-tags", cmd_search_tags, "Search tags by a regex")
-    p.add_argument("pattern", metavar="PATTERN")
+    tags.add_tag_commands(sub, C.TAG_CLUSTER, "", "cluster")
+    p = common.add_command(
+        sub,
+        "search-tags",
+        cmd_search_tags,
+        "Searches the tags on all objects on the cluster for a given pattern (regex)",
+    )
+    common.add_args(p, "args", "PATTERN", 1, 1)
+    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
 
 
 def build_parser() -> common.Parser:
@@ -330,31 +368,32 @@ def build_parser() -> common.Parser:
     _add_init(sub)
     p = common.add_command(sub, "destroy", cmd_destroy, "Destroy the cluster")
     p.add_argument("--yes-do-it", action="store_true", help="Confirm the destruction")
-    common.add_command(sub, "version", cmd_version, "Show the versions")
-    common.add_command(sub, "getmaster", cmd_getmaster, "Show the master node's name")
-    common.add_command(sub, "info", cmd_info, "Show cluster configuration", aliases=["show"])
+    common.add_args(p, "args", "", 0, 0)
+    for name, handler, text in (
+        ("version", cmd_version, "Shows the cluster version"),
+        ("getmaster", cmd_getmaster, "Shows the cluster master"),
+        ("master-ping", cmd_master_ping, "Checks if the master is alive"),
+        ("show-ispecs-cmd", cmd_show_ispecs_cmd, "Show the command line to re-create the cluster"),
+    ):
+        common.add_args(common.add_command(sub, name, handler, text), "args", "", 0, 0)
+    p = common.add_command(sub, "info", cmd_info, "Show cluster configuration", aliases=["show"])
+    # Ganeti shows roman numerals only with python3-roman installed; not here.
+    p.add_argument("--roman", action="store_true", help="Accepted for compatibility")
+    common.add_args(p, "args", "", 0, 0)
     p = common.add_command(sub, "verify", cmd_verify, "Verify the cluster")
     p.add_argument("--verbose", "-v", action="store_true")
     p.add_argument("--error-codes", action="store_true", help="Machine-parsable error codes")
     p.add_argument("--debug-simulate-errors", dest="simulate_errors", action="store_true")
     p.add_argument("-I", "--ignore-errors", help="Error codes to report as warnings")
     common.add_submit_options(p)
+    common.add_args(p, "args", "", 0, 0)
     p = common.add_command(sub, "modify", cmd_modify, "Change cluster parameters")
-    p.add_argument("--max-running-jobs", type=int)
-    p.add_argument("--max-tracked-jobs", type=int)
-    p.add_argument("-C", "--candidate-pool-size", type=int)
-    p.add_argument("-m", "--mac-prefix")
-    p.add_argument("--master-netdev")
-    p.add_argument("--master-netmask", type=int)
-    p.add_argument("--file-storage-dir")
-    p.add_argument("--enabled-hypervisors")
-    p.add_argument("--enabled-disk-templates")
-    p.add_argument("-H", "--hypervisor-parameters", action="append")
-    p.add_argument("-B", "--backend-parameters")
-    p.add_argument("-N", "--nic-parameters")
-    common.add_submit_options(p)
-    p = common.add_command(sub, "queue", cmd_queue, "Change or show the job queue drain flag")
-    p.add_argument("action", choices=["drain", "undrain", "info"])
+    add_modify_options(p)
+    common.add_args(p, "args", "", 0, 0)
+    p = common.add_command(sub, "queue", cmd_queue, "Change queue properties")
+    common.add_args(p, "args", "drain|undrain|info", 1, 1)
+    p = common.add_command(sub, "watcher", cmd_watcher, "Change watcher properties")
+    common.add_args(p, "args", "{pause <timespec>|continue|info}", 1, 2)
     _add_tag_commands(sub)
     return parser
 

@@ -9,12 +9,18 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common
+from corral.cli import common, tags
+from corral.cli import instance_multi as M
 from corral.cli import instance_specs as S
-from corral.cli.errors_fmt import ConfirmationDeclined
-from corral.cli.instance_info import instance_info_lines
-from corral.cli.table import Formatter, generic_list, generic_list_fields, names_filter
-from corral.query.qlang import parse_filter
+from corral.cli.generic_info import format_generic_info
+from corral.cli.instance_info import instance_info
+from corral.cli.table import (
+    Formatter,
+    add_filter_option,
+    generic_list,
+    generic_list_fields,
+    list_filter,
+)
 
 DEFAULT_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
 # List fields that Ganeti's gnt-instance list prints joined with ",".
@@ -38,243 +44,201 @@ def _submit(opts: argparse.Namespace, op: dict[str, Any]) -> Any:
 
 
 def cmd_add(opts: argparse.Namespace) -> int:
-    hypervisor, hvparams = S.hv_params(opts.hypervisor_parameters)
-    op: dict[str, Any] = {
-        "OP_ID": "OP_INSTANCE_CREATE",
-        "instance_name": opts.instance,
-        "mode": "create",
-        "disk_template": opts.disk_template,
-        "disks": S.disks_for_add(opts.disk, opts.os_size),
-        "nics": S.nics_for_add(opts.net, opts.no_nics),
-        "beparams": common.parse_kv(opts.backend_parameters or ""),
-        "hvparams": hvparams,
-        "osparams": S.os_params(opts.os_parameters),
-        "osparams_private": S.os_params(opts.os_parameters_private),
-        "osparams_secret": S.os_params(opts.os_parameters_secret),
-        "name_check": opts.name_check,
-        "ip_check": opts.ip_check and opts.name_check,
-        "conflicts_check": opts.conflicts_check,
-        "start": opts.start,
-        "no_install": opts.no_install,
-        "force_variant": opts.force_variant,
-        "tags": opts.tags.split(",") if opts.tags else [],
-    }
-    if hypervisor:
-        op["hypervisor"] = hypervisor
-    for key, value in (
-        ("os_type", opts.os),
-        ("pnode", opts.node),
-        ("file_storage_dir", opts.file_storage_dir),
-        ("file_driver", opts.file_driver),
-    ):
-        if value:
-            op[key] = value
-    _submit(opts, op)
+    (name,) = opts.instance
+    _submit(opts, S.create_opcode(opts, name))
     return C.EXIT_SUCCESS
 
 
-def _confirm(opts: argparse.Namespace, question: str) -> None:
-    if not getattr(opts, "force", False) and not common.confirm(question):
-        raise ConfirmationDeclined()
+def _ensure_exists(client: Any, name: str) -> None:
+    """Refuse, as Ganeti's client does, an instance name that does not exist."""
+    client.call("QueryInstances", [name], ["name"], False)
 
 
 def cmd_remove(opts: argparse.Namespace) -> int:
-    _confirm(
-        opts,
-        f"This will remove the volumes of the instance {opts.instance} (including"
-        " mirrors), thus removing all the data of the instance. Continue?",
-    )
-    _submit(
-        opts,
-        {
-            "OP_ID": "OP_INSTANCE_REMOVE",
-            "instance_name": opts.instance,
-            "ignore_failures": opts.ignore_failures,
-            "shutdown_timeout": opts.shutdown_timeout,
-        },
-    )
-    return C.EXIT_SUCCESS
-
-
-def _each(opts: argparse.Namespace, make: Any) -> int:
-    for name in opts.instances:
-        _submit(opts, make(name))
-    return C.EXIT_SUCCESS
-
-
-def cmd_startup(opts: argparse.Namespace) -> int:
-    _, hvparams = S.hv_params(opts.hypervisor_parameters)
-    return _each(
-        opts,
-        lambda name: {
-            "OP_ID": "OP_INSTANCE_STARTUP",
-            "instance_name": name,
-            "force": opts.force,
-            "no_remember": opts.no_remember,
-            "startup_paused": opts.paused,
-            "hvparams": hvparams,
-            "beparams": common.parse_kv(opts.backend_parameters or ""),
-        },
-    )
-
-
-def cmd_shutdown(opts: argparse.Namespace) -> int:
-    return _each(
-        opts,
-        lambda name: {
-            "OP_ID": "OP_INSTANCE_SHUTDOWN",
-            "instance_name": name,
-            "timeout": opts.timeout,
-            "no_remember": opts.no_remember,
-        },
-    )
-
-
-def cmd_reboot(opts: argparse.Namespace) -> int:
-    return _each(
-        opts,
-        lambda name: {
-            "OP_ID": "OP_INSTANCE_REBOOT",
-            "instance_name": name,
-            "reboot_type": opts.type,
-            "ignore_secondaries": opts.ignore_secondaries,
-            "shutdown_timeout": opts.shutdown_timeout,
-        },
-    )
-
-
-def cmd_reinstall(opts: argparse.Namespace) -> int:
-    change = f"change the OS to '{opts.os}'" if opts.os else "keep the same OS"
-    _confirm(
-        opts,
-        f"This will reinstall the instance '{opts.instance}' ({change}) which removes all data."
-        " Continue?",
-    )
-    op: dict[str, Any] = {
-        "OP_ID": "OP_INSTANCE_REINSTALL",
-        "instance_name": opts.instance,
-        "force_variant": opts.force_variant,
+    (name,) = opts.instance
+    if not opts.force:
+        _ensure_exists(common.get_client(), name)
+        question = (
+            f"This will remove the volumes of the instance {name} (including mirrors), thus"
+            " removing all the data of the instance. Continue?"
+        )
+        if not common.confirm(question):
+            return C.EXIT_FAILURE
+    op = {
+        "OP_ID": "OP_INSTANCE_REMOVE",
+        "instance_name": name,
+        "ignore_failures": opts.ignore_failures,
+        "shutdown_timeout": opts.shutdown_timeout,
     }
-    if opts.os:
-        op["os_type"] = opts.os
-    for key, value in (
-        ("osparams", opts.os_parameters),
-        ("osparams_private", opts.os_parameters_private),
-        ("osparams_secret", opts.os_parameters_secret),
-    ):
-        if value:
-            op[key] = S.os_params(value)
     _submit(opts, op)
     return C.EXIT_SUCCESS
 
 
+def _startup_op(name: str, opts: argparse.Namespace) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "OP_ID": "OP_INSTANCE_STARTUP",
+        "instance_name": name,
+        "force": opts.force,
+        "ignore_offline_nodes": opts.ignore_offline,
+        "no_remember": opts.no_remember,
+        "startup_paused": opts.startup_paused,
+    }
+    # As Ganeti: only given when given.
+    if opts.hvparams:
+        op["hvparams"] = opts.hvparams
+    if opts.beparams:
+        op["beparams"] = opts.beparams
+    return op
+
+
+def _shutdown_op(name: str, opts: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "OP_ID": "OP_INSTANCE_SHUTDOWN",
+        "instance_name": name,
+        "force": opts.force,
+        "timeout": opts.timeout,
+        "ignore_offline_nodes": opts.ignore_offline,
+        "no_remember": opts.no_remember,
+    }
+
+
+def _reboot_op(name: str, opts: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "OP_ID": "OP_INSTANCE_REBOOT",
+        "instance_name": name,
+        "reboot_type": opts.reboot_type,
+        "ignore_secondaries": opts.ignore_secondaries,
+        "shutdown_timeout": opts.shutdown_timeout,
+    }
+
+
+def cmd_startup(opts: argparse.Namespace) -> int:
+    return M.many_ops(opts, "startup", _startup_op)
+
+
+def cmd_shutdown(opts: argparse.Namespace) -> int:
+    return M.many_ops(opts, "shutdown", _shutdown_op)
+
+
+def cmd_reboot(opts: argparse.Namespace) -> int:
+    return M.many_ops(opts, "reboot", _reboot_op)
+
+
+def cmd_reinstall(opts: argparse.Namespace) -> int:
+    def make_op(name: str) -> dict[str, Any]:
+        return {
+            "OP_ID": "OP_INSTANCE_REINSTALL",
+            "instance_name": name,
+            "os_type": opts.os,
+            "force_variant": opts.force_variant,
+            "osparams": opts.osparams,
+            "osparams_private": opts.osparams_private,
+            "osparams_secret": opts.osparams_secret,
+        }
+
+    return M.reinstall(opts, make_op)
+
+
 def cmd_rename(opts: argparse.Namespace) -> int:
-    new_name = _submit(
-        opts,
-        {
-            "OP_ID": "OP_INSTANCE_RENAME",
-            "instance_name": opts.instance,
-            "new_name": opts.new_name,
-            "name_check": opts.name_check,
-            "ip_check": opts.ip_check and opts.name_check,
-        },
-    )
-    print(f"Instance '{opts.instance}' renamed to '{new_name}'")
+    old, new = opts.names
+    if not opts.force and not opts.name_check:
+        question = (
+            "As you disabled the check of the DNS entry, please verify that"
+            f" '{new}' is a FQDN. Continue?"
+        )
+        if not common.confirm(question):
+            return C.EXIT_FAILURE
+    op = {
+        "OP_ID": "OP_INSTANCE_RENAME",
+        "instance_name": old,
+        "new_name": new,
+        "ip_check": opts.ip_check,
+        "name_check": opts.name_check,
+    }
+    result = _submit(opts, op)
+    if result:
+        print(f"Instance '{old}' renamed to '{result}'")
     return C.EXIT_SUCCESS
 
 
 def cmd_modify(opts: argparse.Namespace) -> int:
-    _, hvparams = S.hv_params(opts.hypervisor_parameters)
-    op: dict[str, Any] = {
-        "OP_ID": "OP_INSTANCE_SET_PARAMS",
-        "instance_name": opts.instance,
-        "force_variant": opts.force_variant,
-        "disks": S.modifications(opts.disk, "disk"),
-        "nics": S.modifications(opts.net, "NIC"),
-        "beparams": common.parse_kv(opts.backend_parameters or ""),
-        "hvparams": hvparams,
-    }
-    if opts.os_type:
-        op["os_name"] = opts.os_type
-    if opts.os_parameters:
-        op["osparams"] = S.os_params(opts.os_parameters)
-    if opts.os_parameters_private:
-        op["osparams_private"] = S.os_params(opts.os_parameters_private)
-    if opts.offline is not None:
-        op["offline"] = opts.offline
-    if not opts.conflicts_check:
-        op["conflicts_check"] = False
-    changes = (
-        "disks",
-        "nics",
-        "beparams",
-        "hvparams",
-        "os_name",
-        "osparams",
-        "osparams_private",
-        "offline",
-    )
-    if not any(op.get(key) not in (None, [], {}) for key in changes):
+    (name,) = opts.instance
+    op = S.modify_opcode(opts, name)
+    if op is None:
         print("Please give at least one of the parameters.", file=sys.stderr)
         return C.EXIT_FAILURE
     result = _submit(opts, op)
-    print(f"Modified instance {opts.instance}")
-    for name, value in result or []:
-        print(f" - {name:<5} -> {value}")
-    print(
-        "Please don't forget that most parameters take effect only at the next (re)start of"
-        " the instance initiated by ganeti; restarting from within the instance will not be"
-        " enough."
-    )
+    if result:
+        print(f"Modified instance {name}")
+        for param, data in result:
+            print(f" - {param:<5} -> {data}")
+        print(
+            "Please don't forget that most parameters take effect only at the next (re)start"
+            " of the instance initiated by ganeti; restarting from within the instance will"
+            " not be enough."
+        )
+        if opts.hvparams:
+            print(
+                "Note that changing hypervisor parameters without performing a restart might"
+                " lead to a crash while performing a live migration. This will be addressed"
+                " in future Ganeti versions."
+            )
     return C.EXIT_SUCCESS
 
 
 def cmd_grow_disk(opts: argparse.Namespace) -> int:
+    name, disk_text, amount_text = opts.args
     try:
-        disk = int(opts.disk)
-    except ValueError:
-        raise errors.OpPrereqError(f"Invalid disk index '{opts.disk}'", C.ECODE_INVAL) from None
-    _submit(
-        opts,
-        {
-            "OP_ID": "OP_INSTANCE_GROW_DISK",
-            "instance_name": opts.instance,
-            "disk": disk,
-            "amount": S.parse_size(opts.amount, "amount"),
-            "absolute": opts.absolute,
-        },
-    )
+        disk = int(disk_text)
+    except ValueError as err:
+        raise errors.OpPrereqError(f"Invalid disk index: {err}", C.ECODE_INVAL) from None
+    try:
+        amount = S.parse_unit(amount_text)
+    except errors.UnitParseError:
+        raise errors.OpPrereqError(
+            f"Can't parse the given amount '{amount_text}'", C.ECODE_INVAL
+        ) from None
+    op = {
+        "OP_ID": "OP_INSTANCE_GROW_DISK",
+        "instance_name": name,
+        "disk": disk,
+        "amount": amount,
+        "wait_for_sync": opts.wait_for_sync,
+        "absolute": opts.absolute,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+    }
+    _submit(opts, op)
     return C.EXIT_SUCCESS
 
 
 def cmd_info(opts: argparse.Namespace) -> int:
-    if not opts.instances and not opts.all:
+    if not opts.instances and not opts.show_all:
         print(
             "No instance selected. Please pass in --all if you want to query all instances.\n"
             "Note that this can take a long time on a big cluster.",
             file=sys.stderr,
         )
         return C.EXIT_FAILURE
-    if opts.instances and opts.all:
+    if opts.instances and opts.show_all:
         print("Cannot use --all if you specify instance names.", file=sys.stderr)
         return C.EXIT_FAILURE
-    result = _submit(
-        opts,
-        {"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": opts.instances, "static": opts.static},
-    )
+    op = {
+        "OP_ID": "OP_INSTANCE_QUERY_DATA",
+        "instances": opts.instances,
+        "static": opts.static,
+        "use_locking": not opts.static,
+    }
+    result = _submit(opts, op)
     if not result:
         print("No instances.")
-    for name in sorted(result):
-        print("\n".join(instance_info_lines(result[name])))
+        return C.EXIT_FAILURE
+    print(format_generic_info([instance_info(data) for data in result.values()]))
     return C.EXIT_SUCCESS
 
 
 def cmd_list(opts: argparse.Namespace) -> int:
     fields = common.output_fields(opts, DEFAULT_FIELDS)
-    qfilter = names_filter("name", opts.names)
-    if opts.filter:
-        extra = parse_filter(opts.filter)
-        qfilter = ["&", qfilter, extra] if qfilter else extra
+    qfilter = list_filter(opts, opts.names)
     formatters: dict[str, Formatter] = dict.fromkeys(COMMA_FIELDS, _comma_list)
     return generic_list(common.get_client(), C.QR_INSTANCE, fields, qfilter, opts, formatters)
 
@@ -287,161 +251,98 @@ def cmd_list_fields(opts: argparse.Namespace) -> int:
     return generic_list_fields(common.get_client(), C.QR_INSTANCE, opts.fields, opts)
 
 
-def cmd_list_tags(opts: argparse.Namespace) -> int:
-    for tag in sorted(common.get_client().call("QueryTags", C.TAG_INSTANCE, opts.instance)):
-        print(tag)
-    return C.EXIT_SUCCESS
-
-
-def _tags(opts: argparse.Namespace, op_id: str, empty: str) -> int:
-    if not opts.tags:
-        raise errors.OpPrereqError(empty, C.ECODE_INVAL)
-    _submit(
-        opts, {"OP_ID": op_id, "kind": C.TAG_INSTANCE, "name": opts.instance, "tags": opts.tags}
-    )
-    return C.EXIT_SUCCESS
-
-
-def cmd_add_tags(opts: argparse.Namespace) -> int:
-    return _tags(opts, "OP_TAGS_SET", "No tags to be added")
-
-
-def cmd_remove_tags(opts: argparse.Namespace) -> int:
-    return _tags(opts, "OP_TAGS_DEL", "No tags to be removed")
-
-
-def _os_param_options(p: argparse.ArgumentParser, secret: bool = True) -> None:
-    p.add_argument("-O", "--os-parameters", help="OS parameters (k=v,...; -k removes)")
-    p.add_argument("--os-parameters-private", help="Private OS parameters (shown redacted)")
-    if secret:
-        p.add_argument("--os-parameters-secret", help="Secret OS parameters (never stored)")
-
-
-def _add_add(sub: Any) -> None:
-    p = common.add_command(sub, "add", cmd_add, "Creates and adds a new instance")
-    p.add_argument("instance", metavar="INSTANCE_NAME")
-    p.add_argument("-t", "--disk-template", required=True)
-    p.add_argument("--disk", action="append", help="N:size=VAL[,mode=ro|rw,name=NAME]")
-    p.add_argument("-s", "--os-size", help="Size of the single disk")
-    p.add_argument("--net", action="append", help="N:mac=,ip=,mode=,link=,name=")
-    p.add_argument("--no-nics", action="store_true")
-    p.add_argument("-o", "--os-type", dest="os", help="OS[+variant]")
-    _os_param_options(p)
-    p.add_argument("-B", "--backend-parameters")
-    p.add_argument("-H", "--hypervisor-parameters", action="append")
-    p.add_argument("-n", "--node", help="Primary node")
-    p.add_argument("--name-check", dest="name_check", action="store_true", default=True)
-    p.add_argument("--no-name-check", dest="name_check", action="store_false")
-    p.add_argument("--ip-check", dest="ip_check", action="store_true", default=True)
-    p.add_argument("--no-ip-check", dest="ip_check", action="store_false")
-    p.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false")
-    p.add_argument("--no-start", dest="start", action="store_false")
-    p.add_argument("--no-install", action="store_true")
-    p.add_argument("--force-variant", action="store_true")
-    p.add_argument("--tags", help="Comma-separated tags")
-    p.add_argument("--file-storage-dir")
-    p.add_argument("--file-driver", choices=["loop", "blktap", "blktap2"])
-    common.add_submit_options(p)
-
-
 def _add_lifecycle(sub: Any) -> None:
-    p = common.add_command(sub, "remove", cmd_remove, "Removes an instance")
-    p.add_argument("instance", metavar="INSTANCE")
+    p = common.add_command(sub, "remove", cmd_remove, "Shuts down the instance and removes it")
+    common.add_args(p, "instance", "INSTANCE", 1, 1)
     common.add_force(p)
     p.add_argument("--ignore-failures", action="store_true")
-    p.add_argument("--shutdown-timeout", type=int, default=120)
+    p.add_argument("--shutdown-timeout", type=int, default=C.DEFAULT_SHUTDOWN_TIMEOUT)
     common.add_submit_options(p)
-    p = common.add_command(sub, "startup", cmd_startup, "Starts instances", aliases=["start"])
-    p.add_argument("instances", nargs="+", metavar="INSTANCE")
-    common.add_force(p)
-    p.add_argument("--paused", action="store_true")
-    p.add_argument("--no-remember", action="store_true")
-    p.add_argument("-H", "--hypervisor-parameters", action="append")
-    p.add_argument("-B", "--backend-parameters")
-    common.add_submit_options(p)
-    p = common.add_command(sub, "shutdown", cmd_shutdown, "Stops instances", aliases=["stop"])
-    p.add_argument("instances", nargs="+", metavar="INSTANCE")
-    p.add_argument("--timeout", type=int, default=120)
-    p.add_argument("--no-remember", action="store_true")
-    common.add_force(p)
-    common.add_submit_options(p)
-    p = common.add_command(sub, "reboot", cmd_reboot, "Reboots instances")
-    p.add_argument("instances", nargs="+", metavar="INSTANCE")
-    p.add_argument("-t", "--type", choices=["soft", "hard", "full"], default="hard")
+    p = common.add_command(sub, "startup", cmd_startup, "Starts an instance", aliases=["start"])
+    _many(p)
+    p.add_argument("--paused", dest="startup_paused", action="store_true")
+    p.add_argument("-H", "--hypervisor-parameters", dest="hvparams", type=S.key_val("-H"),
+                   default={})  # fmt: skip
+    p.add_argument("-B", "--backend-parameters", dest="beparams", type=S.key_val("-B"),
+                   default={})  # fmt: skip
+    p = common.add_command(sub, "shutdown", cmd_shutdown, "Stops an instance", aliases=["stop"])
+    _many(p)
+    p.add_argument("--timeout", type=int, default=C.DEFAULT_SHUTDOWN_TIMEOUT)
+    p = common.add_command(sub, "reboot", cmd_reboot, "Reboots an instance")
+    _many(p, force=False, offline=False)
+    p.add_argument("-t", "--type", dest="reboot_type", choices=["soft", "hard", "full"],
+                   default="hard")  # fmt: skip
     p.add_argument("--ignore-secondaries", action="store_true")
-    p.add_argument("--shutdown-timeout", type=int, default=120)
+    p.add_argument("--shutdown-timeout", type=int, default=C.DEFAULT_SHUTDOWN_TIMEOUT)
+    p = common.add_command(sub, "reinstall", cmd_reinstall, "Reinstall a stopped instance")
+    common.add_args(p, "instances", "INSTANCE", 0, None)
+    M.add_selection_options(p)
     common.add_force(p)
-    common.add_submit_options(p)
-    p = common.add_command(sub, "reinstall", cmd_reinstall, "Reinstalls an instance")
-    p.add_argument("instance", metavar="INSTANCE")
     p.add_argument("-o", "--os-type", dest="os")
-    _os_param_options(p)
+    p.add_argument("--select-os", action="store_true")
+    S.add_os_parameter_options(p)
     p.add_argument("--force-variant", action="store_true")
-    common.add_force(p)
     common.add_submit_options(p)
-    p = common.add_command(sub, "rename", cmd_rename, "Renames an instance")
-    p.add_argument("instance", metavar="INSTANCE")
-    p.add_argument("new_name", metavar="NEW_NAME")
-    p.add_argument("--name-check", dest="name_check", action="store_true", default=True)
+    p = common.add_command(sub, "rename", cmd_rename, "Rename the instance")
+    common.add_args(p, "names", "NAME", 2, 2)
+    common.add_force(p)
     p.add_argument("--no-name-check", dest="name_check", action="store_false")
-    p.add_argument("--ip-check", dest="ip_check", action="store_true", default=False)
     p.add_argument("--no-ip-check", dest="ip_check", action="store_false")
+    common.add_submit_options(p)
+
+
+def _many(p: argparse.ArgumentParser, force: bool = True, offline: bool = True) -> None:
+    """The options of the commands that act on a selection of instances."""
+    common.add_args(p, "instances", "INSTANCE", 0, None)
+    M.add_selection_options(p)
+    if force:
+        common.add_force(p)
+    if offline:
+        p.add_argument("--ignore-offline", action="store_true")
+        p.add_argument("--no-remember", action="store_true")
     common.add_submit_options(p)
 
 
 def _add_modify(sub: Any) -> None:
-    p = common.add_command(sub, "modify", cmd_modify, "Changes an instance's parameters")
-    p.add_argument("instance", metavar="INSTANCE")
-    p.add_argument("-B", "--backend-parameters")
-    p.add_argument("-H", "--hypervisor-parameters", action="append")
-    _os_param_options(p, secret=False)
-    p.add_argument("-o", "--os-type")
-    p.add_argument("--force-variant", action="store_true")
-    p.add_argument("--disk", action="append", help="add:size=..|N:remove|N:modify,mode=..")
-    p.add_argument("--net", action="append", help="add:..|N:remove|N:modify,..")
-    p.add_argument("--offline", dest="offline", action="store_true", default=None)
-    p.add_argument("--online", dest="offline", action="store_false")
-    p.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false")
+    p = common.add_command(sub, "modify", cmd_modify, "Alters the parameters of an instance")
+    common.add_args(p, "instance", "INSTANCE", 1, 1)
+    S.add_modify_options(p)
+    common.add_force(p)
+    S.add_os_parameter_options(p, secret=False)
     common.add_submit_options(p)
-    p = common.add_command(sub, "grow-disk", cmd_grow_disk, "Grows an instance's disk")
-    p.add_argument("instance", metavar="INSTANCE")
-    p.add_argument("disk", metavar="DISK")
-    p.add_argument("amount", metavar="AMOUNT")
+    p = common.add_command(sub, "grow-disk", cmd_grow_disk, "Grow an instance's disk")
+    common.add_args(p, "args", "INSTANCE DISK AMOUNT", 3, 3)
     p.add_argument("--absolute", action="store_true")
+    p.add_argument("--no-wait-for-sync", dest="wait_for_sync", action="store_false")
+    p.add_argument("--ignore-ipolicy", action="store_true")
     common.add_submit_options(p)
 
 
 def _add_queries(sub: Any) -> None:
     p = common.add_command(
-        sub, "info", cmd_info, "Shows information on instances", aliases=["show"]
+        sub, "info", cmd_info, "Show information on the specified instance(s)", aliases=["show"]
     )
-    p.add_argument("instances", nargs="*", metavar="INSTANCE")
+    common.add_args(p, "instances", "INSTANCE", 0, None)
     p.add_argument("-s", "--static", action="store_true")
-    p.add_argument("--all", action="store_true")
+    p.add_argument("--all", dest="show_all", action="store_true")
+    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
     p = common.add_command(sub, "list", cmd_list, "Lists the instances and their status")
     common.add_list_options(p)
     p.add_argument("--units", help="Units (h, m, g, t)")
-    p.add_argument("-F", "--filter", help="Query filter")
-    p.add_argument("names", nargs="*", metavar="INSTANCE")
+    add_filter_option(p)
+    common.add_args(p, "names", "INSTANCE", 0, None)
     p = common.add_command(sub, "list-fields", cmd_list_fields, "Lists all available fields")
     common.add_list_options(p, verbose=False)
-    p.add_argument("fields", nargs="*")
-    common.add_command(sub, "list-tags", cmd_list_tags, "List an instance's tags").add_argument(
-        "instance", metavar="INSTANCE"
-    )
-    for name, handler, text in (
-        ("add-tags", cmd_add_tags, "Add tags to an instance"),
-        ("remove-tags", cmd_remove_tags, "Remove tags from an instance"),
-    ):
-        p = common.add_command(sub, name, handler, text)
-        p.add_argument("instance", metavar="INSTANCE")
-        p.add_argument("tags", nargs="*", metavar="TAG")
-        common.add_submit_options(p)
+    common.add_args(p, "fields", "FIELD", 0, None)
+    tags.add_tag_commands(sub, C.TAG_INSTANCE, "INSTANCE", "instance")
 
 
 def build_parser() -> common.Parser:
     parser, sub = common.make_parser("gnt-instance", "Manage instances")
-    _add_add(sub)
+    p = common.add_command(sub, "add", cmd_add, "Creates and adds a new instance to the cluster")
+    common.add_args(p, "instance", "INSTANCE_NAME", 1, 1)
+    S.add_create_options(p)
+    common.add_submit_options(p)
     _add_lifecycle(sub)
     _add_modify(sub)
     _add_queries(sub)

@@ -12,25 +12,29 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cli import common
-from corral.cli.errors_fmt import ConfirmationDeclined, format_error
+from corral.cli.errors_fmt import format_error
 from corral.cli.generic_info import format_generic_info
 from corral.cli.table import (
     add_filter_option,
-    format_table,
     generic_list,
     generic_list_fields,
     list_filter,
     names_filter,
+    print_query_result,
 )
 
 DEFAULT_FIELDS = ["id", "status", "summary"]
-_STATUS_FILTERS = {
-    "pending": [C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING, C.JOB_STATUS_RUNNING],
-    "running": [C.JOB_STATUS_RUNNING],
-    "error": [C.JOB_STATUS_ERROR],
-    "finished": sorted(C.JOB_STATUS_FINALIZED),
-    "queued": [C.JOB_STATUS_QUEUED],
-    "waiting": [C.JOB_STATUS_WAITING],
+# The status selections; as in Ganeti, the last one given wins.
+_STATUS_OPTIONS = {
+    "pending": (
+        [C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING, C.JOB_STATUS_CANCELING],
+        "Select jobs pending execution or being cancelled",
+    ),
+    "running": ([C.JOB_STATUS_RUNNING], "Show jobs currently running only"),
+    "error": ([C.JOB_STATUS_ERROR], "Show failed jobs only"),
+    "finished": (sorted(C.JOB_STATUS_FINALIZED), "Show finished jobs only"),
+    "queued": ([C.JOB_STATUS_QUEUED], "Select queued jobs only"),
+    "waiting": ([C.JOB_STATUS_WAITING], "Select waiting jobs only"),
 }
 
 
@@ -56,19 +60,11 @@ _LIST_FORMATTERS = {
 }
 
 
-def _status_filter(opts: argparse.Namespace) -> list[str] | None:
-    wanted: list[str] = []
-    for name in ("pending", "running", "error", "finished"):
-        if getattr(opts, name, False):
-            wanted += _STATUS_FILTERS[name]
-    return wanted or None
-
-
 def cmd_list(opts: argparse.Namespace) -> int:
     fields = common.output_fields(opts, DEFAULT_FIELDS)
     if opts.archived and "archived" not in fields:
         fields.append("archived")
-    status = names_filter("status", _status_filter(opts) or [])
+    status = names_filter("status", opts.status_filter or [])
     qfilter = list_filter(opts, opts.ids, status, namefield="id", isnumeric=True)
     return generic_list(common.get_client(), C.QR_JOB, fields, qfilter, opts, _LIST_FORMATTERS)
 
@@ -163,19 +159,17 @@ def cmd_info(opts: argparse.Namespace) -> int:
 
 
 def _watch(opts: argparse.Namespace, show: bool) -> int:
-    (job_id,) = _job_ids(opts.job_id)
-    client = common.get_client()
-    if client.query_jobs([job_id], ["status"])[0][0] is None:
-        raise errors.JobLost(f"Job with id {job_id} not found")
+    (job,) = opts.job_id
     if show:
-        header = f"Output from job {job_id} follows"
+        header = f"Output from job {job} follows"
         print(header)
         print("-" * len(header), flush=True)
     try:
-        common.poll_job(client, job_id, common.print_feedback if show else None)
+        (job_id,) = _job_ids([job])
+        common.poll_job(common.get_client(), job_id, common.print_feedback if show else None)
     except errors.GenericError as err:
         rc, text = format_error(err)
-        print(f"Job {job_id} failed: {text}", file=sys.stderr)
+        print(f"Job {job} failed: {text}", file=sys.stderr)
         return rc
     return C.EXIT_SUCCESS
 
@@ -188,74 +182,74 @@ def cmd_wait(opts: argparse.Namespace) -> int:
     return _watch(opts, show=False)
 
 
-def _select_jobs(
-    opts: argparse.Namespace, statuses: dict[str, list[str]], question: str
-) -> list[int]:
-    """Job ids from the arguments or a status filter (then listed and confirmed)."""
-    chosen = [s for name, s in statuses.items() if getattr(opts, name, False)]
-    if bool(chosen) == bool(opts.ids):
+def _for_each_job(opts: argparse.Namespace, question: str, action: Any) -> int:
+    """Apply ``action(client, job_id) -> (success, message)`` to the jobs named,
+    or to those with the selected status once listed and confirmed."""
+    if bool(opts.ids) == (opts.status_filter is not None):
         raise errors.OpPrereqError(
             "Either a status filter or job ID(s) must be specified and never both", C.ECODE_INVAL
         )
-    if opts.ids:
-        return _job_ids(opts.ids)
-    wanted = [s for group in chosen for s in group]
     client = common.get_client()
-    result = client.query(C.QR_JOB, DEFAULT_FIELDS, names_filter("status", wanted))
-    rows = [[cell[1] for cell in row] for row in result["data"]]
-    if not rows:
-        raise errors.OpPrereqError(
-            "No jobs with the requested status have been found", C.ECODE_STATE
-        )
-    if not getattr(opts, "force", False):
-        table = [[str(r[0]), r[1], ",".join(r[2])] for r in rows]
-        for line in format_table(["ID", "Status", "Summary"], table, [True, False, False], None):
-            print(line)
-        if not common.confirm(question):
-            raise ConfirmationDeclined()
-    return [int(r[0]) for r in rows]
+    if opts.status_filter is not None:
+        result = client.query(C.QR_JOB, DEFAULT_FIELDS, names_filter("status", opts.status_filter))
+        jobs = [row[0][1] for row in result["data"]]
+        if not jobs:
+            raise errors.OpPrereqError(
+                "No jobs with the requested status have been found", C.ECODE_STATE
+            )
+        if not opts.force:
+            shown = argparse.Namespace(no_headers=False, separator=None, verbose=False)
+            print_query_result(result, shown, _LIST_FORMATTERS)
+            if not common.confirm(question):
+                return C.EXIT_CONFIRMATION
+    else:
+        jobs = opts.ids
+    rc = C.EXIT_SUCCESS
+    for job_id in jobs:
+        success, message = action(client, job_id)
+        if not success:
+            rc = C.EXIT_FAILURE
+        print(message)
+    return rc
 
 
 def cmd_cancel(opts: argparse.Namespace) -> int:
-    if opts.kill and not opts.yes_do_it:
-        raise errors.OpPrereqError(
-            "The --kill option must be confirmed with --yes-do-it", C.ECODE_INVAL
-        )
-    statuses = {
-        "pending": _STATUS_FILTERS["pending"],
-        "queued": _STATUS_FILTERS["queued"],
-        "waiting": _STATUS_FILTERS["waiting"],
-    }
-    question = "KILL job(s) listed above?" if opts.kill else "Cancel job(s) listed above?"
-    ids = _select_jobs(opts, statuses, question)
-    client = common.get_client()
-    rc = C.EXIT_SUCCESS
-    for job_id in ids:
-        success, message = client.call("CancelJob", job_id, opts.kill)
-        print(message)
-        if not success:
-            rc = C.EXIT_FAILURE
-    return rc
+    action = "Cancel"
+    if opts.kill:
+        action = "KILL"
+        if not opts.yes_do_it:
+            raise errors.OpPrereqError(
+                "The --kill option must be confirmed with --yes-do-it", C.ECODE_INVAL
+            )
+    return _for_each_job(
+        opts,
+        f"{action} job(s) listed above?",
+        lambda client, job_id: client.call("CancelJob", _job_id("CancelJob", job_id), opts.kill),
+    )
 
 
 def cmd_change_priority(opts: argparse.Namespace) -> int:
     if not opts.priority:
         print("--priority option must be given.", file=sys.stderr)
         return C.EXIT_FAILURE
-    statuses = {
-        "pending": _STATUS_FILTERS["pending"],
-        "queued": _STATUS_FILTERS["queued"],
-        "waiting": _STATUS_FILTERS["waiting"],
-    }
-    ids = _select_jobs(opts, statuses, "Change priority of job(s) listed above?")
-    client = common.get_client()
-    rc = C.EXIT_SUCCESS
-    for job_id in ids:
-        success, message = client.call("ChangeJobPriority", job_id, C.PRIORITY_NAMES[opts.priority])
-        print(message)
-        if not success:
-            rc = C.EXIT_FAILURE
-    return rc
+    priority = C.PRIORITY_NAMES[opts.priority]
+    return _for_each_job(
+        opts,
+        "Change priority of job(s) listed above?",
+        lambda client, job_id: client.call(
+            "ChangeJobPriority", _job_id("ChangeJobPriority", job_id), priority
+        ),
+    )
+
+
+def _job_id(method: str, value: Any) -> int:
+    """A job id as Ganeti's client checks it before sending."""
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.RequestError(
+            f"Invalid parameter passed to {method} as job id:  expected integer, got value {value}"
+        ) from None
 
 
 def cmd_archive(opts: argparse.Namespace) -> int:
@@ -300,8 +294,7 @@ def build_parser() -> common.Parser:
     common.add_list_options(p)
     p.add_argument("--archived", action="store_true", help="Include archived jobs")
     add_filter_option(p)
-    for name in ("pending", "running", "error", "finished"):
-        p.add_argument(f"--{name}", action="store_true", help=f"Show only {name} jobs")
+    _status_options(p, ("pending", "running", "error", "finished"))
     common.add_args(p, "ids", "JOB_ID", 0, None)
     p = common.add_command(sub, "list-fields", cmd_list_fields, "Lists all available fields")
     common.add_list_options(p, verbose=False)
@@ -334,10 +327,18 @@ def build_parser() -> common.Parser:
     return parser
 
 
+def _status_options(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    for name in names:
+        statuses, help_text = _STATUS_OPTIONS[name]
+        p.add_argument(
+            f"--{name}", dest="status_filter", action="store_const", const=statuses, help=help_text
+        )
+    p.set_defaults(status_filter=None)
+
+
 def _selection_options(p: argparse.ArgumentParser) -> None:
     common.add_force(p)
-    for name in ("pending", "queued", "waiting"):
-        p.add_argument(f"--{name}", action="store_true", help=f"Select all {name} jobs")
+    _status_options(p, ("pending", "queued", "waiting"))
     common.add_args(p, "ids", "JOB_ID", 0, None)
 
 

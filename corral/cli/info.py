@@ -1,59 +1,31 @@
-"""Ganeti's YAML-like "generic info" layout (gnt-job info, gnt-cluster info)."""
+"""Helpers for the values Ganeti's ``info`` commands show (the layout itself is
+``corral.cli.generic_info``): parameter dicts as text, names in Ganeti's order."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 
-def format_scalar(value: Any) -> str:
-    return str(value)
+def format_grouped_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Nested parameter dicts with every value as text (Ganeti's _FormatGroupedParams)."""
+    return {
+        key: format_grouped_params(value) if isinstance(value, dict) else str(value)
+        for key, value in params.items()
+    }
 
 
-def _is_scalar(value: Any) -> bool:
-    return not isinstance(value, dict | list | tuple)
+def nice_sort(values: Iterable[str]) -> list[str]:
+    """Names sorted with their numbers compared as numbers (Ganeti's NiceSort):
+    ``a1, a2, a10``."""
+    return sorted(values, key=_nice_key)
 
 
-def generic_info_lines(data: Any, indent: int = 0) -> list[str]:
-    """Lines for a list of ``(key, value)`` pairs or a dict, nested by 2 spaces.
-
-    A key whose value is nested is written as ``key: `` (with the trailing
-    space) followed by the nested block; dict keys are sorted; a list of
-    scalars is written inline as ``[a, b]``.
-    """
-    pad = "  " * indent
-    lines: list[str] = []
-    items = sorted(data.items()) if isinstance(data, dict) else list(data)
-    for key, value in items:
-        if (isinstance(value, dict) and value) or (
-            isinstance(value, list) and value and _is_pairs(value)
-        ):
-            lines.append(f"{pad}{key}: ")
-            lines.extend(generic_info_lines(value, indent + 1))
-        elif isinstance(value, list) and value and not all(_is_scalar(v) for v in value):
-            lines.append(f"{pad}{key}: ")
-            for item in value:
-                lines.extend(_list_item(item, indent + 1))
-        elif isinstance(value, list | tuple):
-            lines.append(
-                f"{pad}{key}: " + ("[" + ", ".join(map(str, value)) + "]" if value else "")
-            )
-        elif isinstance(value, dict):
-            lines.append(f"{pad}{key}: ")
-        else:
-            lines.append(f"{pad}{key}: {format_scalar(value)}")
-    return lines
-
-
-def _is_pairs(value: list[Any]) -> bool:
-    return all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value)
-
-
-def _list_item(item: Any, indent: int) -> list[str]:
-    pad = "  " * indent
-    if _is_scalar(item):
-        return [f"{pad}- {format_scalar(item)}"]
-    sub = generic_info_lines(item, indent + 1)
-    if not sub:
-        return [f"{pad}- "]
-    first = sub[0].lstrip()
-    return [f"{pad}- {first}", *sub[1:]]
+def _nice_key(value: str) -> list[tuple[int, Any]]:
+    # Groups of digits and of non-digits; as Ganeti, only the first eight count
+    # separately, the rest of the name is compared as text.
+    groups = re.findall(r"\d+|\D+", value)
+    head, tail = groups[:8], "".join(groups[8:])
+    key = [(0, int(g)) if g.isdigit() else (1, g) for g in head]
+    return [*key, (1, tail)] if tail else key

@@ -1,120 +1,357 @@
-"""Parsing gnt-instance's ``--disk``, ``--net``, ``-B``, ``-H`` and ``-O`` options."""
+"""gnt-instance's parameter options (``--disk``, ``--net``, ``-B``, ``-H``,
+``-O``...), parsed and checked as Ganeti's commands do, and the opcodes of
+``add`` and ``modify`` built from them."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli.common import parse_kv
+from corral.cli import typed_params as T
+from corral.cli.common import split_commas
 
-_UNITS = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def parse_size(text: str, what: str) -> int:
-    """MiB from ``512``, ``512m``, ``1g``, ``1.5G``, ``2t``."""
-    value = text.strip().lower().rstrip("b")
-    unit = value[-1:] if value[-1:] in ("m", "g", "t") else ""
-    number = value[: len(value) - len(unit)]
-    try:
-        mib = float(number) * _UNITS[unit]
-    except ValueError:
-        raise errors.OpPrereqError(
-            f"Invalid {what} '{text}': use a number of MiB, optionally with an m, g or t suffix",
-            C.ECODE_INVAL,
-        ) from None
-    if mib <= 0:
-        raise errors.OpPrereqError(f"Invalid {what} '{text}': must be positive", C.ECODE_INVAL)
-    return int(-(-mib // 1))
+parse_unit = T.parse_unit
+DISK_TEMPLATES = ("sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file",
+                  "gluster")  # fmt: skip
+_DEVICE_ACTIONS = ("add", "attach", "remove", "detach", "modify")
 
 
-def _indexed(spec: str, what: str) -> tuple[str, dict[str, Any]]:
-    """``0:size=1g,mode=rw`` → ``("0", {...})``; ``add:size=1g`` → ``("add", {...})``."""
-    head, sep, rest = spec.partition(":")
-    if not sep:
-        return head, {}
-    return head, parse_kv(rest)
-
-
-def disks_for_add(specs: list[str] | None, os_size: str | None) -> list[dict[str, Any]]:
-    """``--disk N:size=...`` options (or ``-s SIZE``) as the opcode's disk list."""
-    if os_size and specs:
-        raise errors.OpPrereqError("Give either --disk or -s, not both", C.ECODE_INVAL)
-    if os_size:
-        return [{"size": parse_size(os_size, "disk size")}]
-    disks: dict[int, dict[str, Any]] = {}
-    for spec in specs or []:
-        index, params = _indexed(spec, "disk")
-        try:
-            idx = int(index)
-        except ValueError:
-            raise errors.OpPrereqError(f"Invalid disk index in '{spec}'", C.ECODE_INVAL) from None
-        if "size" not in params:
-            raise errors.OpPrereqError(f"Missing size for disk {idx} ('{spec}')", C.ECODE_INVAL)
-        params["size"] = parse_size(str(params["size"]), f"size of disk {idx}")
-        disks[idx] = params
-    if disks and sorted(disks) != list(range(len(disks))):
-        raise errors.OpPrereqError("Disk indices must be 0, 1, 2, ... without gaps", C.ECODE_INVAL)
-    return [disks[i] for i in sorted(disks)]
-
-
-def nics_for_add(specs: list[str] | None, no_nics: bool) -> list[dict[str, Any]]:
-    if no_nics:
-        if specs:
-            raise errors.OpPrereqError("Give either --net or --no-nics", C.ECODE_INVAL)
-        return []
-    if not specs:
-        return [{}]
-    nics: dict[int, dict[str, Any]] = {}
-    for spec in specs:
-        index, params = _indexed(spec, "NIC")
-        try:
-            nics[int(index)] = params
-        except ValueError:
-            raise errors.OpPrereqError(f"Invalid NIC index in '{spec}'", C.ECODE_INVAL) from None
-    if sorted(nics) != list(range(len(nics))):
-        raise errors.OpPrereqError("NIC indices must be 0, 1, 2, ... without gaps", C.ECODE_INVAL)
-    return [nics[i] for i in sorted(nics)]
-
-
-def modifications(specs: list[str] | None, what: str) -> list[list[Any]]:
-    """``add:k=v``, ``N:add,k=v``, ``N:remove``, ``remove``, ``N:modify,k=v``, ``N:k=v``
-    as ``[op, index, params]`` entries."""
-    out: list[list[Any]] = []
-    for spec in specs or []:
-        head, params = _indexed(spec, what)
-        action = None
-        for name in ("add", "remove", "modify"):
-            if params.pop(name, None) is True:
-                action = name
-        if head in ("add", "remove"):
-            out.append([head, -1, params])
-            continue
-        try:
-            index = int(head)
-        except ValueError:
-            raise errors.OpPrereqError(
-                f"Invalid {what} modification '{spec}'", C.ECODE_INVAL
-            ) from None
-        out.append([action or "modify", index, params])
+# Option value types (argparse ``type=`` functions; errors as Ganeti's parser's)
+def split_key_val(option: str, data: str, prefixes: bool = True) -> dict[str, Any]:
+    """``k=v,k2=v2`` (``no_k`` is False, ``-k`` None, a bare ``k`` True)."""
+    out: dict[str, Any] = {}
+    for element in split_commas(data) if data else []:
+        value: Any
+        if "=" in element:
+            key, value = element.split("=", 1)
+        elif not prefixes:
+            raise errors.ParameterError(f"Missing value for key '{element}' in option {option}")
+        elif element.startswith("no_"):
+            key, value = element[3:], False
+        elif element.startswith("-"):
+            key, value = element[1:], None
+        else:
+            key, value = element, True
+        if key in out:
+            raise errors.ParameterError(f"Duplicate key '{key}' in option {option}")
+        out[key] = value
     return out
 
 
-def hv_params(values: list[str] | None) -> tuple[str | None, dict[str, Any]]:
-    """``-H hv[:k=v,...]`` → ``(hypervisor or None, params)``."""
-    if not values:
-        return None, {}
-    hypervisor, params = None, {}
-    for item in values:
-        head, sep, rest = item.partition(":")
-        if sep or "=" not in head:
-            hypervisor = head
-            params.update(parse_kv(rest))
+def split_ident_key_val(option: str, value: str) -> tuple[str, Any]:
+    """``ident:k=v,...`` → ``(ident, {k: v})`` (``no_ident``: False, ``-ident``: None)."""
+    ident, _, rest = value.partition(":")
+    removing = ident.startswith("no_") or (
+        ident.startswith("-") and (len(ident) == 1 or not ident[1].isdigit())
+    )
+    if removing:
+        if rest:
+            raise errors.ParameterError(
+                f"Cannot pass options when removing parameter groups: {value}"
+            )
+        return (ident[3:], False) if ident.startswith("no_") else (ident[1:], None)
+    return ident, split_key_val(option, rest)
+
+
+def key_val(option: str) -> Callable[[str], dict[str, Any]]:
+    return lambda value: split_key_val(option, value)
+
+
+def ident_key_val(option: str) -> Callable[[str], tuple[str, Any]]:
+    return lambda value: split_ident_key_val(option, value)
+
+
+def unit(value: str) -> int:
+    try:
+        return parse_unit(value)
+    except errors.UnitParseError as err:
+        raise errors.ParameterError(f"Invalid value '{value}': {err}") from None
+
+
+def boolean(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("false", "no"):
+        return False
+    if lowered in ("true", "yes"):
+        return True
+    raise errors.ParameterError(f"Invalid boolean value '{lowered}'")
+
+
+# Options
+def add_create_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``gnt-instance add`` (Ganeti's COMMON_CREATE_OPTS and add_opts)."""
+    p.add_argument("-B", "--backend-parameters", dest="beparams", type=key_val("-B"),
+                   default={})  # fmt: skip
+    p.add_argument("--disk", dest="disks", action="append", type=ident_key_val("--disk"))
+    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATES)
+    p.add_argument("--file-storage-dir")
+    p.add_argument("--file-driver", choices=["loop", "blktap", "blktap2"])
+    p.add_argument("-H", "--hypervisor-parameters", dest="hypervisor", type=ident_key_val("-H"))
+    p.add_argument("-I", "--iallocator")
+    p.add_argument("--net", dest="nics", action="append", type=ident_key_val("--net"))
+    p.add_argument("-n", "--node")
+    p.add_argument("-g", "--node-group", dest="nodegroup")
+    p.add_argument("--no-ip-check", dest="ip_check", action="store_false")
+    p.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false")
+    p.add_argument("--no-name-check", dest="name_check", action="store_false")
+    p.add_argument("--no-nics", action="store_true")
+    p.add_argument("--no-wait-for-sync", dest="wait_for_sync", action="store_false")
+    _os_parameters(p, secret=True)
+    p.add_argument("-s", "--os-size", dest="sd_size", type=unit)
+    p.add_argument("--opportunistic-locking", action="store_true")
+    p.add_argument("--tags")
+    p.add_argument("--forthcoming", action="store_true")
+    p.add_argument("--commit", action="store_true")
+    p.add_argument("--no-start", dest="start", action="store_false")
+    p.add_argument("-o", "--os-type", dest="os")
+    p.add_argument("--force-variant", action="store_true")
+    p.add_argument("--no-install", action="store_true")
+    p.add_argument("--ignore-ipolicy", action="store_true")
+    p.add_argument("-c", "--communication", dest="instance_communication", type=boolean)
+    p.add_argument("--helper-startup-timeout", type=int)
+    p.add_argument("--helper-shutdown-timeout", type=int)
+
+
+def add_modify_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``gnt-instance modify`` (besides ``-f`` and the OS parameters)."""
+    p.add_argument("-B", "--backend-parameters", dest="beparams", type=key_val("-B"),
+                   default={})  # fmt: skip
+    p.add_argument("--disk", dest="disks", action="append", type=ident_key_val("--disk"),
+                   default=[])  # fmt: skip
+    p.add_argument("-H", "--hypervisor-parameters", dest="hvparams", type=key_val("-H"),
+                   default={})  # fmt: skip
+    p.add_argument("--net", dest="nics", action="append", type=ident_key_val("--net"),
+                   default=[])  # fmt: skip
+    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATES)
+    p.add_argument("-n", "--node")
+    p.add_argument("-I", "--iallocator")
+    p.add_argument("-o", "--os-type", dest="os")
+    p.add_argument("--force-variant", action="store_true")
+    p.add_argument("--no-wait-for-sync", dest="wait_for_sync", action="store_false")
+    p.add_argument("--offline", dest="offline_inst", action="store_true")
+    p.add_argument("--online", dest="online_inst", action="store_true")
+    p.add_argument("--ignore-ipolicy", action="store_true")
+    p.add_argument("-m", "--runtime-memory", dest="runtime_mem", type=unit)
+    p.add_argument("--no-conflicts-check", dest="conflicts_check", action="store_false")
+    p.add_argument("--new-primary", dest="new_primary_node")
+    p.add_argument("--hotplug", action="store_true")
+    p.add_argument("--hotplug-if-possible", action="store_true")
+    p.add_argument("-c", "--communication", dest="instance_communication", type=boolean)
+    p.add_argument("-e", "--ext-params", type=key_val("-e"), default={})
+    p.add_argument("--file-driver", choices=["loop", "blktap", "blktap2"])
+    p.add_argument("--file-storage-dir")
+
+
+def _os_parameters(p: argparse.ArgumentParser, secret: bool) -> None:
+    p.add_argument("-O", "--os-parameters", dest="osparams", type=key_val("-O"), default={})
+    p.add_argument("--os-parameters-private", dest="osparams_private",
+                   type=key_val("--os-parameters-private"), default={})  # fmt: skip
+    if secret:
+        p.add_argument("--os-parameters-secret", dest="osparams_secret",
+                       type=key_val("--os-parameters-secret"), default={})  # fmt: skip
+
+
+def add_os_parameter_options(p: argparse.ArgumentParser, secret: bool = True) -> None:
+    """``-O``, ``--os-parameters-private`` (and ``--os-parameters-secret``)."""
+    _os_parameters(p, secret)
+
+
+# add
+def _invalid(message: str) -> errors.OpPrereqError:
+    return errors.OpPrereqError(message, C.ECODE_INVAL)
+
+
+def nics_from(specs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """``--net`` options as the opcode's NIC list (Ganeti's ParseNicOption)."""
+    try:
+        count = max(int(index) + 1 for index, _ in specs)
+    except ValueError as err:
+        raise _invalid(f"Invalid NIC index passed: {err}") from None
+    nics: list[dict[str, Any]] = [{}] * count
+    for index_text, params in specs:
+        index = int(index_text)
+        if not isinstance(params, dict):
+            raise _invalid(f"Invalid nic/{index} value: expected dict, got {params}")
+        T.force_dict_type(params, T.NIC_PARAMETER_TYPES)
+        nics[index] = params
+    return nics
+
+
+def disks_from(opts: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--disk``/``-s`` options as the opcode's disk list (Ganeti's checks)."""
+    if opts.disk_template == "diskless":
+        if opts.disks or opts.sd_size is not None:
+            raise _invalid("Diskless instance but disk information passed")
+        return []
+    if not opts.disks and not opts.sd_size:
+        raise _invalid("No disk information specified")
+    if opts.disks and opts.sd_size is not None:
+        raise _invalid("Please use either the '--disk' or '-s' option")
+    specs = opts.disks or [("0", {"size": opts.sd_size})]
+    try:
+        count = max(int(index) + 1 for index, _ in specs)
+    except ValueError as err:
+        raise _invalid(f"Invalid disk index passed: {err}") from None
+    disks: list[dict[str, Any]] = [{}] * count
+    for index_text, params in specs:
+        disks[int(index_text)] = _disk_spec(int(index_text), params)
+    return disks
+
+
+def _disk_spec(index: int, params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise _invalid(f"Invalid disk/{index} value: expected dict, got {params}")
+    if "size" in params:
+        if "adopt" in params:
+            raise _invalid(f"Only one of 'size' and 'adopt' allowed (disk {index})")
+        try:
+            params["size"] = parse_unit(params["size"])
+        except errors.UnitParseError as err:
+            raise _invalid(f"Invalid disk size for disk {index}: {err}") from None
+    elif "adopt" in params:
+        if "spindles" in params:
+            raise _invalid("spindles is not a valid option when adopting a disk")
+        params["size"] = 0
+    else:
+        raise _invalid(f"Missing size or adoption source for disk {index}")
+    if "spindles" in params:
+        params["spindles"] = int(params["spindles"])
+    return params
+
+
+def create_opcode(opts: argparse.Namespace, name: str) -> dict[str, Any]:
+    """OP_INSTANCE_CREATE from ``gnt-instance add``'s options (GenericInstanceCreate)."""
+    if opts.forthcoming and opts.commit:
+        raise _invalid("Creating an instance only forthcoming and commiting it are mutally"
+                       " exclusive")  # fmt: skip
+    pnode, _, snode = (opts.node or "").partition(":")
+    hypervisor, hvparams = opts.hypervisor or (None, {})
+    nics = nics_from(opts.nics) if opts.nics else ([] if opts.no_nics else [{}])
+    disks = disks_from(opts)
+    T.force_dict_type(opts.beparams, T.BE_PARAMETER_TYPES)
+    T.force_dict_type(hvparams, T.HV_PARAMETER_TYPES)
+    return {
+        "OP_ID": "OP_INSTANCE_CREATE",
+        "forthcoming": opts.forthcoming,
+        "commit": opts.commit,
+        "instance_name": name,
+        "disks": disks,
+        "disk_template": opts.disk_template,
+        "group_name": opts.nodegroup,
+        "nics": nics,
+        "conflicts_check": opts.conflicts_check,
+        "pnode": pnode or None,
+        "snode": snode or None,
+        "ip_check": opts.ip_check,
+        "name_check": opts.name_check,
+        "wait_for_sync": opts.wait_for_sync,
+        "file_storage_dir": opts.file_storage_dir,
+        "file_driver": opts.file_driver,
+        "iallocator": opts.iallocator,
+        "hypervisor": hypervisor,
+        "hvparams": hvparams,
+        "beparams": opts.beparams,
+        "osparams": opts.osparams,
+        "osparams_private": opts.osparams_private,
+        "osparams_secret": opts.osparams_secret,
+        "mode": "create",
+        "opportunistic_locking": opts.opportunistic_locking,
+        "start": opts.start,
+        "os_type": opts.os,
+        "force_variant": opts.force_variant,
+        "compress": "none",
+        "tags": opts.tags.split(",") if opts.tags is not None else [],
+        "no_install": opts.no_install,
+        "identify_defaults": False,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+        "instance_communication": bool(opts.instance_communication),
+        "helper_startup_timeout": opts.helper_startup_timeout,
+        "helper_shutdown_timeout": opts.helper_shutdown_timeout,
+    }
+
+
+# modify
+def device_changes(mods: list[tuple[str, Any]]) -> list[list[Any]]:
+    """``--disk``/``--net`` of modify as ``[action, index, params]`` entries
+    (Ganeti's _ConvertNicDiskModifications)."""
+    out: list[list[Any]] = []
+    for identifier, given in mods:
+        index: Any
+        params = dict(given) if isinstance(given, dict) else given
+        if identifier in ("add", "attach", "remove", "detach"):
+            action, index = identifier, -1
         else:
-            params.update(parse_kv(item))
-    return hypervisor, params
+            chosen = [a for a in _DEVICE_ACTIONS if params.pop(a, None) is not None]
+            if len(chosen) > 1:
+                raise _invalid(
+                    "Cannot do more than one of the following operations at the same time:"
+                    f" {', '.join(_DEVICE_ACTIONS)}"
+                )
+            action, index = (chosen[0] if chosen else "modify"), identifier
+        if action in ("remove", "detach") and params:
+            raise _invalid("Not accepting parameters on removal/detach")
+        out.append([action, index, params])
+    return out
 
 
-def os_params(text: str | None) -> dict[str, Any]:
-    """``-O k=v,k2=v2`` (``-k`` removes a setting: value None)."""
-    return parse_kv(text or "")
+def _disk_sizes(mods: list[list[Any]]) -> list[list[Any]]:
+    for action, _, params in mods:
+        if params and "spindles" in params:
+            params["spindles"] = int(params["spindles"])
+        if params and "size" in params:
+            params["size"] = parse_unit(params["size"])
+        elif action == "add":
+            raise _invalid("Missing required parameter 'size'")
+    return mods
+
+
+def _defaults(values: dict[str, Any], types: dict[str, str]) -> dict[str, Any]:
+    """``default`` (any case) as Ganeti's "reset to the default" value."""
+    values = {k: "default" if isinstance(v, str) and v.lower() == "default" else v
+              for k, v in values.items()}  # fmt: skip
+    T.force_dict_type(values, types, allowed=("default",))
+    return values
+
+
+def modify_opcode(opts: argparse.Namespace, name: str) -> dict[str, Any] | None:
+    """OP_INSTANCE_SET_PARAMS from ``gnt-instance modify``'s options (None: nothing
+    to change)."""
+    if not (opts.nics or opts.disks or opts.disk_template or opts.hvparams or opts.beparams
+            or opts.os or opts.osparams or opts.osparams_private or opts.offline_inst
+            or opts.online_inst or opts.runtime_mem or opts.new_primary_node
+            or opts.instance_communication is not None):  # fmt: skip
+        return None
+    beparams = _defaults(opts.beparams, T.BE_PARAMETER_TYPES)
+    hvparams = _defaults(opts.hvparams, T.HV_PARAMETER_TYPES)
+    offline = True if opts.offline_inst else (False if opts.online_inst else None)
+    return {
+        "OP_ID": "OP_INSTANCE_SET_PARAMS",
+        "instance_name": name,
+        "nics": device_changes(opts.nics),
+        "disks": _disk_sizes(device_changes(opts.disks)),
+        "hotplug": opts.hotplug,
+        "hotplug_if_possible": opts.hotplug_if_possible,
+        "disk_template": opts.disk_template,
+        "ext_params": opts.ext_params,
+        "file_driver": opts.file_driver,
+        "file_storage_dir": opts.file_storage_dir,
+        "remote_node": opts.node,
+        "pnode": opts.new_primary_node,
+        "hvparams": hvparams,
+        "beparams": beparams,
+        "runtime_mem": opts.runtime_mem,
+        "os_name": opts.os,
+        "osparams": opts.osparams,
+        "osparams_private": opts.osparams_private,
+        "force_variant": opts.force_variant,
+        "force": opts.force,
+        "wait_for_sync": opts.wait_for_sync,
+        "offline": offline,
+        "conflicts_check": opts.conflicts_check,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+        "instance_communication": opts.instance_communication,
+        "iallocator": opts.iallocator,
+    }

@@ -9,8 +9,10 @@ from typing import Any
 
 from corral import __version__, errors
 from corral import constants as C
+from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.ipolicy_checks import new_violations
 from corral.hooks import HooksMaster
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
@@ -31,16 +33,46 @@ KNOWN_DISK_TEMPLATES = (
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
+# Ganeti's disk parameter defaults (DISK_DT_DEFAULTS); Corral sets no disk
+# parameters, so the cluster has these, as a Ganeti cluster initialised without -D.
+DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "blockdev": {},
+    "diskless": {},
+    "drbd": {
+        "c-delay-target": 1,
+        "c-fill-target": 0,
+        "c-max-rate": 61440,
+        "c-min-rate": 4096,
+        "c-plan-ahead": 20,
+        "data-stripes": 1,
+        "disk-barriers": "n",
+        "disk-custom": "",
+        "dynamic-resync": False,
+        "meta-barriers": False,
+        "meta-stripes": 1,
+        "metavg": "xenvg",
+        "net-custom": "",
+        "protocol": "C",
+        "resync-rate": 61440,
+    },
+    "ext": {"access": "kernelspace"},
+    "file": {},
+    "gluster": {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
+    "plain": {"stripes": 1},
+    "rbd": {"access": "kernelspace", "pool": "rbd"},
+    "sharedfile": {},
+}
+COMPRESSION_TOOLS = ["gzip", "gzip-fast", "gzip-slow"]
+
+
 def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
-    """QueryClusterInfo's answer, with Ganeti's keys."""
+    """QueryClusterInfo's answer: every key of Ganeti 3.0.2's luxid.
+
+    Features Corral does not have show the value a Ganeti cluster has when it
+    does not use them; Corral runs no data collectors.
+    """
     return {
-        "software_version": __version__,
-        "protocol_version": C.PROTOCOL_VERSION,
-        "config_version": C.CONFIG_VERSION,
-        "os_api_version": C.OS_API_VERSION,
-        "export_version": C.EXPORT_VERSION,
-        "vcs_version": f"corral-{__version__}",
-        "architecture": [f"{struct.calcsize('P') * 8}bits", platform.machine()],
+        **_versions(),
         "name": cluster.name,
         "master": master_name,
         "default_hypervisor": cluster.enabled_hypervisors[0],
@@ -49,18 +81,18 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "os_hvp": {},
         "beparams": cluster.beparams,
         "osparams": cluster.osparams,
-        "ipolicy": {},
+        "ipolicy": cluster.ipolicy,
         "nicparams": cluster.nicparams,
         "ndparams": cluster.ndparams,
-        "diskparams": {},
+        "diskparams": DISK_DT_DEFAULTS,
         "candidate_pool_size": cluster.candidate_pool_size,
         "max_running_jobs": cluster.max_running_jobs,
         "max_tracked_jobs": cluster.max_tracked_jobs,
+        "mac_prefix": cluster.mac_prefix,
         "master_netdev": cluster.master_netdev,
         "master_netmask": cluster.master_netmask,
         "use_external_mip_script": False,
         "volume_group_name": None,
-        "reserved_lvs": [],
         "drbd_usermode_helper": None,
         "file_storage_dir": cluster.file_storage_dir,
         "shared_file_storage_dir": "",
@@ -73,6 +105,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "uid_pool": cluster.uid_pool,
         "default_iallocator": cluster.default_iallocator,
         "default_iallocator_params": {},
+        "reserved_lvs": [],
         "primary_ip_version": 6 if ":" in cluster.master_ip else 4,
         "prealloc_wipe_disks": False,
         "hidden_os": cluster.hidden_os,
@@ -80,12 +113,26 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "install_image": "",
         "instance_communication_network": "",
-        "compression_tools": ["gzip", "gzip-fast", "gzip-slow"],
+        "zeroing_image": "",
+        "compression_tools": COMPRESSION_TOOLS,
         "enabled_user_shutdown": False,
-        "modify_etc_hosts": cluster.modify_etc_hosts,
-        "mac_prefix": cluster.mac_prefix,
-        "master_ip": cluster.master_ip,
-        "serial_no": cluster.serial_no,
+        "enabled_data_collectors": {},
+        "data_collector_interval": {},
+        "modify_ssh_setup": cluster.modify_ssh_setup,
+        "ssh_key_type": cluster.ssh_key_type,
+        "ssh_key_bits": cluster.ssh_key_bits,
+    }
+
+
+def _versions() -> dict[str, Any]:
+    return {
+        "software_version": __version__,
+        "protocol_version": C.PROTOCOL_VERSION,
+        "config_version": C.CONFIG_VERSION,
+        "os_api_version": C.OS_API_VERSION,
+        "export_version": C.EXPORT_VERSION,
+        "vcs_version": f"corral-{__version__}",
+        "architecture": [f"{struct.calcsize('P') * 8}bits", platform.machine()],
     }
 
 
@@ -222,6 +269,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 changes.append((name, value))
         self._merge_params(cluster, changes)
         self._merge_osparams(cluster, changes)
+        if self.new_ipolicy is not None:
+            cluster.ipolicy = self.new_ipolicy
+            changes.append(("ipolicy", self.new_ipolicy))
         for name in ("hidden_os", "blacklisted_os"):
             mods = getattr(op, name)
             if mods:
@@ -258,6 +308,24 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             cluster.ndparams = _merge_dict(cluster.ndparams, op.ndparams, nested=False)
             changes.append(("ndparams", cluster.ndparams))
 
+    def _check_ipolicy(self) -> None:
+        """Ganeti's LUClusterSetParams._CheckIpolicy: instances the new policy
+        refuses are only warned about."""
+        cluster = self.cfg.cluster
+        enabled = self.op.enabled_disk_templates or cluster.enabled_disk_templates
+        self.new_ipolicy: dict[str, Any] | None = None
+        if not self.op.ipolicy:
+            IP.check_vs_disk_templates(cluster.ipolicy, enabled)
+            return
+        self.new_ipolicy = IP.updated_ipolicy(cluster.ipolicy, self.op.ipolicy)
+        IP.check_vs_disk_templates(self.new_ipolicy, enabled)
+        violating = new_violations(self.cfg, self.new_ipolicy)
+        if violating:
+            self.warn(
+                "After the ipolicy change the following instances violate them:"
+                f" {IP.comma_join(violating)}"
+            )
+
     def _merge_osparams(self, cluster: Cluster, changes: list[tuple[str, Any]]) -> None:
         for name in ("osparams", "osparams_private_cluster"):
             update = getattr(self.op, name)
@@ -267,7 +335,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 changes.append((name, shown if name.endswith("cluster") else update))
 
     async def check_prereq(self) -> None:
-        """OS parameters are checked on the nodes that have the OS ("preseeding" is fine)."""
+        """The policy is checked against the enabled disk templates; OS parameters
+        on the nodes that have the OS ("preseeding" is fine)."""
+        self._check_ipolicy()
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
                 await self._verify_os(os_name, {k: v for k, v in values.items() if v is not None})

@@ -12,6 +12,7 @@ from corral import errors
 from corral import params as P
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
@@ -194,6 +195,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         address = await self._check_name()
         self.instance = self._build_instance(address)
         self._check_addresses()
+        check_new_instance(self, self.instance, op.ignore_ipolicy)
         if op.os_type:
             await self._check_os()
         memory = U.filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0

@@ -10,6 +10,7 @@ from corral import params as P
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks, parse_nic
+from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
@@ -89,6 +90,8 @@ class LUInstanceSetParams(InstanceLU):
         self._apply_nics()
         self.running = await self.is_running()
         self._apply_disks()
+        added = [d.size for d in self.new_disks]
+        check_changed_instance(self, self.instance, self.new, added, self.op.ignore_ipolicy)
         if self.new_disks:
             size = sum(d.size for d in self.new_disks)
             await U.check_node_resources(self, self.pnode, self.new.hypervisor, 0, size)
@@ -304,6 +307,7 @@ class LUInstanceGrowDisk(InstanceLU):
                 C.ECODE_INVAL,
             )
         await U.check_node_resources(self, self.pnode, inst.hypervisor, 0, self.new_size - current)
+        check_grown_disk(self, inst, self.index, self.new_size, self.op.ignore_ipolicy)
 
     def build_hooks_env(self) -> dict[str, Any]:
         return {

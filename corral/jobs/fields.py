@@ -39,18 +39,22 @@ def _oplog(record: dict[str, Any]) -> list[list[Any]]:
     return per_op
 
 
+# The job's timestamps: column, title, what it is.
+_TIMESTAMPS = {
+    "received_ts": ("Received", "Timestamp of when job was received"),
+    "start_ts": ("Start", "Timestamp of job start"),
+    "end_ts": ("End", "Timestamp of job end"),
+}
+
+
 def _ts(column: str) -> Field:
-    title = {"received_ts": "Received", "start_ts": "Start", "end_ts": "End"}[column]
-    doc = {
-        "received_ts": "Timestamp of when job was received",
-        "start_ts": "Timestamp of job start",
-        "end_ts": "Timestamp of job end",
-    }[column]
+    title, what = _TIMESTAMPS[column]
 
     def getter(record: dict[str, Any]) -> Any:
         value = record[column]
         return UNAVAIL if value is None else split_time(value)
 
+    doc = f"{what} (tuple containing seconds and microseconds)"
     return Field(column, title, C.QFT_OTHER, doc, getter, (column,))
 
 
@@ -62,7 +66,7 @@ JOB_FIELDS = FieldSet(
             "priority",
             "Priority",
             C.QFT_NUMBER,
-            "Current job priority",
+            f"Current job priority ({C.OP_PRIO_LOWEST} to {C.OP_PRIO_HIGHEST})",
             lambda r: r["priority"],
             ("priority",),
         ),

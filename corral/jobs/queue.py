@@ -24,7 +24,7 @@ from corral.jobs.fields import JOB_FIELDS
 from corral.jobs.filters import JobFilters, reject
 from corral.jobs.listindex import DEFAULT_FIELDS, ListIndex
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
-from corral.jobs.runner import OpExecutor, run_job
+from corral.jobs.runner import CANCELED_BY_REQUEST, OpExecutor, run_job
 from corral.jobs.store import JobStore
 from corral.luxi import protocol
 from corral.luxi.protocol import Encoded
@@ -306,17 +306,18 @@ class JobQueue:
         self.save(job)
 
     # Control
-    def cancel(self, job_id: int, kill: bool = False) -> list[Any]:
-        """Cancel a job: ``[success, message]`` as Ganeti's CancelJob."""
+    async def cancel(self, job_id: int, kill: bool = False) -> list[Any]:
+        """Cancel a job: ``[success, message]`` with luxid's messages.
+
+        A queued job is dequeued; a job waiting (for locks or dependencies) is
+        cancelled and waited for; a running one only with ``kill``.
+        """
         job = self._jobs.get(job_id)
         if job is None:
-            rows = self._store.fetch([job_id], ["status"], archived=True)
-            if not rows:
-                return [False, f"Job {job_id} not found in queue"]
-            return [False, f"Job {job_id} has already finished ({rows[0]['status']})"]
+            return [False, f"Job {job_id} not found in queue"]
         status = job.status
         if status == C.JOB_STATUS_RUNNING and not kill:
-            return [False, f"Job {job_id} is no longer waiting in the queue"]
+            return [False, "Job no longer waiting, can't cancel"]
         job.cancel_requested = True
         if job.task is not None and status == C.JOB_STATUS_QUEUED:
             # Scheduled but not started yet: a task cancelled before its first
@@ -325,21 +326,38 @@ class JobQueue:
             job.task = None
             self._running.discard(job.id)
         if job.task is None:
-            self._cancel_now(job)
-            return [True, f"Job {job_id} canceled"]
+            if status == C.JOB_STATUS_QUEUED:
+                # As luxid's dequeue: no result, no start.
+                self._cancel_now(job, None)
+                return [True, f"Dequeued job {job_id}"]
+            self._cancel_now(job, CANCELED_BY_REQUEST)
+            return [True, "Job successfully cancelled"]
         for op in job.ops:
             if not op.finished:
                 op.status = C.OP_STATUS_CANCELING
         self.save(job)
         job.task.cancel()
-        return [True, f"Job {job_id} will be canceled"]
+        return await self._cancellation(job)
 
-    def _cancel_now(self, job: Job) -> None:
+    async def _cancellation(self, job: Job) -> list[Any]:
+        """Wait for a cancelled job to end, and say how it ended (as luxid)."""
+        deadline = time.monotonic() + C.LUXI_CANCEL_JOB_TIMEOUT
+        while job.status not in C.JOB_STATUS_FINALIZED:
+            remaining = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(job.change_event().wait(), max(remaining, 0))
+            except TimeoutError:
+                return [False, f"Job could not be canceled, status {job.status}"]
+        if job.status == C.JOB_STATUS_CANCELED:
+            return [True, "Job successfully cancelled"]
+        return [False, f"Job exited before it could have been canceled, status {job.status}"]
+
+    def _cancel_now(self, job: Job, result: str | None) -> None:
         now = time.time()
         for op in job.ops:
             if not op.finished:
                 op.status = C.OP_STATUS_CANCELED
-                op.result = errors.encode_exception(errors.OpExecError("Job canceled by request"))
+                op.result = result
                 op.end_timestamp = now
         job.end_timestamp = now
         self.save(job)
@@ -355,9 +373,7 @@ class JobQueue:
             )
         job = self._jobs.get(job_id)
         if job is None:
-            if not self._store.fetch([job_id], [], archived=True):
-                return [False, f"Job {job_id} not found in queue"]
-            return [False, f"Job {job_id} is finished"]
+            return [False, f"Job {job_id} not found in queue"]
         for op in job.ops:
             if not op.finished:
                 op.priority = priority

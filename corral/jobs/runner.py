@@ -82,7 +82,8 @@ async def run_job(
         except asyncio.CancelledError:
             if not job.cancel_requested:
                 raise  # masterd is stopping: leave the job for recovery
-            _finish_rest(job, index, C.OP_STATUS_CANCELED, CANCELED_BY_REQUEST, encode=True)
+            # As Ganeti: the reason itself, not an encoded error.
+            _finish_rest(job, index, C.OP_STATUS_CANCELED, CANCELED_BY_REQUEST, encode=False)
             break
         except Exception as err:
             if not isinstance(err, errors.GenericError):

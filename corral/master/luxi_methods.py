@@ -82,9 +82,7 @@ class LuxiMethods:
     async def __call__(self, method: str, args: Any) -> Any:
         return await self._table[method](args)
 
-    def _filter_call(
-        self, method: Callable[[Master, Any], Any]
-    ) -> Callable[[Any], Awaitable[Any]]:
+    def _filter_call(self, method: Callable[[Master, Any], Any]) -> Callable[[Any], Awaitable[Any]]:
         """A filter-rule call of ``corral.master.filter_rules``, for this master."""
 
         async def call(args: Any) -> Any:
@@ -121,7 +119,7 @@ class LuxiMethods:
 
     async def cancel_job(self, args: Any) -> Any:
         job_id, kill = _args(args, "CancelJob", 1, 2)
-        return self.master.queue.cancel(_job_id(job_id), bool(kill))
+        return await self.master.queue.cancel(_job_id(job_id), bool(kill))
 
     async def archive_job(self, args: Any) -> Any:
         (job_id,) = _args(args, "ArchiveJob", 1)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from corral import constants as C
+from corral.ipolicy import initial_ipolicy
 from corral.objects.base import ConfigObject
 
 
 class Cluster(ConfigObject):
+    """The cluster's settings: one row."""
+
     TABLE: ClassVar[str] = "cluster"
 
     master_node: str
@@ -37,3 +40,17 @@ class Cluster(ConfigObject):
     hidden_os: list[str] = Field(default_factory=list)
     blacklisted_os: list[str] = Field(default_factory=list)
     uid_pool: list[list[int]] = Field(default_factory=list)
+    # The instance policy, always complete (see corral.ipolicy); a configuration
+    # written before Corral had one gets Ganeti's defaults.
+    ipolicy: dict[str, Any] = Field(default_factory=dict)
+    # Corral sets up no SSH between nodes (nodes join over TLS); the key type and
+    # size are Ganeti's defaults, kept for its tools.
+    modify_ssh_setup: bool = False
+    ssh_key_type: str = "rsa"
+    ssh_key_bits: int = 2048
+
+    @model_validator(mode="after")
+    def _complete_ipolicy(self) -> Cluster:
+        if not self.ipolicy:
+            self.ipolicy = initial_ipolicy({}, self.enabled_disk_templates)
+        return self

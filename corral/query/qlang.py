@@ -58,7 +58,7 @@ def parse_filter_text(text: str) -> Any:
         result = parser.expression()
         parser.skip_space()
         if parser.pos != len(text):
-            raise _Error(f"unexpected text at char {parser.pos}: {text[parser.pos:]!r}")
+            raise _Error(f"unexpected text at char {parser.pos}: {text[parser.pos :]!r}")
     except _Error as err:
         raise errors.QueryFilterParseError(
             f"Failed to parse query filter '{text}': {err}"
@@ -78,7 +78,7 @@ def dns_glob_pattern(pattern: str) -> str:
             return "[^.]"
         return re.escape(text)
 
-    return r"^%s(\..*)?$" % re.sub(r"\*|\?|[^*?]*", part, pattern)
+    return "^" + re.sub(r"\*|\?|[^*?]*", part, pattern) + r"(\..*)?$"
 
 
 def make_filter(

@@ -10,6 +10,7 @@ between the two runs, too.
 
 from __future__ import annotations
 
+import difflib
 import os
 import pty
 import re
@@ -27,6 +28,14 @@ from tests.helpers.cluster import Result, TestCluster
 _CTIME = re.compile(r"\b[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\b")
 _ISO = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?")
 _DELTA = re.compile(r"\d+\.\d{6}(s| seconds)")
+# Reason trail entries' timestamps, in nanoseconds.
+_NANOSECONDS = re.compile(r"\b1\d{18}\b")
+# What differs between twins made alike: their job ids, UUIDs and MACs.
+_JOB_IDS = re.compile(
+    r"\b(jobs? |JobID: |^)(\d+)\b(?=( for |: <TWIN>| |,|$))", re.IGNORECASE | re.MULTILINE
+)
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_MAC = re.compile(r"\b[0-9a-f]{2}(:[0-9a-f]{2}){5}\b")
 
 
 @dataclass(frozen=True)
@@ -41,12 +50,18 @@ class Output:
 
 
 def normalized(text: str, names: dict[str, str] | None = None) -> str:
-    """``text`` with twins' names replaced and the times of day blanked."""
-    for name, placeholder in sorted((names or {}).items(), key=lambda kv: -len(kv[0])):
-        text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", placeholder, text)
+    """``text`` with the times of day blanked and twins' names replaced."""
     text = _CTIME.sub("<ctime>", text)
     text = _ISO.sub("<time>", text)
-    return _DELTA.sub(r"<delta>\1", text)
+    text = _NANOSECONDS.sub("<ns>", text)
+    text = _DELTA.sub(r"<delta>\1", text)
+    for name, placeholder in sorted((names or {}).items(), key=lambda kv: -len(kv[0])):
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", placeholder, text)
+    if names:
+        text = _JOB_IDS.sub(r"\1<job>", text)
+        text = _UUID.sub("<uuid>", text)
+        text = _MAC.sub("<mac>", text)
+    return text
 
 
 def corral(cl: TestCluster, argv: list[str], stdin: str | None = None) -> Result:
@@ -59,12 +74,27 @@ def ganeti(cl: TestCluster, argv: list[str], stdin: str | None = None) -> Result
     return run_ganeti(cl.paths.root, [argv[0], *argv[1:]], stdin=stdin)
 
 
+def difference(theirs: Output, ours: Output) -> str:
+    """A readable account of how two outputs differ."""
+    lines = [f"exit code: Ganeti {theirs.rc}, Corral {ours.rc}"]
+    for name in ("stdout", "stderr"):
+        diff = difflib.unified_diff(
+            getattr(theirs, name).splitlines(),
+            getattr(ours, name).splitlines(),
+            f"Ganeti {name}",
+            f"Corral {name}",
+            lineterm="",
+        )
+        lines += list(diff)
+    return "\n".join(lines)
+
+
 def assert_same(cl: TestCluster, argv: list[str], stdin: str | None = None) -> Output:
     """Run a read-only command with both tools; the outputs must be equal."""
-    theirs = ganeti(cl, argv, stdin)
-    ours = corral(cl, argv, stdin)
-    assert Output.of(ours) == Output.of(theirs), (argv, theirs, ours)
-    return Output.of(theirs)
+    theirs = Output.of(ganeti(cl, argv, stdin))
+    ours = Output.of(corral(cl, argv, stdin))
+    assert ours == theirs, f"{argv}\n{difference(theirs, ours)}"
+    return theirs
 
 
 def assert_same_on_twins(
@@ -73,11 +103,12 @@ def assert_same_on_twins(
     """Ganeti's tool on ``argv`` with ``twins[0]``, Corral's with ``twins[1]``
     (every ``{}`` in ``argv`` is the twin); outputs equal once the twins'
     names are the placeholder."""
-    theirs = ganeti(cl, [a.replace("{}", twins[0]) for a in argv])
-    ours = corral(cl, [a.replace("{}", twins[1]) for a in argv])
-    expected = Output.of(theirs, {twins[0]: placeholder})
-    assert Output.of(ours, {twins[1]: placeholder}) == expected, (argv, theirs, ours)
-    return expected
+    theirs = Output.of(
+        ganeti(cl, [a.replace("{}", twins[0]) for a in argv]), {twins[0]: placeholder}
+    )
+    ours = Output.of(corral(cl, [a.replace("{}", twins[1]) for a in argv]), {twins[1]: placeholder})
+    assert ours == theirs, f"{argv}\n{difference(theirs, ours)}"
+    return theirs
 
 
 def on_terminal(
@@ -102,7 +133,8 @@ def on_terminal(
         if not chunk:
             break
         chunks.append(chunk)
-        if not answered and b"?" in b"".join(chunks):
+        # Answer once the prompt's choices have been written ("y/[n]/?: ").
+        if not answered and b"".join(chunks).endswith(b"?: "):
             os.write(fd, answer.encode() + b"\n")
             answered = True
     _, status = os.waitpid(pid, 0)

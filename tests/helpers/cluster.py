@@ -25,6 +25,16 @@ from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from tests.helpers.noded import REPO_ROOT, free_port
 
+# Test clusters allow any instance size, so that tests about other things can
+# use small disks and no NICs; Ganeti's default policy (a disk of 1 GiB at least,
+# one NIC at least...) applies when ``init`` is given any policy option.
+PERMISSIVE_IPOLICY = (
+    "--ipolicy-bounds-specs",
+    "min:cpu-count=0,disk-count=0,disk-size=0,memory-size=0,nic-count=0,spindle-use=0"
+    "/max:cpu-count=1024,disk-count=16,disk-size=1073741824,memory-size=1073741824,"
+    "nic-count=32,spindle-use=1024",
+)
+
 
 @dataclass
 class Result:
@@ -72,6 +82,9 @@ class TestCluster:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def init(self, *extra: str) -> Result:
+        """``gnt-cluster init`` with ``extra`` options (see PERMISSIVE_IPOLICY)."""
+        if not any(arg.startswith(("--ipolicy-", "--specs-")) for arg in extra):
+            extra = (*PERMISSIVE_IPOLICY, *extra)
         return self.gnt(
             "cluster",
             "init",

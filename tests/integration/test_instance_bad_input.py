@@ -47,7 +47,7 @@ def cl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
             scripts={"verify": verify},
         )
         make_os(cluster.paths, "plain", variants=None)
-        ok(add(cluster, "running", *DISK, "-o", "good+default", "--net", "0:ip=192.0.2.1"))
+        ok(add(cluster, "running", *DISK, "-o", "good+default", "--net", "0:ip=198.18.2.1"))
         ok(add(cluster, "stopped", *DISK, "-o", "plain", "--no-start"))
         yield cluster
 
@@ -181,10 +181,28 @@ def test_duplicate_instance_name(cl: TestCluster, unchanged: None) -> None:
     refused(add(cl, "stopped", *DISK, "-o", "plain"), "'stopped'", "already", "already_exists")
 
 
-@pytest.mark.parametrize("size", ["abc", "0", "-5g", "1.5x", "g"])
-def test_bad_disk_size(cl: TestCluster, unchanged: None, size: str) -> None:
-    refused(add(cl, "new1", "-t", "file", "--disk", f"0:size={size}", "-o", "plain"), "size", size)
-    refused(add(cl, "new1", "-t", "file", "-s", size, "-o", "plain"), "size", size)
+@pytest.mark.parametrize(
+    ("size", "why"),
+    [("abc", "Invalid format"), ("-5g", "Invalid format"), ("1.5x", "Unknown unit: x")],
+)
+def test_bad_disk_size(cl: TestCluster, unchanged: None, size: str, why: str) -> None:
+    # Ganeti's messages: the command refuses the size before submitting anything.
+    refused(
+        add(cl, "new1", "-t", "file", "--disk", f"0:size={size}", "-o", "plain"),
+        f"Invalid disk size for disk 0: {why}",
+    )
+    refused(
+        add(cl, "new1", "-t", "file", "-s", size, "-o", "plain"),
+        f"Invalid value '{size}': {why}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [(("--disk", "0:size=0"), "size must be positive"), (("-s", "0"), "No disk information")],
+)
+def test_empty_disk(cl: TestCluster, unchanged: None, option: tuple[str, str], text: str) -> None:
+    refused(add(cl, "new1", "-t", "file", *option, "-o", "plain"), text)
 
 
 @pytest.mark.parametrize(
@@ -200,8 +218,8 @@ def test_bad_ip(cl: TestCluster, unchanged: None) -> None:
 
 def test_taken_ip(cl: TestCluster, unchanged: None) -> None:
     refused(
-        add(cl, "new1", *DISK, "-o", "plain", "--net", "0:ip=192.0.2.1"),
-        "192.0.2.1",
+        add(cl, "new1", *DISK, "-o", "plain", "--net", "0:ip=198.18.2.1"),
+        "198.18.2.1",
         "resource_not_unique",
     )
 
@@ -254,7 +272,7 @@ COMMANDS = [
     pytest.param(("info",), id="info"),
     pytest.param(("modify", "-B", "vcpus=2"), id="modify"),
     pytest.param(("reinstall", "-f"), id="reinstall"),
-    pytest.param(("rename", "--no-name-check", "_", "newname"), id="rename"),
+    pytest.param(("rename", "-f", "--no-name-check", "--no-ip-check", "_", "newname"), id="rename"),
     pytest.param(("grow-disk", "_", "0", "1g"), id="grow-disk"),
     pytest.param(("list-tags",), id="list-tags"),
     pytest.param(("add-tags", "_", "tag1"), id="add-tags"),
@@ -267,19 +285,26 @@ def test_unknown_instance(cl: TestCluster, unchanged: None, command: tuple[str, 
     args = [a if a != "_" else "nosuch" for a in command]
     if "nosuch" not in args:
         args.append("nosuch")
-    refused(cl.gnt("instance", *args), "'nosuch'", "unknown_entity")
+    refused(cl.gnt("instance", *args), "nosuch", "unknown_entity")
 
 
 def test_rename_to_an_existing_name(cl: TestCluster, unchanged: None) -> None:
     refused(
-        cl.gnt("instance", "rename", "--no-name-check", "stopped", "running"),
+        cl.gnt(
+            "instance", "rename", "-f", "--no-name-check", "--no-ip-check", "stopped", "running"
+        ),
         "'running'",
         "already",
     )
 
 
 def test_rename_to_the_same_name(cl: TestCluster, unchanged: None) -> None:
-    refused(cl.gnt("instance", "rename", "--no-name-check", "stopped", "stopped"), "stopped")
+    refused(
+        cl.gnt(
+            "instance", "rename", "-f", "--no-name-check", "--no-ip-check", "stopped", "stopped"
+        ),
+        "stopped",
+    )
 
 
 def test_modify_without_changes(cl: TestCluster, unchanged: None) -> None:
@@ -295,7 +320,7 @@ def test_reinstall_of_a_running_instance(cl: TestCluster, unchanged: None) -> No
 def test_bad_disk_and_nic_modifications(cl: TestCluster, unchanged: None) -> None:
     refused(cl.gnt("instance", "modify", "--disk", "5:remove", "stopped"), "5")
     refused(cl.gnt("instance", "modify", "--net", "3:remove", "stopped"), "3")
-    refused(cl.gnt("instance", "modify", "--disk", "add:size=abc", "stopped"), "abc")
+    refused(cl.gnt("instance", "modify", "--disk", "add:size=abc", "stopped"), "Invalid format")
     refused(cl.gnt("instance", "grow-disk", "stopped", "7", "1g"), "7")
     refused(cl.gnt("instance", "modify", "--net", "0:modify,mac=nothex", "stopped"), "nothex")
     refused(cl.gnt("instance", "modify", "--net", "0:modify,ip=auto", "stopped"), "'auto'")

@@ -85,7 +85,7 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
             "-H",
             "fake:migration_mode=non-live",
             "--net",
-            "0:mac=aa:00:00:12:34:56,ip=192.0.2.10",
+            "0:mac=aa:00:00:12:34:56,ip=198.18.2.10",
             "-n",
             cl.node_name,
             "--tags",
@@ -103,7 +103,7 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
             "be/maxmem",
             "be/minmem",
             "be/vcpus",
-            "hvparams",
+            "custom_hvparams",
             "disk.sizes",
             "nic.macs",
             "nic.ips",
@@ -117,17 +117,18 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
     )["full"]
     assert info["status"] == "running"
     assert (info["be/maxmem"], info["be/minmem"], info["be/vcpus"]) == (256, 256, 2)
-    assert info["hvparams"]["migration_mode"] == "non-live"
+    # migration_mode is cluster-wide in Ganeti: "hvparams" leaves it out, as luxid's does.
+    assert info["custom_hvparams"] == {"migration_mode": "non-live"}
     assert info["disk.sizes"] == [64, 1024]
     assert info["nic.macs"] == ["aa:00:00:12:34:56"]
-    assert info["nic.ips"] == ["192.0.2.10"]
+    assert info["nic.ips"] == ["198.18.2.10"]
     assert sorted(info["tags"]) == ["prod", "web"]
     assert info["pnode"] == cl.node_name
     assert (info["oper_ram"], info["oper_vcpus"]) == (256, 2)
     assert info["custom_osparams"] == {"foo": "1"}
     # as text: lists joined with ","
     ((sizes, macs, ips, tags),) = rows(cl, ["disk.sizes", "nic.macs", "nic.ips", "tags"], "full")
-    assert (sizes, macs, ips) == ("64,1024", "aa:00:00:12:34:56", "192.0.2.10")
+    assert (sizes, macs, ips) == ("64,1024", "aa:00:00:12:34:56", "198.18.2.10")
     assert sorted(tags.split(",")) == ["prod", "web"]
     # "-o +field" adds to the default fields
     header = ok(cl.gnt("instance", "list", "-o", "+disk.sizes", "full")).splitlines()[0]
@@ -146,7 +147,7 @@ def test_add_file_instance_with_parameters(cl: TestCluster, out: Path) -> None:
     assert (env["DISK_0_SIZE"], env["DISK_1_SIZE"]) == ("64", "1024")
     assert env["DISK_0_BACKEND_TYPE"] == "file:loop"
     assert env["DISK_0_PATH"] == str(files[0])
-    assert (env["NIC_0_MAC"], env["NIC_0_IP"]) == ("aa:00:00:12:34:56", "192.0.2.10")
+    assert (env["NIC_0_MAC"], env["NIC_0_IP"]) == ("aa:00:00:12:34:56", "198.18.2.10")
     assert (env["INSTANCE_BE_maxmem"], env["INSTANCE_BE_vcpus"]) == ("256", "2")
     assert env["INSTANCE_HV_migration_mode"] == "non-live"
     assert (env["OS_NAME"], env["OS_VARIANT"], env["INSTANCE_OS"]) == (
@@ -171,7 +172,7 @@ def test_list_statuses_and_formats(cl: TestCluster) -> None:
     names = ["st-run", "st-down", "st-errdown", "st-errup"]
     for name in names:
         ok(add(cl, name, "-t", "diskless", "-o", "plain", "--no-start"))
-    ok(cl.gnt("instance", "startup", "st-run", "st-errdown"))
+    ok(cl.gnt("instance", "startup", "--force-multiple", "st-run", "st-errdown"))
     # marked up, but the hypervisor lost it
     (fake_state_dir(cl) / "st-errdown").unlink()
     # marked down, but running
@@ -194,7 +195,8 @@ def test_list_statuses_and_formats(cl: TestCluster) -> None:
     no_headers = ok(cl.gnt("instance", "list", "--no-headers", "st-run")).splitlines()
     assert len(no_headers) == 1 and no_headers[0].split()[0] == "st-run"
     assert rows(cl, ["name", "status", "oper_ram"], "st-run") == [["st-run", "running", "128"]]
-    # --filter
+    # a filter (Ganeti's -F/--filter: the one argument is a filter expression)
+    selection = " or ".join(f'name == "{name}"' for name in names)
     running = ok(
         cl.gnt(
             "instance",
@@ -203,14 +205,19 @@ def test_list_statuses_and_formats(cl: TestCluster) -> None:
             "-o",
             "name",
             "--filter",
-            'status == "running"',
-            *names,
+            f'status == "running" and ({selection})',
         )
     )
     assert sorted(running.split()) == ["st-run"]
     admin_up = ok(
         cl.gnt(
-            "instance", "list", "--no-headers", "-o", "name", "-F", 'admin_state == "up"', *names
+            "instance",
+            "list",
+            "--no-headers",
+            "-o",
+            "name",
+            "-F",
+            f'admin_state == "up" and ({selection})',
         )
     )
     assert sorted(admin_up.split()) == ["st-errdown", "st-run"]
@@ -340,7 +347,7 @@ def test_reinstall(cl: TestCluster, out: Path) -> None:
 def test_rename_runs_the_rename_script_and_moves_the_disks(cl: TestCluster, out: Path) -> None:
     ok(add(cl, "oldname", "-t", "file", "-s", "16m", "-o", "dummy+default", "--no-start"))
     (old_file,) = disk_files(cl, "oldname")
-    ok(cl.gnt("instance", "rename", "--no-name-check", "--no-ip-check", "oldname", "newname"))
+    ok(cl.gnt("instance", "rename", "-f", "--no-name-check", "--no-ip-check", "oldname", "newname"))
     env = read_env(out / "rename-newname")
     assert env["OLD_INSTANCE_NAME"] == "oldname"
     assert env["INSTANCE_NAME"] == "newname"
@@ -353,27 +360,34 @@ def test_rename_runs_the_rename_script_and_moves_the_disks(cl: TestCluster, out:
     failed(cl.gnt("instance", "info", "oldname"), "unknown_entity", "'oldname'")
     # refused while running
     ok(cl.gnt("instance", "startup", "newname"))
-    failed(cl.gnt("instance", "rename", "--no-name-check", "newname", "thirdname"), "shut it down")
+    failed(
+        cl.gnt(
+            "instance", "rename", "-f", "--no-name-check", "--no-ip-check", "newname", "thirdname"
+        ),
+        "shut it down",
+    )
     ok(cl.gnt("instance", "remove", "-f", "newname"))
 
 
 def test_modify_parameters(cl: TestCluster) -> None:
     ok(add(cl, "mod", "-t", "diskless", "-o", "dummy+default", "--no-start", "-O", "foo=1"))
     ok(cl.gnt("instance", "modify", "-B", "vcpus=3,memory=512M", "mod"))
-    ok(cl.gnt("instance", "modify", "-H", "fake:migration_mode=non-live", "mod"))
+    ok(cl.gnt("instance", "modify", "-H", "migration_mode=non-live", "mod"))
     ok(cl.gnt("instance", "modify", "-O", "bar=2", "mod"))
     ok(cl.gnt("instance", "modify", "--os-parameters-private", "token=t0p", "mod"))
     info = query(
-        cl, ["be/vcpus", "be/maxmem", "hvparams", "custom_osparams", "custom_beparams"], "mod"
+        cl,
+        ["be/vcpus", "be/maxmem", "custom_hvparams", "custom_osparams", "custom_beparams"],
+        "mod",
     )["mod"]
     assert (info["be/vcpus"], info["be/maxmem"]) == (3, 512)
-    assert info["hvparams"]["migration_mode"] == "non-live"
+    assert info["custom_hvparams"]["migration_mode"] == "non-live"
     assert info["custom_osparams"] == {"foo": "1", "bar": "2"}
     text = ok(cl.gnt("instance", "info", "mod"))
     assert "  token: <redacted>" in text and "t0p" not in text
-    # "-key" removes a setting (back to the default)
+    # "-key" removes an OS parameter; "default" resets a backend parameter
     ok(cl.gnt("instance", "modify", "-O", "-foo", "mod"))
-    ok(cl.gnt("instance", "modify", "-B", "-vcpus", "mod"))
+    ok(cl.gnt("instance", "modify", "-B", "vcpus=default", "mod"))
     info = query(cl, ["be/vcpus", "custom_osparams", "custom_beparams"], "mod")["mod"]
     assert info["custom_osparams"] == {"bar": "2"}
     assert "vcpus" not in info["custom_beparams"]
@@ -413,15 +427,15 @@ def test_modify_disks(cl: TestCluster) -> None:
 def test_modify_nics(cl: TestCluster) -> None:
     ok(add(cl, "nics", "-t", "diskless", "-o", "plain", "--no-start"))
     ok(cl.gnt("instance", "modify", "--net", "add", "nics"))
-    ok(cl.gnt("instance", "modify", "--net", "add:ip=192.0.2.77", "nics"))
+    ok(cl.gnt("instance", "modify", "--net", "add:ip=198.18.2.77", "nics"))
     info = query(cl, ["nic.macs", "nic.ips", "nic.count"], "nics")["nics"]
     assert info["nic.count"] == 3
-    assert info["nic.ips"] == [None, None, "192.0.2.77"]
+    assert info["nic.ips"] == [None, None, "198.18.2.77"]
     assert len(set(info["nic.macs"])) == 3
-    ok(cl.gnt("instance", "modify", "--net", "0:modify,ip=192.0.2.78", "nics"))
+    ok(cl.gnt("instance", "modify", "--net", "0:modify,ip=198.18.2.78", "nics"))
     ok(cl.gnt("instance", "modify", "--net", "1:remove", "nics"))
     after = query(cl, ["nic.macs", "nic.ips"], "nics")["nics"]
-    assert after["nic.ips"] == ["192.0.2.78", "192.0.2.77"]
+    assert after["nic.ips"] == ["198.18.2.78", "198.18.2.77"]
     assert after["nic.macs"] == [info["nic.macs"][0], info["nic.macs"][2]]
     ok(cl.gnt("instance", "remove", "-f", "nics"))
 

@@ -90,8 +90,8 @@ def test_list_columns_alignment_and_options(cl: TestCluster) -> None:
 
 
 def test_submit_info_and_watch(cl: TestCluster) -> None:
-    job_id = submitted(cl.gnt("debug", "delay", "0.2", "--repeat", "2", "--submit"))
-    printed = ok(cl.gnt("debug", "delay", "0", "--submit", "--print-jobid"))
+    job_id = submitted(cl.gnt("debug", "delay", "--repeat", "2", "--submit", "0.2"))
+    printed = ok(cl.gnt("debug", "delay", "--submit", "--print-jobid", "0"))
     assert printed.stdout == f"{job_id + 1}\n" and printed.stderr == f"JobID: {job_id + 1}\n"
 
     watch = ok(cl.gnt("job", "watch", str(job_id)))
@@ -139,17 +139,17 @@ def test_submit_info_and_watch(cl: TestCluster) -> None:
 def test_cancel_queued_job_and_change_priority(cl: TestCluster) -> None:
     limited(cl, 1)
     try:
-        running = submitted(cl.gnt("debug", "delay", "1", "--submit"))
-        low = submitted(cl.gnt("debug", "delay", "0", "--submit"))
-        doomed = submitted(cl.gnt("debug", "delay", "0", "--submit"))
-        urgent = submitted(cl.gnt("debug", "delay", "0", "--submit"))
+        running = submitted(cl.gnt("debug", "delay", "--submit", "1"))
+        low = submitted(cl.gnt("debug", "delay", "--submit", "0"))
+        doomed = submitted(cl.gnt("debug", "delay", "--submit", "0"))
+        urgent = submitted(cl.gnt("debug", "delay", "--submit", "0"))
         with cl.client() as client:
             wait_status(client, running, {C.JOB_STATUS_RUNNING})
             queued = client.query_jobs([low, doomed, urgent], ["status"])
             assert queued == [["queued"]] * 3
 
             cancel = ok(cl.gnt("job", "cancel", str(doomed)))
-            assert cancel.stdout == f"Job {doomed} canceled\n"
+            assert cancel.stdout == f"Dequeued job {doomed}\n"
             ((status, opstatus),) = wait_final(client, [doomed], ("status", "opstatus"))
             assert (status, opstatus) == ("canceled", ["canceled"])
             # A running job is no longer waiting: it is not canceled without --kill.
@@ -180,7 +180,7 @@ def test_cancel_queued_job_and_change_priority(cl: TestCluster) -> None:
 
 
 def test_locks_show_owners_and_waiters(cl: TestCluster) -> None:
-    holder = submitted(cl.gnt("debug", "delay", "1", "--submit"))
+    holder = submitted(cl.gnt("debug", "delay", "--submit", "1"))
     with cl.client() as client:
         wait_status(client, holder, {C.JOB_STATUS_RUNNING})
         waiter = submitted(cl.gnt("cluster", "add-tags", "--submit", "locked-out"))
@@ -240,8 +240,8 @@ def test_dependencies_with_relative_ids(cl: TestCluster) -> None:
 
 
 def test_archive_and_autoarchive(cl: TestCluster) -> None:
-    job_id = submitted(cl.gnt("debug", "delay", "0", "--submit"))
-    busy = submitted(cl.gnt("debug", "delay", "1", "--submit"))
+    job_id = submitted(cl.gnt("debug", "delay", "--submit", "0"))
+    busy = submitted(cl.gnt("debug", "delay", "--submit", "1"))
     with cl.client() as client:
         wait_final(client, [job_id])
         wait_status(client, busy, {C.JOB_STATUS_RUNNING})

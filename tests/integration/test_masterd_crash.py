@@ -116,7 +116,7 @@ def test_kill_9_with_200_jobs_queued_or_running(tmp_path: Path) -> None:
         log = cl.paths.daemon_log(MASTERD).read_text()
         assert "interrupted by a restart" in log
         # The restarted masterd takes new jobs, with new ids.
-        after = cl.gnt("debug", "delay", "0", "--submit")
+        after = cl.gnt("debug", "delay", "--submit", "0")
         assert after.rc == 0 and int(after.stderr.split()[-1]) > tag_job
 
 

@@ -298,7 +298,7 @@ def test_blacklisted_os_still_reinstalls_and_renames(
     (out / "create-leg1").unlink()
     ok(cl.gnt("instance", "reinstall", "-f", "leg1"))
     assert read_env(out / "create-leg1")["INSTANCE_REINSTALL"] == "1"
-    ok(cl.gnt("instance", "rename", "--no-name-check", "leg1", "leg1b"))
+    ok(cl.gnt("instance", "rename", "-f", "--no-name-check", "--no-ip-check", "leg1", "leg1b"))
     assert read_env(out / "rename-leg1b")["OLD_INSTANCE_NAME"] == "leg1"
 
 

@@ -170,7 +170,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         steps = {
             "add": ADD,
             "shutdown1": ["shutdown", NAME1],
-            "rename": ["rename", "--no-name-check", "--no-ip-check", NAME1, NAME2],
+            "rename": ["rename", "-f", "--no-name-check", "--no-ip-check", NAME1, NAME2],
             "reinstall": ["reinstall", "-f", NAME2],
             "startup": ["startup", NAME2],
             "shutdown2": ["shutdown", NAME2],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -10,7 +11,9 @@ from corral import constants as C
 from corral import errors
 from tests.unit.jobqueue_helpers import QueueHarness, delay, gated, jqueue, settle
 
-CANCELED_RESULT = ["OpExecError", ["Job canceled by request"]]
+# As Ganeti: a started job's canceled opcodes carry the reason; a dequeued
+# job's none.
+CANCELED_RESULT = "Job canceled by request"
 
 # Cancel
 
@@ -21,12 +24,14 @@ async def test_cancel_of_a_queued_job(harness: QueueHarness) -> None:
     job_id = harness.queue.submit([jqueue(), jqueue()])
     await settle()
     assert harness.status(job_id) == "queued"
-    assert harness.queue.cancel(job_id) == [True, f"Job {job_id} canceled"]
+    assert await harness.queue.cancel(job_id) == [True, f"Dequeued job {job_id}"]
     assert harness.status(job_id) == "canceled"
-    opstatus, opresult, end_ts = harness.row(job_id, "opstatus", "opresult", "end_ts")
+    opstatus, opresult, end_ts, start_ts = harness.row(
+        job_id, "opstatus", "opresult", "end_ts", "start_ts"
+    )
     assert opstatus == ["canceled", "canceled"]
-    assert opresult == [CANCELED_RESULT, CANCELED_RESULT]
-    assert end_ts is not None
+    assert opresult == [None, None]
+    assert end_ts is not None and start_ts is None
     harness.release("block")
     assert await harness.wait_status(blocker) == "success"
     await settle()
@@ -37,7 +42,7 @@ async def test_cancel_of_a_job_scheduled_but_not_yet_started(harness: QueueHarne
     harness.max_running = 1
     job_id = harness.queue.submit([jqueue()])
     # Its task exists but has not run a single step yet.
-    assert harness.queue.cancel(job_id) == [True, f"Job {job_id} canceled"]
+    assert await harness.queue.cancel(job_id) == [True, f"Dequeued job {job_id}"]
     await settle()
     assert harness.status(job_id) == "canceled"
     assert harness.row(job_id, "opstatus") == [["canceled"]]
@@ -51,10 +56,12 @@ async def test_cancel_of_a_job_scheduled_but_not_yet_started(harness: QueueHarne
 async def test_cancel_of_a_job_waiting_in_the_executor(harness: QueueHarness) -> None:
     job_id = harness.queue.submit([gated("locks"), jqueue()])
     await harness.wait_status(job_id, {"waiting"})
-    assert harness.queue.cancel(job_id) == [True, f"Job {job_id} will be canceled"]
-    # Until the executor notices, the opcodes are "canceling".
-    assert harness.row(job_id, "status", "opstatus") == ["canceling", ["canceling", "canceling"]]
-    assert await harness.wait_status(job_id) == "canceled"
+    cancel = asyncio.create_task(harness.queue.cancel(job_id))
+    await settle()
+    # Until the executor notices, the opcodes are "canceling"; CancelJob waits.
+    assert not cancel.done() or harness.status(job_id) == "canceled"
+    assert await cancel == [True, "Job successfully cancelled"]
+    assert harness.status(job_id) == "canceled"
     assert harness.cancelled == [job_id]
     opstatus, opresult = harness.row(job_id, "opstatus", "opresult")
     assert opstatus == ["canceled", "canceled"]
@@ -66,8 +73,9 @@ async def test_cancel_of_a_job_waiting_for_dependencies(harness: QueueHarness) -
     first = harness.queue.submit([gated("first", running=True)])
     job_id = harness.queue.submit([jqueue(depends=[[first, []]])])
     await harness.wait_status(job_id, {"waiting"})
-    assert harness.queue.cancel(job_id) == [True, f"Job {job_id} canceled"]
+    assert await harness.queue.cancel(job_id) == [True, "Job successfully cancelled"]
     assert harness.status(job_id) == "canceled"
+    assert harness.row(job_id, "opresult") == [[CANCELED_RESULT]]
     harness.release("first")
     assert await harness.wait_status(first) == "success"
     await settle()
@@ -77,23 +85,21 @@ async def test_cancel_of_a_job_waiting_for_dependencies(harness: QueueHarness) -
 async def test_cancel_of_a_running_job(harness: QueueHarness) -> None:
     job_id = harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
-    assert harness.queue.cancel(job_id) == [
-        False,
-        f"Job {job_id} is no longer waiting in the queue",
-    ]
+    assert await harness.queue.cancel(job_id) == [False, "Job no longer waiting, can't cancel"]
     assert harness.status(job_id) == "running"
     # With kill, the running opcode is interrupted.
-    assert harness.queue.cancel(job_id, kill=True) == [True, f"Job {job_id} will be canceled"]
-    assert await harness.wait_status(job_id) == "canceled"
+    assert await harness.queue.cancel(job_id, kill=True) == [True, "Job successfully cancelled"]
+    assert harness.status(job_id) == "canceled"
     assert harness.cancelled == [job_id]
 
 
 async def test_cancel_of_finished_and_unknown_jobs(harness: QueueHarness) -> None:
     job_id = harness.queue.submit([jqueue()])
     await harness.wait_status(job_id)
-    assert harness.queue.cancel(job_id) == [False, f"Job {job_id} has already finished (success)"]
+    # As luxid: a finished job is no longer in the queue.
+    assert await harness.queue.cancel(job_id) == [False, f"Job {job_id} not found in queue"]
     assert harness.status(job_id) == "success"
-    assert harness.queue.cancel(4242) == [False, "Job 4242 not found in queue"]
+    assert await harness.queue.cancel(4242) == [False, "Job 4242 not found in queue"]
 
 
 # Priorities
@@ -157,7 +163,7 @@ async def test_change_priority_errors(harness: QueueHarness) -> None:
     assert harness.queue.change_priority(99, 0) == [False, "Job 99 not found in queue"]
     job_id = harness.queue.submit([jqueue()])
     await harness.wait_status(job_id)
-    assert harness.queue.change_priority(job_id, 0) == [False, f"Job {job_id} is finished"]
+    assert harness.queue.change_priority(job_id, 0) == [False, f"Job {job_id} not found in queue"]
 
 
 # Archive

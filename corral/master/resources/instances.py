@@ -1,4 +1,10 @@
-"""The "instance" resource: configuration plus live state from the nodes."""
+"""The "instance" resource: configuration plus live state from the nodes.
+
+The fields are luxid's (their names, titles, kinds, descriptions, and what
+a missing value's status is); disk and NIC fields are in
+:mod:`corral.master.resources.instance_devices`.  Only the state fields
+(``status``, ``oper_*``, ``console``) need the nodes: one call per primary node.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral.cmdlib.instance_utils import filled_beparams, filled_hvparams, filled_nicparams
-from corral.master.resources.common import object_fields
+from corral import params as P
+from corral.cmdlib.instance_utils import filled_beparams, filled_hvparams
+from corral.master.resources.common import (
+    alias_fields,
+    forthcoming_field,
+    object_fields,
+    param_fields,
+)
+from corral.master.resources.instance_devices import disk_fields, nic_fields
+from corral.master.resources.params import BE_TITLES
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
@@ -17,13 +31,59 @@ if TYPE_CHECKING:
 LIVE = "live"
 NODE_OK, NODE_OFFLINE, NODE_DOWN = "ok", "offline", "down"
 
+# Hypervisor parameters that only the cluster has: an instance's leave them out.
+HV_GLOBALS = frozenset({"migration_bandwidth", "migration_mode", "migration_port", "xen_cmd"})
+
+# What each hypervisor says of an instance's console (all of Corral's have none).
+CONSOLE_MESSAGES = {"fake": "Console not available for fake hypervisor"}
+
+# The statuses in the order the status field's description explains them.
+_STATUS_DOCS = (
+    ("running", "if instance is set to be running and actually is"),
+    ("ADMIN_down", "if instance is stopped and is not running"),
+    ("ERROR_wrongnode", "if instance running, but not on its designated primary node"),
+    ("ERROR_up", "if instance should be stopped, but is actually running"),
+    ("ERROR_down", "if instance should run, but doesn't"),
+    ("ERROR_nodedown", "if instance's primary node is down"),
+    ("ERROR_nodeoffline", "if instance's primary node is marked offline"),
+    ("ADMIN_offline", "if instance is offline and does not use dynamic resources"),
+)
+STATUS_DOC = "Instance status; " + ", ".join(f'"{s}" {why}' for s, why in _STATUS_DOCS)
+
+# Shorter names luxid also accepts, each with the definition of the field it stands for.
+ALIASES = (
+    ("vcpus", "be/vcpus"),
+    ("be/memory", "be/maxmem"),
+    ("sda_size", "disk.size/0"),
+    ("sdb_size", "disk.size/1"),
+    ("ip", "nic.ip/0"),
+    ("mac", "nic.mac/0"),
+    ("bridge", "nic.bridge/0"),
+    ("nic_mode", "nic.mode/0"),
+    ("nic_link", "nic.link/0"),
+    ("nic_network", "nic.network/0"),
+)
+
+
+@dataclass
+class InstanceContext:
+    """What every row of one query shares: the cluster and who is where."""
+
+    cluster: Cluster
+    node_names: dict[str, str]  # node uuid → name
+    node_groups: dict[str, str]  # node uuid → group uuid
+    group_names: dict[str, str]  # group uuid → name
+
+    def group_of(self, node: str) -> str | None:
+        """The uuid of an existing node's group (None if either is missing)."""
+        group = self.node_groups.get(node)
+        return group if group in self.group_names else None
+
 
 @dataclass
 class InstanceRow:
     obj: Instance
-    cluster: Cluster
-    pnode: str
-    snodes: list[str]
+    ctx: InstanceContext
     node_state: str = NODE_OK
     live: dict[str, Any] | None = None
 
@@ -55,16 +115,33 @@ def _live(key: str) -> Any:
     return getter
 
 
-def _be(key: str) -> Any:
-    return lambda r: filled_beparams(r.cluster, r.obj)[key]
+def _console(row: InstanceRow) -> Any:
+    """How to reach the console, as the primary node's hypervisor tells it."""
+    if row.node_state == NODE_OFFLINE:
+        return OFFLINE
+    message = CONSOLE_MESSAGES.get(row.obj.hypervisor)
+    if row.node_state == NODE_DOWN or message is None:
+        return NODATA
+    return {"instance": row.obj.name, "kind": "msg", "message": message}
 
 
-def _nics(fn: Any) -> Any:
-    return lambda r: [fn(r, n) for n in r.obj.nics]
+def _pnode_group(row: InstanceRow) -> Any:
+    return _or_nodata(row.ctx.group_of(row.obj.primary_node))
 
 
-def _nicp(key: str) -> Any:
-    return _nics(lambda r, n: filled_nicparams(r.cluster, n)[key])
+def _pnode_group_name(row: InstanceRow) -> Any:
+    group = row.ctx.group_of(row.obj.primary_node)
+    return NODATA if group is None else row.ctx.group_names[group]
+
+
+def _snodes_groups(row: InstanceRow) -> list[str]:
+    """The groups of the secondary nodes that have one."""
+    groups = (row.ctx.group_of(node) for node in row.obj.secondary_nodes)
+    return [group for group in groups if group is not None]
+
+
+def _or_nodata(value: Any) -> Any:
+    return NODATA if value is None else value
 
 
 def _config_fields() -> list[Field]:
@@ -72,8 +149,9 @@ def _config_fields() -> list[Field]:
     return [
         Field("name", "Instance", C.QFT_TEXT, "Instance name", lambda r: r.obj.name),
         Field("os", "OS", C.QFT_TEXT, "Operating system", lambda r: r.obj.os),
-        Field("pnode", "Primary_node", C.QFT_TEXT, "Primary node", lambda r: r.pnode),
-        Field("snodes", "Secondary_Nodes", C.QFT_OTHER, "Secondary nodes", lambda r: r.snodes),
+        Field(
+            "hypervisor", "Hypervisor", C.QFT_TEXT, "Hypervisor name", lambda r: r.obj.hypervisor
+        ),
         Field(
             "admin_state",
             "InstanceState",
@@ -85,32 +163,77 @@ def _config_fields() -> list[Field]:
             "admin_state_source",
             "InstanceStateSource",
             C.QFT_TEXT,
-            "Who last changed the desired state",
+            "Who last changed the desired state of the instance",
             lambda r: r.obj.admin_state_source,
         ),
         Field(
             "admin_up",
             "Autostart",
             C.QFT_BOOL,
-            "Desired state of instance is up",
+            "Desired state of instance",
             lambda r: r.obj.admin_state == ADMIN_UP,
         ),
         Field(
-            "disk_template",
-            "Disk_template",
-            C.QFT_TEXT,
-            "Instance disk template",
-            lambda r: r.obj.disk_template,
-        ),
-        Field(
-            "hypervisor", "Hypervisor", C.QFT_TEXT, "Hypervisor name", lambda r: r.obj.hypervisor
+            "disks_active",
+            "DisksActive",
+            C.QFT_BOOL,
+            "Desired state of instance disks",
+            lambda r: r.obj.disks_active,
         ),
         Field(
             "network_port",
             "Network_port",
             C.QFT_OTHER,
-            "Instance network port",
-            lambda r: r.obj.network_port,
+            "Instance network port if available (e.g. for VNC console)",
+            lambda r: UNAVAIL if r.obj.network_port is None else r.obj.network_port,
+        ),
+    ]
+
+
+def _node_fields() -> list[Field]:
+    """The primary and secondary nodes and their groups."""
+    return [
+        Field(
+            "pnode",
+            "Primary_node",
+            C.QFT_TEXT,
+            "Primary node",
+            lambda r: r.ctx.node_names.get(r.obj.primary_node, NODATA),
+        ),
+        Field(
+            "pnode.group",
+            "PrimaryNodeGroup",
+            C.QFT_TEXT,
+            "Primary node's group",
+            _pnode_group_name,
+        ),
+        Field(
+            "pnode.group.uuid",
+            "PrimaryNodeGroupUUID",
+            C.QFT_TEXT,
+            "Primary node's group UUID",
+            _pnode_group,
+        ),
+        Field(
+            "snodes",
+            "Secondary_Nodes",
+            C.QFT_OTHER,
+            "Secondary nodes; usually this will just be one node",
+            lambda r: [r.ctx.node_names.get(s, s) for s in r.obj.secondary_nodes],
+        ),
+        Field(
+            "snodes.group",
+            "SecondaryNodesGroups",
+            C.QFT_OTHER,
+            "Node groups of secondary nodes",
+            lambda r: [r.ctx.group_names[g] for g in _snodes_groups(r)],
+        ),
+        Field(
+            "snodes.group.uuid",
+            "SecondaryNodesGroupsUUID",
+            C.QFT_OTHER,
+            "Node group UUIDs of secondary nodes",
+            _snodes_groups,
         ),
     ]
 
@@ -119,7 +242,7 @@ def _state_fields() -> list[Field]:
     """What the hypervisor reports (these need the nodes)."""
     live = (LIVE,)
     return [
-        Field("status", "Status", C.QFT_TEXT, "Instance status", status, live),
+        Field("status", "Status", C.QFT_TEXT, STATUS_DOC, status, live),
         Field(
             "oper_state",
             "Running",
@@ -144,7 +267,22 @@ def _state_fields() -> list[Field]:
             _live("vcpus"),
             live,
         ),
+        Field("console", "Console", C.QFT_OTHER, "Instance console information", _console, live),
     ]
+
+
+def _hvparams(row: InstanceRow) -> dict[str, Any]:
+    filled = filled_hvparams(row.ctx.cluster, row.obj)
+    return {key: value for key, value in filled.items() if key not in HV_GLOBALS}
+
+
+def _osparams(row: InstanceRow) -> dict[str, Any]:
+    """The instance's OS parameters over the cluster's for the OS (without its
+    variant); private parameters are not shown."""
+    cluster_params = row.ctx.cluster.osparams.get(row.obj.os.partition("+")[0])
+    if cluster_params is None:
+        return row.obj.osparams
+    return {**cluster_params, **row.obj.osparams}
 
 
 def _param_fields() -> list[Field]:
@@ -155,14 +293,21 @@ def _param_fields() -> list[Field]:
             "BackendParameters",
             C.QFT_OTHER,
             "Backend parameters (merged)",
-            lambda r: filled_beparams(r.cluster, r.obj),
+            lambda r: filled_beparams(r.ctx.cluster, r.obj),
         ),
         Field(
             "hvparams",
             "HypervisorParameters",
             C.QFT_OTHER,
             "Hypervisor parameters (merged)",
-            lambda r: filled_hvparams(r.cluster, r.obj),
+            _hvparams,
+        ),
+        Field(
+            "osparams",
+            "OpSysParameters",
+            C.QFT_OTHER,
+            "Operating system parameters (merged)",
+            _osparams,
         ),
         Field(
             "custom_beparams",
@@ -180,203 +325,49 @@ def _param_fields() -> list[Field]:
         ),
         Field(
             "custom_osparams",
-            "CustomOsParameters",
+            "CustomOpSysParameters",
             C.QFT_OTHER,
-            "Custom OS parameters",
+            "Custom operating system parameters",
             lambda r: r.obj.osparams,
         ),
-        Field("be/maxmem", "ConfigMaxMem", C.QFT_UNIT, "Maximum memory", _be("maxmem")),
-        Field("be/minmem", "ConfigMinMem", C.QFT_UNIT, "Minimum memory", _be("minmem")),
-        Field("be/memory", "ConfigMaxMem", C.QFT_UNIT, "Maximum memory", _be("maxmem")),
-        Field("be/vcpus", "ConfigVCPUs", C.QFT_NUMBER, "Number of VCPUs", _be("vcpus")),
-        Field("be/auto_balance", "Auto_balance", C.QFT_BOOL, "Auto balance", _be("auto_balance")),
-        Field(
-            "be/always_failover",
-            "Always_failover",
-            C.QFT_BOOL,
-            "Always failover",
-            _be("always_failover"),
-        ),
-        Field("be/spindle_use", "SpindleUse", C.QFT_NUMBER, "Spindle use", _be("spindle_use")),
-    ]
-
-
-def _nic_fields() -> list[Field]:
-    """Network interfaces."""
-    return [
-        Field(
-            "nic.count",
-            "NICs",
-            C.QFT_NUMBER,
-            "Number of network interfaces",
-            lambda r: len(r.obj.nics),
-        ),
-        Field(
-            "nic.macs",
-            "NIC_MACs",
-            C.QFT_OTHER,
-            "List containing each network interface's MAC address",
-            _nics(lambda r, n: n.mac),
-        ),
-        Field(
-            "nic.ips",
-            "NIC_IPs",
-            C.QFT_OTHER,
-            "List containing each network interface's IP address",
-            _nics(lambda r, n: n.ip),
-        ),
-        Field(
-            "nic.names",
-            "NIC_Names",
-            C.QFT_OTHER,
-            "List containing each network interface's name",
-            _nics(lambda r, n: n.name),
-        ),
-        Field(
-            "nic.uuids",
-            "NIC_UUIDs",
-            C.QFT_OTHER,
-            "List containing each network interface's UUID",
-            _nics(lambda r, n: n.uuid),
-        ),
-        Field(
-            "nic.modes",
-            "NIC_modes",
-            C.QFT_OTHER,
-            "List containing each network interface's mode",
-            _nicp("mode"),
-        ),
-        Field(
-            "nic.links",
-            "NIC_links",
-            C.QFT_OTHER,
-            "List containing each network interface's link",
-            _nicp("link"),
-        ),
-        Field(
-            "nic.vlans",
-            "NIC_VLANs",
-            C.QFT_OTHER,
-            "List containing each network interface's VLAN",
-            _nicp("vlan"),
-        ),
-        Field(
-            "nic.bridges",
-            "NIC_bridges",
-            C.QFT_OTHER,
-            "List containing each network interface's bridge",
-            _nics(
-                lambda r, n: (
-                    filled_nicparams(r.cluster, n)["link"]
-                    if filled_nicparams(r.cluster, n)["mode"] == "bridged"
-                    else None
-                )
-            ),
-        ),
-    ]
-
-
-def _disk_fields() -> list[Field]:
-    """Disks."""
-    return [
-        Field("disk.count", "Disks", C.QFT_NUMBER, "Number of disks", lambda r: len(r.obj.disks)),
-        Field(
-            "disk.sizes",
-            "Disk_sizes",
-            C.QFT_OTHER,
-            "List of disk sizes",
-            lambda r: [d.size for d in r.obj.disks],
-        ),
-        Field(
-            "disk.names",
-            "Disk_names",
-            C.QFT_OTHER,
-            "List of disk names",
-            lambda r: [d.name for d in r.obj.disks],
-        ),
-        Field(
-            "disk.uuids",
-            "Disk_UUIDs",
-            C.QFT_OTHER,
-            "List of disk UUIDs",
-            lambda r: [d.uuid for d in r.obj.disks],
-        ),
-        Field(
-            "disk_usage",
-            "DiskUsage",
-            C.QFT_UNIT,
-            "Total disk space used by instance on each of its nodes",
-            lambda r: sum(d.size for d in r.obj.disks),
+        *param_fields(
+            "be",
+            "backend",
+            P.BE_TYPES,
+            BE_TITLES,
+            lambda r: filled_beparams(r.ctx.cluster, r.obj),
         ),
     ]
 
 
 def _fields() -> list[Field]:
-    return [
+    fields = [
         *_config_fields(),
+        *_node_fields(),
         *_state_fields(),
         *_param_fields(),
-        *_nic_fields(),
-        *_disk_fields(),
-        *_indexed_fields(),
-        *object_fields(),
+        *nic_fields(),
+        *disk_fields(),
+        *object_fields("Instance"),
+        forthcoming_field("Instance"),
     ]
-
-
-def _indexed_fields() -> list[Field]:
-    """nic.mac/N, nic.ip/N, disk.size/N ... for the first eight items."""
-    out = []
-    for idx in range(8):
-        out += [
-            Field(
-                f"nic.mac/{idx}",
-                f"NicMAC/{idx}",
-                C.QFT_TEXT,
-                f"MAC address of network interface {idx}",
-                _nth(lambda r: r.obj.nics, idx, lambda n: n.mac),
-            ),
-            Field(
-                f"nic.ip/{idx}",
-                f"NicIP/{idx}",
-                C.QFT_TEXT,
-                f"IP address of network interface {idx}",
-                _nth(lambda r: r.obj.nics, idx, lambda n: n.ip),
-            ),
-            Field(
-                f"disk.size/{idx}",
-                f"Disk/{idx}",
-                C.QFT_UNIT,
-                f"Disk size of disk {idx}",
-                _nth(lambda r: r.obj.disks, idx, lambda d: d.size),
-            ),
-        ]
-    return out
-
-
-def _nth(items: Any, idx: int, get: Any) -> Any:
-    def getter(row: InstanceRow) -> Any:
-        seq = items(row)
-        return get(seq[idx]) if idx < len(seq) else UNAVAIL
-
-    return getter
+    return alias_fields(fields, ALIASES)
 
 
 FIELDS = FieldSet(_fields())
 
 
 async def items(master: Master, needs: set[str]) -> list[InstanceRow]:
+    """Every instance; with the ``live`` need, what its primary node reports."""
     cfg = master.cfg
-    cluster = cfg.cluster
-    names = {n.uuid: n.name for n in cfg.nodes()}
-    rows = [
-        InstanceRow(
-            inst,
-            cluster,
-            names.get(inst.primary_node, inst.primary_node),
-            [names.get(s, s) for s in inst.secondary_nodes],
-        )
-        for inst in cfg.instances()
-    ]
+    nodes = cfg.nodes()
+    ctx = InstanceContext(
+        cfg.cluster,
+        {n.uuid: n.name for n in nodes},
+        {n.uuid: n.group for n in nodes},
+        {g.uuid: g.name for g in cfg.groups()},
+    )
+    rows = [InstanceRow(inst, ctx) for inst in cfg.instances()]
     if LIVE in needs and rows:
         await _add_live_data(master, rows)
     return rows

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 FIELDS = FieldSet(
     [
-        Field("name", "Name", C.QFT_TEXT, "Lock name", lambda r: r["name"]),
+        Field("name", "Name", C.QFT_OTHER, "Lock name", lambda r: r["name"]),
         Field(
             "mode",
             "Mode",

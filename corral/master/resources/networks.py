@@ -52,7 +52,9 @@ def _no_value(row: Any) -> Any:  # there are no rows to read from
     raise AssertionError("networks have no rows")
 
 
-FIELDS = FieldSet(Field(name, title, kind, doc, _no_value) for name, title, kind, doc in _DEFINITIONS)
+FIELDS = FieldSet(
+    Field(name, title, kind, doc, _no_value) for name, title, kind, doc in _DEFINITIONS
+)
 
 
 async def items(master: Master, needs: set[str]) -> list[Any]:

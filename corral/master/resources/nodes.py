@@ -1,41 +1,101 @@
-"""The "node" and "group" resources (from the configuration)."""
+"""The "node" and "group" resources: the configuration, and for the node's
+live fields (:mod:`corral.master.resources.node_live`) what the nodes report.
+
+Parameters are shown filled as luxid shows them: a node's node parameters
+over its group's over the cluster's (over Ganeti's defaults, see
+:mod:`corral.master.resources.params`), a group's instance policy over the
+cluster's.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral.master.resources.common import object_fields
-from corral.objects import Node, NodeGroup
-from corral.query.fields import Field, FieldSet
+from corral.cmdlib.cluster import DISK_DT_DEFAULTS
+from corral.ipolicy import group_ipolicy
+from corral.master.resources import node_live
+from corral.master.resources.common import object_fields, param_fields
+from corral.master.resources.filters import nice_key
+from corral.master.resources.params import ND_TITLES, ND_TYPES, group_ndparams, node_ndparams
+from corral.objects import Cluster, Node, NodeGroup
+from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import Master
+
+# The need of the fields that list a node's instances.
+INSTANCES = "instances"
+
+
+def _nice_sorted(names: list[str]) -> list[str]:
+    return sorted(names, key=nice_key)
+
+
+@dataclass
+class NodeContext:
+    """What every row of one query shares."""
+
+    cluster: Cluster
+    groups: dict[str, NodeGroup]  # uuid → group
+    # node uuid → names of its primary and secondary instances (with the need).
+    primaries: dict[str, list[str]] = field(default_factory=dict)
+    secondaries: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
 class NodeRow:
     obj: Node
-    is_master: bool
-    group_name: str
-    pinst: list[str]
-    sinst: list[str]
+    ctx: NodeContext
+    # call name → its answer (None: failed); see node_live.gather
+    live: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def group(self) -> NodeGroup | None:
+        return self.ctx.groups.get(self.obj.group)
+
+    def ndparams(self) -> dict[str, Any] | None:
+        """The filled node parameters (None if the node's group is missing)."""
+        group = self.group
+        return None if group is None else node_ndparams(self.ctx.cluster, group, self.obj)
 
 
 def _role(row: NodeRow) -> str:
+    """M(aster), C(andidate), D(rained), O(ffline) or R(egular), first that applies."""
     node = row.obj
-    if row.is_master:
+    if node.uuid == row.ctx.cluster.master_node:
         return "M"
-    if node.offline:
-        return "O"
+    if node.master_candidate:
+        return "C"
     if node.drained:
         return "D"
-    return "C" if node.master_candidate else "R"
+    return "O" if node.offline else "R"
 
 
-NODE_FIELDS = FieldSet(
-    [
+ROLE_DOC = (
+    'Node role; "M" for master, "C" for master candidate, "R" for regular,'
+    ' "D" for drained, "O" for offline'
+)
+
+
+def _powered(row: NodeRow) -> Any:
+    """Whether the node is powered on, known only with an out-of-band program.
+    Corral never powers a node off, so such a node is on."""
+    params = row.ndparams()
+    if params is None:
+        return NODATA
+    return True if params["oob_program"] else UNAVAIL
+
+
+def _group_name(row: NodeRow) -> Any:
+    group = row.group
+    return NODATA if group is None else group.name
+
+
+def _flag_fields() -> list[Field]:
+    """Addresses and flags."""
+    return [
         Field("name", "Node", C.QFT_TEXT, "Node name", lambda r: r.obj.name),
         Field("pip", "PrimaryIP", C.QFT_TEXT, "Primary IP address", lambda r: r.obj.primary_ip),
         Field(
@@ -70,69 +130,185 @@ NODE_FIELDS = FieldSet(
             "Whether node can host instances",
             lambda r: r.obj.vm_capable,
         ),
-        Field("master", "IsMaster", C.QFT_BOOL, "Whether node is master", lambda r: r.is_master),
-        Field("role", "Role", C.QFT_TEXT, "Node role (M, C, R, D, O)", _role),
-        Field("group", "Group", C.QFT_TEXT, "Node group", lambda r: r.group_name),
+        Field(
+            "master",
+            "IsMaster",
+            C.QFT_BOOL,
+            "Whether node is master",
+            lambda r: r.obj.uuid == r.ctx.cluster.master_node,
+        ),
+        Field("role", "Role", C.QFT_TEXT, ROLE_DOC, _role),
+        Field("group", "Group", C.QFT_TEXT, "Node group", _group_name),
         Field("group.uuid", "GroupUUID", C.QFT_TEXT, "UUID of node group", lambda r: r.obj.group),
+        Field(
+            "powered",
+            "Powered",
+            C.QFT_BOOL,
+            "Whether node is thought to be powered on",
+            _powered,
+        ),
+    ]
+
+
+def _instance_fields() -> list[Field]:
+    """The node's instances."""
+    need = (INSTANCES,)
+    return [
         Field(
             "pinst_cnt",
             "Pinst",
             C.QFT_NUMBER,
             "Number of instances with this node as primary",
-            lambda r: len(r.pinst),
+            lambda r: len(r.ctx.primaries.get(r.obj.uuid, ())),
+            need,
         ),
         Field(
             "pinst_list",
             "PriInstances",
             C.QFT_OTHER,
             "List of instances with this node as primary",
-            lambda r: r.pinst,
+            lambda r: _nice_sorted(r.ctx.primaries.get(r.obj.uuid, [])),
+            need,
         ),
         Field(
             "sinst_cnt",
             "Sinst",
             C.QFT_NUMBER,
             "Number of instances with this node as secondary",
-            lambda r: len(r.sinst),
+            lambda r: len(r.ctx.secondaries.get(r.obj.uuid, ())),
+            need,
         ),
         Field(
             "sinst_list",
             "SecInstances",
             C.QFT_OTHER,
             "List of instances with this node as secondary",
-            lambda r: r.sinst,
+            lambda r: _nice_sorted(r.ctx.secondaries.get(r.obj.uuid, [])),
+            need,
         ),
-        *object_fields(),
+    ]
+
+
+def _param_fields() -> list[Field]:
+    """Node parameters, and the resource model Corral (like Ganeti) does not fill."""
+    return [
+        Field(
+            "ndparams",
+            "NodeParameters",
+            C.QFT_OTHER,
+            "Merged node parameters",
+            lambda r: _or_nodata(r.ndparams()),
+        ),
+        Field(
+            "custom_ndparams",
+            "CustomNodeParameters",
+            C.QFT_OTHER,
+            "Custom node parameters",
+            lambda r: r.obj.ndparams,
+        ),
+        *param_fields("ndp", "node", ND_TYPES, ND_TITLES, lambda r: r.ndparams() or {}),
+        # Declared by luxid for parity with the node resource model, which has
+        # never been filled: always unavailable.
+        Field("hv_state", "HypervisorState", C.QFT_OTHER, "Hypervisor state", _unavailable),
+        Field("disk_state", "DiskState", C.QFT_OTHER, "Disk state", _unavailable),
+    ]
+
+
+def _or_nodata(value: Any) -> Any:
+    return NODATA if value is None else value
+
+
+def _unavailable(row: Any) -> Any:
+    return UNAVAIL
+
+
+NODE_FIELDS = FieldSet(
+    [
+        *_flag_fields(),
+        *_instance_fields(),
+        *_param_fields(),
+        *node_live.live_fields(),
+        *object_fields("Node"),
     ]
 )
 
 
 async def node_items(master: Master, needs: set[str]) -> list[NodeRow]:
+    """Every node; its instances and live data only when ``needs`` asks."""
     cfg = master.cfg
-    groups = {g.uuid: g.name for g in cfg.groups()}
-    primaries: dict[str, list[str]] = {}
-    secondaries: dict[str, list[str]] = {}
-    for inst in sorted(cfg.instances(), key=lambda i: i.name):
-        primaries.setdefault(inst.primary_node, []).append(inst.name)
-        for node in inst.secondary_nodes:
-            secondaries.setdefault(node, []).append(inst.name)
-    return [
-        NodeRow(
-            n,
-            n.uuid == cfg.cluster.master_node,
-            groups.get(n.group, n.group),
-            primaries.get(n.uuid, []),
-            secondaries.get(n.uuid, []),
-        )
-        for n in cfg.nodes()
-    ]
+    ctx = NodeContext(cfg.cluster, {g.uuid: g for g in cfg.groups()})
+    if INSTANCES in needs:
+        for inst in cfg.instances():
+            ctx.primaries.setdefault(inst.primary_node, []).append(inst.name)
+            for node in inst.secondary_nodes:
+                ctx.secondaries.setdefault(node, []).append(inst.name)
+    nodes = cfg.nodes()
+    live = await node_live.gather(master, nodes, needs)
+    return [NodeRow(n, ctx, live.get(n.uuid, {})) for n in nodes]
 
 
 @dataclass
 class GroupRow:
     obj: NodeGroup
+    cluster: Cluster
     members: list[str]
     instances: list[str]
+
+
+def _group_diskparams(row: GroupRow) -> dict[str, Any]:
+    """The group's disk parameters over the cluster's, disk template by template."""
+    return {**DISK_DT_DEFAULTS, **row.obj.diskparams}
+
+
+def _group_param_fields() -> list[Field]:
+    """Node parameters, disk parameters and instance policy, filled and custom."""
+    return [
+        Field(
+            "ndparams",
+            "NDParams",
+            C.QFT_OTHER,
+            "Node parameters",
+            lambda r: group_ndparams(r.cluster, r.obj),
+        ),
+        Field(
+            "custom_ndparams",
+            "CustomNDParams",
+            C.QFT_OTHER,
+            "Custom node parameters",
+            lambda r: r.obj.ndparams,
+        ),
+        *param_fields(
+            "ndp", "node", ND_TYPES, ND_TITLES, lambda r: group_ndparams(r.cluster, r.obj)
+        ),
+        Field(
+            "diskparams",
+            "DiskParameters",
+            C.QFT_OTHER,
+            "Disk parameters (merged)",
+            _group_diskparams,
+        ),
+        Field(
+            "custom_diskparams",
+            "CustomDiskParameters",
+            C.QFT_OTHER,
+            "Custom disk parameters",
+            lambda r: r.obj.diskparams,
+        ),
+        Field(
+            "ipolicy",
+            "InstancePolicy",
+            C.QFT_OTHER,
+            "Instance policy limitations (merged)",
+            lambda r: group_ipolicy(r.cluster.ipolicy, r.obj.ipolicy),
+        ),
+        Field(
+            "custom_ipolicy",
+            "CustomInstancePolicy",
+            C.QFT_OTHER,
+            "Custom instance policy limitations",
+            lambda r: r.obj.ipolicy,
+        ),
+    ]
 
 
 GROUP_FIELDS = FieldSet(
@@ -147,7 +323,6 @@ GROUP_FIELDS = FieldSet(
         ),
         Field("node_cnt", "Nodes", C.QFT_NUMBER, "Number of nodes", lambda r: len(r.members)),
         Field("node_list", "NodeList", C.QFT_OTHER, "List of nodes", lambda r: r.members),
-        Field("ndparams", "NDParams", C.QFT_OTHER, "Node parameters", lambda r: r.obj.ndparams),
         Field(
             "pinst_cnt",
             "Instances",
@@ -162,19 +337,30 @@ GROUP_FIELDS = FieldSet(
             "List of primary instances",
             lambda r: r.instances,
         ),
-        *object_fields(),
+        *_group_param_fields(),
+        *object_fields("Group"),
     ]
 )
 
 
 async def group_items(master: Master, needs: set[str]) -> list[GroupRow]:
+    """Every node group with its nodes and primary instances."""
     cfg = master.cfg
     node_group = {n.uuid: n.group for n in cfg.nodes()}
-    rows = []
-    for group in cfg.groups():
-        members = sorted(n.name for n in cfg.nodes() if n.group == group.uuid)
-        instances = sorted(
-            i.name for i in cfg.instances() if node_group.get(i.primary_node) == group.uuid
+    members: dict[str, list[str]] = {}
+    for node in cfg.nodes():
+        members.setdefault(node.group, []).append(node.name)
+    instances: dict[str, list[str]] = {}
+    for inst in cfg.instances():
+        group = node_group.get(inst.primary_node)
+        if group is not None:
+            instances.setdefault(group, []).append(inst.name)
+    return [
+        GroupRow(
+            group,
+            cfg.cluster,
+            sorted(members.get(group.uuid, [])),
+            _nice_sorted(instances.get(group.uuid, [])),
         )
-        rows.append(GroupRow(group, members, instances))
-    return rows
+        for group in cfg.groups()
+    ]

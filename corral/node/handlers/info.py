@@ -47,8 +47,14 @@ def memory_info() -> dict[str, int]:
     return {"memory_total": total, "memory_free": free, "memory_dom0": total - free}
 
 
+def boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
+    """The kernel's random id of this boot (a new one after each reboot)."""
+    return path.read_text().strip()
+
+
 def cpu_info() -> dict[str, int]:
-    """Number of CPUs, NUMA nodes and sockets (at least 1 each)."""
+    """Number of CPUs, of those the node's OS uses (all of them), NUMA nodes
+    and sockets (at least 1 each)."""
     try:
         numa = sum(
             1 for name in os.listdir("/sys/devices/system/node") if _NUMA_NODE_RE.match(name)
@@ -60,8 +66,10 @@ def cpu_info() -> dict[str, int]:
     except OSError:
         cpuinfo = ""
     sockets = set(re.findall(r"^physical id\s*:\s*(\d+)", cpuinfo, re.MULTILINE))
+    cpus = os.cpu_count() or 1
     return {
-        "cpu_total": os.cpu_count() or 1,
+        "cpu_total": cpus,
+        "cpu_dom0": cpus,
         "cpu_nodes": max(numa, 1),
         "cpu_sockets": max(len(sockets), 1),
     }
@@ -82,10 +90,11 @@ def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
 
 @rpc_handler("node_info")
 async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any]:
-    """Memory and CPU of the node and space in the given storage paths."""
+    """The boot id, memory and CPUs of the node and space in the given storage paths."""
     if not isinstance(storage_paths, list):
         raise errors.OpExecError("node_info: storage_paths must be a list of paths")
     return {
+        "bootid": boot_id(),
         **memory_info(),
         **cpu_info(),
         "storage": [storage_info(ctx, str(path)) for path in storage_paths],

@@ -1,0 +1,113 @@
+"""Submitting several jobs and following them, as Ganeti's JobExecutor does.
+
+Used where a command acts on many items (``gnt-instance startup a b``):
+the jobs go in one SubmitManyJobs; then each is waited for in turn, the
+running ones first, with ``Waiting for job N for NAME ...`` before its log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cli import common
+from corral.cli.errors_fmt import format_error
+from corral.luxi.client import Client
+
+# How many pending jobs are looked at to find one that already runs.
+_CHOOSE_BATCH = 25
+_WAITING = (C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING, C.JOB_STATUS_CANCELING)
+
+
+@dataclass
+class _Submitted:
+    index: int
+    ok: bool
+    job: Any  # the job id, or the reason the submission failed
+    name: str | None
+
+
+@dataclass
+class JobExecutor:
+    """Jobs queued with ``queue_job``, submitted and followed by ``wait_or_show``."""
+
+    client: Client
+    opts: argparse.Namespace
+    verbose: bool = True
+    _queued: list[tuple[int, str | None, list[dict[str, Any]]]] = field(default_factory=list)
+    _jobs: list[_Submitted] = field(default_factory=list)
+
+    def queue_job(self, name: str | None, *ops: dict[str, Any]) -> None:
+        generic = common.common_op_fields(self.opts)
+        self._queued.append((len(self._queued), name, [{**generic, **op} for op in ops]))
+
+    def _submit_pending(self) -> None:
+        results = self.client.submit_many_jobs([ops for _, _, ops in self._queued])
+        for (ok, job), (index, name, _) in zip(results, self._queued, strict=True):
+            self._jobs.append(_Submitted(index, bool(ok), job, name))
+
+    @staticmethod
+    def _for(name: str | None) -> str:
+        return f" for {name}" if name else ""
+
+    def _choose(self) -> _Submitted:
+        """A job that no longer waits in the queue, else the first one."""
+        batch = self._jobs[:_CHOOSE_BATCH]
+        rows = self.client.query_jobs([j.job for j in batch], ["status"])
+        for job, row in zip(batch, rows, strict=True):
+            if row and row[0] in _WAITING:
+                continue
+            self._jobs.remove(job)
+            return job
+        return self._jobs.pop(0)
+
+    def get_results(self) -> list[tuple[bool, Any]]:
+        """Wait for every job; ``(success, result or error text)`` in queued order."""
+        if not self._jobs:
+            self._submit_pending()
+        results: list[tuple[int, bool, Any]] = []
+        submitted = [j for j in self._jobs if j.ok]
+        if self.verbose and submitted:
+            print(f"Submitted jobs {', '.join(str(j.job) for j in submitted)}")
+        for job in [j for j in self._jobs if not j.ok]:
+            print(f"Failed to submit job{self._for(job.name)}: {job.job}", file=sys.stderr)
+            results.append((job.index, False, job.job))
+        self._jobs = submitted
+        while self._jobs:
+            job = self._choose()
+            print(f"Waiting for job {job.job}{self._for(job.name)} ...", flush=True)
+            results.append((job.index, *self._follow(job)))
+        results.sort(key=lambda r: r[0])
+        return [(ok, result) for _, ok, result in results]
+
+    def _follow(self, job: _Submitted) -> tuple[bool, Any]:
+        try:
+            return True, common.poll_job(self.client, int(job.job))
+        except errors.JobLost as err:
+            _, text = format_error(err)
+            print(
+                f"Job {job.job}{self._for(job.name)} has been archived, cannot check its result",
+                file=sys.stderr,
+            )
+            return False, text
+        except errors.GenericError as err:
+            _, text = format_error(err)
+            print(f"Job {job.job}{self._for(job.name)} has failed: {text}", file=sys.stderr)
+            return False, text
+
+    def wait_or_show(self, wait: bool) -> list[tuple[bool, Any]]:
+        """Wait for the jobs, or (``--submit``) print their ids and names."""
+        if wait:
+            return self.get_results()
+        if not self._jobs:
+            self._submit_pending()
+        for job in self._jobs:
+            if job.ok:
+                print(f"{job.job}: {job.name}")
+            else:
+                print(f"Failure for {job.name}: {job.job}", file=sys.stderr)
+        return [(job.ok, job.job) for job in self._jobs]

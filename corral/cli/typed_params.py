@@ -1,0 +1,195 @@
+"""Ganeti's types of the parameters given on the command line, and its
+client-side check of them (``-B``, ``-H``, ``--net``): what a value must look
+like, converted as Ganeti's commands convert it before submitting.
+
+The hypervisor table lists every hypervisor's parameters, as Ganeti's does:
+the commands check names and types; whether the cluster's hypervisor has the
+parameter is for masterd to say.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from corral import errors
+
+STRING = "string"
+MAYBE_STRING = "maybe-string"
+BOOL = "bool"
+SIZE = "size"
+INT = "int"
+FLOAT = "float"
+
+BE_PARAMETER_TYPES: dict[str, str] = {
+    "always_failover": BOOL,
+    "auto_balance": BOOL,
+    "maxmem": SIZE,
+    "memory": SIZE,
+    "minmem": SIZE,
+    "spindle_use": INT,
+    "vcpus": INT,
+}
+NIC_PARAMETER_TYPES: dict[str, str] = {
+    "bridge": MAYBE_STRING,
+    "ip": MAYBE_STRING,
+    "link": STRING,
+    "mac": STRING,
+    "mode": STRING,
+    "name": MAYBE_STRING,
+    "network": MAYBE_STRING,
+    "vlan": MAYBE_STRING,
+}
+HV_PARAMETER_TYPES: dict[str, str] = {
+    "acpi": BOOL,
+    "blockdev_prefix": STRING,
+    "boot_order": STRING,
+    "bootloader_args": STRING,
+    "bootloader_path": STRING,
+    "cdrom2_image_path": STRING,
+    "cdrom_disk_type": STRING,
+    "cdrom_image_path": STRING,
+    "cpu_cap": INT,
+    "cpu_cores": INT,
+    "cpu_mask": STRING,
+    "cpu_sockets": INT,
+    "cpu_threads": INT,
+    "cpu_type": STRING,
+    "cpu_weight": INT,
+    "cpuid": STRING,
+    "device_model": STRING,
+    "devices": STRING,
+    "disk_aio": STRING,
+    "disk_cache": STRING,
+    "disk_discard": STRING,
+    "disk_type": STRING,
+    "drop_capabilities": STRING,
+    "extra_cgroups": STRING,
+    "extra_config": STRING,
+    "floppy_image_path": STRING,
+    "init_script": STRING,
+    "initrd_path": STRING,
+    "kernel_args": STRING,
+    "kernel_path": STRING,
+    "keymap": STRING,
+    "kvm_extra": STRING,
+    "kvm_flag": STRING,
+    "kvm_path": STRING,
+    "kvm_pci_reservations": INT,
+    "machine_version": STRING,
+    "mem_path": STRING,
+    "migration_bandwidth": INT,
+    "migration_caps": STRING,
+    "migration_downtime": INT,
+    "migration_mode": STRING,
+    "migration_port": INT,
+    "nic_type": STRING,
+    "num_ttys": INT,
+    "pae": BOOL,
+    "pci_pass": STRING,
+    "reboot_behavior": STRING,
+    "root_path": MAYBE_STRING,
+    "scsi_controller_type": STRING,
+    "security_domain": STRING,
+    "security_model": STRING,
+    "serial_console": BOOL,
+    "serial_speed": INT,
+    "soundhw": STRING,
+    "spice_bind": STRING,
+    "spice_image_compression": STRING,
+    "spice_ip_version": INT,
+    "spice_jpeg_wan_compression": STRING,
+    "spice_password_file": STRING,
+    "spice_playback_compression": BOOL,
+    "spice_streaming_video": STRING,
+    "spice_tls_ciphers": STRING,
+    "spice_use_tls": BOOL,
+    "spice_use_vdagent": BOOL,
+    "spice_zlib_glz_wan_compression": STRING,
+    "startup_timeout": INT,
+    "usb_devices": STRING,
+    "usb_mouse": STRING,
+    "use_bootloader": BOOL,
+    "use_chroot": BOOL,
+    "use_guest_agent": BOOL,
+    "use_localtime": BOOL,
+    "user_shutdown": BOOL,
+    "vga": STRING,
+    "vhost_net": BOOL,
+    "vif_script": STRING,
+    "vif_type": STRING,
+    "viridian": BOOL,
+    "virtio_net_queues": INT,
+    "vnc_bind_address": STRING,
+    "vnc_password_file": STRING,
+    "vnc_tls": BOOL,
+    "vnc_x509_path": STRING,
+    "vnc_x509_verify": BOOL,
+    "vnet_hdr": BOOL,
+    "xen_cmd": STRING,
+}
+
+_UNIT_RE = re.compile(r"^([.\d]+)\s*([a-zA-Z]+)?$")
+_UNIT_FACTORS = {"m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024}
+_UNIT_FACTORS.update({"t": 1024 * 1024, "tb": 1024 * 1024, "tib": 1024 * 1024})
+
+
+def parse_unit(text: Any) -> int:
+    """MiB from ``512``, ``1.5g``, ``2 TiB``..., rounded up to a multiple of 4 (as
+    Ganeti's ParseUnit); UnitParseError on anything else."""
+    match = _UNIT_RE.match(str(text))
+    if match is None:
+        raise errors.UnitParseError("Invalid format")
+    unit = (match.group(2) or "m").lower()
+    if unit not in _UNIT_FACTORS:
+        raise errors.UnitParseError(f"Unknown unit: {match.group(2)}")
+    try:
+        value = float(match.group(1)) * _UNIT_FACTORS[unit]
+    except ValueError:
+        raise errors.UnitParseError("Invalid format") from None
+    mib = int(value) + (1 if int(value) < value else 0)
+    return mib + (-mib % 4)
+
+
+def force_dict_type(
+    target: dict[str, Any], key_types: dict[str, str], allowed: tuple[Any, ...] = ()
+) -> None:
+    """Check and convert ``target``'s values in place, as Ganeti's ForceDictType."""
+    for key in target:
+        if key not in key_types:
+            raise errors.TypeEnforcementError(f"Unknown parameter '{key}'")
+        if target[key] in allowed:
+            continue
+        target[key] = _convert(key, target[key], key_types[key])
+
+
+def _convert(key: str, value: Any, kind: str) -> Any:
+    if kind in (STRING, MAYBE_STRING):
+        if value is None and kind == MAYBE_STRING:
+            return None
+        if isinstance(value, str):
+            return value
+        if value is False:
+            return ""
+        raise errors.TypeEnforcementError(f"'{key}' (value {value}) is not a valid string")
+    if kind == BOOL:
+        if isinstance(value, str) and value:
+            if value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise errors.TypeEnforcementError(f"'{key}' (value {value}) is not a valid boolean")
+        return bool(value)
+    if kind == SIZE:
+        try:
+            return parse_unit(value)
+        except errors.UnitParseError as err:
+            raise errors.TypeEnforcementError(
+                f"'{key}' (value {value}) is not a valid size. error: {err}"
+            ) from None
+    converter = int if kind == INT else float
+    try:
+        return converter(value)
+    except (ValueError, TypeError):
+        name = "integer" if kind == INT else "float"
+        raise errors.TypeEnforcementError(
+            f"'{key}' (value {value}) is not a valid {name}"
+        ) from None

@@ -1,0 +1,212 @@
+"""The node resource's live fields: memory, CPUs, storage and boot id as the
+nodes report them.
+
+A query asks only the calls its fields need: ``node_info`` for the boot id
+and CPUs (with the default storage unit when a storage field is asked), and
+``hypervisor_info`` for memory as the default hypervisor sees it (a running
+instance's memory is not free).  An offline node is not asked: its fields are
+RS_OFFLINE; a node that does not answer, or a value it does not report, is
+RS_NODATA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral.objects import Cluster, Node
+from corral.query.fields import NODATA, OFFLINE, Field
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import Master
+
+# What live fields need (see FieldSet.needs), and so which calls are made;
+# the calls are named by the first and last.
+NODE_INFO = "node_info"
+STORAGE = "storage"
+HV_INFO = "hypervisor_info"
+
+Extract = Callable[[dict[str, Any]], Any]
+
+
+def _key(key: str) -> Extract:
+    return lambda payload: payload.get(key)
+
+
+def _storage(key: str) -> Extract:
+    """A value of the default storage unit, the first one asked for."""
+
+    def extract(payload: dict[str, Any]) -> Any:
+        units = payload.get("storage") or []
+        return units[0].get(key) if units else None
+
+    return extract
+
+
+def _spindles(payload: dict[str, Any]) -> Any:
+    """Spindles are reported for LVM physical volumes only, which Corral's nodes
+    do not have: no data, and these fields need no call of their own."""
+    return None
+
+
+# name, title, kind, what it needs, value from the answer of the need's call, description
+_LIVE_FIELDS: tuple[tuple[str, str, str, str | None, Extract, str], ...] = (
+    (
+        "bootid",
+        "BootID",
+        C.QFT_TEXT,
+        NODE_INFO,
+        _key("bootid"),
+        "Random UUID renewed for each system reboot, can be used for detecting reboots"
+        " by tracking changes",
+    ),
+    (
+        "cnodes",
+        "CNodes",
+        C.QFT_NUMBER,
+        NODE_INFO,
+        _key("cpu_nodes"),
+        "Number of NUMA domains on node (if exported by hypervisor)",
+    ),
+    (
+        "cnos",
+        "CNOs",
+        C.QFT_NUMBER,
+        NODE_INFO,
+        _key("cpu_dom0"),
+        "Number of logical processors used by the node OS (dom0 for Xen)",
+    ),
+    (
+        "csockets",
+        "CSockets",
+        C.QFT_NUMBER,
+        NODE_INFO,
+        _key("cpu_sockets"),
+        "Number of physical CPU sockets (if exported by hypervisor)",
+    ),
+    (
+        "ctotal",
+        "CTotal",
+        C.QFT_NUMBER,
+        NODE_INFO,
+        _key("cpu_total"),
+        "Number of logical processors",
+    ),
+    (
+        "dfree",
+        "DFree",
+        C.QFT_UNIT,
+        STORAGE,
+        _storage("free"),
+        "Available storage space on storage unit",
+    ),
+    (
+        "dtotal",
+        "DTotal",
+        C.QFT_UNIT,
+        STORAGE,
+        _storage("total"),
+        "Total storage space on storage unit for instance disk allocation",
+    ),
+    (
+        "spfree",
+        "SpFree",
+        C.QFT_NUMBER,
+        None,
+        _spindles,
+        "Available spindles in volume group (exclusive storage only)",
+    ),
+    (
+        "sptotal",
+        "SpTotal",
+        C.QFT_NUMBER,
+        None,
+        _spindles,
+        "Total spindles in volume group (exclusive storage only)",
+    ),
+    (
+        "mfree",
+        "MFree",
+        C.QFT_UNIT,
+        HV_INFO,
+        _key("memory_free"),
+        "Memory available for instance allocations",
+    ),
+    (
+        "mnode",
+        "MNode",
+        C.QFT_UNIT,
+        HV_INFO,
+        _key("memory_dom0"),
+        "Amount of memory used by node (dom0 for Xen)",
+    ),
+    (
+        "mtotal",
+        "MTotal",
+        C.QFT_UNIT,
+        HV_INFO,
+        _key("memory_total"),
+        "Total amount of memory of physical machine",
+    ),
+)
+
+# The call whose answer holds what a need asks for (spindles: see _spindles).
+_SOURCE = {NODE_INFO: NODE_INFO, STORAGE: NODE_INFO, HV_INFO: HV_INFO, None: NODE_INFO}
+
+# Disk templates whose storage unit is a directory, with the cluster's directory.
+_STORAGE_DIRS: dict[str, Callable[[Cluster], str]] = {
+    "file": lambda cluster: cluster.file_storage_dir,
+}
+
+
+def live_fields() -> list[Field]:
+    """The node fields that come from the nodes themselves."""
+    return [
+        Field(name, title, kind, doc, _getter(_SOURCE[need], extract), (need,) if need else ())
+        for name, title, kind, need, extract, doc in _LIVE_FIELDS
+    ]
+
+
+def _getter(source: str, extract: Extract) -> Callable[[Any], Any]:
+    def getter(row: Any) -> Any:
+        if row.obj.offline:
+            return OFFLINE
+        payload = row.live.get(source)
+        value = None if payload is None else extract(payload)
+        return NODATA if value is None else value
+
+    return getter
+
+
+def storage_paths(cluster: Cluster) -> list[str]:
+    """The default storage unit: the directory of the first enabled disk
+    template that keeps its disks in one (none if no such template is enabled)."""
+    for template in cluster.enabled_disk_templates:
+        directory = _STORAGE_DIRS.get(template)
+        if directory is not None:
+            return [directory(cluster)]
+    return []
+
+
+async def gather(master: Master, nodes: list[Node], needs: set[str]) -> dict[str, dict[str, Any]]:
+    """node uuid → call name → the call's answer (None if the call failed),
+    for the online nodes and the calls that ``needs`` ask for."""
+    cluster = master.cfg.cluster
+    targets = [(n.uuid, n.primary_ip) for n in nodes if not n.offline]
+    calls: dict[str, Any] = {}
+    if targets and needs & {NODE_INFO, STORAGE}:
+        paths = storage_paths(cluster) if STORAGE in needs else []
+        calls[NODE_INFO] = master.rpc.call(targets, "node_info", [paths])
+    if targets and HV_INFO in needs:
+        hypervisor = cluster.enabled_hypervisors[0]
+        calls[HV_INFO] = master.rpc.call(
+            targets, "hypervisor_info", [hypervisor, cluster.file_storage_dir]
+        )
+    answers = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
+    live: dict[str, dict[str, Any]] = {uuid: {} for uuid, _ in targets}
+    for call, results in answers.items():
+        for uuid, result in results.items():
+            live[uuid][call] = None if result.failed else result.payload
+    return live

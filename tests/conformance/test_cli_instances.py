@@ -1,0 +1,218 @@
+"""``gnt-instance``: Ganeti 3.0.2's command and Corral's print the same.
+
+Commands that change an instance run on twins: two instances made alike,
+with names of the same length, one changed by Ganeti's tool, the other by
+Corral's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.compare import (
+    assert_same,
+    assert_same_on_twins,
+    corral,
+    corral_on_terminal,
+    ganeti,
+    ganeti_on_terminal,
+    normalized,
+)
+from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.osdef import make_os
+
+WEB = "web1.example.com"
+DB = "db1.example.com"
+OS_PARAMS = {"dhcp": "Use DHCP", "token": "A private token"}
+
+
+def add(cl: TestCluster, name: str, *extra: str) -> None:
+    result = cl.gnt(
+        "instance", "add", "-t", "file", "--disk", "0:size=16m", "-o", "debootstrap+default",
+        "--no-name-check", "--no-ip-check", *extra, name,
+    )  # fmt: skip
+    assert result.rc == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def icluster(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """A cluster with an OS definition and two instances to look at."""
+    with running_cluster(tmp_path_factory.mktemp("instances")) as cl:
+        make_os(cl.paths, "debootstrap", variants=("default", "minimal"), parameters=OS_PARAMS)
+        add(cl, WEB, "-O", "dhcp=yes", "--os-parameters-private", "token=s3cret",
+            "--net", "0:ip=198.18.0.10", "--tags", "web,prod")  # fmt: skip
+        add(cl, DB, "--no-start", "-B", "vcpus=2,maxmem=256m,minmem=128m")
+        yield cl
+
+
+@pytest.fixture
+def twins(icluster: TestCluster) -> Iterator[tuple[str, str]]:
+    """Two running instances alike but for their names (removed afterwards)."""
+    pair = ("twina.example.com", "twinb.example.com")
+    for name in pair:
+        add(icluster, name)
+    yield pair
+    for name in pair:
+        icluster.gnt("instance", "remove", "-f", name)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list"],
+        ["list", "--no-headers"],
+        ["list", "--separator=:"],
+        ["list", "-o", "name,status,admin_state,oper_state,disk_template,be/vcpus,tags"],
+        ["list", "-o", "+nic.ips,nic.macs,disk.sizes,network_port,snodes"],
+        ["list", "-o", "name,be/maxmem,disk_usage", "--units", "g"],
+        ["list", "--units", "m"],
+        ["list", WEB],
+        ["list", "web*"],
+        ["list", "*.example.com", DB],
+        ["list", 'admin_state == "up"'],
+        ["list", "-F", "be/vcpus > 1"],
+        ["list", "no-such-instance"],
+        ["list", "-o", "name,bogus"],
+        ["list", "-v"],
+        ["list-fields"],
+        ["list-fields", "name", "status", "bogus"],
+        ["info", WEB],
+        ["info", DB, WEB],
+        ["info", "-s", WEB],
+        ["info", "--static", DB],
+        ["info", "no-such-instance"],
+        ["list-tags", WEB],
+        ["list-tags", "no-such-instance"],
+        ["list-tags"],
+        ["startup"],
+        ["startup", "no-such-instance"],
+        ["shutdown", "no-such-instance"],
+        ["reboot", "no-such-instance"],
+        ["remove"],
+        ["remove", "-f", "no-such-instance"],
+        ["rename", WEB],
+        ["modify", WEB],
+        ["modify", "no-such-instance", "-B", "vcpus=2"],
+        ["grow-disk", WEB, "0"],
+        ["reinstall", "-f", "no-such-instance"],
+    ],
+)
+def test_read_only_commands(icluster: TestCluster, argv: list[str]) -> None:
+    assert_same(icluster, ["gnt-instance", *argv])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["shutdown", "{}"],
+        ["startup", "{}"],
+        ["reboot", "{}"],
+        ["reboot", "--type=soft", "{}"],
+        ["shutdown", "--timeout=5", "{}"],
+        ["modify", "-B", "vcpus=2,maxmem=256m", "{}"],
+        ["modify", "-O", "dhcp=no", "{}"],
+        ["modify", "--net", "add", "{}"],
+        ["modify", "--disk", "add:size=8m", "{}"],
+        ["modify", "--os-type", "debootstrap+minimal", "{}"],
+        ["grow-disk", "{}", "0", "8m"],
+        ["grow-disk", "--absolute", "{}", "0", "32m"],
+        ["add-tags", "{}", "a", "b"],
+        ["remove-tags", "{}", "x"],
+        ["startup", "--submit", "{}"],
+        ["modify", "-B", "bogus=1", "{}"],
+        ["modify", "--disk", "0:size=1g", "{}"],
+    ],
+)
+def test_changes_on_twins(icluster: TestCluster, twins: tuple[str, str], argv: list[str]) -> None:
+    assert_same_on_twins(icluster, ["gnt-instance", *argv], twins)
+    assert_same_on_twins(icluster, ["gnt-instance", "info", "{}"], twins)
+
+
+def test_reinstall_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
+    for argv in (
+        ["shutdown", "{}"],
+        ["reinstall", "-f", "{}"],
+        ["reinstall", "-f", "-o", "debootstrap+minimal", "-O", "dhcp=yes", "{}"],
+    ):
+        assert_same_on_twins(icluster, ["gnt-instance", *argv], twins)
+
+
+def test_remove_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
+    assert_same_on_twins(icluster, ["gnt-instance", "remove", "-f", "{}"], twins)
+    assert_same_on_twins(icluster, ["gnt-instance", "info", "{}"], twins)
+
+
+def test_add_twins(icluster: TestCluster) -> None:
+    argv = [
+        "gnt-instance", "add", "-t", "file", "--disk", "0:size=16m", "--disk", "1:size=8m",
+        "-o", "debootstrap+default", "-B", "vcpus=2", "--net", "0:mode=bridged",
+        "--no-name-check", "--no-ip-check", "{}",
+    ]  # fmt: skip
+    pair = ("newtwina.example.com", "newtwinb.example.com")
+    try:
+        out = assert_same_on_twins(icluster, argv, pair)
+        assert out.rc == 0
+        assert_same_on_twins(icluster, ["gnt-instance", "info", "{}"], pair)
+    finally:
+        for name in pair:
+            icluster.gnt("instance", "remove", "-f", name)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "-t", "file", "--disk", "0:size=16m", "-o", "no-such-os", "--no-name-check",
+         "--no-ip-check", "x.example.com"],
+        ["add", "-t", "file", "-o", "debootstrap+default", "--no-name-check", "--no-ip-check",
+         "x.example.com"],
+        ["add", "-t", "file", "--disk", "0:size=16m", "-o", "debootstrap+default",
+         "--no-name-check", "--no-ip-check", WEB],
+        ["add", "--disk", "0:size=16m", "-o", "debootstrap", "--no-name-check",
+         "--no-ip-check", "x.example.com"],
+    ],
+)  # fmt: skip
+def test_refused_adds(icluster: TestCluster, argv: list[str]) -> None:
+    assert_same(icluster, ["gnt-instance", *argv])
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_remove_asks_first(icluster: TestCluster, twins: tuple[str, str], answer: str) -> None:
+    theirs = ganeti_on_terminal(icluster, ["gnt-instance", "remove", twins[0]], answer)
+    ours = corral_on_terminal(icluster, ["gnt-instance", "remove", twins[1]], answer)
+    assert ours[0] == theirs[0]
+    assert normalized(ours[1], {twins[1]: "<TWIN>"}) == normalized(theirs[1], {twins[0]: "<TWIN>"})
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_rename_without_name_check_asks_first(
+    icluster: TestCluster, twins: tuple[str, str], answer: str
+) -> None:
+    new = ("twinc.example.com", "twind.example.com")
+    theirs = ganeti_on_terminal(
+        icluster, ["gnt-instance", "rename", "--no-name-check", twins[0], new[0]], answer
+    )
+    ours = corral_on_terminal(
+        icluster, ["gnt-instance", "rename", "--no-name-check", twins[1], new[1]], answer
+    )
+    assert ours[0] == theirs[0]
+    names_g = {twins[0]: "<TWIN>", new[0]: "<NEW>"}
+    names_c = {twins[1]: "<TWIN>", new[1]: "<NEW>"}
+    assert normalized(ours[1], names_c) == normalized(theirs[1], names_g)
+    if answer == "y":
+        for name in new:
+            icluster.gnt("instance", "remove", "-f", name)
+
+
+def test_shutdown_all_asks_first(icluster: TestCluster) -> None:
+    theirs = ganeti_on_terminal(icluster, ["gnt-instance", "shutdown", "--all"], "n")
+    ours = corral_on_terminal(icluster, ["gnt-instance", "shutdown", "--all"], "n")
+    assert (ours[0], normalized(ours[1])) == (theirs[0], normalized(theirs[1]))
+
+
+def test_startup_of_two_instances(icluster: TestCluster) -> None:
+    theirs = ganeti(icluster, ["gnt-instance", "startup", "--force-multiple", WEB, DB])
+    ours = corral(icluster, ["gnt-instance", "startup", "--force-multiple", WEB, DB])
+    assert theirs.rc == ours.rc

@@ -1,0 +1,126 @@
+"""A masterd stand-in for query tests: a real configuration, scripted nodes.
+
+Typical use::
+
+    world = QueryWorld(tmp_path)
+    inst = world.instance("web1", nics=[NIC(mac="aa:00:00:00:00:01")])
+    world.answer("node_info", world.node1.uuid, {"bootid": "b"})
+    rows = await world.query("instance", ["name", "mac"])
+    # rows == [[[0, "web1"], [0, "aa:00:00:00:00:01"]]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from corral.config.manager import ConfigManager, initial_change
+from corral.config.store import SqliteConfigStore
+from corral.master import resources
+from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
+from corral.rpc.client import RpcResult
+
+
+class FakeRpc:
+    """Answers calls from a script (node uuid → payload, or None: the call fails)
+    and records each call as ``(name, node uuids, args)``."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, list[str], list[Any]]] = []
+
+    async def call(
+        self, nodes: Sequence[tuple[str, str]], name: str, args: Sequence[Any]
+    ) -> dict[str, RpcResult]:
+        self.calls.append((name, [uuid for uuid, _ in nodes], list(args)))
+        out = {}
+        for uuid, _ in nodes:
+            payload = self.answers.get(name, {}).get(uuid)
+            if payload is None:
+                out[uuid] = RpcResult(uuid, name, fail_msg="Cannot connect")
+            else:
+                out[uuid] = RpcResult(uuid, name, payload=payload)
+        return out
+
+
+class QueryWorld:
+    """A cluster of one group and two nodes (node1 is the master)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.group = NodeGroup(name="default")
+        self.node1 = self._node("node1.example.com", "192.0.2.1", self.group)
+        self.node2 = self._node("node2.example.com", "192.0.2.2", self.group)
+        self.cluster = Cluster(
+            name="cluster.example.com",
+            master_node=self.node1.uuid,
+            master_ip="192.0.2.100",
+            file_storage_dir="/srv/ganeti/file-storage",
+            hvparams={"fake": {"migration_mode": "live"}},
+            beparams={"default": {"maxmem": 128, "minmem": 128, "vcpus": 1}},
+            nicparams={"default": {"mode": "bridged", "link": "br0", "vlan": ""}},
+        )
+        store = SqliteConfigStore.create(
+            tmp_path / "config.db",
+            initial_change([self.cluster, self.group, self.node1, self.node2]),
+        )
+        self.cfg = ConfigManager(store)
+        self.rpc = FakeRpc()
+
+    @staticmethod
+    def _node(name: str, ip: str, group: NodeGroup, **extra: Any) -> Node:
+        return Node(name=name, primary_ip=ip, secondary_ip=ip, group=group.uuid, **extra)
+
+    def close(self) -> None:
+        self.cfg.close()
+
+    def add(self, *objects: ConfigObject) -> None:
+        tx = self.cfg.transaction()
+        for obj in objects:
+            tx.add(obj)
+        tx.commit()
+
+    def update(self, obj: ConfigObject) -> None:
+        tx = self.cfg.transaction()
+        tx.update(obj)
+        tx.commit()
+
+    def instance(self, name: str, node: Node | None = None, **extra: Any) -> Instance:
+        """Add a diskless instance on ``node`` (node1 by default)."""
+        values: dict[str, Any] = {
+            "name": name,
+            "primary_node": (node or self.node1).uuid,
+            "os": "debootstrap+default",
+            "hypervisor": "fake",
+            "disk_template": "diskless",
+            **extra,
+        }
+        inst = Instance(**values)
+        self.add(inst)
+        return inst
+
+    def answer(self, call: str, node: Node, payload: Any) -> None:
+        """What ``node`` answers to ``call`` (unset: the call fails)."""
+        self.rpc.answers.setdefault(call, {})[node.uuid] = payload
+
+    async def result(self, what: str, fields: list[str], qfilter: Any = None) -> dict[str, Any]:
+        """The Query answer, as masterd gives it."""
+        master = cast(Any, _Master(self.cfg, self.rpc))
+        answer: dict[str, Any] = await resources.query(master, what, fields, qfilter)
+        return answer
+
+    async def query(self, what: str, fields: list[str], qfilter: Any = None) -> list[Any]:
+        """The rows of ``[status, value]`` cells."""
+        return list((await self.result(what, fields, qfilter))["data"])
+
+    async def values(self, what: str, fields: list[str], name: str) -> dict[str, Any]:
+        """field → cell of the row named ``name``."""
+        rows = await self.query(what, ["name", *fields])
+        row = next(r for r in rows if r[0][1] == name)
+        return dict(zip(fields, row[1:], strict=True))
+
+
+class _Master:
+    def __init__(self, cfg: ConfigManager, rpc: FakeRpc) -> None:
+        self.cfg = cfg
+        self.rpc = rpc
