@@ -1,4 +1,4 @@
-"""gnt-os: list, diagnose, info, modify."""
+"""gnt-os: list, diagnose, info, modify (as Ganeti 3.0.2's: OP_OS_DIAGNOSE jobs)."""
 
 from __future__ import annotations
 
@@ -7,187 +7,191 @@ import sys
 from typing import Any
 
 from corral import constants as C
-from corral import errors
 from corral.cli import common
-from corral.cli.table import format_table
-
-_OS_FIELDS = [
-    "name",
-    "valid",
-    "hidden",
-    "blacklisted",
-    "variants",
-    "api_versions",
-    "parameters",
-    "node_status",
-    "osparams",
-    "os_version",
-    "os_version_consistent",
-    "trusted",
-]
+from corral.cli.generic_info import format_generic_info
+from corral.cli.info import nice_sort
+from corral.cli.instance_specs import ident_key_val, key_val
+from corral.cli.table import generate_table
 
 
-def _oses(client: Any, names: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every OS as a dict of the fields above (via Query("os"))."""
-    qfilter = ["|", *(["=", "name", n] for n in names)] if names else None
-    result = client.query(C.QR_OS, _OS_FIELDS, qfilter)
-    return [{f: cell[1] for f, cell in zip(_OS_FIELDS, row, strict=True)} for row in result["data"]]
+def _diagnose(opts: argparse.Namespace, fields: list[str]) -> Any:
+    """The rows of an OP_OS_DIAGNOSE job for ``fields`` (waited for)."""
+    op = {"OP_ID": "OP_OS_DIAGNOSE", "output_fields": fields, "names": []}
+    return common.submit_or_send(argparse.Namespace(**{**vars(opts), "submit": False}), op)
 
 
-def _full_names(os: dict[str, Any]) -> list[str]:
-    if os["variants"]:
-        return [f"{os['name']}+{v}" for v in os["variants"]]
-    return [os["name"]]
+def os_names(name: str, variants: list[str]) -> list[str]:
+    """``os+variant`` for each variant, or the plain name (CalculateOSNames)."""
+    return [f"{name}+{v}" for v in variants] if variants else [name]
 
 
 def cmd_list(opts: argparse.Namespace) -> int:
-    names = []
-    for os in _oses(common.get_client()):
-        if not os["valid"]:
-            continue
-        if (os["hidden"] and not opts.hidden) or (os["blacklisted"] and not opts.blacklisted):
-            continue
-        names += _full_names(os)
-    headers = None if opts.no_headers else ["Name"]
-    for line in format_table(headers, [[n] for n in sorted(names)], [False], None):
+    result = _diagnose(opts, ["name", "variants"])
+    names = [[n] for name, variants in result for n in os_names(name, variants)]
+    for line in generate_table(None if opts.no_headers else ["Name"], names):
         print(line)
     return C.EXIT_SUCCESS
-
-
-def _node_status(status: list[Any], version: str | None) -> tuple[bool, str]:
-    """``(valid, text)`` of one node's entry, as Ganeti's diagnose prints it
-    (plus Corral's ``[os_version: ...]``)."""
-    path, valid, error, variants, params, api, _trusted = status
-    text = ("valid" if valid else f"invalid - {error}") + f" (path: {path})"
-    if api:
-        text += f" [API versions: {', '.join(map(str, api))}]"
-    else:
-        text += " [no API versions declared]"
-    max_api = max(api) if api else 0
-    if max_api >= 15:
-        text += f" [variants: {', '.join(variants)}]" if variants else " [no variants]"
-    if max_api >= 20:
-        names = ", ".join(p[0] for p in params)
-        text += f" [parameters: {names}]" if names else " [no parameters]"
-    if version:
-        text += f" [os_version: {version}]"
-    return bool(valid), text
-
-
-def cmd_diagnose(opts: argparse.Namespace) -> int:
-    bad = False
-    for os in _oses(common.get_client()):
-        nodes_valid: dict[str, str] = {}
-        nodes_bad: dict[str, str] = {}
-        for node, status in os["node_status"].items():
-            if not status:
-                nodes_bad[node] = "OS not found"
-                continue
-            valid, text = _node_status(status[0], os["os_version"].get(node))
-            for path, shadow_valid, error, *_ in status[1:]:
-                shadow = "valid" if shadow_valid else f"invalid - {error}"
-                text += f"\n    [hidden] path: {path}, status: {shadow}"
-            (nodes_valid if valid else nodes_bad)[node] = text
-        if nodes_valid and not nodes_bad:
-            state = "valid"
-        else:
-            state = "partial valid" if nodes_valid else "invalid"
-            bad = True
-        line = f"OS: {os['name']} [global status: {state}]"
-        line += "".join(f" [{m}]" for m in ("hidden", "blacklisted") if os[m])
-        if not os["os_version_consistent"]:
-            line += " [os_version differs between nodes]"
-            bad = True
-        print(line)
-        if os["variants"]:
-            print(f"  Variants: [{', '.join(os['variants'])}]")
-        for nodes in (nodes_valid, nodes_bad):
-            for node in sorted(nodes):
-                print(f"  Node: {node}, status: {nodes[node]}")
-        print()
-    return C.EXIT_FAILURE if bad else C.EXIT_SUCCESS
 
 
 def cmd_info(opts: argparse.Namespace) -> int:
-    client = common.get_client()
-    cluster = client.call("QueryClusterInfo")
-    oses = {os["name"]: os for os in _oses(client, opts.names or None)}
-    if not oses and not opts.names:
+    fields = ["name", "valid", "variants", "parameters", "api_versions", "blacklisted",
+              "hidden", "os_hvp", "osparams", "trusted"]  # fmt: skip
+    result = _diagnose(opts, fields)
+    if result is None:
         print("Can't get the OS list", file=sys.stderr)
         return C.EXIT_FAILURE
-    for name in opts.names or sorted(oses):
-        os = oses.get(name)
-        if os is None:  # as Ganeti: an unknown name gets an empty entry
-            print(f"{name}: \n")
-            continue
-        print(f"{os['name']}:")
-        print(f"  - valid: {os['valid']}")
-        print(f"  - hidden: {os['hidden']}")
-        print(f"  - blacklisted: {os['blacklisted']}")
-        if os["valid"]:
-            versions = sorted(set(os["os_version"].values()))
-            print(f"  - OS version: {', '.join(v for v in versions if v) or '(none)'}")
+    wanted = list(opts.names)
+    all_hvp: dict[str, Any] = {}
+    all_osparams: dict[str, Any] = {}
+    for name, valid, variants, parameters, api_versions, blk, hid, hvp, osp, trusted in result:
+        all_hvp.update(hvp)
+        all_osparams.update(osp)
+        if opts.names:
+            if name not in wanted:
+                continue
+            wanted.remove(name)
+        print(f"{name}:")
+        print(f"  - valid: {valid}")
+        print(f"  - hidden: {hid}")
+        print(f"  - blacklisted: {blk}")
+        if valid:
             print("  - API versions:")
-            for api in sorted(os["api_versions"]):
-                print(f"    - {api}")
+            print("".join(f"    - {v}\n" for v in sorted(api_versions)), end="")
             print("  - variants:")
-            for variant in os["variants"]:
-                print(f"    - {variant}")
+            print("".join(f"    - {v}\n" for v in variants), end="")
             print("  - parameters:")
-            for name, doc in os["parameters"]:
-                print(f"    - {name}: {doc}")
-        params = cluster["osparams"].get(os["name"], {})
-        if params:
-            print("  - default parameters:")
-            for key in sorted(params):
-                print(f"    - {key}: {params[key]}")
+            print("".join(f"    - {p}: {doc}\n" for p, doc in parameters), end="")
+        print(f"  - trusted: {trusted}")
+        print()
+    # Names that are not OSes of the nodes: their cluster settings, if any.
+    for name in wanted:
+        if name not in set(all_hvp) | set(all_osparams):
+            print(f"{name}: ")
+        else:
+            settings = [
+                ("OS-specific hypervisor parameters", all_hvp.get(name, {})),
+                ("OS parameters", all_osparams.get(name, {})),
+            ]
+            print(format_generic_info([(name, settings)]))
         print()
     return C.EXIT_SUCCESS
 
 
-def _yes_no(value: str | None, what: str) -> bool | None:
-    if value is None:
-        return None
-    if value not in ("yes", "no"):
-        raise errors.OpPrereqError(f"--{what} takes yes or no, not '{value}'", C.ECODE_INVAL)
-    return value == "yes"
+def _status(status: bool, message: str) -> str:
+    return "valid" if status else f"invalid - {message}"
+
+
+def _node_text(entry: list[Any]) -> tuple[bool, str]:
+    """One node's first entry for an OS, as diagnose shows it."""
+    path, status, message, variants, params, api, trusted = entry
+    text = f"{_status(status, message)} (path: {path})"
+    max_api = max(api) if api else 0
+    text += f" [API versions: {', '.join(map(str, api))}]" if api else " [no API versions declared]"
+    if max_api >= 15:
+        text += f" [variants: {', '.join(variants)}]" if variants else " [no variants]"
+    if max_api >= 20:
+        text += (
+            f" [parameters: {', '.join(p[0] for p in params)}]" if params else " [no parameters]"
+        )
+    text += " [trusted]" if trusted else " [untrusted]"
+    return bool(status), text
+
+
+def cmd_diagnose(opts: argparse.Namespace) -> int:
+    fields = ["name", "valid", "variants", "node_status", "hidden", "blacklisted"]
+    result = _diagnose(opts, fields)
+    if result is None:
+        print("Can't get the OS list", file=sys.stderr)
+        return C.EXIT_FAILURE
+    bad = False
+    for name, _valid, variants, node_data, hidden, blacklisted in result:
+        good: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        shadowed: dict[str, list[str]] = {}
+        for node, entries in node_data.items():
+            shadowed[node] = [
+                f"    [hidden] path: {path}, status: {_status(status, message)}"
+                for path, status, message, *_ in entries[1:]
+            ]
+            if not entries:
+                failed[node] = "OS not found"
+                continue
+            ok, text = _node_text(entries[0])
+            (good if ok else failed)[node] = text
+        state = "valid" if good and not failed else ("invalid" if not good else "partial valid")
+        bad = bad or state != "valid"
+        line = f"OS: {name} [global status: {state}]"
+        line += " [hidden]" if hidden else ""
+        line += " [blacklisted]" if blacklisted else ""
+        print(line)
+        if variants:
+            print(f"  Variants: [{', '.join(variants)}]")
+        for nodes in (good, failed):
+            for node in nice_sort(nodes):
+                print(f"  Node: {node}, status: {nodes[node]}")
+                for text in shadowed[node]:
+                    print(text)
+        print()
+    return int(bad)
 
 
 def cmd_modify(opts: argparse.Namespace) -> int:
-    op: dict[str, Any] = {"OP_ID": "OP_CLUSTER_SET_PARAMS"}
-    if opts.os_parameters:
-        op["osparams"] = {opts.os: common.parse_kv(opts.os_parameters)}
-    if opts.os_parameters_private:
-        op["osparams_private_cluster"] = {opts.os: common.parse_kv(opts.os_parameters_private)}
-    for flag, key in (("hidden", "hidden_os"), ("blacklisted", "blacklisted_os")):
-        value = _yes_no(getattr(opts, flag), flag)
-        if value is not None:
-            if "+" in opts.os:
-                raise errors.OpPrereqError(
-                    f"--{flag} applies to an OS, not a variant ('{opts.os}')", C.ECODE_INVAL
-                )
-            op[key] = [["add" if value else "remove", opts.os]]
-    if len(op) == 1:
-        raise errors.OpPrereqError("No changes to the OS given", C.ECODE_INVAL)
+    (os_name,) = opts.os
+    hidden = None if opts.hidden is None else [["add" if opts.hidden else "remove", os_name]]
+    blacklisted = (
+        None if opts.blacklisted is None else [["add" if opts.blacklisted else "remove", os_name]]
+    )
+    os_hvp = {os_name: dict(opts.hvparams)} if opts.hvparams else None
+    osparams = {os_name: opts.osparams} if opts.osparams else None
+    private = {os_name: opts.osparams_private} if opts.osparams_private else None
+    if not (os_hvp or osparams or private or hidden or blacklisted):
+        print("At least one of OS parameters or hypervisor parameters must be passed",
+              file=sys.stderr)  # fmt: skip
+        return C.EXIT_FAILURE
+    op = {
+        "OP_ID": "OP_CLUSTER_SET_PARAMS",
+        "os_hvp": os_hvp,
+        "osparams": osparams,
+        "osparams_private_cluster": private,
+        "hidden_os": hidden,
+        "blacklisted_os": blacklisted,
+    }
     common.submit_or_send(opts, op)
     return C.EXIT_SUCCESS
 
 
+def _yes_no(value: str) -> bool:
+    from corral.cli.instance_specs import boolean
+
+    return boolean(value)
+
+
 def build_parser() -> common.Parser:
     parser, sub = common.make_parser("gnt-os", "Manage OS definitions")
-    p = common.add_command(sub, "list", cmd_list, "Lists the valid OSes")
+    p = common.add_command(
+        sub, "list", cmd_list, "Lists all valid operating systems on the cluster"
+    )
+    common.add_args(p, "args", "", 0, 0)
     p.add_argument("--no-headers", action="store_true")
-    p.add_argument("--hidden", action="store_true", help="Include hidden OSes")
-    p.add_argument("--blacklisted", action="store_true", help="Include blacklisted OSes")
-    common.add_command(sub, "diagnose", cmd_diagnose, "Diagnoses the OS definitions on all nodes")
-    p = common.add_command(sub, "info", cmd_info, "Shows OS details", aliases=["show"])
-    p.add_argument("names", nargs="*", metavar="OS")
-    p = common.add_command(sub, "modify", cmd_modify, "Changes an OS's cluster settings")
-    p.add_argument("os", metavar="OS")
-    p.add_argument("-O", "--os-parameters")
-    p.add_argument("--os-parameters-private")
-    p.add_argument("--hidden", metavar="yes|no")
-    p.add_argument("--blacklisted", metavar="yes|no")
+    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    p = common.add_command(sub, "diagnose", cmd_diagnose, "Diagnose all operating systems")
+    common.add_args(p, "args", "", 0, 0)
+    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    p = common.add_command(
+        sub, "info", cmd_info, "Show detailed information about operating systems",
+        aliases=["show"],
+    )  # fmt: skip
+    common.add_args(p, "names", "OS", 0, None)
+    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    p = common.add_command(sub, "modify", cmd_modify, "Modify the OS parameters")
+    common.add_args(p, "os", "OS", 1, 1)
+    p.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append",
+                   type=ident_key_val("-H"), default=[])  # fmt: skip
+    p.add_argument("-O", "--os-parameters", dest="osparams", type=key_val("-O"))
+    p.add_argument("--os-parameters-private", dest="osparams_private",
+                   type=key_val("--os-parameters-private"))  # fmt: skip
+    p.add_argument("--hidden", type=_yes_no)
+    p.add_argument("--blacklisted", type=_yes_no)
     common.add_submit_options(p)
     return parser
 

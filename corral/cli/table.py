@@ -79,6 +79,16 @@ def format_table(
     return format_columns(headers, columns, right, separator, len(rows))
 
 
+def generate_table(headers: Sequence[str] | None, rows: Sequence[Sequence[str]]) -> list[str]:
+    """Ganeti's GenerateTable for left-aligned text columns: the header line is
+    padded to every column's width, the last column of the data lines is not."""
+    lines = format_table(None, rows, [False] * len(headers or rows[0] if rows else ()), None)
+    if headers is None:
+        return lines
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    return [" ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)), *lines]
+
+
 def format_columns(
     headers: Sequence[str] | None,
     columns: Sequence[Sequence[str]],

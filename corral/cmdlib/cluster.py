@@ -78,7 +78,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "default_hypervisor": cluster.enabled_hypervisors[0],
         "enabled_hypervisors": cluster.enabled_hypervisors,
         "hvparams": cluster.hvparams,
-        "os_hvp": {},
+        "os_hvp": cluster.os_hvp,
         "beparams": cluster.beparams,
         "osparams": cluster.osparams,
         "ipolicy": cluster.ipolicy,
@@ -209,6 +209,10 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
     def check_arguments(self) -> None:
         op = self.op
+        for hvs in (op.os_hvp or {}).values():
+            for hv_name, values in hvs.items():
+                if values is not None:
+                    P.check_hvparams(hv_name, values)
         if op.mac_prefix is not None and not _MAC_PREFIX_RE.match(op.mac_prefix):
             raise errors.OpPrereqError(
                 f"Invalid MAC address prefix '{op.mac_prefix}': use three lower-case hex"
@@ -307,6 +311,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         if op.ndparams:
             cluster.ndparams = _merge_dict(cluster.ndparams, op.ndparams, nested=False)
             changes.append(("ndparams", cluster.ndparams))
+        if op.os_hvp:
+            cluster.os_hvp = _merged_os_hvp(cluster.os_hvp, op.os_hvp)
+            changes.append(("os_hvp", cluster.os_hvp))
 
     def _check_ipolicy(self) -> None:
         """Ganeti's LUClusterSetParams._CheckIpolicy: instances the new policy
@@ -359,6 +366,23 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         if holders and values:
             params = U.merged_osparams(self.cfg.cluster, os_name, values, {}, {})
             await U.verify_osparams(self, holders, os_name, params)
+
+
+def _merged_os_hvp(
+    current: dict[str, dict[str, Any]], update: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """OS-specific hypervisor parameters after an update, as Ganeti merges them:
+    per OS and hypervisor the given values replace or extend the stored ones,
+    and a hypervisor given as null loses its OS-specific values."""
+    out = {os_name: dict(hvs) for os_name, hvs in current.items()}
+    for os_name, hvs in update.items():
+        merged = out.setdefault(os_name, {})
+        for hv_name, values in hvs.items():
+            if values is None:
+                merged.pop(hv_name, None)
+            else:
+                merged[hv_name] = {**merged.get(hv_name, {}), **values}
+    return out
 
 
 def _merge_dict(current: dict[str, Any], update: dict[str, Any], nested: bool) -> dict[str, Any]:

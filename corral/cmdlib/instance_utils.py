@@ -30,6 +30,7 @@ def filled_hvparams(cluster: Cluster, inst: Instance) -> dict[str, Any]:
     return P.fill(
         P.HV_DEFAULTS.get(inst.hypervisor, {}),
         cluster.hvparams.get(inst.hypervisor, {}),
+        cluster.os_hvp.get(inst.os, {}).get(inst.hypervisor, {}),
         inst.hvparams,
     )
 

@@ -26,6 +26,9 @@ class Cluster(ConfigObject):
     enabled_hypervisors: list[str] = Field(default_factory=lambda: ["fake"])
     enabled_disk_templates: list[str] = Field(default_factory=lambda: ["file", "diskless"])
     hvparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # OS (full os+variant name) → hypervisor → parameters, between the cluster's
+    # and the instance's own.
+    os_hvp: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     beparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     nicparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     ndparams: dict[str, Any] = Field(default_factory=dict)

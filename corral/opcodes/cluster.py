@@ -101,7 +101,7 @@ class OpClusterSetParams(OpCode):
     enabled_hypervisors: list[Hypervisor] | None = None
     hvparams: NestedParams | None = None
     beparams: Params | None = None
-    os_hvp: NestedParams | None = not_built(None, {})
+    os_hvp: NestedParams | None = None
     osparams: NestedParams | None = None
     osparams_private_cluster: NestedParams | None = None
     diskparams: dict[DiskTemplate, Params] | None = not_built(None, {})

@@ -67,7 +67,9 @@ def test_os_info_of_an_unknown_os_is_an_empty_entry(tmp_path: Path) -> None:
         assert cl.init().rc == 0
         result = cl.gnt("os", "info", "nosuch", "known")
         assert result.rc == 0
-        assert result.stdout.startswith("nosuch: \n\nknown:\n  - valid: True\n")
+        # As Ganeti: the OSes found first, then the names that are none.
+        assert result.stdout.startswith("known:\n  - valid: True\n")
+        assert result.stdout.endswith("\nnosuch: \n\n")
         with cl.client() as client, pytest.raises(errors.GenericError, match="internal use"):
             client.call("PickupJob", 1)
     finally:

@@ -53,6 +53,7 @@ class NodeRow:
 
     @property
     def group(self) -> NodeGroup | None:
+        """The node's group (None if the configuration lacks it)."""
         return self.ctx.groups.get(self.obj.group)
 
     def ndparams(self) -> dict[str, Any] | None:

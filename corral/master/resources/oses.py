@@ -25,6 +25,8 @@ class OsRow:
     osparams: dict[str, Any]
     # node name → the node's diagnose entry (None: the OS is missing on that node)
     nodes: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    # hypervisor → the OS-specific parameters the cluster has for this OS
+    os_hvp: dict[str, Any] = field(default_factory=dict)
 
     def entries(self) -> list[dict[str, Any]]:
         return [e for e in self.nodes.values() if e is not None]
@@ -128,7 +130,7 @@ FIELDS = FieldSet(
             "OsHypervisorParams",
             C.QFT_OTHER,
             "Operating system specific hypervisor parameters",
-            lambda r: {},
+            lambda r: r.os_hvp,
         ),
         Field(
             "osparams",
@@ -185,6 +187,7 @@ async def items(master: Master, needs: set[str]) -> list[OsRow]:
                     name in cluster.blacklisted_os,
                     cluster.osparams.get(name, {}),
                     {n: None for n in reachable},
+                    cluster.os_hvp.get(name, {}),
                 )
             row.nodes[node] = entry
     return [rows[name] for name in sorted(rows)]
