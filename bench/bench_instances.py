@@ -16,7 +16,9 @@ before the fork to its exit, so it includes start-up, the job and the wait):
 
 Every instance add runs the real instance-add hooks machinery (an empty hooks
 directory), the OS checks (``os_diagnose``) and the resource checks
-(``hypervisor_info``) against the real noded.
+(``hypervisor_info``) against the real noded.  The cluster has the tests'
+permissive instance policy (``tests/helpers/cluster.py``): Ganeti's default
+one refuses instances without disks and disks under 1 GiB.
 
 Targets [Ganeti 3.0.2 on this machine kind]: add diskless ≤ 0.15 s [0.91 s];
 add with disk, started ≤ 0.30 s [1.21 s]; remove ≤ 0.10 s [0.62 s]; 200
@@ -52,11 +54,14 @@ def gnt_instance(cluster: TestCluster, *args: str) -> float:
 
 
 def create_op(name: str) -> dict[str, object]:
+    """OP_INSTANCE_CREATE of a diskless instance with one NIC, not started."""
     return {
         "OP_ID": "OP_INSTANCE_CREATE",
+        "mode": "create",
         "instance_name": name,
         "os_type": "bench+default",
         "disk_template": "diskless",
+        "disks": [],
         "nics": [{}],
         "start": False,
         "name_check": False,

@@ -38,7 +38,10 @@ from corral.luxi.client import Client
 from tests.helpers.cluster import TestCluster, running_cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
+# Where results are written: ``bench/results``, unless this variable names
+# another directory (``bench.compare`` uses it to keep its runs apart).
+RESULTS_ENV = "CORRAL_BENCH_RESULTS"
+RESULTS_DIR = Path(os.environ.get(RESULTS_ENV) or REPO_ROOT / "bench" / "results")
 # The gnt-* commands are timed with the venv's own interpreter (not a pyenv shim).
 _VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 PYTHON = str(_VENV_PYTHON) if _VENV_PYTHON.exists() else sys.executable
@@ -262,8 +265,13 @@ def write_results(
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
     print_table(figures)
-    print(f"results: {path.relative_to(REPO_ROOT)}")
+    print(f"results: {shown_path(path)}")
     return path
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the repository if it is inside it, else absolute."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def print_table(figures: Sequence[Figure]) -> None:

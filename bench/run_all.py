@@ -15,7 +15,7 @@ import json
 import subprocess
 from typing import Any
 
-from bench.common import PYTHON, REPO_ROOT, RESULTS_DIR, machine_info, print_rows
+from bench.common import PYTHON, REPO_ROOT, RESULTS_DIR, machine_info, print_rows, shown_path
 
 BENCHMARKS = ("job_throughput", "job_list", "wfjc_fanout", "masterd_rss", "instances")
 
@@ -58,7 +58,7 @@ def main() -> None:
     summary = {"machine": machine_info(), "figures": figures}
     path = RESULTS_DIR / "summary.json"
     path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"results: {path.relative_to(REPO_ROOT)}")
+    print(f"results: {shown_path(path)}")
     missed = [f["title"] for f in figures if not f["met"]]
     if missed:
         print(f"target not met: {'; '.join(missed)}")

@@ -55,12 +55,23 @@ ELOG_MESSAGE: Final = "message"
 ELOG_MESSAGE_LIST: Final = "message-list"
 ELOG_REMOTE_IMPORT: Final = "remote-import"
 ELOG_JQUEUE_TEST: Final = "jqueue-test"
+ELOG_DELAY_TEST: Final = "delay-test"
+
+# OP_TEST_JQUEUE's notifications and the prefix of its test messages.
+JQT_EXPANDNAMES: Final = "expandnames"
+JQT_EXEC: Final = "exec"
+JQT_STARTMSG: Final = "startmsg"
+JQT_LOGMSG: Final = "logmsg"
+JQT_ALL: Final = frozenset({JQT_EXPANDNAMES, JQT_EXEC, JQT_STARTMSG, JQT_LOGMSG})
+JQT_MSGPREFIX: Final = "TESTMSG="
 
 # Queue limits and timeouts.
 DEFAULT_MAX_RUNNING_JOBS: Final = 20
 DEFAULT_MAX_TRACKED_JOBS: Final = 25
 JOB_QUEUE_SIZE_HARD_LIMIT: Final = 5000
 LUXI_WFJC_TIMEOUT: Final = 89.0
+# How long the command-line tools wait for a change of the job they follow.
+DEFAULT_WFJC_TIMEOUT: Final = 60.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 120
 # How long CancelJob waits for a cancelled job to end (luxid's luxiCancelJobTimeout).
 LUXI_CANCEL_JOB_TIMEOUT: Final = 44.0

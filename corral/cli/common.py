@@ -57,14 +57,18 @@ def add_submit_options(parser: argparse.ArgumentParser, *, dry_run: bool = True)
     parser.add_argument(
         "--print-jobid", action="store_true", help="Print the job id on standard output"
     )
-    parser.add_argument(
-        "--priority", choices=sorted(C.PRIORITY_NAMES), help="Priority for opcode processing"
-    )
+    add_priority_option(parser)
     parser.add_argument("--reason", help="The reason for executing the command")
     if dry_run:
         parser.add_argument(
             "--dry-run", action="store_true", help="Only check the parameters, do not execute"
         )
+
+
+def add_priority_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--priority", choices=sorted(C.PRIORITY_NAMES), help="Priority for opcode processing"
+    )
 
 
 def add_list_options(parser: argparse.ArgumentParser, *, verbose: bool = True) -> None:
@@ -175,31 +179,40 @@ def poll_job(
     """Wait for a job, showing its log; return the first opcode results or raise."""
     prev_info: Any = None
     prev_serial: int | None = None
+    status: str | None = None
     reported: set[str] = set()
     while True:
-        result = client.wait_for_job_change(job_id, ["status"], prev_info, prev_serial or 0)
+        result = client.wait_for_job_change(
+            job_id, ["status"], prev_info, prev_serial or 0, C.DEFAULT_WFJC_TIMEOUT
+        )
         if result is None:
             raise errors.JobLost(f"Job with id {job_id} lost")
         if result == "nochange":
+            _report_unchanged(job_id, status, reported)
             continue
         info, entries = result
-        status = info[0]
+        (status,) = info
         for entry in entries:
             if feedback is not None:
                 feedback(entry)
             prev_serial = max(prev_serial or 0, entry[0])
-        if status in (C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING) and status not in reported:
-            reported.add(status)
-            text = (
-                "is waiting in queue"
-                if status == C.JOB_STATUS_QUEUED
-                else "is trying to acquire all necessary locks"
-            )
-            print(f"Job {job_id} {text}", file=sys.stderr, flush=True)
         if not entries and status in C.JOB_STATUS_FINALIZED | {C.JOB_STATUS_CANCELING}:
             break
         prev_info = info
     return job_results(client, job_id)
+
+
+def _report_unchanged(job_id: int, status: str | None, reported: set[str]) -> None:
+    """Say once why a job has not changed for a whole wait (as Ganeti's tools)."""
+    if status not in (C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING) or status in reported:
+        return
+    reported.add(status)
+    text = (
+        "is waiting in queue"
+        if status == C.JOB_STATUS_QUEUED
+        else "is trying to acquire all necessary locks"
+    )
+    print(f"Job {job_id} {text}", file=sys.stderr, flush=True)
 
 
 def job_results(client: Client, job_id: int) -> list[Any]:
@@ -271,7 +284,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with Ganeti's exit code for usage errors."""
+    """argparse with Ganeti's exit codes for usage errors."""
 
     # A command's parser: no option after its first argument (as Ganeti's).
     options_first = False
@@ -283,7 +296,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         print(f"Error: {message}", file=sys.stderr)
-        sys.exit(C.EXIT_FAILURE)
+        # A bad option of a command exits 2 (optparse's code, as Ganeti's tools);
+        # an unknown command exits 1.
+        sys.exit(2 if self.options_first else C.EXIT_FAILURE)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         args = sys.argv[1:] if args is None else list(args)

@@ -360,7 +360,7 @@ def _add_tag_commands(sub: Any) -> None:
         "Searches the tags on all objects on the cluster for a given pattern (regex)",
     )
     common.add_args(p, "args", "PATTERN", 1, 1)
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
 
 
 def build_parser() -> common.Parser:

@@ -1,34 +1,88 @@
-"""gnt-debug: delay, locks, test-jobqueue."""
+"""gnt-debug: delay, submit-job, test-jobqueue, locks (as Ganeti 3.0.2's)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
+from corral.cli.debug_jobqueue import test_jobqueue
+from corral.cli.jobexec import JobExecutor
 from corral.cli.table import generic_list
 
 LOCK_FIELDS = ["name", "mode", "owner", "pending"]
 
 
 def cmd_delay(opts: argparse.Namespace) -> int:
+    (text,) = opts.args
     try:
-        duration = float(opts.duration)
+        duration = float(text)
     except ValueError:
-        raise errors.OpPrereqError(f"Invalid duration '{opts.duration}'", C.ECODE_INVAL) from None
+        raise errors.OpPrereqError(
+            f"Invalid duration '{text}'; give the number of seconds", C.ECODE_INVAL
+        ) from None
     op = {
         "OP_ID": "OP_TEST_DELAY",
         "duration": duration,
         "on_master": opts.on_master,
-        "on_nodes": opts.on_nodes or [],
+        "on_nodes": opts.on_nodes,
         "repeat": opts.repeat,
         "interruptible": opts.interruptible,
         "no_locks": opts.no_locks,
     }
     common.submit_or_send(opts, op)
+    return C.EXIT_SUCCESS
+
+
+def _load_ops(path: str) -> list[dict[str, Any]]:
+    """The opcodes of a ``submit-job`` file: a JSON list of serialized opcodes."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise errors.OpPrereqError(
+            f"Cannot read opcodes from {path}: {err}", C.ECODE_INVAL
+        ) from None
+    if not isinstance(data, list) or not all(isinstance(op, dict) for op in data):
+        raise errors.OpPrereqError(
+            f"{path} must hold a JSON list of opcodes (objects with an OP_ID)", C.ECODE_INVAL
+        )
+    return data
+
+
+def cmd_submit_job(opts: argparse.Namespace) -> int:
+    jex = JobExecutor(common.get_client(), opts, verbose=opts.verbose)
+    # As Ganeti's command: the options' debug level, dry run and priority
+    # override what the files say.
+    generic = common.common_op_fields(opts)
+    op_count = job_count = 0
+    if opts.timing_stats:
+        print("Loading...")
+    for job_index in range(opts.rep_job):
+        for path in opts.args:
+            ops = [{**op, **generic} for op in _load_ops(path)] * opts.rep_op
+            jex.queue_job(f"file {path}/{job_index}", *ops)
+            op_count += len(ops)
+            job_count += 1
+    started = time.time()
+    if opts.timing_stats:
+        print("Submitting...")
+    jex.submit_pending(each=opts.each)
+    submitted = time.time()
+    if opts.timing_stats:
+        print("Executing...")
+    jex.get_results()
+    if opts.timing_stats:
+        done = time.time()
+        print(f"C:op     {op_count:4d}")
+        print(f"C:job    {job_count:4d}")
+        print(f"T:submit {submitted - started:4.4f}")
+        print(f"T:exec   {done - submitted:4.4f}")
+        print(f"T:total  {done - started:4.4f}")
     return C.EXIT_SUCCESS
 
 
@@ -50,96 +104,80 @@ def cmd_locks(opts: argparse.Namespace) -> int:
     client = common.get_client()
     while True:
         rc = generic_list(client, C.QR_LOCK, fields, None, opts, _LOCK_FORMATTERS)
-        if not opts.interval:
+        if rc != C.EXIT_SUCCESS or not opts.interval:
             return rc
-        time.sleep(opts.interval)
         print()
-
-
-def _run_job(client: Any, ops: list[dict[str, Any]]) -> list[Any]:
-    return list(common.poll_job(client, client.submit_job(ops), None))
-
-
-def _test_submission(client: Any) -> None:
-    """Bad submissions are refused one by one; good ones in the same batch run."""
-    print("Testing job submission")
-    bad = [{"OP_ID": "OP_TEST_DELAY", "duration": "x"}]
-    good = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
-    results = client.submit_many_jobs([good, bad, good])
-    if [r[0] for r in results] != [True, False, True]:
-        raise errors.OpExecError(f"Unexpected submission results: {results}")
-    for ok, job_id in results:
-        if ok:
-            common.poll_job(client, job_id, None)
-    print("Job submission tests were successful")
-
-
-def _test_dependencies(client: Any) -> None:
-    print("Testing job dependencies")
-    first = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
-    after_ok = {"OP_ID": "OP_TEST_DELAY", "duration": 0, "depends": [[-1, ["success"]]]}
-    after_err = {"OP_ID": "OP_TEST_DELAY", "duration": 0, "depends": [[-2, ["error"]]]}
-    results = client.submit_many_jobs([[first], [after_ok], [after_err]])
-    ids = [job_id for _, job_id in results]
-    common.poll_job(client, ids[0], None)
-    common.poll_job(client, ids[1], None)
-    try:
-        common.poll_job(client, ids[2], None)
-    except errors.OpExecError:
-        pass
-    else:
-        raise errors.OpExecError("A job with an unmet dependency did not fail")
-    print("Job dependency tests were successful")
-
-
-def _test_mode(client: Any, mode: str, ops: list[dict[str, Any]], should_fail: bool) -> None:
-    print(f"Testing {mode}")
-    messages = ["Hello World", "A", "", "B", "Foo|bar|baz", time.ctime()]
-    for op in ops:
-        op.setdefault("log_messages", messages)
-    try:
-        _run_job(client, ops)
-    except errors.OpExecError as err:
-        if not should_fail:
-            raise
-        print(f"Ignoring error for '{mode}' test: {err.message}")
-    else:
-        if should_fail:
-            raise errors.OpExecError(f"The '{mode}' test did not fail")
+        time.sleep(opts.interval)
 
 
 def cmd_test_jobqueue(opts: argparse.Namespace) -> int:
-    client = common.get_client()
-    _test_submission(client)
-    _test_dependencies(client)
-    jq = {"OP_ID": "OP_TEST_JQUEUE", "notify_waitlock": True, "notify_exec": True}
-    _test_mode(client, "job success", [dict(jq)], False)
-    _test_mode(client, "multiple successful opcodes", [dict(jq), dict(jq)], False)
-    _test_mode(client, "job failure", [{**jq, "fail": True}], True)
-    _test_mode(client, "partial job failure", [dict(jq), dict(jq), {**jq, "fail": True}], True)
-    print("Job queue test successful")
+    test_jobqueue(opts)
     return C.EXIT_SUCCESS
+
+
+def _add_delay(sub: Any) -> None:
+    p = common.add_command(sub, "delay", cmd_delay, "Executes a TestDelay OpCode")
+    p.add_argument(
+        "--no-master",
+        dest="on_master",
+        action="store_false",
+        help="Do not sleep in the master code",
+    )
+    p.add_argument(
+        "-n", dest="on_nodes", action="append", default=[], help="Select nodes to sleep on"
+    )
+    p.add_argument(
+        "-r", "--repeat", type=int, default=0, help="Number of times to repeat the sleep"
+    )
+    p.add_argument(
+        "-i",
+        "--interruptible",
+        action="store_true",
+        help="Allows the opcode to be interrupted by using a domain socket",
+    )
+    p.add_argument(
+        "-l", "--no-locks", action="store_true", help="Don't take locks while performing the delay"
+    )
+    common.add_submit_options(p)
+    common.add_args(p, "args", "DURATION", 1, 1)
+
+
+def _add_submit_job(sub: Any) -> None:
+    p = common.add_command(
+        sub,
+        "submit-job",
+        cmd_submit_job,
+        "Submits jobs built from json files containing a list of serialized opcodes",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="Verbose output")
+    p.add_argument(
+        "--op-repeat", dest="rep_op", type=int, default=1,
+        help="Repeat the opcode sequence this number of times",
+    )  # fmt: skip
+    p.add_argument(
+        "--job-repeat", dest="rep_job", type=int, default=1,
+        help="Repeat the job this number of times",
+    )  # fmt: skip
+    p.add_argument("--timing-stats", action="store_true", help="Show timing stats")
+    p.add_argument("--each", action="store_true", help="Submit each job separately")
+    p.add_argument("--dry-run", action="store_true", help="Only check the parameters")
+    common.add_priority_option(p)
+    common.add_args(p, "args", "OP-LIST-FILE", 1, None)
 
 
 def build_parser() -> common.Parser:
     parser, sub = common.make_parser("gnt-debug", "Debug commands")
+    _add_delay(sub)
+    _add_submit_job(sub)
     p = common.add_command(
-        sub, "delay", cmd_delay, "Sleep for a while (on the master and/or nodes), as a job"
+        sub, "test-jobqueue", cmd_test_jobqueue, "Test a few aspects of the job queue"
     )
-    p.add_argument("duration", metavar="DURATION")
-    p.add_argument(
-        "--no-master", dest="on_master", action="store_false", help="Do not sleep on the master"
-    )
-    p.add_argument("-n", "--node", dest="on_nodes", action="append", help="Sleep on NODE too")
-    p.add_argument("-r", "--repeat", type=int, default=0, help="Repeat the delay N times")
-    p.add_argument("-i", "--interruptible", action="store_true")
-    p.add_argument("-l", "--no-locks", action="store_true", help="Do not take locks")
-    common.add_submit_options(p)
-    p = common.add_command(sub, "locks", cmd_locks, "Show the locks, their owners and waiters")
+    common.add_priority_option(p)
+    common.add_args(p, "args", "", 0, 0)
+    p = common.add_command(sub, "locks", cmd_locks, "Show a list of locks in the master daemon")
     common.add_list_options(p)
-    p.add_argument("--interval", type=float, help="Repeat every INTERVAL seconds")
-    p = common.add_command(sub, "test-jobqueue", cmd_test_jobqueue, "Exercise the job queue")
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    p.add_argument("--interval", type=int, help="Time (in seconds) between repetitions")
+    common.add_args(p, "args", "", 0, 0)
     return parser
 
 

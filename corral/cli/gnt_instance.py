@@ -325,7 +325,7 @@ def _add_queries(sub: Any) -> None:
     common.add_args(p, "instances", "INSTANCE", 0, None)
     p.add_argument("-s", "--static", action="store_true")
     p.add_argument("--all", dest="show_all", action="store_true")
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
     p = common.add_command(sub, "list", cmd_list, "Lists the instances and their status")
     common.add_list_options(p)
     p.add_argument("--units", help="Units (h, m, g, t)")

@@ -317,7 +317,7 @@ def build_parser() -> common.Parser:
         sub, "change-priority", cmd_change_priority, "Change the priority of jobs"
     )
     _selection_options(p)
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
     p = common.add_command(sub, "archive", cmd_archive, "Archive finished jobs")
     common.add_args(p, "ids", "JOB_ID", 1, None)
     p = common.add_command(

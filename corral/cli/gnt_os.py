@@ -173,16 +173,16 @@ def build_parser() -> common.Parser:
     )
     common.add_args(p, "args", "", 0, 0)
     p.add_argument("--no-headers", action="store_true")
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
     p = common.add_command(sub, "diagnose", cmd_diagnose, "Diagnose all operating systems")
     common.add_args(p, "args", "", 0, 0)
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
     p = common.add_command(
         sub, "info", cmd_info, "Show detailed information about operating systems",
         aliases=["show"],
     )  # fmt: skip
     common.add_args(p, "names", "OS", 0, None)
-    p.add_argument("--priority", choices=sorted(C.PRIORITY_NAMES))
+    common.add_priority_option(p)
     p = common.add_command(sub, "modify", cmd_modify, "Modify the OS parameters")
     common.add_args(p, "os", "OS", 1, 1)
     p.add_argument("-H", "--hypervisor-parameters", dest="hvparams", action="append",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from corral import constants as C
@@ -23,30 +22,46 @@ _CHOOSE_BATCH = 25
 _WAITING = (C.JOB_STATUS_QUEUED, C.JOB_STATUS_WAITING, C.JOB_STATUS_CANCELING)
 
 
-@dataclass
 class _Submitted:
-    index: int
-    ok: bool
-    job: Any  # the job id, or the reason the submission failed
-    name: str | None
+    """A job of the executor: its place in the queue, and whether it was accepted."""
+
+    __slots__ = ("job", "name", "ok", "position")
+
+    def __init__(self, position: int, ok: bool, job: Any, name: str | None) -> None:
+        self.position = position
+        self.ok = ok
+        self.job = job  # the job id, or the reason the submission failed
+        self.name = name
 
 
-@dataclass
 class JobExecutor:
-    """Jobs queued with ``queue_job``, submitted and followed by ``wait_or_show``."""
+    """Jobs queued with ``queue_job``, submitted and followed by ``wait_or_show``.
 
-    client: Client
-    opts: argparse.Namespace
-    verbose: bool = True
-    _queued: list[tuple[int, str | None, list[dict[str, Any]]]] = field(default_factory=list)
-    _jobs: list[_Submitted] = field(default_factory=list)
+    (Plain classes here: dataclasses or NamedTuple cost the commands milliseconds
+    of start-up.)
+    """
+
+    def __init__(self, client: Client, opts: argparse.Namespace, verbose: bool = True) -> None:
+        self.client = client
+        self.opts = opts
+        self.verbose = verbose
+        self._queued: list[tuple[int, str | None, list[dict[str, Any]]]] = []
+        self._jobs: list[_Submitted] = []
 
     def queue_job(self, name: str | None, *ops: dict[str, Any]) -> None:
         generic = common.common_op_fields(self.opts)
         self._queued.append((len(self._queued), name, [{**generic, **op} for op in ops]))
 
-    def _submit_pending(self) -> None:
-        results = self.client.submit_many_jobs([ops for _, _, ops in self._queued])
+    def add_job_id(self, name: str | None, ok: bool, job: Any) -> None:
+        """Follow a job submitted elsewhere (``job``: its id, or why it failed)."""
+        self._jobs.append(_Submitted(len(self._queued) + len(self._jobs), ok, job, name))
+
+    def submit_pending(self, each: bool = False) -> None:
+        """Submit the queued jobs: in one SubmitManyJobs, or ``each`` on its own."""
+        if each:
+            results = [[True, self.client.submit_job(ops)] for _, _, ops in self._queued]
+        else:
+            results = self.client.submit_many_jobs([ops for _, _, ops in self._queued])
         for (ok, job), (index, name, _) in zip(results, self._queued, strict=True):
             self._jobs.append(_Submitted(index, bool(ok), job, name))
 
@@ -68,19 +83,19 @@ class JobExecutor:
     def get_results(self) -> list[tuple[bool, Any]]:
         """Wait for every job; ``(success, result or error text)`` in queued order."""
         if not self._jobs:
-            self._submit_pending()
+            self.submit_pending()
         results: list[tuple[int, bool, Any]] = []
         submitted = [j for j in self._jobs if j.ok]
         if self.verbose and submitted:
             print(f"Submitted jobs {', '.join(str(j.job) for j in submitted)}")
         for job in [j for j in self._jobs if not j.ok]:
             print(f"Failed to submit job{self._for(job.name)}: {job.job}", file=sys.stderr)
-            results.append((job.index, False, job.job))
+            results.append((job.position, False, job.job))
         self._jobs = submitted
         while self._jobs:
             job = self._choose()
             print(f"Waiting for job {job.job}{self._for(job.name)} ...", flush=True)
-            results.append((job.index, *self._follow(job)))
+            results.append((job.position, *self._follow(job)))
         results.sort(key=lambda r: r[0])
         return [(ok, result) for _, ok, result in results]
 
@@ -104,7 +119,7 @@ class JobExecutor:
         if wait:
             return self.get_results()
         if not self._jobs:
-            self._submit_pending()
+            self.submit_pending()
         for job in self._jobs:
             if job.ok:
                 print(f"{job.job}: {job.name}")

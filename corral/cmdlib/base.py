@@ -78,6 +78,9 @@ class LogicalUnit(ABC, Generic[OpT]):
     def expand_names(self) -> None:
         """Turn names into config objects; fail on unknown ones."""
 
+    async def before_locks(self) -> None:
+        """Asynchronous work of name expansion, done before any lock is asked for."""
+
     def declare_locks(self) -> None:
         """Fill ``needed_locks`` and ``share_locks`` per level."""
 
@@ -106,6 +109,10 @@ class LogicalUnit(ABC, Generic[OpT]):
     # Helpers for the units
     def feedback(self, message: str) -> None:
         self.ctx.feedback(message)
+
+    def log_info(self, message: str) -> None:
+        """Information for the user, in Ganeti's LogInfo form."""
+        self.ctx.feedback(f" - INFO: {message}")
 
     def warn(self, message: str) -> None:
         """A warning for the user, in Ganeti's LogWarning form."""

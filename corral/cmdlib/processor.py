@@ -41,6 +41,7 @@ class Processor:
         lu = cls(self.master, op, ctx, self.master.cfg.transaction())
         lu.check_arguments()
         lu.expand_names()
+        await lu.before_locks()
         lu.declare_locks()
         owner = str(ctx.job_id)
         try:

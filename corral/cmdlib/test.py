@@ -1,8 +1,17 @@
-"""Logical units for testing: delays and job-queue exercises."""
+"""Logical units for testing: delays and job-queue exercises.
+
+Both speak Ganeti's test protocol: the opcode logs the path of a fresh unix
+socket, waits for a client to connect, then for it to send a byte or close.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable
 from typing import Any
 
 from corral import constants as C
@@ -12,8 +21,42 @@ from corral.objects import Node
 from corral.opcodes import test as opt
 
 
+async def _accept_one(announce: Callable[[str], None], timeout: float) -> socket.socket | None:
+    """The first connection to a fresh unix socket within ``timeout`` (else None);
+    ``announce`` is given the socket's path once it listens.  The socket and its
+    directory are gone when this returns."""
+    loop = asyncio.get_running_loop()
+    with tempfile.TemporaryDirectory(prefix="corral-test-") as tmp:
+        path = os.path.join(tmp, "sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(1)
+            listener.setblocking(False)
+            announce(path)
+            try:
+                conn, _ = await asyncio.wait_for(loop.sock_accept(listener), timeout)
+            except TimeoutError:
+                return None
+    return conn
+
+
+async def _confirmed(conn: socket.socket, timeout: float) -> bool:
+    """Whether the client sent a byte or closed ``conn`` within ``timeout``."""
+    with conn:
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().sock_recv(conn, 1), timeout)
+        except TimeoutError:
+            return False
+    return True
+
+
 class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
-    """Sleeps on the master and/or the given nodes, ``repeat`` times."""
+    """Sleeps on the master and/or the given nodes, ``repeat`` times.
+
+    Interruptible (on the master only, as Ganeti's): the delay ends early once
+    a client connects to the socket logged as a ``delay-test`` entry and then
+    closes the connection; the repetitions end with it.
+    """
 
     OPCODE = opt.OpTestDelay
     REQ_BGL = False
@@ -26,7 +69,10 @@ class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
         if self.op.on_node_uuids and not self.op.no_locks:
             self.needed_locks[C.LEVEL_NODE] = list(self.op.on_node_uuids)
 
-    async def _delay_once(self) -> None:
+    async def _delay_once(self) -> bool:
+        """One delay; whether it was interrupted."""
+        if self.op.interruptible:
+            return await self._interruptible_delay()
         calls = []
         if self.op.on_master:
             calls.append(asyncio.sleep(self.op.duration))
@@ -34,52 +80,79 @@ class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
             targets = self.node_addresses(self.op.on_node_uuids)
             calls.append(self._remote_delay(targets))
         await asyncio.gather(*calls)
+        return False
 
     async def _remote_delay(self, targets: list[tuple[str, str]]) -> None:
         results = await self.master.rpc.call(targets, "test_delay", [self.op.duration])
         for res in results.values():
             res.raise_if_failed("Failed to delay on node")
 
+    async def _interruptible_delay(self) -> bool:
+        start = time.monotonic()
+        conn = await _accept_one(
+            lambda path: self.ctx.feedback([path], C.ELOG_DELAY_TEST), self.op.duration
+        )
+        if conn is None:
+            return False
+        remaining = self.op.duration - (time.monotonic() - start)
+        self.feedback(f"Received connection, time to go is {int(remaining)}")
+        if not await _confirmed(conn, max(remaining, 0)):
+            return False
+        self.feedback(f"Interrupted, time spent waiting: {int(time.monotonic() - start)}")
+        return True
+
     async def exec(self) -> Any:
         for i in range(max(self.op.repeat, 1)):
             if self.op.repeat:
-                self.feedback(f"Test delay iteration {i}/{self.op.repeat - 1}")
-            await self._delay_once()
+                self.log_info(f"Test delay iteration {i}/{self.op.repeat - 1}")
+            if await self._delay_once():
+                break
         return None
 
 
 class LUTestJqueue(LogicalUnit[opt.OpTestJqueue]):
     """Reports through every job-queue channel, then succeeds or fails.
 
-    Ganeti's version also waits for the test client on a unix socket after each
-    notification; ours only logs the ``jqueue-test`` entries, so any client that
-    watches the job sees them in order.
+    Each notification is a ``jqueue-test`` log entry naming a test socket; the
+    opcode waits for the client (``gnt-debug test-jobqueue``) to connect and
+    close, so the client can check the job's state at that very point.
     """
 
     OPCODE = opt.OpTestJqueue
     REQ_BGL = False
+    # Below WaitForJobChange's default timeout, as Ganeti's.
+    CONNECT_TIMEOUT = 20.0
+    CONFIRM_TIMEOUT = 60.0
 
-    def _notify(self, test: str, arg: Any = None) -> None:
-        self.ctx.feedback([None, test, arg], C.ELOG_JQUEUE_TEST)
-
-    def expand_names(self) -> None:
+    async def before_locks(self) -> None:
         if self.op.notify_waitlock:
-            self._notify("expandnames")
-        self.feedback("Expanding names")
+            await self._notify(errors.OpPrereqError, C.JQT_EXPANDNAMES, None)
+        self.log_info("Expanding names")
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODE] = [self.cfg.cluster.master_node]
 
     async def exec(self) -> Any:
         if self.op.notify_exec:
-            self._notify("exec")
-        self.feedback("Executing")
+            await self._notify(errors.OpExecError, C.JQT_EXEC, None)
+        self.log_info("Executing")
         if self.op.log_messages:
-            self._notify("startmsg", len(self.op.log_messages))
+            await self._notify(errors.OpExecError, C.JQT_STARTMSG, len(self.op.log_messages))
             for index, message in enumerate(self.op.log_messages, start=1):
-                self.feedback(f"Sending log message {index}")
-                self.feedback(f"TESTMSG={message}")
-                self._notify("logmsg", index)
+                self.log_info(f"Sending log message {index}")
+                self.feedback(C.JQT_MSGPREFIX + message)
+                await self._notify(errors.OpExecError, C.JQT_LOGMSG, index)
         if self.op.fail:
             raise errors.OpExecError("Opcode failure was requested")
         return True
+
+    async def _notify(self, error: type[errors.GenericError], test: str, arg: Any) -> None:
+        """Announce ``test``; wait for the client to connect, then to close."""
+        conn = await _accept_one(
+            lambda path: self.ctx.feedback([path, test, arg], C.ELOG_JQUEUE_TEST),
+            self.CONNECT_TIMEOUT,
+        )
+        if conn is None:
+            raise error("Client didn't connect in time (timed out)")
+        if not await _confirmed(conn, self.CONFIRM_TIMEOUT):
+            raise error("Client failed to confirm notification (timed out)")

@@ -76,29 +76,26 @@ class JobQueue:
 
     def submit(self, ops: Any, *, ignore_drain: bool = False) -> int:
         """Validate and queue one job; returns its id."""
-        result = self.submit_many([ops], ignore_drain=ignore_drain, single=True)[0]
-        if not result[0]:
-            raise result[2]
-        return int(result[1])
+        return int(self.submit_many([ops], ignore_drain=ignore_drain, single=True)[0][1])
 
     def submit_many(
         self, jobs: Any, *, ignore_drain: bool = False, single: bool = False
     ) -> list[list[Any]]:
-        """Queue several jobs; returns ``[success, id_or_message]`` per job.
+        """Queue several jobs; returns ``[True, job_id]`` per job.
 
-        Each job is validated on its own: a bad one is refused with its message
-        while the others are queued (as Ganeti does).  Relative dependencies
+        As luxid, the submission is accepted or refused as a whole: one bad
+        opcode or dependency refuses every job of it.  Relative dependencies
         (negative ids) refer to earlier jobs of the same submission.
         """
         if not isinstance(jobs, list):
             raise errors.LuxiError("SubmitManyJobs expects a list of jobs")
         self._check_accepting(ignore_drain, len(jobs))
-        parsed: list[list[OpCode] | errors.GenericError] = []
-        for ops in jobs:
+        parsed = []
+        for index, ops in enumerate(jobs):
             try:
                 parsed.append(self._parse_ops(ops))
             except errors.GenericError as err:
-                parsed.append(err)
+                raise _in_job(err, index, len(jobs)) from None
         return self._enqueue(parsed, single)
 
     def submit_opcodes(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
@@ -124,34 +121,19 @@ class JobQueue:
             raise errors.OpPrereqError("A job must be a non-empty list of opcodes", C.ECODE_INVAL)
         return [from_dict(op) for op in ops]
 
-    def _enqueue(
-        self, parsed: list[list[OpCode] | errors.GenericError], single: bool
-    ) -> list[list[Any]]:
-        wanted = sum(1 for p in parsed if not isinstance(p, errors.GenericError))
+    def _enqueue(self, parsed: list[list[OpCode]], single: bool) -> list[list[Any]]:
         self._store.begin()
         try:
-            ids = iter(self._store.allocate_ids(wanted))
-            results: list[list[Any]] = []
             new_jobs: list[Job] = []
-            batch_ids: list[int | None] = []
-            for item in parsed:
-                if isinstance(item, errors.GenericError):
-                    results.append([False, item.message, item])
-                    batch_ids.append(None)
-                    continue
-                job_id = next(ids)
+            ids = self._store.allocate_ids(len(parsed))
+            for index, (ops, job_id) in enumerate(zip(parsed, ids, strict=True)):
                 try:
-                    self._resolve_relative_deps(item, batch_ids, single)
-                    _check_dependencies_earlier(item, job_id)
+                    self._resolve_relative_deps(ops, [job.id for job in new_jobs], single)
+                    _check_dependencies_earlier(ops, job_id)
                 except errors.GenericError as err:
-                    results.append([False, err.message, err])
-                    batch_ids.append(None)
-                    continue
-                _add_reason(item, job_id)
-                job = Job(job_id, [QueuedOpCode(op, priority=op.priority) for op in item])
-                new_jobs.append(job)
-                batch_ids.append(job_id)
-                results.append([True, job_id])
+                    raise _in_job(err, index, len(parsed)) from None
+                _add_reason(ops, job_id)
+                new_jobs.append(Job(job_id, [QueuedOpCode(op, priority=op.priority) for op in ops]))
             rows = [records.job_row(job) for job in new_jobs]
             self._store.insert_jobs(rows)
             self._store.commit()
@@ -166,18 +148,16 @@ class JobQueue:
             heapq.heappush(self._ready, (job.priority, job.id))
         self._reject_matching(new_jobs)
         self._schedule()
-        return results
+        return [[True, job.id] for job in new_jobs]
 
     @staticmethod
-    def _resolve_relative_deps(
-        ops: list[OpCode], batch_ids: list[int | None], single: bool
-    ) -> None:
+    def _resolve_relative_deps(ops: list[OpCode], batch_ids: list[int], single: bool) -> None:
         for op in ops:
             for dep in op.depends or []:
                 if dep[0] >= 0:
                     continue
                 pos = len(batch_ids) + dep[0]
-                if single or pos < 0 or batch_ids[pos] is None:
+                if single or pos < 0:
                     raise errors.OpPrereqError(
                         f"Relative job dependency {dep[0]} does not name a job of this submission",
                         C.ECODE_INVAL,
@@ -580,6 +560,13 @@ def _check_dependencies_earlier(ops: list[OpCode], job_id: int) -> None:
                     " waited for",
                     C.ECODE_INVAL,
                 )
+
+
+def _in_job(err: errors.GenericError, index: int, count: int) -> errors.GenericError:
+    """``err`` naming the job it is about, in a submission of several."""
+    if count > 1:
+        err.args = (f"Job {index + 1} of {count} submitted: {err.message}", *err.args[1:])
+    return err
 
 
 def _add_reason(ops: list[OpCode], job_id: int) -> None:

@@ -108,8 +108,11 @@ class OpCode(BaseModel):
     def to_dict(self, *, redact_private: bool = False, keep_secret: bool = True) -> dict[str, Any]:
         """Ganeti's dict form; optionally without secrets or with private values hidden."""
         data: dict[str, Any] = {OP_ID_KEY: self.OP_ID}
-        # As luxid stores opcodes: fields without a value are left out.
+        # As luxid stores opcodes: fields without a value are left out, but
+        # for ``depends`` and ``comment``, always there (null when unset).
         data.update(self.model_dump(exclude_none=True))
+        data.setdefault("depends", None)
+        data.setdefault("comment", None)
         if not keep_secret:
             for name in self.SECRET_FIELDS:
                 if data.get(name):
@@ -214,6 +217,8 @@ def describe_validation_error(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in item["loc"]) or "value"
         if item["type"] == "extra_forbidden":
             parts.append(f"unknown parameter '{loc}'")
+        elif item["type"] == "missing":
+            parts.append(f"parameter '{loc}' is required")
         else:
             parts.append(f"parameter '{loc}': {item['msg']} (got {item.get('input')!r})")
     return "; ".join(parts)

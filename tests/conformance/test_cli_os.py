@@ -26,9 +26,12 @@ def ocluster(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         (broken / "create").chmod(0o644)
         for name in ("twinosa", "twinosb", "hideme", "blockme"):
             make_os(cl.paths, name, parameters={"size": "A size"})
-        for argv in (["modify", "--hidden=yes", "hideme"], ["modify", "--blacklisted=yes", "blockme"],
-                     ["modify", "-O", "dhcp=no", "debootstrap"],
-                     ["modify", "--os-parameters-private", "partition=gpt", "debootstrap+minimal"]):  # fmt: skip
+        for argv in (
+            ["modify", "--hidden=yes", "hideme"],
+            ["modify", "--blacklisted=yes", "blockme"],
+            ["modify", "-O", "dhcp=no", "debootstrap"],
+            ["modify", "--os-parameters-private", "partition=gpt", "debootstrap+minimal"],
+        ):
             assert cl.gnt("os", *argv).rc == 0
         yield cl
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from corral import errors
-from corral.opcodes import from_dict, registry
+from corral.opcodes import from_dict
 from tests.conformance.ganeti import ganeti_library
+from tests.helpers.opcodes import REQUIRED, SERVED
 
 PROBES: list[Any] = [
     True, False, 0, 1, 7, 20, -1, 2.5, "", "x", "create", "import", "hard", "soft",
@@ -35,24 +36,6 @@ PROBES: list[Any] = [
     {"mode": "routed"}, {"a": True}, {"kvm": {"x": 1}}, {"bogus": {}},
 ]  # fmt: skip
 
-# Values for the required fields, so that a probe tests one field alone.
-REQUIRED = {
-    "instance_name": "inst1.example.com",
-    "mode": "create",
-    "disks": [],
-    "nics": [],
-    "reboot_type": "hard",
-    "new_name": "inst2.example.com",
-    "disk": 0,
-    "amount": 1,
-    "kind": "cluster",
-    "tags": [],
-    "pattern": "x",
-    "group_name": "default",
-    "duration": 1.0,
-    "output_fields": ["name"],
-}
-
 # Where Corral checks a field's value more strictly than Ganeti's Python type
 # check, on purpose; luxid (which reads every job in 3.0.2) is as strict.
 STRICTER = {
@@ -61,6 +44,7 @@ STRICTER = {
     ("*", "skip_checks"): "luxid reads a set from a JSON list only ('' and {} are iterable)",
     ("*", "ignore_errors"): "luxid reads a set from a JSON list only",
 }
+
 
 
 def python_quirk(probe: Any, ganeti_type: str) -> bool:
@@ -131,7 +115,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def declarations(ganeti: Path) -> dict[str, dict[str, Any]]:
     """Ganeti's declaration of every opcode Corral serves."""
-    request = json.dumps({"ops": sorted(registry()), "probes": PROBES})
+    request = json.dumps({"ops": sorted(SERVED), "probes": PROBES})
     result = ganeti_library(_DUMP, stdin=request)
     assert result.rc == 0, result.stderr
     dump: dict[str, dict[str, Any]] = json.loads(result.stdout)
@@ -149,19 +133,19 @@ def corral_accepts(op_id: str, field: str, value: Any) -> bool:
 
 
 def fields_of(op_id: str) -> set[str]:
-    return set(registry()[op_id].model_fields)
+    return set(SERVED[op_id].model_fields)
 
 
-@pytest.mark.parametrize("op_id", sorted(registry()))
+@pytest.mark.parametrize("op_id", sorted(SERVED))
 def test_same_fields(op_id: str, declarations: dict[str, dict[str, Any]]) -> None:
     assert fields_of(op_id) == set(declarations[op_id])
 
 
-@pytest.mark.parametrize("op_id", sorted(registry()))
+@pytest.mark.parametrize("op_id", sorted(SERVED))
 def test_same_defaults_and_required_fields(
     op_id: str, declarations: dict[str, dict[str, Any]]
 ) -> None:
-    model = registry()[op_id].model_fields
+    model = SERVED[op_id].model_fields
     for name, ganeti in declarations[op_id].items():
         info = model[name]
         assert info.is_required() == ganeti["required"], name
@@ -169,7 +153,7 @@ def test_same_defaults_and_required_fields(
             assert info.get_default(call_default_factory=True) == ganeti["default"], name
 
 
-@pytest.mark.parametrize("op_id", sorted(registry()))
+@pytest.mark.parametrize("op_id", sorted(SERVED))
 def test_null_is_not_given_unless_required(
     op_id: str, declarations: dict[str, dict[str, Any]]
 ) -> None:
@@ -177,7 +161,7 @@ def test_null_is_not_given_unless_required(
         assert corral_accepts(op_id, name, None) != ganeti["required"], name
 
 
-@pytest.mark.parametrize("op_id", sorted(registry()))
+@pytest.mark.parametrize("op_id", sorted(SERVED))
 def test_same_values_accepted(op_id: str, declarations: dict[str, dict[str, Any]]) -> None:
     differences = []
     for name, ganeti in declarations[op_id].items():

@@ -60,6 +60,42 @@ def wait_status(client: Client, job_id: int, statuses: set[str], timeout: float 
         time.sleep(0.02)
 
 
+def wait_new_job(client: Client, known: set[int], timeout: float = 30) -> int:
+    """Poll until a job that is not in ``known`` exists; its id."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = {row[0] for row in client.query_jobs(None, ["id"])} - known
+        if new:
+            return min(new)
+        time.sleep(0.02)
+    raise AssertionError(f"no new job within {timeout} s")
+
+
+def delay_gate_path(client: Client, job_id: int, timeout: float = 30) -> str:
+    """The socket of an interruptible OP_TEST_DELAY, once the job has logged it
+    (followed with WaitForJobChange, as a client follows a job)."""
+    info, serial, deadline = None, 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = client.wait_for_job_change(job_id, ["status"], info, serial, 5)
+        if result is None:
+            raise AssertionError(f"job {job_id} not found")
+        if result == "nochange":
+            continue
+        info = result[0]
+        for entry_serial, _ts, kind, message in result[1]:
+            serial = max(serial, entry_serial)
+            if kind == C.ELOG_DELAY_TEST:
+                return str(message[0])
+    raise AssertionError(f"job {job_id} logged no delay-test socket in {timeout} s")
+
+
+def release_gate(path: str) -> None:
+    """End an interruptible delay: connect to its socket, then close."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(path)
+
+
 class RawLuxi:
     """A luxi connection that sends bytes exactly as given (for malformed frames)."""
 

@@ -175,16 +175,19 @@ def test_unknown_parameter_is_refused(cl: TestCluster, before: dict[str, Any]) -
     assert cluster_state(cl) == before
 
 
-def test_bad_job_in_a_batch_is_refused_alone(cl: TestCluster, before: dict[str, Any]) -> None:
+def test_bad_job_refuses_its_whole_batch(cl: TestCluster, before: dict[str, Any]) -> None:
     good = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
     bad = [{"OP_ID": "OP_TEST_DELAY", "duration": "soon"}]
     with cl.client() as client:
-        results = client.submit_many_jobs([bad, good, []])
-        assert [r[0] for r in results] == [False, True, False]
-        assert "'duration'" in results[0][1]
-        assert "non-empty list of opcodes" in results[2][1]
-        assert wait_final(client, [results[1][1]]) == [["success"]]
-    assert new_jobs(cl, before) == [results[1][1]]
+        for jobs, wanted in (
+            ([good, bad, good], "Job 2 of 3 submitted: "),
+            ([good, []], "non-empty"),
+        ):
+            with pytest.raises(errors.OpPrereqError) as info:
+                client.submit_many_jobs(jobs)
+            assert wanted in info.value.message
+    assert cluster_state(cl) == before
+    assert new_jobs(cl, before) == []
 
 
 def test_bad_duration_on_the_command_line(cl: TestCluster, before: dict[str, Any]) -> None:

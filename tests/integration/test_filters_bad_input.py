@@ -226,4 +226,5 @@ def test_gnt_filter_bad_input(cl: TestCluster) -> None:
         ("--priority", "high", "invalid integer value: 'high'"),
     ):
         result = cl.gnt("filter", "add", option, value)
-        assert result.rc == 1 and text in result.stderr.splitlines()[-1], result
+        # A bad option value exits 2, as optparse (Ganeti's tools) does.
+        assert result.rc == 2 and text in result.stderr.splitlines()[-1], result

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from corral import constants as C
+from corral import errors
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.jobs import wait_final, wait_status
 
@@ -100,7 +101,7 @@ def test_submit_info_and_watch(cl: TestCluster) -> None:
     assert lines[:2] == [header, "-" * len(header)]
     assert len(lines) == 4, lines
     for index, line in enumerate(lines[2:]):
-        assert re.fullmatch(f"{CTIME} Test delay iteration {index}/1", line), line
+        assert re.fullmatch(f"{CTIME}  - INFO: Test delay iteration {index}/1", line), line
     # The job is finished: watching it again prints its whole log at once.
     assert ok(cl.gnt("job", "watch", str(job_id))).stdout == watch.stdout
     assert ok(cl.gnt("job", "wait", str(job_id))).stdout == ""
@@ -130,8 +131,8 @@ def test_submit_info_and_watch(cl: TestCluster) -> None:
     assert tail[0:1] == ["      Result: None"]
     assert tail[1] == "      Execution log: "
     assert re.fullmatch(f"        - Time: {TIMESTAMP}", tail[2])
-    assert tail[3] == "          Content: [1, message, Test delay iteration 0/1]"
-    assert tail[5] == "          Content: [2, message, Test delay iteration 1/1]"
+    assert tail[3] == "          Content: [1, message,  - INFO: Test delay iteration 0/1]"
+    assert tail[5] == "          Content: [2, message,  - INFO: Test delay iteration 1/1]"
     total = float(info[5].split()[3])
     assert total >= 0.4  # two iterations of 0.2 s
 
@@ -234,9 +235,9 @@ def test_dependencies_with_relative_ids(cl: TestCluster) -> None:
     assert rows[2][4][0][0] == "OpExecError"
     assert f"Dependency job {ids[0]}" in rows[2][4][0][1][0]
     # A relative id that points outside the submission is refused.
-    with cl.client() as client:
-        refused = client.submit_many_jobs([[delay_op(0, depends=[[-1, []]])]])
-    assert refused[0][0] is False and "Relative job dependency -1" in refused[0][1]
+    with cl.client() as client, pytest.raises(errors.OpPrereqError) as info:
+        client.submit_many_jobs([[delay_op(0, depends=[[-1, []]])]])
+    assert "Relative job dependency -1" in info.value.message
 
 
 def test_archive_and_autoarchive(cl: TestCluster) -> None:

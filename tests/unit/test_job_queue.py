@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from corral import constants as C
@@ -26,36 +28,34 @@ async def test_submit_returns_increasing_ids_and_runs_the_job(harness: QueueHarn
     assert harness.started == [1, 2, 2, 3, 4]
 
 
-async def test_submit_many_refuses_bad_jobs_and_queues_the_others(
-    harness: QueueHarness,
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ({"OP_ID": "OP_TEST_DELAY", "duration": "soon"}, errors.OpPrereqError, "'duration'"),
+        ([], errors.OpPrereqError, "A job must be a non-empty list of opcodes"),
+        ([{"OP_ID": "OP_NOPE"}], errors.OpCodeUnknown, "Unknown opcode 'OP_NOPE'"),
+        ("not a list", errors.OpPrereqError, "A job must be a non-empty list of opcodes"),
+        (
+            [jqueue(), {"OP_ID": "OP_TEST_JQUEUE", "bogus": 1}],
+            errors.OpPrereqError,
+            "unknown parameter 'bogus'",
+        ),
+    ],
+)
+async def test_submit_many_refuses_the_whole_batch_for_one_bad_job(
+    harness: QueueHarness, bad: Any, error: type[Exception], message: str
 ) -> None:
     q = harness.queue
-    results = q.submit_many(
-        [
-            [jqueue()],
-            [{"OP_ID": "OP_TEST_DELAY", "duration": "soon"}],
-            [],
-            [{"OP_ID": "OP_NOPE"}],
-            "not a list",
-            [jqueue(), {"OP_ID": "OP_TEST_JQUEUE", "bogus": 1}],
-            [jqueue()],
-        ]
-    )
-    assert [r[0] for r in results] == [True, False, False, False, False, False, True]
-    assert results[0][1] == 1
-    assert results[6][1] == 2  # ids are only used by accepted jobs
-    assert "parameter 'duration'" in results[1][1]
-    assert results[2][1] == "A job must be a non-empty list of opcodes"
-    assert results[3][1] == "Unknown opcode 'OP_NOPE'"
-    assert results[4][1] == "A job must be a non-empty list of opcodes"
-    assert "unknown parameter 'bogus'" in results[5][1]
-    # The third element (the exception) is for submit(); it is not wire data.
-    assert isinstance(results[1][2], errors.OpPrereqError)
-    assert isinstance(results[3][2], errors.OpCodeUnknown)
+    bad_job = [bad] if isinstance(bad, dict) else bad
+    with pytest.raises(error) as info:
+        q.submit_many([[jqueue()], bad_job, [jqueue()]])
+    assert isinstance(info.value, errors.GenericError)
+    assert info.value.message.startswith("Job 2 of 3 submitted: ")
+    assert message in info.value.message
+    assert harness.store.count() == 0
+    # No id was used up: the next job is the first.
+    assert q.submit_many([[jqueue()]]) == [[True, 1]]
     assert await harness.wait_status(1) == "success"
-    assert await harness.wait_status(2) == "success"
-    # Only the accepted jobs exist (finished jobs stay listed until archived).
-    assert q.query_jobs(None, ["id", "status"]) == [[1, "success"], [2, "success"]]
 
 
 async def test_submit_raises_the_validation_error(harness: QueueHarness) -> None:
@@ -183,25 +183,25 @@ async def test_relative_dependencies_in_submit_many(harness: QueueHarness) -> No
     assert tuple(start2) >= tuple(end1)
 
 
-async def test_bad_relative_dependencies_are_refused(harness: QueueHarness) -> None:
-    q = harness.queue
-    results = q.submit_many(
-        [
-            [jqueue(depends=[[-1, []]])],  # nothing before it
-            [{"OP_ID": "OP_NOPE"}],
-            [jqueue(depends=[[-1, ["success"]]])],  # refers to the refused job
-            [jqueue()],
-            [jqueue(depends=[[-1, []]])],
-        ]
-    )
-    assert [r[0] for r in results] == [False, False, False, True, True]
-    assert "Relative job dependency -1" in results[0][1]
-    assert "Relative job dependency -1" in results[2][1]
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        [[jqueue(depends=[[-1, []]])]],  # nothing before it
+        [[jqueue()], [jqueue(depends=[[-2, ["success"]]])]],  # before the submission
+        [[jqueue()], [jqueue(depends=[[5, []]])]],  # a later job (by absolute id)
+    ],
+)
+async def test_bad_dependencies_refuse_the_submission(
+    harness: QueueHarness, jobs: list[list[dict[str, Any]]]
+) -> None:
+    with pytest.raises(errors.OpPrereqError, match="job"):
+        harness.queue.submit_many(jobs)
+    assert harness.store.count() == 0
+
+
+async def test_relative_dependency_refused_in_a_single_job(harness: QueueHarness) -> None:
     with pytest.raises(errors.OpPrereqError, match="Relative job dependency"):
-        q.submit([jqueue(depends=[[-1, []]])])
-    ok_first, ok_second = results[3][1], results[4][1]
-    assert await harness.wait_status(ok_second) == "success"
-    assert harness.row(ok_second, "ops")[0][0]["depends"] == [[ok_first, []]]
+        harness.queue.submit([jqueue(depends=[[-1, []]])])
 
 
 async def test_dependency_status_rules(harness: QueueHarness) -> None:

@@ -257,11 +257,13 @@ def test_to_dict_round_trip(data: dict[str, Any]) -> None:
 
 def test_to_dict_has_defaults_but_no_nulls() -> None:
     # As luxid stores an opcode: fields with a default are written, unset
-    # optional ones are left out.
+    # optional ones are left out, but for depends and comment (always there).
     wire = OpTestDelay(duration=1.0).to_dict()
     assert wire == {
         "OP_ID": "OP_TEST_DELAY",
         "priority": 0,
+        "depends": None,
+        "comment": None,
         "reason": [],
         "duration": 1.0,
         "on_master": True,
