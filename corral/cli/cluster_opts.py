@@ -16,6 +16,7 @@ from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli import ipolicy as cli_ipolicy
+from corral.cli.optvalues import boolean, split_key_val, unescape_and_split
 
 # Ganeti's default compression tools, which an empty --compression-tools restores.
 DEFAULT_COMPRESSION_TOOLS = ["gzip", "gzip-fast", "gzip-slow"]
@@ -27,16 +28,6 @@ DATA_COLLECTOR_NAMES = (
     "lv",
     "xen-cpu-avg-load",
 )
-
-
-def parse_bool(value: str) -> bool:
-    """``yes``/``true`` or ``no``/``false`` (Ganeti's "bool" option type)."""
-    lowered = value.lower()
-    if lowered in ("false", "no"):
-        return False
-    if lowered in ("true", "yes"):
-        return True
-    raise errors.ParameterError(f"Invalid boolean value '{lowered}'")
 
 
 def parse_uid_pool(value: str) -> list[list[int]]:
@@ -80,12 +71,12 @@ def ident_key_vals(opt: str, values: list[str] | None) -> dict[str, Any]:
         elif removal:
             out[ident[1:]] = None
         else:
-            out[ident] = cli_ipolicy.split_key_val(opt, rest if sep else "")
+            out[ident] = split_key_val(opt, rest if sep else "")
     return out
 
 
 def _keyval(opt: str) -> Callable[[str], dict[str, Any]]:
-    return lambda value: cli_ipolicy.split_key_val(opt, value)
+    return lambda value: split_key_val(opt, value)
 
 
 # (option strings, opcode field, conversion of the option's text or None).
@@ -100,7 +91,7 @@ _PLAIN: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
     (("--master-netdev",), "master_netdev", None),
     (("-N", "--nic-parameters"), "nicparams", _keyval("-N")),
     (("--vg-name",), "vg_name", None),
-    (("--maintain-node-health",), "maintain_node_health", parse_bool),
+    (("--maintain-node-health",), "maintain_node_health", boolean),
     (("--uid-pool",), "uid_pool", parse_uid_pool),
     (("--add-uids",), "add_uids", parse_uid_pool),
     (("--remove-uids",), "remove_uids", parse_uid_pool),
@@ -111,11 +102,11 @@ _PLAIN: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
         "default_iallocator_params",
         _keyval("--default-iallocator-params"),
     ),
-    (("--prealloc-wipe-disks",), "prealloc_wipe_disks", parse_bool),
+    (("--prealloc-wipe-disks",), "prealloc_wipe_disks", boolean),
     (("--node-parameters",), "ndparams", _keyval("--node-parameters")),
-    (("--use-external-mip-script",), "use_external_mip_script", parse_bool),
-    (("--modify-etc-hosts",), "modify_etc_hosts", parse_bool),
-    (("--user-shutdown",), "enabled_user_shutdown", parse_bool),
+    (("--use-external-mip-script",), "use_external_mip_script", boolean),
+    (("--modify-etc-hosts",), "modify_etc_hosts", boolean),
+    (("--user-shutdown",), "enabled_user_shutdown", boolean),
     (("--file-storage-dir",), "file_storage_dir", None),
     (("--shared-file-storage-dir",), "shared_file_storage_dir", None),
     (("--zeroing-image",), "zeroing_image", None),
@@ -167,9 +158,7 @@ def _converted(opts: argparse.Namespace) -> dict[str, Any]:
         if getattr(opts, field):
             op[field] = getattr(opts, field).split(",")
     if opts.reserved_lvs is not None:
-        op["reserved_lvs"] = (
-            cli_ipolicy.unescape_and_split(opts.reserved_lvs) if opts.reserved_lvs else []
-        )
+        op["reserved_lvs"] = unescape_and_split(opts.reserved_lvs) if opts.reserved_lvs else []
     if opts.compression_tools is not None:
         op["compression_tools"] = (
             opts.compression_tools.split(",")
@@ -180,9 +169,7 @@ def _converted(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def _data_collectors(opts: argparse.Namespace, op: dict[str, Any]) -> None:
-    enabled = cli_ipolicy.split_key_val(
-        "--enabled-data-collectors", opts.enabled_data_collectors or ""
-    )
+    enabled = split_key_val("--enabled-data-collectors", opts.enabled_data_collectors or "")
     if enabled:
         unknown = [name for name in enabled if name not in DATA_COLLECTOR_NAMES]
         if unknown:
@@ -190,9 +177,7 @@ def _data_collectors(opts: argparse.Namespace, op: dict[str, Any]) -> None:
         op["enabled_data_collectors"] = {
             k: str(v).lower().startswith("t") for k, v in enabled.items()
         }
-    intervals = cli_ipolicy.split_key_val(
-        "--data-collector-interval", opts.data_collector_interval or ""
-    )
+    intervals = split_key_val("--data-collector-interval", opts.data_collector_interval or "")
     if intervals:
         try:
             op["data_collector_interval"] = {k: int(1e6 * float(v)) for k, v in intervals.items()}

@@ -391,6 +391,25 @@ def add_command(
     return parser
 
 
+def add_not_built(subparsers: Any, prog: str, names: Sequence[str]) -> None:
+    """Ganeti's commands that Corral does not have yet: each takes any arguments
+    and says that it is not built, rather than being an unknown command."""
+
+    def not_built(opts: argparse.Namespace) -> int:
+        print(f"Failure: '{prog} {opts.command_name}' is not built in Corral yet", file=sys.stderr)
+        return C.EXIT_FAILURE
+
+    for name in names:
+        if _Only.command is not None:
+            if _Only.command != name:
+                continue
+            _Only.found = True
+        # No option prefix: every argument, options included, is taken as is.
+        parser = subparsers.add_parser(name, help="Not built in Corral yet", prefix_chars="\0")
+        parser.add_argument("args", nargs=argparse.REMAINDER)
+        parser.set_defaults(handler=not_built, command_name=name, argspec=None)
+
+
 def entry_points(
     build: Callable[[], Parser],
 ) -> tuple[Callable[[list[str] | None], int], Callable[[], None]]:
@@ -545,39 +564,3 @@ def _read_line(fd: int, limit: int) -> str:
 def confirm(question: str) -> bool:
     """A yes/no question on the terminal (no terminal: no)."""
     return bool(ask_user(question))
-
-
-def parse_kv(text: str) -> dict[str, Any]:
-    """Ganeti's ``k=v,k2=v2`` syntax: bare ``no_k`` is False, ``-k`` is None, ``k`` True."""
-    out: dict[str, Any] = {}
-    if not text:
-        return out
-    for item in split_commas(text):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            out[key] = value
-        elif item.startswith("no_"):
-            out[item[3:]] = False
-        elif item.startswith("-"):
-            out[item[1:]] = None
-        else:
-            out[item] = True
-    return out
-
-
-def split_commas(text: str) -> list[str]:
-    """Split on commas not escaped with a backslash."""
-    parts, current, escaped = [], [], False
-    for char in text:
-        if escaped:
-            current.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == ",":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [p for p in parts if p]

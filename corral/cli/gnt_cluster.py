@@ -17,6 +17,7 @@ from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params, nice_sort
+from corral.cli.optvalues import split_key_val
 from corral.cli.table import format_time
 from corral.paths import Paths
 
@@ -51,8 +52,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.enabled_disk_templates = opts.enabled_disk_templates.split(",")
     if opts.max_running_jobs:
         init.max_running_jobs = opts.max_running_jobs
-    init.beparams = common.parse_kv(opts.backend_parameters or "")
-    init.nicparams = common.parse_kv(opts.nic_parameters or "")
+    init.beparams = split_key_val("-B", opts.backend_parameters or "")
+    init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
     init.ipolicy = cli_ipolicy.create_ipolicy(opts, init=True)
     try:
@@ -69,7 +70,7 @@ def _hv_options(values: list[str] | None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for item in values or []:
         hv, _, params = item.partition(":")
-        out.setdefault(hv, {}).update(common.parse_kv(params))
+        out.setdefault(hv, {}).update(split_key_val("-H", params))
     return out
 
 
@@ -395,6 +396,25 @@ def build_parser() -> common.Parser:
     p = common.add_command(sub, "watcher", cmd_watcher, "Change watcher properties")
     common.add_args(p, "args", "{pause <timespec>|continue|info}", 1, 2)
     _add_tag_commands(sub)
+    common.add_not_built(
+        sub,
+        "gnt-cluster",
+        [
+            "activate-master-ip",
+            "command",
+            "copyfile",
+            "deactivate-master-ip",
+            "epo",
+            "master-failover",
+            "masterfailover",
+            "redist-conf",
+            "rename",
+            "renew-crypto",
+            "repair-disk-sizes",
+            "upgrade",
+            "verify-disks",
+        ],
+    )
     return parser
 
 

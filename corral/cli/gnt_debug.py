@@ -178,6 +178,9 @@ def build_parser() -> common.Parser:
     common.add_list_options(p)
     p.add_argument("--interval", type=int, help="Time (in seconds) between repetitions")
     common.add_args(p, "args", "", 0, 0)
+    common.add_not_built(
+        sub, "gnt-debug", ["iallocator", "allocator", "metad", "test-osparams", "wconfd"]
+    )
     return parser
 
 

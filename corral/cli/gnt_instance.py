@@ -346,6 +346,22 @@ def build_parser() -> common.Parser:
     _add_lifecycle(sub)
     _add_modify(sub)
     _add_queries(sub)
+    common.add_not_built(
+        sub,
+        "gnt-instance",
+        [
+            "activate-disks",
+            "batch-create",
+            "change-group",
+            "console",
+            "deactivate-disks",
+            "failover",
+            "migrate",
+            "move",
+            "recreate-disks",
+            "replace-disks",
+        ],
+    )
     return parser
 
 

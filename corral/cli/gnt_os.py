@@ -11,6 +11,7 @@ from corral.cli import common
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import nice_sort
 from corral.cli.instance_specs import ident_key_val, key_val
+from corral.cli.optvalues import boolean
 from corral.cli.table import generate_table
 
 
@@ -160,12 +161,6 @@ def cmd_modify(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def _yes_no(value: str) -> bool:
-    from corral.cli.instance_specs import boolean
-
-    return boolean(value)
-
-
 def build_parser() -> common.Parser:
     parser, sub = common.make_parser("gnt-os", "Manage OS definitions")
     p = common.add_command(
@@ -190,8 +185,8 @@ def build_parser() -> common.Parser:
     p.add_argument("-O", "--os-parameters", dest="osparams", type=key_val("-O"))
     p.add_argument("--os-parameters-private", dest="osparams_private",
                    type=key_val("--os-parameters-private"))  # fmt: skip
-    p.add_argument("--hidden", type=_yes_no)
-    p.add_argument("--blacklisted", type=_yes_no)
+    p.add_argument("--hidden", type=boolean)
+    p.add_argument("--blacklisted", type=boolean)
     common.add_submit_options(p)
     return parser
 

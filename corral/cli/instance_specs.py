@@ -11,7 +11,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cli import typed_params as T
-from corral.cli.common import split_commas
+from corral.cli.optvalues import boolean, split_key_val
 
 parse_unit = T.parse_unit
 DISK_TEMPLATES = ("sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file",
@@ -20,25 +20,6 @@ _DEVICE_ACTIONS = ("add", "attach", "remove", "detach", "modify")
 
 
 # Option value types (argparse ``type=`` functions; errors as Ganeti's parser's)
-def split_key_val(option: str, data: str, prefixes: bool = True) -> dict[str, Any]:
-    """``k=v,k2=v2`` (``no_k`` is False, ``-k`` None, a bare ``k`` True)."""
-    out: dict[str, Any] = {}
-    for element in split_commas(data) if data else []:
-        value: Any
-        if "=" in element:
-            key, value = element.split("=", 1)
-        elif not prefixes:
-            raise errors.ParameterError(f"Missing value for key '{element}' in option {option}")
-        elif element.startswith("no_"):
-            key, value = element[3:], False
-        elif element.startswith("-"):
-            key, value = element[1:], None
-        else:
-            key, value = element, True
-        if key in out:
-            raise errors.ParameterError(f"Duplicate key '{key}' in option {option}")
-        out[key] = value
-    return out
 
 
 def split_ident_key_val(option: str, value: str) -> tuple[str, Any]:
@@ -69,15 +50,6 @@ def unit(value: str) -> int:
         return parse_unit(value)
     except errors.UnitParseError as err:
         raise errors.ParameterError(f"Invalid value '{value}': {err}") from None
-
-
-def boolean(value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("false", "no"):
-        return False
-    if lowered in ("true", "yes"):
-        return True
-    raise errors.ParameterError(f"Invalid boolean value '{lowered}'")
 
 
 # Options

@@ -21,6 +21,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
+from corral.cli.optvalues import split_key_val, unescape_and_split
 
 BOUNDS_SPECS_OPT = "--ipolicy-bounds-specs"
 STD_SPECS_OPT = "--ipolicy-std-specs"
@@ -33,44 +34,6 @@ SPLIT_SPECS = (
     ("--specs-nic-count", "ispecs_nic_count", IP.ISPEC_NIC_COUNT),
 )
 _UNIT_RE = re.compile(r"^([.\d]+)\s*([a-zA-Z]+)?$")
-
-
-# Ganeti's option value syntax
-def unescape_and_split(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` unless escaped by an odd number of backslashes, then
-    drop one level of backslashes (Ganeti's UnescapeAndSplit)."""
-    parts = text.split(sep)
-    out: list[str] = []
-    while parts:
-        first = parts.pop(0)
-        backslashes = len(first) - len(first.rstrip("\\"))
-        if backslashes % 2 == 1 and parts:
-            parts.insert(0, first + sep + parts.pop(0))
-            continue
-        out.append(first)
-    return [re.sub(r"\\(.)", r"\1", part) for part in out]
-
-
-def split_key_val(opt: str, data: str, parse_prefixes: bool = True) -> dict[str, Any]:
-    """``k=v,k2=v2`` as a dict; bare ``no_k`` is False, ``-k`` None, ``k`` True."""
-    out: dict[str, Any] = {}
-    for elem in unescape_and_split(data) if data else []:
-        key: str
-        value: Any
-        if "=" in elem:
-            key, value = elem.split("=", 1)
-        elif not parse_prefixes:
-            raise errors.ParameterError(f"Missing value for key '{elem}' in option {opt}")
-        elif elem.startswith("no_"):
-            key, value = elem[3:], False
-        elif elem.startswith("-"):
-            key, value = elem[1:], None
-        else:
-            key, value = elem, True
-        if key in out:
-            raise errors.ParameterError(f"Duplicate key '{key}' in option {opt}")
-        out[key] = value
-    return out
 
 
 def _split_list_key_val(opt: str, value: str) -> dict[str, dict[str, Any]]:

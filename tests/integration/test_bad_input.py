@@ -389,3 +389,19 @@ def test_drained_queue_refuses_jobs_until_undrained(
     accepted = cl.gnt("debug", "delay", "0")
     assert accepted.rc == 0, accepted.stderr
     assert len(new_jobs(cl, before)) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["instance", "migrate", "-f", "inst1.example.com"],
+        ["cluster", "masterfailover", "--no-voting"],
+        ["debug", "allocator", "--mode", "relocate", "x"],
+    ],
+)
+def test_ganeti_commands_not_built_say_so(
+    cl: TestCluster, before: dict[str, Any], argv: list[str]
+) -> None:
+    name = f"gnt-{argv[0]} {argv[1]}"
+    failed(cl.gnt(*argv), 1, f"Failure: '{name}' is not built in Corral yet\n")
+    assert cluster_state(cl) == before

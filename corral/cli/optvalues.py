@@ -1,0 +1,56 @@
+"""Ganeti's syntax of option values: escaped comma lists, ``key=value`` lists
+and booleans (the parsing errors are Ganeti's)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from corral import errors
+
+
+def unescape_and_split(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` unless escaped by an odd number of backslashes, then
+    drop one level of backslashes (Ganeti's UnescapeAndSplit)."""
+    parts = text.split(sep)
+    out: list[str] = []
+    while parts:
+        first = parts.pop(0)
+        backslashes = len(first) - len(first.rstrip("\\"))
+        if backslashes % 2 == 1 and parts:
+            parts.insert(0, first + sep + parts.pop(0))
+            continue
+        out.append(first)
+    return [re.sub(r"\\(.)", r"\1", part) for part in out]
+
+
+def split_key_val(opt: str, data: str, parse_prefixes: bool = True) -> dict[str, Any]:
+    """``k=v,k2=v2`` as a dict; bare ``no_k`` is False, ``-k`` None, ``k`` True."""
+    out: dict[str, Any] = {}
+    for elem in unescape_and_split(data) if data else []:
+        key: str
+        value: Any
+        if "=" in elem:
+            key, value = elem.split("=", 1)
+        elif not parse_prefixes:
+            raise errors.ParameterError(f"Missing value for key '{elem}' in option {opt}")
+        elif elem.startswith("no_"):
+            key, value = elem[3:], False
+        elif elem.startswith("-"):
+            key, value = elem[1:], None
+        else:
+            key, value = elem, True
+        if key in out:
+            raise errors.ParameterError(f"Duplicate key '{key}' in option {opt}")
+        out[key] = value
+    return out
+
+
+def boolean(value: str) -> bool:
+    """``yes``/``true`` or ``no``/``false`` (Ganeti's "bool" option type)."""
+    lowered = value.lower()
+    if lowered in ("false", "no"):
+        return False
+    if lowered in ("true", "yes"):
+        return True
+    raise errors.ParameterError(f"Invalid boolean value '{lowered}'")
