@@ -17,6 +17,7 @@ import pytest
 from corral import errors
 from tests.conformance.ganeti import run_ganeti_python
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.jobs import delay_gate_path, release_gate, wait_final
 from tests.helpers.osdef import make_os
 
 INSTANCE = "inst1.example.com"
@@ -182,3 +183,50 @@ def test_watcher_pause_round_trip(lcluster: TestCluster) -> None:
         ],
     )
     assert [a["ok"] for a in answers] == [float(until), [until], None, [None]]
+
+
+def test_job_methods_through_ganeti(lcluster: TestCluster) -> None:
+    """Ganeti's client drives a job's whole life: drained submission, many jobs,
+    priority change, cancel, auto-archive; PickupJob is luxid-internal."""
+    delay = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
+    gate = {**delay, "duration": 300, "interruptible": True}
+    first = ganeti_calls(
+        lcluster,
+        [
+            ("SetDrainFlag", [True]),
+            ("SubmitJob", [[delay]]),
+            ("SubmitJobToDrainedQueue", [[gate]]),
+            ("SetDrainFlag", [False]),
+        ],
+    )
+    assert first[1]["error"][0] == "JobQueueDrainError"
+    gate_id = first[2]["ok"]
+    with lcluster.client() as client:
+        gate_path = delay_gate_path(client, gate_id)
+    held = {**delay, "depends": [[gate_id, ["success"]]]}
+    (many,) = ganeti_calls(lcluster, [("SubmitManyJobs", [[[held], [held]]])])
+    (ok_a, job_a), (ok_b, job_b) = many["ok"]
+    assert ok_a and ok_b
+    second = ganeti_calls(
+        lcluster,
+        [
+            ("ChangeJobPriority", [job_a, 10]),
+            ("CancelJob", [job_b]),
+            ("PickupJob", [job_a]),
+            ("QueryJobs", [[job_a, job_b], ["status", "priority"]]),
+        ],
+    )
+    assert second[0]["ok"][0] is True
+    assert second[1]["ok"][0] is True
+    assert second[2]["error"][0] == "GenericError"
+    assert second[3]["ok"] == [["waiting", 10], ["canceled", 0]]
+    release_gate(gate_path)
+    with lcluster.client() as client:
+        assert wait_final(client, [gate_id, job_a]) == [["success"], ["success"]]
+    third = ganeti_calls(
+        lcluster,
+        [("AutoArchiveJobs", [0, 30]), ("QueryJobs", [[gate_id, job_a, job_b], ["archived"]])],
+    )
+    archived, remaining = third[0]["ok"]
+    assert archived >= 3 and remaining == 0
+    assert third[1]["ok"] == [[True], [True], [True]]
