@@ -46,7 +46,6 @@ STRICTER = {
 }
 
 
-
 def python_quirk(probe: Any, ganeti_type: str) -> bool:
     """Python's ``True == 1`` lets a boolean through Ganeti's numeric choice
     checks (``OneOf 0, 10, -10``); Haskell's luxid refuses it."""
