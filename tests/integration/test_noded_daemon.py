@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -23,18 +22,12 @@ from tests.helpers.noded import (
     running_noded,
     start_noded,
 )
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture
 def paths(tmp_path: Path) -> Paths:
     return make_node_root(tmp_path / "node1")
-
-
-def wait_until(predicate: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def process_gone(pid: int) -> bool:
@@ -122,15 +115,22 @@ async def test_stop_lets_short_calls_finish_and_kills_hooks(paths: Paths, tmp_pa
         f"#!/bin/sh\necho $$ > {marker}.tmp; mv {marker}.tmp {marker}; exec sleep 60\n"
     )
     script.chmod(0o755)
+    # The short call: a hook that says it runs, then ends well within the grace period.
+    arrived = tmp_path / "short-arrived"
+    short_dir = paths.hooks_dir / "cluster-init-post.d"
+    short_dir.mkdir(parents=True)
+    (short_dir / "short").write_text(f"#!/bin/sh\ntouch {arrived}\nexec sleep 0.3\n")
+    (short_dir / "short").chmod(0o755)
     node = start_noded(paths)
     async with node.client() as rpc:
         hooks = asyncio.ensure_future(
             rpc.call_one(*node.target, "hooks_runner", ["cluster-verify", "post", {}])
         )
-        while not marker.exists():
-            await asyncio.sleep(0.02)
-        short = asyncio.ensure_future(rpc.call_one(*node.target, "test_delay", [0.3]))
-        await asyncio.sleep(0.1)  # let the call reach noded
+        await asyncio.to_thread(wait_until, marker.exists)
+        short = asyncio.ensure_future(
+            rpc.call_one(*node.target, "hooks_runner", ["cluster-init", "post", {}])
+        )
+        await asyncio.to_thread(wait_until, arrived.exists)
         assert await asyncio.to_thread(node.stop) is True
         short_result, hooks_result = await short, await hooks
     assert not short_result.failed  # finished within the grace period

@@ -9,6 +9,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors
+from tests.helpers.waiting import wait_until
 from tests.unit.jobqueue_helpers import QueueHarness, delay, gated, jqueue, settle
 
 # As Ganeti: a started job's canceled opcodes carry the reason; a dequeued
@@ -194,8 +195,9 @@ async def test_auto_archive(harness: QueueHarness) -> None:
     # Nothing is an hour old yet.
     assert harness.queue.auto_archive(3600, 10) == [0, 0]
     assert len(harness.queue.query_jobs(None, ["id"])) == 4
-    # Jobs that ended before "now - 0s" (the sleep makes sure of that).
-    time.sleep(0.01)
+    # Jobs that ended before "now - 0s": once the clock has passed their end.
+    latest = max(sec + usec / 1e6 for sec, usec in (harness.row(i, "end_ts")[0] for i in ids))
+    wait_until(lambda: time.time() > latest, what="the clock to pass the jobs' end")
     assert harness.queue.auto_archive(0, 10) == [3, 0]
     assert harness.queue.query_jobs(None, ["id"]) == [[pending]]
     assert [harness.row(i, "archived")[0] for i in ids] == [True, True, True]

@@ -9,7 +9,7 @@ import pytest
 from corral.osdef.definition import OSDefinition
 from corral.osdef.env import disk_transfer_env, instance_env, os_core_env, param_var
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "ganeti-3.0.2-env"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "ganeti-3.0.2-env"
 
 
 def _reference(name: str) -> dict[str, str]:

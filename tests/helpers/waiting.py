@@ -1,0 +1,14 @@
+"""Waiting for a condition with a deadline (never for a fixed duration)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "") -> None:
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
+        time.sleep(0.02)
