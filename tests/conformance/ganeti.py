@@ -131,6 +131,24 @@ def _environment(tree: Path, extra: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _run_in_tree(
+    argv: list[str], stdin: str | None, env: dict[str, str] | None, timeout: float
+) -> Result:
+    """Run ``argv`` from Ganeti's tree, with its library importable."""
+    tree = ganeti_tree()
+    proc = subprocess.run(
+        argv,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=_environment(tree, env),
+        timeout=timeout,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
 def run_in_namespace(
     root: Path,
     command: list[str],
@@ -140,19 +158,9 @@ def run_in_namespace(
     timeout: float = 120,
 ) -> Result:
     """Run ``command`` where Ganeti's compiled-in paths are the root's."""
-    tree = ganeti_tree()
     with tempfile.TemporaryDirectory(prefix="ganeti-ns-") as work:
-        proc = subprocess.run(
-            ["sh", "-c", namespace_command(root, command, Path(work))],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            cwd=tree,
-            env=_environment(tree, env),
-            timeout=timeout,
-            check=False,
-        )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+        shell = ["sh", "-c", namespace_command(root, command, Path(work))]
+        return _run_in_tree(shell, stdin, env, timeout)
 
 
 def run_ganeti(
@@ -175,15 +183,4 @@ def run_ganeti_python(root: Path, code: str, *, timeout: float = 120) -> Result:
 def ganeti_library(code: str, *, stdin: str | None = None, timeout: float = 120) -> Result:
     """Run Python ``code`` with Ganeti's library importable, outside any cluster
     (for facts such as opcode declarations)."""
-    tree = ganeti_tree()
-    proc = subprocess.run(
-        [SYSTEM_PYTHON, "-c", code],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=tree,
-        env=_environment(tree, None),
-        timeout=timeout,
-        check=False,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    return _run_in_tree([SYSTEM_PYTHON, "-c", code], stdin, None, timeout)
