@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Final
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Final
+
 
 # Versions reported by ``gnt-cluster version`` and QueryClusterInfo.
 PROTOCOL_VERSION: Final = 3000000

@@ -6,7 +6,9 @@ Errors cross process boundaries (luxi, job results) in Ganeti's encoding,
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class GenericError(Exception):

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from corral import constants as C
 from corral import errors
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 ISPEC_MEM_SIZE = "memory-size"
 ISPEC_CPU_COUNT = "cpu-count"

@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.optvalues import boolean, split_key_val, unescape_and_split
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # Ganeti's default compression tools, which an empty --compression-tools restores.
 DEFAULT_COMPRESSION_TOOLS = ["gzip", "gzip-fast", "gzip-slow"]

@@ -8,43 +8,49 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
 
 from corral import constants as C
 from corral import errors
+from corral import paths as P
 from corral.cli.errors_fmt import JobSubmitted, UsageError, format_error
 from corral.luxi.client import Client
-from corral.paths import Paths
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 Handler = Callable[[argparse.Namespace], int | None]
 
 
 # Connection
-def cluster_paths() -> Paths:
-    """The root's paths; refuses a root without a cluster (exit code 5)."""
-    paths = Paths.from_env()
-    if not paths.config_db.exists():
+def cluster_root() -> str:
+    """This machine's root directory; refuses a root without a cluster (exit code 5)."""
+    root = P.root_from_env()
+    if not os.path.exists(P.below(root, P.CONFIG_DB)):
         raise errors.NotClusterError(
             f"Cluster not initialized or this machine is not part of a cluster"
-            f" (no configuration under {paths.root}); run 'gnt-cluster init' first"
+            f" (no configuration under {root}); run 'gnt-cluster init' first"
         )
-    return paths
+    return root
 
 
 def get_client() -> Client:
-    paths = cluster_paths()
-    if not paths.master_socket.exists():
-        master = _read_ssconf(paths, "master_node")
+    root = cluster_root()
+    socket_path = P.below(root, P.MASTER_SOCKET)
+    if not os.path.exists(socket_path):
+        master = read_ssconf(root, "master_node")
         raise errors.NoMasterError(
-            f"Cannot communicate with the master daemon (no socket at {paths.master_socket});"
+            f"Cannot communicate with the master daemon (no socket at {socket_path});"
             f" the master node is {master or 'unknown'}."
         )
-    return Client(paths.master_socket)
+    return Client(socket_path)
 
 
-def _read_ssconf(paths: Paths, key: str) -> str | None:
+def read_ssconf(root: str, key: str) -> str | None:
+    """The ssconf value ``key`` of the cluster under ``root``, None when unreadable."""
     try:
-        return paths.ssconf_file(key).read_text().strip()
+        with open(P.below(root, P.ssconf_name(key))) as file:
+            return file.read().strip()
     except OSError:
         return None
 

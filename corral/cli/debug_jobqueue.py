@@ -13,12 +13,15 @@ import argparse
 import socket
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli.jobexec import JobExecutor
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # The modes of the opcode runs, in Ganeti's order.
 SUCCESS, MULTI_SUCCESS, FAIL, PARTIAL_FAIL = range(4)

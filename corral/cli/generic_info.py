@@ -16,7 +16,10 @@ empty dict or list leaves the value empty.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
 
 _INDENT = "  "
 

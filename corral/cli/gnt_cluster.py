@@ -8,7 +8,6 @@ import argparse
 import socket
 import sys
 import time
-from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -19,7 +18,11 @@ from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params, nice_sort
 from corral.cli.optvalues import split_key_val
 from corral.cli.table import format_time
-from corral.paths import Paths
+from corral.paths import Paths, os_search_names
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # Ganeti's compiled-in ExtStorage search path, shown by info (Corral has no
 # ExtStorage providers).
@@ -84,9 +87,9 @@ def cmd_destroy(opts: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return C.EXIT_FAILURE
-    paths = common.cluster_paths()
+    common.cluster_root()  # refuses a root without a cluster
     common.submit_or_send(opts, {"OP_ID": "OP_CLUSTER_DESTROY"})
-    bootstrap.destroy_cluster_files(paths)
+    bootstrap.destroy_cluster_files(Paths.from_env())
     return C.EXIT_SUCCESS
 
 
@@ -102,11 +105,10 @@ def cmd_version(opts: argparse.Namespace) -> int:
 
 
 def cmd_getmaster(opts: argparse.Namespace) -> int:
-    paths = common.cluster_paths()
-    try:
-        print(paths.ssconf_file("master_node").read_text().strip())
-    except OSError:
-        print(common.get_client().call("QueryConfigValues", ["master_node"])[0])
+    master = common.read_ssconf(common.cluster_root(), "master_node")
+    if master is None:
+        master = common.get_client().call("QueryConfigValues", ["master_node"])[0]
+    print(master)
     return C.EXIT_SUCCESS
 
 
@@ -132,7 +134,6 @@ def _data_collectors(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cluster_parameters(info: dict[str, Any]) -> list[tuple[str, Any]]:
-    os_path = common.cluster_paths().os_search_path
     return [
         ("candidate pool size", info["candidate_pool_size"]),
         ("maximal number of jobs running simultaneously", info["max_running_jobs"]),
@@ -157,10 +158,7 @@ def _cluster_parameters(info: dict[str, Any]) -> list[tuple[str, Any]]:
         ("primary ip version", info["primary_ip_version"]),
         ("preallocation wipe disks", info["prealloc_wipe_disks"]),
         # Production paths, as Ganeti shows its compiled-in ones.
-        (
-            "OS search path",
-            ", ".join(Paths(common.cluster_paths().root).to_wire(p) for p in os_path),
-        ),
+        ("OS search path", ", ".join(os_search_names())),
         ("ExtStorage Providers search path", ", ".join(ES_SEARCH_PATH)),
         ("enabled disk templates", ", ".join(info["enabled_disk_templates"])),
         ("install image", info["install_image"]),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -13,6 +12,10 @@ from corral.cli import common
 from corral.cli.debug_jobqueue import test_jobqueue
 from corral.cli.jobexec import JobExecutor
 from corral.cli.table import generic_list
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 LOCK_FIELDS = ["name", "mode", "owner", "pending"]
 

@@ -10,13 +10,16 @@ import argparse
 import json
 import re
 import time
-from typing import Any
 
 from corral import constants as C
 from corral.cli import common
 from corral.cli.errors_fmt import UsageError
 from corral.cli.table import generic_list, generic_list_fields
 from corral.query.qlang import parse_filter
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 FIELDS = ["uuid", "watermark", "priority", "predicates", "action", "reason_trail"]
 REASON_SOURCE_USER = "gnt:user"

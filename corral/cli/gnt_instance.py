@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -14,13 +13,13 @@ from corral.cli import instance_multi as M
 from corral.cli import instance_specs as S
 from corral.cli.generic_info import format_generic_info
 from corral.cli.instance_info import instance_info
-from corral.cli.table import (
-    Formatter,
-    add_filter_option,
-    generic_list,
-    generic_list_fields,
-    list_filter,
-)
+from corral.cli.table import add_filter_option, generic_list, generic_list_fields, list_filter
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
+    from corral.cli.table import Formatter
 
 DEFAULT_FIELDS = ["name", "hypervisor", "os", "pnode", "status", "oper_ram"]
 # List fields that Ganeti's gnt-instance list prints joined with ",".

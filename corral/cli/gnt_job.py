@@ -7,7 +7,6 @@ import argparse
 import re
 import sys
 import time
-from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -22,6 +21,10 @@ from corral.cli.table import (
     names_filter,
     print_query_result,
 )
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_FIELDS = ["id", "status", "summary"]
 # The status selections; as in Ganeti, the last one given wins.

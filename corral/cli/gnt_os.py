@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from corral import constants as C
 from corral.cli import common
@@ -13,6 +12,10 @@ from corral.cli.info import nice_sort
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.optvalues import boolean
 from corral.cli.table import generate_table
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _diagnose(opts: argparse.Namespace, fields: list[str]) -> Any:

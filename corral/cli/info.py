@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def format_grouped_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from corral.cli.table import format_time, format_unit
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def params_info(own: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:

@@ -10,13 +10,16 @@ import argparse
 import itertools
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli.jobexec import JobExecutor
 from corral.luxi.client import Client
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 CLUSTER = "cluster"
 NODES_BOTH = "nodes"

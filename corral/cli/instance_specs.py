@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import typed_params as T
 from corral.cli.optvalues import boolean, split_key_val
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 parse_unit = T.parse_unit
 DISK_TEMPLATES = ("sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file",

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
 from corral.cli.optvalues import split_key_val, unescape_and_split
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 BOUNDS_SPECS_OPT = "--ipolicy-bounds-specs"
 STD_SPECS_OPT = "--ipolicy-std-specs"

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
 from corral.cli.errors_fmt import format_error
 from corral.luxi.client import Client
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # How many pending jobs are looked at to find one that already runs.
 _CHOOSE_BATCH = 25

@@ -4,9 +4,12 @@ and booleans (the parsing errors are Ganeti's)."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from corral import errors
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def unescape_and_split(text: str, sep: str = ",") -> list[str]:

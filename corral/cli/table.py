@@ -6,13 +6,16 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.luxi.client import Client
 
-Formatter = Callable[[Any], str]
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
+    Formatter = Callable[[Any], str]
 
 _RIGHT_ALIGNED = frozenset({C.QFT_NUMBER, C.QFT_NUMBER_FLOAT, C.QFT_UNIT})
 _STATUS_TEXT = {  # (terse, verbose)

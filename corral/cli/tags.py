@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cli import common
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _object(opts: argparse.Namespace) -> tuple[str, str | None, list[str]]:

@@ -10,9 +10,12 @@ parameter is for masterd to say.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from corral import errors
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 STRING = "string"
 MAYBE_STRING = "maybe-string"

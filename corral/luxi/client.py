@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import socket
-from pathlib import Path
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.luxi import protocol
 
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class Client:
     """One connection to masterd's luxi socket."""
 
-    def __init__(self, address: Path, timeout: float | None = None) -> None:
+    def __init__(self, address: str | os.PathLike[str], timeout: float | None = None) -> None:
         self._address = address
         self._timeout = timeout
         self._sock: socket.socket | None = None
@@ -25,7 +28,7 @@ class Client:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self._timeout)
             try:
-                sock.connect(str(self._address))
+                sock.connect(os.fspath(self._address))
             except OSError as err:
                 sock.close()
                 # The commands add Ganeti's "Is the process running..." line.

@@ -9,10 +9,13 @@ command-line clients stay fast to start.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from corral import constants as C
 from corral import errors
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 ETX = b"\x03"
 KEY_METHOD = "method"

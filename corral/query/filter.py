@@ -10,12 +10,15 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from typing import Any
 
 from corral import errors
 
-Predicate = Callable[[Any], bool]
-ValueOf = Callable[[str], Callable[[Any], Any]]
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
+    Predicate = Callable[[Any], bool]
+    ValueOf = Callable[[str], Callable[[Any], Any]]
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,

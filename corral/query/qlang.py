@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from corral import errors
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # Characters that make an argument a filter, and a name a glob pattern.
 FILTER_DETECTION_CHARS = frozenset("\t\n\v\f\r !\"'()/<=>\\~")
