@@ -103,7 +103,28 @@ def _validate(opts: InitOptions) -> None:
             " such as aa:00:00",
             C.ECODE_INVAL,
         )
+    from corral import capabilities
+
+    capabilities.check_init_names(opts.enabled_hypervisors, opts.enabled_disk_templates)
     _check_ipolicy(opts)
+
+
+def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
+    """This node must serve what the cluster enables (as the master checks
+    every node at ``gnt-cluster modify``); asked directly, noded is not running."""
+    from corral import capabilities
+    from corral.node.capabilities import report
+    from corral.storage.templates import STORAGE_FILE_DIR, uses_storage
+
+    storage_dir = opts.file_storage_dir or paths.to_wire(paths.file_storage_dir)
+    if uses_storage(opts.enabled_disk_templates, STORAGE_FILE_DIR):
+        # As Ganeti: a file storage directory that does not exist yet is made.
+        paths.from_wire(storage_dir).mkdir(mode=0o750, parents=True, exist_ok=True)
+    capabilities.check_reports(
+        {opts.node_name: report(paths, storage_dir)},
+        opts.enabled_hypervisors,
+        opts.enabled_disk_templates,
+    )
 
 
 def _check_ipolicy(opts: InitOptions) -> None:
@@ -212,6 +233,7 @@ def init_cluster(paths: Paths, opts: InitOptions) -> None:
     for directory in paths.cluster_dirs():
         directory.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.data_dir, 0o700)
+    _check_node_capabilities(paths, opts)
     try:
         from corral.crypto.certs import create_cluster_crypto
 

@@ -7,7 +7,7 @@ import re
 import struct
 from typing import Any
 
-from corral import __version__, errors
+from corral import __version__, capabilities, errors
 from corral import constants as C
 from corral import ipolicy as IP
 from corral import params as P
@@ -17,19 +17,8 @@ from corral.hooks import HooksMaster
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
+from corral.storage import templates
 
-KNOWN_HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot", "fake")
-KNOWN_DISK_TEMPLATES = (
-    "diskless",
-    "file",
-    "sharedfile",
-    "plain",
-    "blockdev",
-    "drbd",
-    "rbd",
-    "ext",
-    "gluster",
-)
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
@@ -219,20 +208,11 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 " octets such as aa:00:00",
                 C.ECODE_INVAL,
             )
-        for hv in op.enabled_hypervisors or []:
-            if hv not in KNOWN_HYPERVISORS:
-                raise errors.OpPrereqError(
-                    f"Unknown hypervisor '{hv}'; known: {', '.join(KNOWN_HYPERVISORS)}",
-                    C.ECODE_INVAL,
-                )
         if op.enabled_hypervisors == []:
             raise errors.OpPrereqError("At least one hypervisor must be enabled", C.ECODE_INVAL)
-        for dt in op.enabled_disk_templates or []:
-            if dt not in KNOWN_DISK_TEMPLATES:
-                raise errors.OpPrereqError(
-                    f"Unknown disk template '{dt}'; known: {', '.join(KNOWN_DISK_TEMPLATES)}",
-                    C.ECODE_INVAL,
-                )
+        capabilities.check_implemented(
+            op.enabled_hypervisors or [], op.enabled_disk_templates or []
+        )
         for mods in (op.hidden_os, op.blacklisted_os):
             for mod in mods or []:
                 if len(mod) != 2 or mod[0] not in ("add", "remove"):
@@ -345,11 +325,38 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         """The policy is checked against the enabled disk templates; OS parameters
         on the nodes that have the OS ("preseeding" is fine)."""
         self._check_ipolicy()
+        await self._check_nodes_serve()
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
-                await self._verify_os(os_name, {k: v for k, v in values.items() if v is not None})
+                given = {k: v for k, v in values.items() if v is not None}
+                await self._verify_os(os_name, given, private=name != "osparams")
 
-    async def _verify_os(self, os_name: str, values: dict[str, Any]) -> None:
+    async def _check_nodes_serve(self) -> None:
+        """Every vm-capable online node must serve what this change newly enables
+        (file templates again when the file storage directory moves)."""
+        cluster, op = self.cfg.cluster, self.op
+        moved = op.file_storage_dir not in (None, cluster.file_storage_dir)
+        hypervisors = [
+            h for h in op.enabled_hypervisors or [] if h not in cluster.enabled_hypervisors
+        ]
+        disk_templates = [
+            name
+            for name in op.enabled_disk_templates or cluster.enabled_disk_templates
+            if name not in cluster.enabled_disk_templates or (moved and _stored_in_file_dir(name))
+        ]
+        nodes = [n for n in self.cfg.nodes() if n.vm_capable and not n.offline]
+        if not (hypervisors or disk_templates) or not nodes:
+            return
+        storage_dir = op.file_storage_dir or cluster.file_storage_dir
+        results = await self.master.rpc.call(
+            [(n.uuid, n.primary_ip) for n in nodes], "node_capabilities", [storage_dir]
+        )
+        reports: dict[str, dict[str, Any] | str] = {
+            n.name: results[n.uuid].fail_msg or results[n.uuid].payload for n in nodes
+        }
+        capabilities.check_reports(reports, hypervisors, disk_templates)
+
+    async def _verify_os(self, os_name: str, values: dict[str, Any], private: bool) -> None:
         from corral.cmdlib import instance_utils as U
         from corral.master.resources.oses import node_oses
 
@@ -364,8 +371,14 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 U.check_params_declared(os_name, entry, list(values))
                 holders.append(self.cfg.lookup(Node, node_name))
         if holders and values:
-            params = U.merged_osparams(self.cfg.cluster, os_name, values, {}, {})
-            await U.verify_osparams(self, holders, os_name, params)
+            public, hidden = ({}, values) if private else (values, {})
+            params, names = U.script_osparams(self, os_name, public, hidden, {})
+            await U.verify_osparams(self, holders, os_name, params, names)
+
+
+def _stored_in_file_dir(name: str) -> bool:
+    template = templates.DISK_TEMPLATES.get(name)
+    return template is not None and template.storage == templates.STORAGE_FILE_DIR
 
 
 def _merged_os_hvp(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.cmdlib.base import LogicalUnit
+from corral.master.resources.running import running_instances
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 
@@ -191,8 +192,11 @@ class LUClusterVerifyGroup(_VerifyLU):
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODEGROUP] = [self.group.uuid]
         self.needed_locks[C.LEVEL_NODE] = [n.uuid for n in self.nodes]
+        # Shared node-res locks wait for adds under way: their disks are no orphans.
+        self.needed_locks[C.LEVEL_NODE_RES] = [n.uuid for n in self.nodes]
         self.share_locks[C.LEVEL_NODEGROUP] = True
         self.share_locks[C.LEVEL_NODE] = True
+        self.share_locks[C.LEVEL_NODE_RES] = True
 
     def build_hooks_env(self) -> dict[str, Any]:
         env: dict[str, Any] = {"CLUSTER_TAGS": " ".join(sorted(self.cfg.cluster.tags))}
@@ -219,7 +223,9 @@ class LUClusterVerifyGroup(_VerifyLU):
             if node.offline:
                 continue
             self._verify_node(node, results.get(node.uuid), started, finished)
+        await self._verify_orphan_instances(targets)
         await self._verify_oses(targets)
+        await self._verify_orphan_volumes(targets)
         if self.op.debug_simulate_errors:
             self.report("ENODERPC", "node", self.nodes[0].name, "simulated error")
         return not self.bad
@@ -253,6 +259,62 @@ class LUClusterVerifyGroup(_VerifyLU):
                     None,
                     f"OS '{name}' has different os_version files ({listed})",
                 )
+
+    async def _verify_orphan_instances(self, targets: list[tuple[str, str]]) -> None:
+        """What the hypervisors run must be the nodes' own instances."""
+        asked = [
+            (uuid, address, hv)
+            for uuid, address in targets
+            for hv in self.cfg.cluster.enabled_hypervisors
+        ]
+        results = await running_instances(self.master, asked)
+        known = {inst.name: inst for inst in self.cfg.instances()}
+        for (uuid, _), res in sorted(results.items()):
+            if res.fail_msg:
+                continue  # an unreachable node is reported as ENODERPC already
+            node = self._node_name(uuid)
+            for name in sorted(res.payload):
+                inst = known.get(name)
+                if inst is None:
+                    self.report(
+                        "ENODEORPHANINSTANCE",
+                        "node",
+                        node,
+                        f"node is running unknown instance {name}",
+                    )
+                elif inst.primary_node != uuid:
+                    self.report(
+                        "EINSTANCEWRONGNODE",
+                        "instance",
+                        name,
+                        f"instance should not run on node {node}",
+                    )
+
+    async def _verify_orphan_volumes(self, targets: list[tuple[str, str]]) -> None:
+        """Files in the file storage directory must be disks of the nodes' instances
+        (a warning, as Ganeti's unknown volumes)."""
+        self.feedback("* Verifying orphan volumes")
+        storage_dir = self.cfg.cluster.file_storage_dir
+        results = await self.master.rpc.call(targets, "file_storage_list", [storage_dir])
+        owned = {
+            (node, disk.path)
+            for inst in self.cfg.instances()
+            for node in inst.all_nodes
+            for disk in inst.disks
+            if disk.path
+        }
+        for uuid, res in sorted(results.items()):
+            if res.fail_msg:
+                continue
+            for path in res.payload:
+                if (uuid, path) not in owned:
+                    self.report(
+                        "ENODEORPHANLV",
+                        "node",
+                        self._node_name(uuid),
+                        f"volume {path} is unknown",
+                        warning=True,
+                    )
 
     def _node_name(self, uuid: str) -> str:
         node = self.cfg.get(Node, uuid)

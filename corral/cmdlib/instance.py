@@ -118,15 +118,15 @@ class LUInstanceRename(InstanceLU):
     async def _run_rename_script(self, inst: Instance, old_name: str) -> None:
         if not inst.os:
             return
-        osparams = U.merged_osparams(
-            self.cfg.cluster, inst.os, inst.osparams, inst.osparams_private, {}
+        osparams, hidden = U.script_osparams(
+            self, inst.os, inst.osparams, inst.osparams_private, {}
         )
         node = self.pnode
         res = await self.master.rpc.call_one(
             node.uuid,
             node.primary_ip,
             "instance_run_rename",
-            [self.descriptor(inst), old_name, osparams, self.op.debug_level or 0],
+            [self.descriptor(inst), old_name, osparams, self.op.debug_level or 0, hidden],
         )
         if res.fail_msg:
             self.warn(

@@ -7,9 +7,10 @@ import ipaddress
 import socket
 from typing import Any
 
+from corral import capabilities, errors
 from corral import constants as C
-from corral import errors
 from corral import params as P
+from corral.cmdlib import instance_intents as intents
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
@@ -17,6 +18,7 @@ from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.storage import templates
 
 DISK_MODES = ("rw", "ro")
 
@@ -145,6 +147,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             )
         # As Ganeti: without a template, the cluster's first enabled one.
         self.disk_template = op.disk_template or self.cfg.cluster.enabled_disk_templates[0]
+        # Even when an old configuration enables it, a template Corral lacks creates nothing.
+        templates.check_implemented(self.disk_template)
         self.disk_specs = parse_disks(op.disks, self.disk_template)
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
         self.beparams = P.check_beparams(op.beparams)
@@ -160,6 +164,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 C.ECODE_STATE,
             )
         self.hypervisor = self.op.hypervisor or cluster.enabled_hypervisors[0]
+        capabilities.check_hypervisor_implemented(self.hypervisor)
         if self.hypervisor not in cluster.enabled_hypervisors:
             raise errors.OpPrereqError(
                 f"Hypervisor '{self.hypervisor}' is not enabled", C.ECODE_STATE
@@ -294,12 +299,14 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         U.check_variant(op.os_type, info, op.force_variant)
         private, secret = op.osparams_private or {}, op.osparams_secret or {}
         U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
-        self.osparams = U.merged_osparams(
-            self.cfg.cluster, op.os_type, op.osparams, private, secret
+        self.osparams, self.hidden_osparams = U.script_osparams(
+            self, op.os_type, op.osparams, private, secret
         )
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
-            await U.verify_osparams(self, [self.pnode], op.os_type, self.osparams, list(secret))
+            await U.verify_osparams(
+                self, [self.pnode], op.os_type, self.osparams, self.hidden_osparams
+            )
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
@@ -312,58 +319,60 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
 
     async def exec(self) -> Any:
         inst = self.instance
-        created: list[str] = []
+        # What an earlier, interrupted add of this name left behind goes first.
+        await intents.settle_name(self.master, inst.name, self.warn)
+        record = None
+        if inst.disks or self.op.start:
+            record = intents.write(self.master.paths, intents.Intent.of(inst))
         try:
-            if inst.disks:
-                self.feedback("* creating instance disks...")
-            await self._create_disks(created)
-            # Said in Ganeti's order; the config is committed when the unit succeeds.
-            self.feedback(f"adding instance {inst.name} to cluster config")
-            # As Ganeti, diskless instances get no OS installation.
-            if not self.op.no_install and self.op.os_type and inst.disks:
-                self.feedback("* running the instance OS create scripts...")
-                await self._node_call(
-                    "instance_os_add",
-                    [
-                        U.instance_descriptor(self.cfg, inst),
-                        self.osparams,
-                        False,
-                        self.op.debug_level or 0,
-                        list(self.op.osparams_secret or {}),
-                    ],
-                    "Could not add os for instance",
-                )
-            if self.op.start:
-                self.feedback("* starting instance...")
-                await self._node_call(
-                    "instance_start",
-                    [U.instance_descriptor(self.cfg, inst), False],
-                    "Could not start instance",
-                )
+            await self._create(inst)
         except BaseException:
-            await self._remove_disks(created)
+            if record is not None and not await intents.settle(
+                self.master, record, intents.Intent.of(inst), self.warn
+            ):
+                intents.resolve_in_background(self.master)
             raise
         self.tx.add(inst)
+        if record is not None:
+            intents.drop_after_commit(self.master, record, inst.uuid)
         return [self.pnode.name]
+
+    async def _create(self, inst: Instance) -> None:
+        """Disks, OS installation, start: what the intent record covers."""
+        if inst.disks:
+            self.feedback("* creating instance disks...")
+        for disk in inst.disks:
+            if disk.path is not None:
+                await self._node_call(
+                    "blockdev_create",
+                    [disk.path, disk.size],
+                    "Could not create a disk for instance",
+                )
+        # Said in Ganeti's order; the config is committed when the unit succeeds.
+        self.feedback(f"adding instance {inst.name} to cluster config")
+        # As Ganeti, diskless instances get no OS installation.
+        if not self.op.no_install and self.op.os_type and inst.disks:
+            self.feedback("* running the instance OS create scripts...")
+            await self._node_call(
+                "instance_os_add",
+                [
+                    U.instance_descriptor(self.cfg, inst),
+                    self.osparams,
+                    False,
+                    self.op.debug_level or 0,
+                    self.hidden_osparams,
+                ],
+                "Could not add os for instance",
+            )
+        if self.op.start:
+            self.feedback("* starting instance...")
+            await self._node_call(
+                "instance_start",
+                [U.instance_descriptor(self.cfg, inst), False],
+                "Could not start instance",
+            )
 
     async def _node_call(self, name: str, args: list[Any], what: str) -> Any:
         res = await self.master.rpc.call_one(self.pnode.uuid, self.pnode.primary_ip, name, args)
         res.raise_if_failed(f"{what} {self.instance.name} on node {self.pnode.name}")
         return res.payload
-
-    async def _create_disks(self, created: list[str]) -> None:
-        for disk in self.instance.disks:
-            if disk.path is None:
-                continue
-            await self._node_call(
-                "blockdev_create", [disk.path, disk.size], "Could not create a disk for instance"
-            )
-            created.append(disk.path)
-
-    async def _remove_disks(self, paths: list[str]) -> None:
-        for path in paths:
-            res = await self.master.rpc.call_one(
-                self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [path]
-            )
-            if res.fail_msg:
-                self.warn(f"Could not remove disk {path} on {self.pnode.name}: {res.fail_msg}")

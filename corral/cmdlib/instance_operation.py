@@ -159,13 +159,13 @@ class LUInstanceReinstall(InstanceLU):
         self.private = P.apply_changes(inst.osparams_private, op.osparams_private or {})
         secret = op.osparams_secret or {}
         U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
-        self.osparams = U.merged_osparams(
-            self.cfg.cluster, self.os_name, self.public, self.private, secret
+        self.osparams, self.hidden_osparams = U.script_osparams(
+            self, self.os_name, self.public, self.private, secret
         )
         # As Ganeti's CheckOSParams: the merged parameters the create script will
         # get are verified on every reinstall, new ones given or not.
         await U.verify_osparams(
-            self, [self.pnode], self.os_name, self.osparams, list(self.op.osparams_secret or {})
+            self, [self.pnode], self.os_name, self.osparams, self.hidden_osparams
         )
 
     async def exec(self) -> Any:
@@ -183,7 +183,7 @@ class LUInstanceReinstall(InstanceLU):
                 self.osparams,
                 True,
                 self.op.debug_level or 0,
-                list(self.op.osparams_secret or {}),
+                self.hidden_osparams,
             ],
             "Could not install OS for instance",
         )

@@ -7,9 +7,11 @@ from typing import Any
 from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
+from corral.master.resources.running import running_instances
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.opcodes.base import REDACTED
+from corral.rpc.client import RpcResult
 
 
 class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
@@ -28,27 +30,45 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             self.share_locks[C.LEVEL_INSTANCE] = True
 
     async def exec(self) -> Any:
-        running: dict[str, dict[str, dict[str, Any]]] = {}
+        running: dict[tuple[str, str], RpcResult] = {}
         if not self.op.static:
             running = await self._live()
         return {inst.name: self._data(inst, running) for inst in self.wanted}
 
-    async def _live(self) -> dict[str, dict[str, dict[str, Any]]]:
-        nodes = {i.primary_node for i in self.wanted}
-        targets = self.node_addresses(sorted(nodes))
-        results = await self.master.rpc.call(
-            targets, "all_instances_info", [self.cfg.cluster.enabled_hypervisors]
-        )
-        return {uuid: res.payload for uuid, res in results.items() if not res.fail_msg}
+    async def _live(self) -> dict[tuple[str, str], RpcResult]:
+        """What runs on the primary nodes, asked per hypervisor in use."""
+        addresses = dict(self.node_addresses(sorted({i.primary_node for i in self.wanted})))
+        targets = {
+            (i.primary_node, addresses[i.primary_node], i.hypervisor)
+            for i in self.wanted
+            if i.primary_node in addresses
+        }
+        return await running_instances(self.master, targets)
 
-    def _data(self, inst: Instance, running: dict[str, dict[str, dict[str, Any]]]) -> Any:
+    def _run_state(self, inst: Instance, running: dict[tuple[str, str], RpcResult]) -> Any:
+        """The actual state, "up" or "down"; None (with a warning) when the
+        primary node is offline or cannot tell for this instance's hypervisor."""
+        node = U.node_name(self.cfg, inst.primary_node)
+        res = running.get((inst.primary_node, inst.hypervisor))
+        if res is None:
+            self.warn(
+                f"Primary node {node} is marked offline, returning static information only"
+                f" for instance {inst.name}"
+            )
+            return None
+        if res.fail_msg:
+            self.warn(
+                f"Cannot get the state of instance {inst.name} from node {node}"
+                f" ({res.fail_msg}), returning static information only"
+            )
+            return None
+        return "up" if inst.name in res.payload else "down"
+
+    def _data(self, inst: Instance, running: dict[tuple[str, str], RpcResult]) -> Any:
         cluster = self.cfg.cluster
         pnode = self.cfg.get(Node, inst.primary_node)
         group = self.cfg.get(NodeGroup, pnode.group) if pnode else None
-        if self.op.static:
-            run_state = None
-        else:
-            run_state = "up" if inst.name in running.get(inst.primary_node, {}) else "down"
+        run_state = None if self.op.static else self._run_state(inst, running)
         return {
             "name": inst.name,
             "config_state": inst.admin_state,

@@ -140,9 +140,9 @@ class LUInstanceSetParams(InstanceLU):
         if op.os_name:
             U.check_variant(new.os, info, op.force_variant)
         U.check_params_declared(new.os, info, [*new.osparams, *new.osparams_private])
-        merged = U.merged_osparams(self.cfg.cluster, new.os, new.osparams, new.osparams_private, {})
+        merged, hidden = U.script_osparams(self, new.os, new.osparams, new.osparams_private, {})
         if op.osparams or op.osparams_private:
-            await U.verify_osparams(self, [self.pnode], new.os, merged)
+            await U.verify_osparams(self, [self.pnode], new.os, merged, hidden)
 
     def _check_ip(self, index: int, ip: str | None) -> None:
         """Refuse an IP address another instance's NIC has (unless told not to check)."""

@@ -58,6 +58,46 @@ def merged_osparams(
     return out
 
 
+def hidden_osparams(
+    cluster: Cluster,
+    os_name: str,
+    public: dict[str, Any],
+    private: dict[str, Any],
+    secret: dict[str, Any],
+) -> list[str]:
+    """The names among :func:`merged_osparams` whose values are private or
+    secret (the source that wins decides, as the merge does)."""
+    base, _ = split_name(os_name)
+    sources: list[tuple[dict[str, Any], bool]] = []
+    for name in dict.fromkeys((base, os_name)):
+        sources.append((cluster.osparams.get(name, {}), False))
+        sources.append((cluster.osparams_private_cluster.get(name, {}), True))
+    sources += [(public, False), (private, True), (secret, True)]
+    hidden: set[str] = set()
+    for params, is_hidden in sources:
+        hidden = hidden | set(params) if is_hidden else hidden - set(params)
+    return sorted(hidden)
+
+
+def script_osparams(
+    lu: LogicalUnit[Any],
+    os_name: str,
+    public: dict[str, Any],
+    private: dict[str, Any],
+    secret: dict[str, Any],
+) -> tuple[dict[str, Any], list[str]]:
+    """The parameters an OS script gets, and the names of the hidden ones.
+
+    The hidden values are scrubbed from what the job reports (its log, result
+    and error); noded, given the names, scrubs them from the script's log.
+    """
+    cluster = lu.cfg.cluster
+    merged = merged_osparams(cluster, os_name, public, private, secret)
+    hidden = hidden_osparams(cluster, os_name, public, private, secret)
+    lu.ctx.hide([str(merged[name]) for name in hidden])
+    return merged, hidden
+
+
 # Environments
 def instance_hook_env(
     cfg: ConfigManager, inst: Instance, *, status: Any = None, disk_ids: bool = True
@@ -225,12 +265,16 @@ async def verify_osparams(
     nodes: list[Node],
     os_name: str,
     osparams: dict[str, Any],
-    secret_names: list[str] | None = None,
+    hidden_names: list[str],
 ) -> None:
-    """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal."""
+    """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal.
+
+    ``hidden_names``: the private and secret parameters (see
+    :func:`script_osparams`), whose values noded keeps out of the script log.
+    """
     targets = [(n.uuid, n.primary_ip) for n in nodes]
     results = await lu.master.rpc.call(
-        targets, "os_validate", [os_name, osparams, lu.op.debug_level or 0, secret_names or []]
+        targets, "os_validate", [os_name, osparams, lu.op.debug_level or 0, hidden_names]
     )
     for node in nodes:
         res = results[node.uuid]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from corral import constants as C
-from corral import errors
+from corral import errors, sqlite_faults
 
 TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks", "filters")
 
@@ -61,7 +61,9 @@ class SqliteConfigStore:
         self.path = path
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a change acknowledged to a client survives a power loss.  Config
+        # changes are rare, so one fsync per change costs nothing that shows.
+        self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=5000")
         for stmt in _SCHEMA:
             self._db.execute(stmt)
@@ -106,8 +108,11 @@ class SqliteConfigStore:
                 )
             db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
+        except BaseException as err:
+            sqlite_faults.rollback(db)
+            message = sqlite_faults.describe(err, "the configuration", self.path)
+            if message is not None:
+                raise errors.OpExecError(message, C.ECODE_ENVIRON) from err
             raise
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import functools
 import sys
 
 from corral.daemons.util import run_daemon
+from corral.luxi import protocol
 from corral.paths import Paths
 
 NAME = "corral-masterd"
@@ -17,7 +18,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=NAME, description="Corral master daemon")
     parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
     parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--luxi-max-message-size",
+        type=byte_size,
+        default=protocol.MAX_MESSAGE_SIZE,
+        metavar="SIZE",
+        help="largest luxi request taken, in bytes or with k, m, g (default %(default)s)",
+    )
+    parser.add_argument(
+        "--luxi-max-buffered",
+        type=byte_size,
+        default=protocol.MAX_BUFFERED,
+        metavar="SIZE",
+        help="bytes of luxi requests being received on all connections together"
+        " (default %(default)s)",
+    )
     return parser.parse_args(argv)
+
+
+def byte_size(text: str) -> int:
+    """A positive size in bytes from ``1048576``, ``1024k``, ``1m`` or ``1g``."""
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    number, unit = text[:-1], text[-1:].lower()
+    if unit.isdigit():
+        number, unit = text, ""
+    if not number.isdigit() or unit not in units or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: use e.g. 16m, 1024k, 65536")
+    return int(number) * units[unit]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(
         run_daemon(
             NAME,
-            functools.partial(serve, paths),
+            functools.partial(
+                serve,
+                paths,
+                luxi_max_message=opts.luxi_max_message_size,
+                luxi_max_buffered=opts.luxi_max_buffered,
+            ),
             foreground=opts.foreground,
             paths=paths,
             debug=opts.debug,

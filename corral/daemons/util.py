@@ -41,6 +41,8 @@ DaemonMain = Callable[[ReadyCallback], Awaitable[None]]
 _READY = "OK"
 _FAILED = "ERROR "
 _POLL = 0.05
+# The highest soft limit of open files a daemon raises itself to.
+FD_LIMIT_CAP = 65536
 
 
 class DaemonStartError(errors.CommandError):
@@ -144,8 +146,13 @@ def running_pid(path: Path) -> int | None:
 
 
 def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
-    """Log to ``log_path`` (and stderr if asked) with time, daemon, pid and level."""
+    """Log to ``log_path`` (and stderr if asked) with time, daemon, pid and level.
+
+    Repeated messages of one kind are rate-limited (see corral.daemons.lograte).
+    """
     import logging
+
+    from corral.daemons.lograte import rate_limit
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter(
@@ -159,11 +166,33 @@ def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
         root.removeHandler(handler)
     for handler in handlers:
         handler.setFormatter(fmt)
-        root.addHandler(handler)
+        # A flood of one error (failed accepts, handshakes) must not fill the disk.
+        root.addHandler(rate_limit(handler))
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     if not debug:
         # One line per RPC is noise in normal operation.
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def raise_fd_limit() -> None:
+    """Raise the soft limit of open files to the hard one (at most FD_LIMIT_CAP).
+
+    A daemon holds a descriptor per client connection; the usual soft limit of
+    1,024 is soon reached.  The cap keeps the children (hooks, OS scripts) from
+    inheriting a limit so large that programs which size tables by it suffer.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = FD_LIMIT_CAP if hard == resource.RLIM_INFINITY else min(hard, FD_LIMIT_CAP)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError) as err:
+        _log().warning("Cannot raise the limit of open files to %d: %s", target, err)
+        return
+    _log().info("Raised the limit of open files from %d to %d", soft, target)
 
 
 class _Readiness:
@@ -297,6 +326,7 @@ def run_daemon(
         import asyncio
 
         _log().info("%s starting (pid %d)", name, os.getpid())
+        raise_fd_limit()
         return asyncio.run(_supervise(main, notify))
     finally:
         pidfile.release()

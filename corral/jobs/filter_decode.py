@@ -12,13 +12,14 @@ become integers).
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from fractions import Fraction
 from typing import Any
 
+from corral import errors
 from corral.luxi.protocol import UndecodableArguments
 from corral.opcodes.test import haskell_double
+from corral.query.filter import compile_regex
 
 ACTIONS = ("ACCEPT", "PAUSE", "REJECT", "CONTINUE")
 RATE_LIMIT = "RATE_LIMIT"
@@ -136,9 +137,9 @@ def _filter_value(value: Any) -> str | int:
 def _regex(value: Any) -> str:
     pattern = _string(value)
     try:
-        re.compile(pattern)
-    except re.error as err:
-        raise DecodeError(f"Invalid regular expression {pattern!r}: {err}") from None
+        compile_regex(pattern)  # the engine and limits the rules are evaluated with
+    except errors.QueryFilterParseError as err:
+        raise DecodeError(err.message) from None
     return pattern
 
 

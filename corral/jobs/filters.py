@@ -28,9 +28,9 @@ whole predicate false (luxid evaluates them in the Maybe monad); so does, in
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
-import re
 import time
 from collections.abc import Callable, Iterable
 from fractions import Fraction
@@ -41,6 +41,7 @@ from corral.jobs.filter_decode import RATE_LIMIT
 from corral.jobs.model import Job
 from corral.objects.filter_rule import FilterRule
 from corral.opcodes.base import OpCode
+from corral.query.filter import compile_regex
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,13 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "<=": operator.le,
     ">=": operator.ge,
 }
+# Seconds one regular expression of a rule may take on one value.  Rules are
+# evaluated on masterd's event loop for every job queued: an expression that
+# takes longer counts as failed (the predicate is false), now and from then on.
+RULE_REGEX_TIMEOUT = 0.1
+_slow_patterns: set[str] = set()
+_compiled_regex = functools.lru_cache(maxsize=256)(compile_regex)
+
 # The common opcode fields are luxid's "meta" parameters, not part of the
 # opcode the ``opcode`` predicate looks at.
 _META_FIELDS = frozenset(OpCode.model_fields)
@@ -176,6 +184,23 @@ def _contains(items: Any, wanted: Any) -> Verdict:
     return wanted in [round(Fraction(item)) for item in items]
 
 
+def _search(pattern: str, value: str) -> Verdict:
+    """Whether ``pattern`` matches ``value``; None if it takes too long (see
+    RULE_REGEX_TIMEOUT), or took too long once before."""
+    if pattern in _slow_patterns:
+        return None
+    try:
+        return _compiled_regex(pattern).search(value, timeout=RULE_REGEX_TIMEOUT) is not None
+    except TimeoutError:
+        _slow_patterns.add(pattern)
+        log.warning(
+            "Job filter rule expression %r took more than %s s; it no longer matches any job",
+            pattern,
+            RULE_REGEX_TIMEOUT,
+        )
+        return None
+
+
 def _opcode_leaf(values: dict[str, Any]) -> Leaf:
     def leaf(op: str, field: Any, wanted: Any) -> Verdict:
         value = values[field]
@@ -184,7 +209,7 @@ def _opcode_leaf(values: dict[str, Any]) -> Leaf:
         if op == "?":
             return value if isinstance(value, bool) else None
         if op == "=~":
-            return re.search(wanted, value) is not None if isinstance(value, str) else None
+            return _search(wanted, value) if isinstance(value, str) else None
         return _contains(value, wanted)
 
     return leaf

@@ -75,6 +75,8 @@ class Job:
     # Set when a cancel was asked for while the job waited or ran.
     cancel_requested: bool = False
     task: asyncio.Task[None] | None = None
+    # Why the job's state could not be written (it then ends in error).
+    write_error: str | None = None
     # Made only when someone waits: most jobs are never watched.
     _changed: asyncio.Event | None = None
 

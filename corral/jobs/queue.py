@@ -1,9 +1,19 @@
 """The job queue of masterd: submission, scheduling, control and queries.
 
-Unfinished jobs live in memory and are written through to the store on every
-change; finished jobs live only in the store.  Up to ``max_running_jobs`` run
-at once, by priority then id.  A job whose dependencies are unfinished waits
-without taking a slot.  Subscribers to a job are woken by the change itself.
+Unfinished jobs live in memory; finished jobs live only in the store.  Every
+change of a job is queued for the store and written in groups: one batch per
+turn of the event loop, committed (one fsync) in a worker thread
+(``_flush``).  A submission is committed before it is answered.  A job leaves
+memory only once its final state is on disk.
+
+When the store cannot be written (full disk, I/O error, read-only file system)
+the changes stay queued and are retried on the next change and every
+``WRITE_RETRY`` seconds; every job whose state could not be written ends in
+``error``, with the storage error as its result, as soon as that is on disk.
+
+Up to ``max_running_jobs`` run at once, by priority then id.  A job whose
+dependencies are unfinished waits without taking a slot.  Subscribers to a
+job are woken by the change itself.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from corral.jobs.filters import JobFilters, reject
 from corral.jobs.listindex import DEFAULT_FIELDS, ListIndex
 from corral.jobs.model import Job, LogEntry, QueuedOpCode
 from corral.jobs.runner import CANCELED_BY_REQUEST, OpExecutor, run_job
-from corral.jobs.store import JobStore
+from corral.jobs.store import JobStore, LogRow
 from corral.luxi import protocol
 from corral.luxi.protocol import Encoded
 from corral.objects.filter_rule import FilterRule
@@ -34,6 +44,9 @@ from corral.query.fields import UNAVAIL, cell, plain
 from corral.query.filter import filter_fields, requested_names, simple_filter
 
 log = logging.getLogger(__name__)
+
+# Seconds between attempts to write changes the store refused (full disk...).
+WRITE_RETRY = 1.0
 
 
 class JobQueue:
@@ -62,6 +75,15 @@ class JobQueue:
         self._accepting = True
         self._filters = JobFilters(filter_rules)
         self._held: set[int] = set()  # jobs a filter rule holds back (PAUSE, RATE_LIMIT)
+        # Group commit: changes not yet handed to the store, and jobs that are
+        # finished in memory but wait for their final state to be on disk.
+        self._dirty: dict[int, dict[str, Any]] = {}
+        self._dirty_logs: list[LogRow] = []
+        self._inflight: dict[int, dict[str, Any]] = {}  # the batch being committed
+        self._finishing: set[int] = set()
+        self._flush_task: asyncio.Task[None] | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        self._write_error: errors.JobQueueError | None = None
 
     # Submission
     @property
@@ -109,9 +131,9 @@ class JobQueue:
             raise errors.JobQueueDrainError(
                 "Job queue is drained, refusing job; undrain it with 'gnt-cluster queue undrain'"
             )
-        if len(self._jobs) + count > C.JOB_QUEUE_SIZE_HARD_LIMIT:
+        if self.unfinished_count + count > C.JOB_QUEUE_SIZE_HARD_LIMIT:
             raise errors.JobQueueFull(
-                f"Job queue is full: {len(self._jobs)} unfinished jobs"
+                f"Job queue is full: {self.unfinished_count} unfinished jobs"
                 f" (limit {C.JOB_QUEUE_SIZE_HARD_LIMIT}); wait for some to finish"
             )
 
@@ -122,10 +144,9 @@ class JobQueue:
         return [from_dict(op) for op in ops]
 
     def _enqueue(self, parsed: list[list[OpCode]], single: bool) -> list[list[Any]]:
-        self._store.begin()
-        try:
-            new_jobs: list[Job] = []
-            ids = self._store.allocate_ids(len(parsed))
+        new_jobs: list[Job] = []
+
+        def build(ids: list[int]) -> list[dict[str, Any]]:
             for index, (ops, job_id) in enumerate(zip(parsed, ids, strict=True)):
                 try:
                     self._resolve_relative_deps(ops, [job.id for job in new_jobs], single)
@@ -134,14 +155,11 @@ class JobQueue:
                     raise _in_job(err, index, len(parsed)) from None
                 _add_reason(ops, job_id)
                 new_jobs.append(Job(job_id, [QueuedOpCode(op, priority=op.priority) for op in ops]))
-            rows = [records.job_row(job) for job in new_jobs]
-            self._store.insert_jobs(rows)
-            self._store.commit()
-            for row in rows:
-                self._index.put(row)
-        except BaseException:
-            self._store.rollback()
-            raise
+            return [records.job_row(job) for job in new_jobs]
+
+        # Committed (one fsync) before the client hears of the jobs.
+        for row in self._store.insert_new(len(parsed), build):
+            self._index.put(row)
         for job in new_jobs:
             self._jobs[job.id] = job
             self._logs[job.id] = []
@@ -237,9 +255,15 @@ class JobQueue:
     async def _run(self, job: Job) -> None:
         try:
             await run_job(self, job, self._execute, self._check_dependencies)
+        except asyncio.CancelledError:
+            if job.write_error is None:
+                raise
         finally:
             self._running.discard(job.id)
             job.task = None
+            if job.write_error is not None:
+                records.fail_for_storage(job)
+                self.save(job)
             if job.status in C.JOB_STATUS_FINALIZED:
                 self._finalize(job)
             if self._accepting:
@@ -261,6 +285,22 @@ class JobQueue:
                 )
 
     def _finalize(self, job: Job) -> None:
+        """Let the job go once its final state is on disk."""
+        self._finishing.add(job.id)
+        self._kick()
+
+    def _release_durable(self) -> None:
+        """Release the finished jobs whose final state has been committed."""
+        done = [job_id for job_id in self._finishing if job_id not in self._dirty]
+        for job_id in done:
+            self._finishing.discard(job_id)
+            job = self._jobs.get(job_id)
+            if job is not None and job.status in C.JOB_STATUS_FINALIZED:
+                self._release(job)
+        if done and self._accepting:
+            self._schedule()
+
+    def _release(self, job: Job) -> None:
         self._jobs.pop(job.id, None)
         self._logs.pop(job.id, None)
         job.notify_change()
@@ -271,19 +311,99 @@ class JobQueue:
 
     # Changes of a job
     def save(self, job: Job) -> None:
-        """Write the job through to the store and wake its subscribers."""
+        """Queue the job's state for the store and wake its subscribers."""
+        if self._write_error is not None and job.write_error is None:
+            # The store fails: this change would not reach it either.
+            self._fail_job(job, self._write_error)
+            if job.write_error is not None and job.task is None:
+                return  # _fail_job saved the job as failed
         row = records.job_row(job)
-        self._store.update_job(row)
+        self._dirty[job.id] = row
         self._index.put(row)
         job.notify_change()
+        self._kick()
 
     def add_log(self, job: Job, op: QueuedOpCode, kind: str, message: Any) -> None:
         job.log_serial += 1
         entry = LogEntry(job.log_serial, time.time(), kind, message)
         op_idx = job.ops.index(op)
-        self._store.add_log(job.id, op_idx, entry.serial, entry.timestamp, kind, message)
+        self._dirty_logs.append((job.id, op_idx, entry.serial, entry.timestamp, kind, message))
         self._logs.setdefault(job.id, []).append((op_idx, entry))
         self.save(job)
+
+    # Group commit
+    def _kick(self) -> None:
+        """Start a flush of the queued changes, unless one runs already."""
+        if self._flush_task is None and (self._dirty or self._dirty_logs or self._finishing):
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        """Commit what changed, in batches, until nothing is left or the store fails."""
+        try:
+            while True:
+                # Jobs whose final state the last batch committed may go now.
+                self._release_durable()
+                if not (self._dirty or self._dirty_logs):
+                    break
+                rows, logs = self._dirty, self._dirty_logs
+                self._dirty, self._dirty_logs = {}, []
+                self._inflight = rows
+                try:
+                    await asyncio.to_thread(self._store.write_batch, list(rows.values()), logs)
+                except errors.JobQueueError as err:  # the store cannot be written
+                    self._inflight = {}
+                    # Keep the batch (newer changes of a job win) and retry later.
+                    self._dirty = rows | self._dirty
+                    self._dirty_logs = logs + self._dirty_logs
+                    self._write_failed(err, list(self._dirty))
+                    return
+                self._inflight = {}
+                if self._write_error is not None:
+                    log.warning("The job queue can be written again")
+                    self._write_error = None
+        finally:
+            self._flush_task = None
+
+    def _write_failed(self, err: errors.JobQueueError, job_ids: list[int]) -> None:
+        if self._write_error is None:
+            log.error("%s", err.message)
+        self._write_error = err
+        if self._retry is None or self._retry.cancelled():
+            self._retry = asyncio.get_running_loop().call_later(WRITE_RETRY, self._retry_write)
+        for job_id in job_ids:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                self._fail_job(job, err)
+
+    def _retry_write(self) -> None:
+        self._retry = None
+        self._kick()
+
+    def _fail_job(self, job: Job, err: errors.JobQueueError) -> None:
+        """A job whose state could not be written ends in error.
+
+        An opcode that runs is left to finish (stopping it half-way could leave
+        a half-made instance behind); the job fails when its task ends.
+        """
+        if job.write_error is not None and job.status in C.JOB_STATUS_FINALIZED:
+            return
+        job.write_error = err.message
+        if job.task is not None and job.status == C.JOB_STATUS_QUEUED:
+            self._drop_unstarted_task(job)
+        if job.task is None:
+            records.fail_for_storage(job)
+            self.save(job)
+            self._finalize(job)
+        elif job.status != C.JOB_STATUS_RUNNING:
+            job.task.cancel()  # waiting for locks or dependencies: stop waiting
+
+    def _drop_unstarted_task(self, job: Job) -> None:
+        """A task cancelled before its first step never runs its body (nor its
+        clean-up), so it is dropped here."""
+        if job.task is not None:
+            job.task.cancel()
+            job.task = None
+        self._running.discard(job.id)
 
     # Control
     async def cancel(self, job_id: int, kill: bool = False) -> list[Any]:
@@ -293,18 +413,15 @@ class JobQueue:
         cancelled and waited for; a running one only with ``kill``.
         """
         job = self._jobs.get(job_id)
-        if job is None:
+        if job is None or job.status in C.JOB_STATUS_FINALIZED:
+            # Finished, possibly with its final state still on its way to disk.
             return [False, f"Job {job_id} not found in queue"]
         status = job.status
         if status == C.JOB_STATUS_RUNNING and not kill:
             return [False, "Job no longer waiting, can't cancel"]
         job.cancel_requested = True
         if job.task is not None and status == C.JOB_STATUS_QUEUED:
-            # Scheduled but not started yet: a task cancelled before its first
-            # step never runs its body (nor its clean-up), so drop it here.
-            job.task.cancel()
-            job.task = None
-            self._running.discard(job.id)
+            self._drop_unstarted_task(job)
         if job.task is None:
             if status == C.JOB_STATUS_QUEUED:
                 # As luxid's dequeue: no result, no start.
@@ -368,15 +485,19 @@ class JobQueue:
             f"Priorities of pending opcodes for job {job_id} have been changed to {priority}",
         ]
 
-    def archive(self, job_id: int) -> bool:
+    async def archive(self, job_id: int) -> bool:
+        """Archive a finished job; False (as luxid) if it is not finished or unknown."""
+        await self.flush()  # a job finished in memory is archived once it is on disk
         if job_id in self._jobs:
             return False
         moved = self._store.archive([job_id]) == 1
-        self._index.drop([job_id])
+        if moved:
+            self._index.drop([job_id])
         return moved
 
-    def auto_archive(self, age: float, timeout: float) -> list[int]:
+    async def auto_archive(self, age: float, timeout: float) -> list[int]:
         """Archive finished jobs older than ``age`` seconds (-1: all); ``[archived, left]``."""
+        await self.flush()
         cutoff = None if age < 0 else time.time() - age
         ids = self._store.finished_before(cutoff)
         deadline = time.monotonic() + max(timeout, 0)
@@ -444,7 +565,17 @@ class JobQueue:
         if "logs" in needs:
             for row in rows:
                 row["logs"] = self._store.fetch_logs(row["id"], archived=bool(row["archived"]))
+        if self._dirty or self._inflight:
+            rows = [self._newest(row) for row in rows]
         return rows
+
+    def _newest(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A job's row as in memory if the store has not caught up with it yet."""
+        job_id = row["id"]
+        job = self._jobs.get(job_id)
+        if job is None or (job_id not in self._dirty and job_id not in self._inflight):
+            return row
+        return records.job_record(job, self._logs.get(job_id, []))
 
     async def wait_for_change(
         self,
@@ -494,11 +625,12 @@ class JobQueue:
     def recover(self) -> None:
         """After a restart: finish interrupted jobs as errors, requeue waiting ones."""
         rows = self._store.fetch(self._store.unfinished_ids(), list(records.ROW_COLUMNS))
+        recovered = []
         for row in rows:
             job = records.job_from_row(row)
             records.recover_job(job)
             row = records.job_row(job)
-            self._store.update_job(row)
+            recovered.append(row)
             self._index.put(row)
             if job.status in C.JOB_STATUS_FINALIZED:
                 log.warning(
@@ -511,6 +643,8 @@ class JobQueue:
                 (op_idx, LogEntry(*entry)) for op_idx, entry in self._store.fetch_logs(job.id)
             ]
             heapq.heappush(self._ready, (job.priority, job.id))
+        # Before masterd serves anyone: a synchronous write is fine here.
+        self._store.write_batch(recovered, [])
 
     def start(self) -> None:
         """Start running jobs, once the filter rules are applied to those queued."""
@@ -520,6 +654,8 @@ class JobQueue:
     async def shutdown(self, grace: float) -> None:
         """Stop taking jobs; give running ones ``grace`` seconds, then stop them."""
         self._accepting = False
+        if self._retry is not None:
+            self._retry.cancel()
         tasks = [job.task for job in self._jobs.values() if job.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace)
@@ -527,10 +663,20 @@ class JobQueue:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Wait until every queued change is on disk, or the store fails."""
+        while self._flush_task is not None:
+            await asyncio.shield(self._flush_task)
+        self._kick()
+        if self._flush_task is not None:
+            await asyncio.shield(self._flush_task)
 
     @property
     def unfinished_count(self) -> int:
-        return len(self._jobs)
+        """Jobs not finished (those finished but not yet on disk do not count)."""
+        return len(self._jobs) - len(self._finishing)
 
 
 def _wanted_id(value: Any) -> int:

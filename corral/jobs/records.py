@@ -11,7 +11,15 @@ from corral.jobs.model import Job, LogEntry, QueuedOpCode, split_time
 from corral.jobs.store import ROW_COLUMNS
 from corral.opcodes.base import REDACTED, from_dict
 
-__all__ = ["ROW_COLUMNS", "job_from_row", "job_record", "job_row", "recover_job", "split_time"]
+__all__ = [
+    "ROW_COLUMNS",
+    "fail_for_storage",
+    "job_from_row",
+    "job_record",
+    "job_row",
+    "recover_job",
+    "split_time",
+]
 
 UNCLEAN_SHUTDOWN = "Unclean master daemon shutdown"
 SECRETS_LOST = (
@@ -82,7 +90,9 @@ def recover_job(job: Job) -> None:
 
     Opcodes that were running (or being canceled) cannot be resumed: they end
     as error (canceled).  Jobs that had not started an opcode run again,
-    unless their secret parameters were lost with the old process.
+    unless their secret parameters were lost with the old process.  What an
+    interrupted instance add had created on its node is removed once masterd
+    runs (:mod:`corral.cmdlib.instance_intents`).
     """
     now = time.time()
     failure: str | None = None
@@ -106,3 +116,21 @@ def recover_job(job: Job) -> None:
             op.status = C.OP_STATUS_QUEUED
     if job.status in C.JOB_STATUS_FINALIZED:
         job.end_timestamp = now
+
+
+def fail_for_storage(job: Job) -> None:
+    """End a job whose state could not be written in error, saying why.
+
+    Its unfinished opcodes fail; a job that would have succeeded has its last
+    opcode fail instead, as its success never reached the disk.
+    """
+    if job.write_error is None or job.status in (C.JOB_STATUS_ERROR, C.JOB_STATUS_CANCELED):
+        return
+    result = errors.encode_exception(errors.OpExecError(job.write_error, C.ECODE_ENVIRON))
+    now = time.time()
+    targets = [op for op in job.ops if not op.finished] or job.ops[-1:]
+    for op in targets:
+        op.status = C.OP_STATUS_ERROR
+        op.result = result
+        op.end_timestamp = now
+    job.end_timestamp = now

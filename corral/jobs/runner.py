@@ -30,6 +30,18 @@ class OpContext:
         self._queue = queue
         self.job = job
         self.op = op
+        # Private values the opcode met on its way (an instance's stored ones):
+        # scrubbed, like its own secret and private values, from all it reports.
+        self._hidden: set[str] = set()
+
+    def hide(self, values: list[str]) -> None:
+        """Scrub ``values`` from this opcode's log entries, result and error."""
+        self._hidden.update(v for v in values if v)
+
+    def scrub_values(self) -> list[str]:
+        """Everything to scrub, longest first (a value may contain another)."""
+        values = self._hidden.union(self.op.input.hidden_values())
+        return sorted(values, key=len, reverse=True)
 
     @property
     def job_id(self) -> int:
@@ -47,7 +59,7 @@ class OpContext:
 
     def feedback(self, message: Any, kind: str = C.ELOG_MESSAGE) -> None:
         """Append an entry to the opcode's log (seen by WaitForJobChange)."""
-        message = scrub(message, self.op.input.secret_values())
+        message = scrub(message, self.scrub_values())
         self._queue.add_log(self.job, self.op, kind, message)
 
     def submit_jobs(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
@@ -74,11 +86,12 @@ async def run_job(
         qop.status = C.OP_STATUS_WAITING
         qop.start_timestamp = time.time()
         queue.save(job)
+        ctx = OpContext(queue, job, qop)
         try:
             await wait_dependencies(job, qop)
             if job.cancel_requested:
                 raise asyncio.CancelledError()
-            result = await execute(qop.input, OpContext(queue, job, qop))
+            result = await execute(qop.input, ctx)
         except asyncio.CancelledError:
             if not job.cancel_requested:
                 raise  # masterd is stopping: leave the job for recovery
@@ -87,7 +100,7 @@ async def run_job(
             break
         except Exception as err:
             if not isinstance(err, errors.GenericError):
-                secrets = qop.input.secret_values()
+                secrets = ctx.scrub_values()
                 # A traceback could quote a secret: with secrets, the scrubbed message only.
                 log.error(
                     "Job %s: unexpected error in opcode %s: %s",
@@ -97,13 +110,13 @@ async def run_job(
                     exc_info=not secrets,
                 )
             qop.status = C.OP_STATUS_ERROR
-            qop.result = scrub(errors.encode_exception(err), qop.input.secret_values())
+            qop.result = scrub(errors.encode_exception(err), ctx.scrub_values())
             qop.end_timestamp = time.time()
             _finish_rest(job, index + 1, C.OP_STATUS_ERROR, PRECEDING_FAILED, encode=True)
             break
         else:
             qop.status = C.OP_STATUS_SUCCESS
-            qop.result = scrub(result, qop.input.secret_values())
+            qop.result = scrub(result, ctx.scrub_values())
             qop.end_timestamp = time.time()
             if index + 1 < len(job.ops):
                 queue.save(job)

@@ -1,17 +1,29 @@
 """Jobs on disk: one SQLite file (WAL) holding the queue and the archive.
 
-Every change to a job is written through at once, so queries read the store
-and never wait for a running job.  Secret opcode values never get here: the
-caller hands over opcodes already stripped of them.
+Durability: ``synchronous=FULL``, so every commit is on disk (the WAL is
+fsynced) before it returns, and a change acknowledged to a client survives a
+power loss.  To keep that cheap, the queue commits its jobs' changes in groups
+(one transaction, one fsync, per batch: see ``corral.jobs.queue``), in a worker
+thread, on a connection of its own; reads use another connection, which in
+WAL mode sees every committed batch and never waits for a writer.  One lock
+serialises the writes.
+
+A storage failure (full disk, I/O error, read-only file system) raises
+``errors.JobQueueError`` naming the cause and the file; the transaction is then rolled
+back unless SQLite already did so itself.  Secret opcode values never get
+here: the caller hands over opcodes already stripped of them.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from corral import errors, sqlite_faults
 
 _JOB_COLUMNS = (
     "id INTEGER PRIMARY KEY, status TEXT NOT NULL, priority INTEGER NOT NULL,"
@@ -43,92 +55,123 @@ ROW_COLUMNS = (
     "log_serial",
 )
 _JSON_COLUMNS = frozenset({"summary", "ops"})
+_UPDATE_JOB = (
+    "UPDATE jobs SET status = ?, priority = ?, start_ts = ?, end_ts = ?, ops = ?,"
+    " log_serial = ? WHERE id = ?"
+)
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# One log entry to write: (job id, opcode index, serial, timestamp, type, message).
+LogRow = tuple[int, int, int, float, str, Any]
 
 
 class JobStore:
     """Persistence of jobs and their log entries."""
 
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL survives a crash of masterd (the WAL is in the page cache); only
-        # a power loss can drop the last commits.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        for stmt in _SCHEMA:
-            self._db.execute(stmt)
+        self.path = path
+        self._lock = threading.Lock()
+        opened: list[sqlite3.Connection] = []
+        try:
+            self._wdb = self._connect(opened)
+            for stmt in _SCHEMA:
+                self._wdb.execute(stmt)
+            self._db = self._connect(opened)
+        except sqlite3.Error as err:
+            for db in opened:
+                db.close()
+            message = sqlite_faults.describe(err, "the job queue", path)
+            if message is not None:
+                raise errors.JobQueueError(message) from err
+            raise
+
+    def _connect(self, opened: list[sqlite3.Connection]) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        opened.append(db)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        return db
 
     def close(self) -> None:
         self._db.close()
+        with self._lock:
+            self._wdb.close()
 
     # Writes
-    def allocate_ids(self, count: int) -> list[int]:
-        """Reserve ``count`` new job ids (inside the caller's transaction)."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'serial'").fetchone()
-        last = row[0] if row else 0
-        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('serial', ?)", (last + count,))
-        return list(range(last + 1, last + count + 1))
+    def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``body`` in one write transaction; storage faults become ``JobQueueError``."""
+        with self._lock:
+            db = self._wdb
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                result = body(db)
+                db.execute("COMMIT")
+            except BaseException as err:
+                sqlite_faults.rollback(db)
+                message = sqlite_faults.describe(err, "the job queue", self.path)
+                if message is not None:
+                    raise errors.JobQueueError(message) from err
+                raise
+            return result
 
-    def begin(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+    def insert_new(
+        self, count: int, build: Callable[[list[int]], list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """Reserve ``count`` job ids, store the rows ``build(ids)`` makes of them, commit."""
 
-    def commit(self) -> None:
-        self._db.execute("COMMIT")
+        def body(db: sqlite3.Connection) -> list[dict[str, Any]]:
+            row = db.execute("SELECT value FROM meta WHERE key = 'serial'").fetchone()
+            last = row[0] if row else 0
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('serial', ?)", (last + count,))
+            rows = build(list(range(last + 1, last + count + 1)))
+            db.executemany(
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_job_values(r) for r in rows),
+            )
+            return rows
 
-    def rollback(self) -> None:
-        self._db.execute("ROLLBACK")
+        rows: list[dict[str, Any]] = self._write(body)
+        return rows
 
-    def insert_jobs(self, rows: Iterable[dict[str, Any]]) -> None:
-        self._db.executemany(
-            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (_job_values(r) for r in rows)
-        )
+    def write_batch(self, rows: Sequence[dict[str, Any]], logs: Sequence[LogRow]) -> None:
+        """Commit changed jobs and new log entries in one transaction (one fsync)."""
 
-    def update_job(self, row: dict[str, Any]) -> None:
-        self._db.execute(
-            "UPDATE jobs SET status = ?, priority = ?, start_ts = ?, end_ts = ?, ops = ?,"
-            " log_serial = ? WHERE id = ?",
-            (
-                row["status"],
-                row["priority"],
-                row["start_ts"],
-                row["end_ts"],
-                _dumps(row["ops"]),
-                row["log_serial"],
-                row["id"],
-            ),
-        )
+        def body(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT INTO joblog VALUES (?, ?, ?, ?, ?, ?)",
+                ((*log[:5], _dumps(log[5])) for log in logs),
+            )
+            db.executemany(_UPDATE_JOB, (_update_values(row) for row in rows))
 
-    def add_log(
-        self, job_id: int, op_idx: int, serial: int, ts: float, kind: str, message: Any
-    ) -> None:
-        self._db.execute(
-            "INSERT INTO joblog VALUES (?, ?, ?, ?, ?, ?)",
-            (job_id, op_idx, serial, ts, kind, _dumps(message)),
-        )
+        self._write(body)
 
     def archive(self, job_ids: Sequence[int]) -> int:
         """Move finished jobs to the archive; returns how many moved."""
         if not job_ids:
             return 0
-        moved = 0
-        self.begin()
-        try:
+
+        def body(db: sqlite3.Connection) -> int:
+            moved = 0
             for chunk in _chunks(job_ids, 500):
                 marks = ",".join("?" * len(chunk))
-                self._db.execute(
-                    f"INSERT INTO archived_jobs SELECT * FROM jobs WHERE id IN ({marks})", chunk
-                )
-                self._db.execute(
-                    f"INSERT INTO archived_joblog SELECT * FROM joblog WHERE job_id IN ({marks})",
+                # Only finished jobs: the store, not memory, says what is finished.
+                where = f"id IN ({marks}) AND status IN ('success', 'error', 'canceled')"
+                db.execute(f"INSERT INTO archived_jobs SELECT * FROM jobs WHERE {where}", chunk)
+                db.execute(
+                    "INSERT INTO archived_joblog SELECT * FROM joblog WHERE job_id IN"
+                    f" (SELECT id FROM jobs WHERE {where})",
                     chunk,
                 )
-                self._db.execute(f"DELETE FROM joblog WHERE job_id IN ({marks})", chunk)
-                moved += self._db.execute(f"DELETE FROM jobs WHERE id IN ({marks})", chunk).rowcount
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
+                db.execute(
+                    f"DELETE FROM joblog WHERE job_id IN (SELECT id FROM jobs WHERE {where})",
+                    chunk,
+                )
+                moved += db.execute(f"DELETE FROM jobs WHERE {where}", chunk).rowcount
+            return moved
+
+        moved: int = self._write(body)
         return moved
 
     # Reads
@@ -212,6 +255,18 @@ def _job_values(row: dict[str, Any]) -> tuple[Any, ...]:
         row["end_ts"],
         _dumps(row["ops"]),
         row["log_serial"],
+    )
+
+
+def _update_values(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        row["status"],
+        row["priority"],
+        row["start_ts"],
+        row["end_ts"],
+        _dumps(row["ops"]),
+        row["log_serial"],
+        row["id"],
     )
 
 

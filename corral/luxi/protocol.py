@@ -9,6 +9,8 @@ command-line clients stay fast to start.
 from __future__ import annotations
 
 import json
+import math
+import re
 
 from corral import constants as C
 from corral import errors
@@ -24,8 +26,13 @@ KEY_SUCCESS = "success"
 KEY_RESULT = "result"
 KEY_VERSION = "version"
 
-# Largest message either side accepts; a bigger one is a protocol error.
-MAX_MESSAGE_SIZE = 256 * 1024 * 1024
+# Default limits of masterd (its --luxi-max-message-size and --luxi-max-buffered):
+# the largest request, and the bytes of requests being received on all
+# connections together.  A request is parsed into Python objects of up to ~25
+# times its size; the largest legitimate ones (SubmitManyJobs of thousands of
+# opcodes) are a few megabytes.
+MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+MAX_BUFFERED = 64 * 1024 * 1024
 
 METHODS = frozenset(
     {
@@ -64,8 +71,12 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_cir
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON bytes."""
-    return _encoder.encode(value).encode("utf-8")
+    """Compact JSON bytes.
+
+    A lone surrogate (from a ``\\udXXX`` escape in a request, quoted back in
+    an error) goes out as that same JSON escape, not as invalid UTF-8.
+    """
+    return _encoder.encode(value).encode("utf-8", "backslashreplace")
 
 
 def encode_request(method: str, args: Any) -> bytes:
@@ -73,12 +84,72 @@ def encode_request(method: str, args: Any) -> bytes:
     return dumps({KEY_METHOD: method, KEY_ARGS: args, KEY_VERSION: C.LUXI_VERSION}) + ETX
 
 
+# Integers a request may carry: 64 bits, as Ganeti's own daemons read them.
+_INT_RANGE = range(-(1 << 63), 1 << 63)
+# Lists and objects inside each other, at most: deeper than any real request
+# (an opcode in SubmitManyJobs is ~8 deep), shallow enough for every part of
+# masterd that walks a value recursively.
+MAX_DEPTH = 128
+# How a lone surrogate can arrive: only as an escape (raw, it is not UTF-8).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if value not in _INT_RANGE:
+        raise ValueError(f"number {text[:40]}{'...' if len(text) > 40 else ''} out of range")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} out of range")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests at most ``limit`` lists and objects deep."""
+    level = [value]
+    for _depth in range(limit + 1):
+        inner: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is list:
+                inner += item
+            elif kind is dict:
+                inner += item.values()
+        if not inner:
+            return True
+        level = inner
+    return False
+
+
 def parse_request(data: bytes) -> tuple[str, Any]:
-    """Parse one request (without the terminator) into ``(method, args)``."""
+    """Parse one request (without the terminator) into ``(method, args)``.
+
+    Beyond JSON's syntax, refused: NaN and infinities, integers beyond 64
+    bits, lone surrogates and nesting too deep for the parser.
+    """
     try:
-        msg = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as err:
+        msg = json.loads(
+            data, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant
+        )
+    except ValueError as err:  # UnicodeDecodeError too
         raise errors.LuxiError(f"Malformed request, not JSON: {err}") from None
+    except RecursionError:
+        raise errors.LuxiError("Malformed request: JSON nested too deeply") from None
+    if not _depth_within(msg, MAX_DEPTH):
+        raise errors.LuxiError(f"Malformed request: JSON nested more than {MAX_DEPTH} levels deep")
+    if _SURROGATE_ESCAPE.search(data):
+        try:
+            _encoder.encode(msg).encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.LuxiError("Malformed request: a string has a lone surrogate") from None
     if not isinstance(msg, dict) or KEY_METHOD not in msg or KEY_ARGS not in msg:
         raise errors.LuxiError("Malformed request: expected an object with 'method' and 'args'")
     method = msg[KEY_METHOD]

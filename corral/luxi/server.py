@@ -2,7 +2,8 @@
 
 Requests on one connection are answered in order; connections are
 independent, so a client waiting for a job change never delays another.
-A malformed message gets an error answer and the connection goes on.
+A malformed message gets an error answer and the connection goes on; so does
+one too large, whose bytes are skipped up to its terminator, unparsed.
 """
 
 from __future__ import annotations
@@ -22,19 +23,55 @@ log = logging.getLogger(__name__)
 Handler = Callable[[str, Any], Awaitable[Any]]
 
 
-class LuxiServer:
-    """Serves luxi on a unix socket, handing each request to ``handler``."""
+# Bytes read from a connection at a time (also what asyncio buffers unread).
+READ_CHUNK = 256 * 1024
 
-    def __init__(self, path: Path, handler: Handler) -> None:
+
+class BufferPool:
+    """The memory every connection's unfinished request holds, bounded in all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        """Reserve ``size`` bytes; False (nothing reserved) if over the limit."""
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
+class LuxiServer:
+    """Serves luxi on a unix socket, handing each request to ``handler``.
+
+    A request longer than ``max_message`` bytes, or one that would take the
+    requests being received on all connections over ``max_buffered`` bytes,
+    is answered with an error without being read further: the rest of it, up
+    to its terminator, is skipped and the connection goes on.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        handler: Handler,
+        max_message: int = protocol.MAX_MESSAGE_SIZE,
+        max_buffered: int = protocol.MAX_BUFFERED,
+    ) -> None:
         self._path = path
         self._handler = handler
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self._max_message = max_message
+        self._pool = BufferPool(max_buffered)
 
     async def start(self) -> None:
         self._path.unlink(missing_ok=True)
         self._server = await asyncio.start_unix_server(
-            self._serve, path=str(self._path), limit=protocol.MAX_MESSAGE_SIZE
+            self._serve, path=str(self._path), limit=READ_CHUNK
         )
         self._path.chmod(0o660)
 
@@ -51,20 +88,23 @@ class LuxiServer:
         task = asyncio.current_task()
         assert task is not None
         self._clients.add(task)
+        request = _Request(self._pool, self._max_message)
         try:
-            while True:
-                try:
-                    data = await reader.readuntil(protocol.ETX)
-                except asyncio.IncompleteReadError:
-                    return
-                except asyncio.LimitOverrunError:
-                    writer.write(protocol.encode_error(errors.LuxiError("Message too large")))
-                    return
-                writer.write(await self._answer(data[:-1]))
-                await writer.drain()
+            while chunk := await reader.read(READ_CHUNK):
+                for part, complete in _split(chunk):
+                    refusal = request.add(part)
+                    if refusal is not None:
+                        writer.write(protocol.encode_error(refusal))
+                        await writer.drain()
+                    if complete:
+                        data = request.finish()
+                        if data is not None:
+                            writer.write(await self._answer(data))
+                            await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            request.release()
             self._clients.discard(task)
             writer.close()
 
@@ -85,3 +125,54 @@ class LuxiServer:
         except Exception as err:
             log.exception("Error while handling a luxi request")
             return protocol.encode_error(errors.ProgrammerError(f"Internal error: {err}"))
+
+
+def _split(chunk: bytes) -> list[tuple[bytes, bool]]:
+    """``chunk`` cut at each terminator: ``(part, ends_a_message)`` pairs."""
+    parts = chunk.split(protocol.ETX)
+    return [(part, True) for part in parts[:-1]] + [(parts[-1], False)]
+
+
+class _Request:
+    """The request being received on one connection, within the limits."""
+
+    def __init__(self, pool: BufferPool, max_message: int) -> None:
+        self._pool = pool
+        self._max_message = max_message
+        self._data = bytearray()
+        self._skipping = False  # refused: what is left of it is thrown away
+
+    def add(self, part: bytes) -> errors.LuxiError | None:
+        """Take the next bytes of the request; the error to answer if it is refused."""
+        if self._skipping or not part:
+            return None
+        size = len(self._data) + len(part)
+        if size > self._max_message:
+            return self._refuse(
+                f"Request too large: more than {self._max_message} bytes"
+                f" (the limit is masterd's --luxi-max-message-size)"
+            )
+        if not self._pool.take(len(part)):
+            return self._refuse(
+                f"Request refused: masterd holds {self._pool.used} bytes of requests being"
+                f" received, its limit (--luxi-max-buffered); try again later"
+            )
+        self._data += part
+        return None
+
+    def _refuse(self, message: str) -> errors.LuxiError:
+        self.release()
+        self._skipping = True
+        return errors.LuxiError(message)
+
+    def finish(self) -> bytes | None:
+        """The complete request, or None if it was refused; ready for the next."""
+        data = None if self._skipping else bytes(self._data)
+        self.release()
+        self._skipping = False
+        return data
+
+    def release(self) -> None:
+        """Give the buffered bytes back to the pool."""
+        self._pool.give(len(self._data))
+        self._data = bytearray()

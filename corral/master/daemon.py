@@ -13,6 +13,7 @@ from corral.cmdlib import (  # noqa: F401
     cluster_verify,
     instance,
     instance_create,
+    instance_intents,
     instance_operation,
     instance_query,
     instance_set_params,
@@ -27,6 +28,7 @@ from corral.config.store import SqliteConfigStore
 from corral.jobs.queue import JobQueue
 from corral.jobs.store import JobStore
 from corral.locking import LockManager
+from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.ssconf import write_ssconf
@@ -40,8 +42,13 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 10.0
 
 
-async def serve(paths: Paths, ready: Callable[[], None]) -> None:
-    """Run masterd until cancelled."""
+async def serve(
+    paths: Paths,
+    ready: Callable[[], None],
+    luxi_max_message: int = protocol.MAX_MESSAGE_SIZE,
+    luxi_max_buffered: int = protocol.MAX_BUFFERED,
+) -> None:
+    """Run masterd until cancelled (the luxi limits: see LuxiServer)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -72,13 +79,17 @@ async def serve(paths: Paths, ready: Callable[[], None]) -> None:
     master = Master(paths=paths, cfg=cfg, rpc=rpc, locks=locks, queue=queue)
     processor.bind(master)
     queue.recover()
-    server = LuxiServer(paths.master_socket, LuxiMethods(master))
+    server = LuxiServer(
+        paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered
+    )
     await server.start()
     # Everything so far (modules, pydantic schemas, configuration) lives as long
     # as masterd: keep it out of the cyclic collector's full collections, which
     # otherwise walk it again and again while a big query allocates its rows.
     gc.freeze()
     queue.start()
+    # What interrupted instance adds left on the nodes (see recover_job).
+    instance_intents.resolve_in_background(master)
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,24 @@ def _args(args: Any, method: str, low: int, high: int | None = None) -> list[Any
         want = str(low) if low == high else f"{low} to {high}"
         raise errors.LuxiError(f"{method} takes {want} argument(s), got {len(args)}")
     return list(args) + [None] * (high - len(args))
+
+
+def _number(value: Any, what: str) -> float:
+    """A finite JSON number (NaN and infinities never pass the protocol, but a
+    huge integer is finite only as an integer)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise errors.OpPrereqError(f"{what} must be a number, got {value!r}", C.ECODE_INVAL)
+    number = float(value)
+    if not math.isfinite(number):
+        raise errors.OpPrereqError(f"{what} must be a finite number, got {value!r}", C.ECODE_INVAL)
+    return number
+
+
+def _name(value: Any, what: str, optional: bool = False) -> Any:
+    """A string argument (or None, if ``optional``)."""
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise errors.OpPrereqError(f"{what} must be a string, got {value!r}", C.ECODE_INVAL)
 
 
 def _str_list(value: Any, what: str) -> list[str]:
@@ -105,12 +124,13 @@ class LuxiMethods:
     async def wait_for_job_change(self, args: Any) -> Any:
         job_id, fields, prev_info, prev_serial, timeout = _args(args, "WaitForJobChange", 5)
         fields = _str_list(fields, "fields")
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool):
-            raise errors.OpPrereqError("WaitForJobChange timeout must be a number", C.ECODE_INVAL)
-        if prev_serial is not None and not isinstance(prev_serial, int):
+        seconds = _number(timeout, "WaitForJobChange timeout")
+        if prev_serial is not None and (
+            not isinstance(prev_serial, int) or isinstance(prev_serial, bool)
+        ):
             raise errors.OpPrereqError("prev_log_serial must be a number", C.ECODE_INVAL)
         return await self.master.queue.wait_for_change(
-            _job_id(job_id), fields, prev_info, prev_serial, float(timeout)
+            _job_id(job_id), fields, prev_info, prev_serial, seconds
         )
 
     async def pickup_job(self, args: Any) -> Any:
@@ -123,7 +143,7 @@ class LuxiMethods:
 
     async def archive_job(self, args: Any) -> Any:
         (job_id,) = _args(args, "ArchiveJob", 1)
-        return self.master.queue.archive(_job_id(job_id))
+        return await self.master.queue.archive(_job_id(job_id))
 
     async def auto_archive_jobs(self, args: Any) -> Any:
         age, timeout = _args(args, "AutoArchiveJobs", 2)
@@ -132,7 +152,7 @@ class LuxiMethods:
                 raise errors.OpPrereqError(
                     f"AutoArchiveJobs {name} must be a number", C.ECODE_INVAL
                 )
-        return self.master.queue.auto_archive(float(age), float(timeout))
+        return await self.master.queue.auto_archive(float(age), float(timeout))
 
     async def change_job_priority(self, args: Any) -> Any:
         job_id, priority = _args(args, "ChangeJobPriority", 2)
@@ -142,16 +162,22 @@ class LuxiMethods:
 
     async def query_jobs(self, args: Any) -> Any:
         job_ids, fields = _args(args, "QueryJobs", 2)
+        if job_ids is not None and not isinstance(job_ids, list):
+            raise errors.OpPrereqError("QueryJobs job ids must be a list", C.ECODE_INVAL)
         ids = [_job_id(j) for j in job_ids] if job_ids else None
         return self.master.queue.query_jobs(ids, _str_list(fields, "fields"))
 
     async def query(self, args: Any) -> Any:
         what, fields, qfilter = _args(args, "Query", 2, 3)
-        return await resources.query(self.master, what, _str_list(fields, "fields"), qfilter)
+        return await resources.query(
+            self.master, _name(what, "Query resource"), _str_list(fields, "fields"), qfilter
+        )
 
     async def query_fields(self, args: Any) -> Any:
         what, fields = _args(args, "QueryFields", 1, 2)
-        return resources.query_fields(what, _str_list(fields, "fields") or None)
+        return resources.query_fields(
+            _name(what, "QueryFields resource"), _str_list(fields, "fields") or None
+        )
 
     async def query_cluster_info(self, args: Any) -> Any:
         _args(args, "QueryClusterInfo", 0)
@@ -221,7 +247,9 @@ class LuxiMethods:
 
     async def query_tags(self, args: Any) -> Any:
         kind, name = _args(args, "QueryTags", 1, 2)
-        return resources.tags_of(self.master, kind, name)
+        return resources.tags_of(
+            self.master, _name(kind, "Tag kind"), _name(name, "Tag object name", optional=True)
+        )
 
     async def set_drain_flag(self, args: Any) -> Any:
         (flag,) = _args(args, "SetDrainFlag", 1)

@@ -18,6 +18,8 @@ from corral.crypto.tls import ssl_server_context
 from corral.daemons.util import ReadyCallback, listen_error, one_line
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler
+from corral.node.limits import ConnectionLimits
+from corral.node.listener import GuardedTCPSite, fd_limit
 from corral.rpc.calls import CALLS
 
 log = logging.getLogger(__name__)
@@ -110,20 +112,29 @@ async def _shutdown(runner: web.AppRunner, inflight: set[asyncio.Task[Any]]) -> 
     await runner.cleanup()
 
 
-async def serve(ctx: NodeContext, ready: ReadyCallback) -> None:
+async def serve(ctx: NodeContext, limits: ConnectionLimits, ready: ReadyCallback) -> None:
     """Serve RPC on ``ctx.address:ctx.port`` until cancelled; ``ready()`` once listening."""
     ssl_ctx = ssl_server_context(ctx.paths)
     access_log = logging.getLogger("aiohttp.access") if ctx.debug else None
     app = make_app(ctx)
-    runner = web.AppRunner(app, access_log=access_log)
+    runner = web.AppRunner(app, access_log=access_log, keepalive_timeout=limits.idle_timeout)
     await runner.setup()
+    limits = limits.within_fd_limit(fd_limit())
     try:
-        site = web.TCPSite(runner, ctx.address, ctx.port, ssl_context=ssl_ctx)
+        site = GuardedTCPSite(runner, ctx.address, ctx.port, ssl_context=ssl_ctx, limits=limits)
         try:
             await site.start()
         except OSError as err:
             raise listen_error(ctx.address, ctx.port, err) from None
         log.info("Listening on %s:%d (root %s)", ctx.address, ctx.port, ctx.paths.root)
+        log.info(
+            "At most %d connections, %d of them unauthenticated; TLS handshake time-out"
+            " %g s, idle time-out %g s",
+            limits.max_connections,
+            limits.max_unauthenticated,
+            limits.handshake_timeout,
+            limits.idle_timeout,
+        )
         ready()
         await asyncio.Event().wait()
     finally:

@@ -130,6 +130,14 @@ class OpCode(BaseModel):
         }
         return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
 
+    def hidden_values(self) -> list[str]:
+        """The secret and private values (longest first): what a script or an
+        error may print must show neither (private values nest per OS)."""
+        values: set[str] = set(self.secret_values())
+        for name in self.PRIVATE_FIELDS:
+            values.update(_leaves(getattr(self, name)))
+        return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
+
     def summary_value(self) -> str | None:
         """The text in parentheses of the job summary, if any."""
         if self.OP_DSC_FIELD:
@@ -143,6 +151,13 @@ class OpCode(BaseModel):
         name = self.OP_ID[3:] if self.OP_ID.startswith("OP_") else self.OP_ID
         value = self.summary_value()
         return name if value is None else f"{name}({value})"
+
+
+def _leaves(value: Any) -> list[str]:
+    """The scalar values inside nested dicts, as text."""
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    return [] if value is None else [str(value)]
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:

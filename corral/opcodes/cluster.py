@@ -15,10 +15,12 @@ from corral.opcodes.types import (
     NicParams,
     NonEmptyStr,
     NonNegInt,
+    OsNestedParams,
     Params,
     PositiveInt,
     VerifyErrorCode,
     VerifySkipCheck,
+    check_os_name,
     not_built,
 )
 
@@ -29,6 +31,7 @@ def _check_os_list_changes(changes: list[list[str]]) -> list[list[str]]:
     for change in changes:
         if len(change) != 2 or change[0] not in _OS_LIST_ACTIONS or not change[1]:
             raise ValueError(f'each change is ["add" or "remove", OS name]; got {change!r}')
+        check_os_name(change[1])
     return changes
 
 
@@ -101,9 +104,9 @@ class OpClusterSetParams(OpCode):
     enabled_hypervisors: list[Hypervisor] | None = None
     hvparams: NestedParams | None = None
     beparams: Params | None = None
-    os_hvp: NestedParams | None = None
-    osparams: NestedParams | None = None
-    osparams_private_cluster: NestedParams | None = None
+    os_hvp: OsNestedParams | None = None
+    osparams: OsNestedParams | None = None
+    osparams_private_cluster: OsNestedParams | None = None
     diskparams: dict[DiskTemplate, Params] | None = not_built(None, {})
     candidate_pool_size: PositiveInt | None = None
     max_running_jobs: PositiveInt | None = None

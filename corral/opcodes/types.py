@@ -7,6 +7,7 @@ out of boolean ones, as Ganeti's own type checks do.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
@@ -20,6 +21,26 @@ Params = dict[str, Any]
 # A dict of parameter dicts keyed by a name (hypervisor, OS, disk template).
 NestedParams = dict[str, dict[str, Any]]
 IntPair = Annotated[list[int], Field(min_length=2, max_length=2)]
+
+# An OS name is ``name`` or ``name+variant``: ``name`` is the OS's directory in
+# the search path (what the OS discovery accepts), the variant a line of its
+# variants list; neither has "/", spaces or control characters.
+_OS_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(\+[A-Za-z0-9_.+-]+)?\Z")
+
+
+def check_os_name(name: str) -> str:
+    """``name`` if it can be an OS name (ValueError otherwise)."""
+    if not _OS_NAME_RE.match(name):
+        raise ValueError(
+            f"{name!r} is not an OS name: use 'name' or 'name+variant' of letters, digits,"
+            " '.', '_' and '-'"
+        )
+    return name
+
+
+OsName = Annotated[str, AfterValidator(check_os_name)]
+# Parameter dicts keyed by OS name (os_hvp, osparams of the cluster).
+OsNestedParams = dict[OsName, dict[str, Any]]
 
 DiskTemplate = Literal[
     "sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file", "gluster"

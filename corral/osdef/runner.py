@@ -76,8 +76,8 @@ async def run_script(
     """Run ``script`` of the OS; returns ``(exit code, tail of its log)``.
 
     The environment is exactly ``env`` (which holds PATH); nothing of noded's
-    own environment leaks in.  ``secrets`` are values that must not reach the
-    log even if the script prints them.
+    own environment leaks in.  ``secrets`` are the private and secret values:
+    they must not reach the log (nor so the tail) even if the script prints them.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -99,7 +99,9 @@ async def run_script(
             return 127, tail(log_path)
         assert proc.stdout is not None
         try:
-            await _copy_output(proc.stdout, fd, [s.encode() for s in secrets if s])
+            # Longest first: a value containing another is replaced whole.
+            hidden = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+            await _copy_output(proc.stdout, fd, hidden)
             code = await proc.wait()
         except asyncio.CancelledError:
             _kill_group(proc)

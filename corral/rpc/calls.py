@@ -57,6 +57,12 @@ def _delay_timeout(args: Sequence[Any]) -> float:
 _TABLE = (
     RpcCall("version", C.RPC_TMO_URGENT, (), "The node's protocol version"),
     RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_paths",), "Memory, CPU and storage"),
+    RpcCall(
+        "node_capabilities",
+        C.RPC_TMO_URGENT,
+        ("file_storage_dir",),
+        "Hypervisors the node can run, disk templates it can serve",
+    ),
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
     RpcCall("hooks_runner", C.RPC_TMO_NORMAL, ("hpath", "phase", "env"), "Run hooks"),
     RpcCall("test_delay", _delay_timeout, ("duration",), "Sleep (for tests)"),
@@ -86,7 +92,7 @@ _OS_TABLE = (
     RpcCall(
         "instance_run_rename",
         C.RPC_TMO_SLOW,
-        ("inst", "old_name", "osparams", "debug"),
+        ("inst", "old_name", "osparams", "debug", "secret_names"),
         "Run the OS rename script",
     ),
 )
@@ -118,6 +124,12 @@ _INSTANCE_TABLE = (
     ),
     RpcCall("blockdev_create", C.RPC_TMO_SLOW, ("path", "size"), "Create a file disk"),
     RpcCall("blockdev_remove", C.RPC_TMO_NORMAL, ("path",), "Remove a file disk"),
+    RpcCall(
+        "file_storage_list",
+        C.RPC_TMO_FAST,
+        ("storage_dir",),
+        "Every file below the file storage directory (for orphans)",
+    ),
     RpcCall("blockdev_grow", C.RPC_TMO_NORMAL, ("path", "size"), "Grow a file disk"),
     RpcCall(
         "file_storage_dir_rename",

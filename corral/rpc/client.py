@@ -27,8 +27,11 @@ from corral.rpc.calls import get_call
 
 log = logging.getLogger(__name__)
 
-# A node that does not accept a connection within this time counts as offline,
-# whatever the call's own (much longer) timeout is.
+# A node that does not accept a connection and finish the TLS handshake within
+# this time counts as offline, whatever the call's own (maybe longer) timeout is
+# (aiohttp's sock_connect covers both).  The call's timeout bounds everything,
+# waiting for a free connection to the node included: calls to many nodes run in
+# parallel, so a silent node costs a call no more than that.
 CONNECT_TIMEOUT = 10.0
 # Enough for the concurrent jobs of a busy master that all call the same node.
 CONNECTIONS_PER_NODE = 32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -217,25 +218,22 @@ def test_store_is_in_wal_mode(store: JobStore, tmp_path: Path) -> None:
 
 
 def test_allocate_ids_is_transactional(store: JobStore) -> None:
-    store.begin()
-    assert store.allocate_ids(3) == [1, 2, 3]
-    store.commit()
-    store.begin()
-    assert store.allocate_ids(2) == [4, 5]
-    store.rollback()
-    store.begin()
-    assert store.allocate_ids(1) == [4]
-    store.commit()
+    assert [r["id"] for r in store.insert_new(3, lambda ids: [_row(i) for i in ids])] == [1, 2, 3]
+
+    def refuse(ids: list[int]) -> list[dict[str, Any]]:
+        assert ids == [4, 5]
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError):
+        store.insert_new(2, refuse)
+    assert [r["id"] for r in store.insert_new(1, lambda ids: [_row(i) for i in ids])] == [4]
 
 
 def test_store_insert_update_and_fetch(store: JobStore) -> None:
-    store.begin()
-    store.insert_jobs([_row(1), _row(2)])
-    store.commit()
+    store.insert_new(2, lambda ids: [_row(i) for i in ids])
     row = _row(2, "success", end=5.0)
     row["log_serial"] = 1
-    store.update_job(row)
-    store.add_log(2, 0, 1, 4.5, "message", {"nested": ["x", 1]})
+    store.write_batch([row], [(2, 0, 1, 4.5, "message", {"nested": ["x", 1]})])
     assert store.fetch(None, ["status", "end_ts"]) == [
         {"id": 1, "status": "queued", "end_ts": None, "archived": 0},
         {"id": 2, "status": "success", "end_ts": 5.0, "archived": 0},
@@ -257,10 +255,10 @@ def test_store_insert_update_and_fetch(store: JobStore) -> None:
 
 
 def test_store_archive_moves_jobs_and_logs(store: JobStore) -> None:
-    store.begin()
-    store.insert_jobs([_row(1, "success", 10.0), _row(2, "error", 20.0), _row(3)])
-    store.commit()
-    store.add_log(1, 0, 1, 9.0, "message", "hello")
+    rows = [_row(1, "success", 10.0), _row(2, "error", 20.0), _row(3)]
+    store.insert_new(3, lambda ids: rows)
+    store.write_batch([], [(1, 0, 1, 9.0, "message", "hello")])
+    assert store.archive([3]) == 0  # not finished: stays in the queue
     assert store.finished_before(15.0) == [1]
     assert store.finished_before(None) == [1, 2]
     assert store.archive([1, 99]) == 1
@@ -277,8 +275,6 @@ def test_store_archive_moves_jobs_and_logs(store: JobStore) -> None:
 
 
 def test_store_fetch_many_ids(store: JobStore) -> None:
-    store.begin()
-    store.insert_jobs(_row(i) for i in range(1, 1201))
-    store.commit()
+    store.insert_new(1200, lambda ids: [_row(i) for i in ids])
     rows = store.fetch(list(range(1, 1201, 2)), ["status"])
     assert [r["id"] for r in rows] == list(range(1, 1201, 2))

@@ -235,7 +235,7 @@ async def test_dependency_on_a_later_job_is_refused(harness: QueueHarness) -> No
 async def test_dependency_on_an_archived_job_is_found(harness: QueueHarness) -> None:
     done = harness.queue.submit([jqueue()])
     await harness.wait_status(done)
-    assert harness.queue.archive(done)
+    assert await harness.queue.archive(done)
     job_id = harness.queue.submit([jqueue(depends=[[done, ["success"]]])])
     assert await harness.wait_status(job_id) == "success"
 

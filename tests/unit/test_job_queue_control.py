@@ -175,10 +175,10 @@ async def test_archive(harness: QueueHarness) -> None:
     running = harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(done)
     await harness.wait_status(running, {"running"})
-    assert harness.queue.archive(running) is False
-    assert harness.queue.archive(done) is True
-    assert harness.queue.archive(done) is False
-    assert harness.queue.archive(777) is False
+    assert await harness.queue.archive(running) is False
+    assert await harness.queue.archive(done) is True
+    assert await harness.queue.archive(done) is False
+    assert await harness.queue.archive(777) is False
     # Gone from the live list, but still found by id (as archived).
     assert harness.queue.query_jobs(None, ["id"]) == [[running]]
     assert harness.row(done, "id", "status", "archived") == [done, "success", True]
@@ -193,17 +193,17 @@ async def test_auto_archive(harness: QueueHarness) -> None:
     for job_id in ids:
         await harness.wait_status(job_id)
     # Nothing is an hour old yet.
-    assert harness.queue.auto_archive(3600, 10) == [0, 0]
+    assert await harness.queue.auto_archive(3600, 10) == [0, 0]
     assert len(harness.queue.query_jobs(None, ["id"])) == 4
     # Jobs that ended before "now - 0s": once the clock has passed their end.
     latest = max(sec + usec / 1e6 for sec, usec in (harness.row(i, "end_ts")[0] for i in ids))
     wait_until(lambda: time.time() > latest, what="the clock to pass the jobs' end")
-    assert harness.queue.auto_archive(0, 10) == [3, 0]
+    assert await harness.queue.auto_archive(0, 10) == [3, 0]
     assert harness.queue.query_jobs(None, ["id"]) == [[pending]]
     assert [harness.row(i, "archived")[0] for i in ids] == [True, True, True]
     harness.release("run")
     await harness.wait_status(pending)
-    assert harness.queue.auto_archive(-1, 10) == [1, 0]
+    assert await harness.queue.auto_archive(-1, 10) == [1, 0]
     assert harness.queue.query_jobs(None, ["id"]) == []
 
 
@@ -214,8 +214,8 @@ async def test_auto_archive_with_a_timeout_reports_what_is_left(harness: QueueHa
     for job_id in ids:
         await harness.wait_status(job_id)
     # A zero timeout still archives one batch (of 1000), then stops.
-    assert harness.queue.auto_archive(-1, 0) == [1000, 100]
-    assert harness.queue.auto_archive(-1, 0) == [100, 0]
+    assert await harness.queue.auto_archive(-1, 0) == [1000, 100]
+    assert await harness.queue.auto_archive(-1, 0) == [100, 0]
 
 
 # Drain

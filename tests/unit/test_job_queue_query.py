@@ -151,7 +151,7 @@ async def test_query_asking_for_archived_includes_the_archive(harness: QueueHarn
     second = harness.queue.submit([jqueue()])
     await harness.wait_status(second)
     await harness.wait_status(first)
-    harness.queue.archive(first)
+    await harness.queue.archive(first)
     plain = harness.queue.query(["id", "status"], None)
     assert [row[0][1] for row in plain["data"]] == [second]
     with_archive = harness.queue.query(["id", "archived"], None)
@@ -283,7 +283,7 @@ async def test_wfjc_of_a_finished_job_returns_at_once(harness: QueueHarness) -> 
     assert info == ["success", ["success"]]
     assert [(e[0], e[2], e[3]) for e in entries] == [(2, "message", "TESTMSG=b")]
     # Also once archived.
-    harness.queue.archive(job_id)
+    await harness.queue.archive(job_id)
     info, entries = await harness.queue.wait_for_change(job_id, ["status"], None, None, 10)
     assert info == ["success"]
     assert [e[0] for e in entries] == [1, 2]

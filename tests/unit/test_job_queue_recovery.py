@@ -130,10 +130,7 @@ async def test_recover_from_rows_left_by_a_killed_master(tmp_path: Path) -> None
         records.job_row(job(3, "queued")),
         records.job_row(job(4, "success", "success")),
     ]
-    store.begin()
-    store.allocate_ids(4)
-    store.insert_jobs(rows)
-    store.commit()
+    store.insert_new(4, lambda ids: rows)
     store.close()
 
     h = QueueHarness(tmp_path)

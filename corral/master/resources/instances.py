@@ -3,7 +3,8 @@
 The fields are luxid's (their names, titles, kinds, descriptions, and what
 a missing value's status is); disk and NIC fields are in
 :mod:`corral.master.resources.instance_devices`.  Only the state fields
-(``status``, ``oper_*``, ``console``) need the nodes: one call per primary node.
+(``status``, ``oper_*``, ``console``) need the nodes: one call per primary node
+and hypervisor in use.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from corral.master.resources.common import (
 )
 from corral.master.resources.instance_devices import disk_fields, nic_fields
 from corral.master.resources.params import BE_TITLES
+from corral.master.resources.running import running_instances
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
@@ -374,25 +376,27 @@ async def items(master: Master, needs: set[str]) -> list[InstanceRow]:
 
 
 async def _add_live_data(master: Master, rows: list[InstanceRow]) -> None:
-    """Ask every primary node which instances run there (one call per node)."""
+    """Ask each primary node which instances of each hypervisor in use run there:
+    a failure leaves unknown only the instances of that node and hypervisor."""
     cfg = master.cfg
-    nodes = {row.obj.primary_node for row in rows}
+    in_use: dict[str, set[str]] = {}
+    for row in rows:
+        in_use.setdefault(row.obj.primary_node, set()).add(row.obj.hypervisor)
     targets = []
     offline = set()
-    for uuid in nodes:
+    for uuid, hypervisors in in_use.items():
         node = cfg.get(Node, uuid)
         if node is None or node.offline:
             offline.add(uuid)
         else:
-            targets.append((uuid, node.primary_ip))
-    hypervisors = cfg.cluster.enabled_hypervisors
-    results = await master.rpc.call(targets, "all_instances_info", [hypervisors]) if targets else {}
+            targets += [(uuid, node.primary_ip, hv) for hv in hypervisors]
+    results = await running_instances(master, targets) if targets else {}
     for row in rows:
         primary = row.obj.primary_node
         if primary in offline:
             row.node_state = NODE_OFFLINE
             continue
-        res = results.get(primary)
+        res = results.get((primary, row.obj.hypervisor))
         if res is None or res.fail_msg:
             row.node_state = NODE_DOWN
             continue

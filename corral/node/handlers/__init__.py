@@ -15,6 +15,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     info,
     instance,
     osdef,
+    storage,
     test,
 )
 from corral.node.handlers.base import HANDLERS, Handler, rpc_handler

@@ -1,7 +1,8 @@
-"""Calls that describe the node: version, node_info, node_verify."""
+"""Calls that describe the node: version, node_info, node_capabilities, node_verify."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -13,6 +14,8 @@ from corral import errors
 from corral.crypto.certs import cert_info
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.node.meminfo import memory_info
+from corral.node.storage.dirs import storage_path
 
 _MIB = 1024 * 1024
 _NUMA_NODE_RE = re.compile(r"^node\d+$")
@@ -22,29 +25,6 @@ _NUMA_NODE_RE = re.compile(r"^node\d+$")
 async def version(ctx: NodeContext) -> int:
     """The node's internode protocol version."""
     return C.PROTOCOL_VERSION
-
-
-def read_meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int]:
-    """/proc/meminfo as ``{key: KiB}``."""
-    values: dict[str, int] = {}
-    for line in path.read_text().splitlines():
-        key, _, rest = line.partition(":")
-        fields = rest.split()
-        if fields and fields[0].isdigit():
-            values[key] = int(fields[0])
-    return values
-
-
-def memory_info() -> dict[str, int]:
-    """Total, free and dom0-used memory in MiB.
-
-    Page cache counts as free, as Ganeti counts it: the kernel gives it back
-    when an instance needs the memory.
-    """
-    mem = read_meminfo()
-    total = mem["MemTotal"] // 1024
-    free = (mem["MemFree"] + mem.get("Buffers", 0) + mem.get("Cached", 0)) // 1024
-    return {"memory_total": total, "memory_free": free, "memory_dom0": total - free}
 
 
 def boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
@@ -78,8 +58,8 @@ def cpu_info() -> dict[str, int]:
 def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
     """Size and free space in MiB of the file system holding ``wire_path``."""
     try:
-        st = os.statvfs(ctx.paths.from_wire(wire_path))
-    except (OSError, ValueError) as err:
+        st = os.statvfs(storage_path(ctx.paths, wire_path, strictly=False))
+    except (OSError, errors.OpExecError) as err:
         raise errors.OpExecError(f"Cannot get storage info of {wire_path}: {err}") from None
     return {
         "path": wire_path,
@@ -99,6 +79,18 @@ async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any
         **cpu_info(),
         "storage": [storage_info(ctx, str(path)) for path in storage_paths],
     }
+
+
+@rpc_handler("node_capabilities")
+async def node_capabilities(ctx: NodeContext, file_storage_dir: str) -> dict[str, Any]:
+    """The hypervisors this node can run and the disk templates it can serve
+    (with ``file_storage_dir`` as the file storage directory)."""
+    if not isinstance(file_storage_dir, str):
+        raise errors.OpExecError("node_capabilities: file_storage_dir must be a path")
+    # Imported here: the hypervisors import this module.
+    from corral.node import capabilities
+
+    return await asyncio.to_thread(capabilities.report, ctx.paths, file_storage_dir)
 
 
 @rpc_handler("node_verify")

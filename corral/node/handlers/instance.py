@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from corral import errors
@@ -9,6 +10,7 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.hypervisor import get_hypervisor
 from corral.node.storage import file as file_storage
+from corral.node.storage.dirs import storage_path
 
 
 @rpc_handler("instance_start")
@@ -53,14 +55,13 @@ async def all_instances_info(ctx: NodeContext, hypervisors: list[str]) -> dict[s
 async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -> dict[str, Any]:
     """Free memory for instances and free space in the file storage directory."""
     info = get_hypervisor(hypervisor, ctx.paths).node_info()
-    total, free = file_storage.free_mib(ctx.paths.from_wire(storage_dir))
+    directory = storage_path(ctx.paths, storage_dir, strictly=False)
+    total, free = file_storage.free_mib(directory)
     return {**info, "storage_total": total, "storage_free": free}
 
 
-def _disk_path(ctx: NodeContext, path: str) -> Any:
-    if not isinstance(path, str):
-        raise errors.OpExecError(f"Invalid disk path {path!r}")
-    return ctx.paths.from_wire(path)
+def _disk_path(ctx: NodeContext, path: str) -> Path:
+    return storage_path(ctx.paths, path)
 
 
 @rpc_handler("blockdev_create")

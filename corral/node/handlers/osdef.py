@@ -9,6 +9,7 @@ from typing import Any
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.node.storage.dirs import storage_path
 from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
 from corral.osdef.env import instance_env, os_core_env
 from corral.osdef.runner import log_file, run_script
@@ -25,18 +26,23 @@ def _os(ctx: NodeContext, full_name: str) -> OSDefinition:
 
 
 def local_disks(ctx: NodeContext, inst: dict[str, Any]) -> dict[str, Any]:
-    """The descriptor with each disk's production path mapped below this root."""
+    """The descriptor with each disk's production path mapped below this root.
+
+    The scripts write to the disks as root: only paths inside the storage
+    directories are passed on.
+    """
     disks = []
     for disk in inst["disks"]:
         disk = dict(disk)
         if disk.get("path"):
-            disk["path"] = str(ctx.paths.from_wire(disk["path"]))
+            disk["path"] = str(storage_path(ctx.paths, disk["path"]))
         disks.append(disk)
     return {**inst, "disks": disks}
 
 
 def _secrets(osparams: dict[str, Any], names: list[str]) -> list[str]:
-    """The values of the secret parameters: kept out of the script logs."""
+    """The values of the private and secret parameters (``secret_names`` from
+    the master names both): kept out of the script logs."""
     return [str(osparams[name]) for name in names if name in osparams]
 
 
@@ -104,14 +110,19 @@ async def instance_os_add(
 
 @rpc_handler("instance_run_rename")
 async def instance_run_rename(
-    ctx: NodeContext, inst: dict[str, Any], old_name: str, osparams: dict[str, Any], debug: int
+    ctx: NodeContext,
+    inst: dict[str, Any],
+    old_name: str,
+    osparams: dict[str, Any],
+    debug: int,
+    secret_names: list[str],
 ) -> bool:
     """Run the OS ``rename`` script: INSTANCE_NAME is new, OLD_INSTANCE_NAME old."""
     osdef = _os(ctx, inst["os"])
     env = instance_env(osdef, local_disks(ctx, inst), osparams, debug)
     env["OLD_INSTANCE_NAME"] = old_name
     path = log_file(ctx.paths.log_dir, "rename", osdef.name, f"{old_name}-{inst['name']}")
-    code, tail = await run_script(osdef, "rename", [], env, path)
+    code, tail = await run_script(osdef, "rename", [], env, path, _secrets(osparams, secret_names))
     if code != 0:
         raise _failure("rename", code, path, tail)
     return True

@@ -15,8 +15,8 @@ from typing import Any
 
 from corral import errors
 from corral.fileio import atomic_write
-from corral.node.handlers.info import memory_info
 from corral.node.hypervisor.base import Hypervisor
+from corral.node.meminfo import memory_info
 
 
 class FakeHypervisor(Hypervisor):

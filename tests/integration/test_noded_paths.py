@@ -1,0 +1,137 @@
+"""noded acts only on paths inside the file storage directories (issue 8, item 8).
+
+A real noded, called over mutual TLS as masterd calls it: disk calls naming a
+path outside the storage directory are refused with a clear message and
+change nothing, symbolic links out of it included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.rpc.client import RpcResult
+from tests.helpers.noded import Noded, make_node_root, running_noded
+from tests.helpers.osdef import make_os
+
+STORAGE = "/srv/ganeti/file-storage"
+OUTSIDE = f"is outside the file storage directory {STORAGE}"
+
+
+@pytest.fixture(scope="module")
+def noded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Noded]:
+    paths = make_node_root(tmp_path_factory.mktemp("node"))
+    with running_noded(paths) as node:
+        yield node
+
+
+async def call(noded: Noded, name: str, *args: Any) -> RpcResult:
+    async with noded.client() as rpc:
+        return await rpc.call_one(*noded.target, name, list(args))
+
+
+def refused(result: RpcResult, text: str = OUTSIDE) -> str:
+    assert result.failed and not result.offline, result
+    message = str(result.fail_msg)
+    assert text in message, message
+    assert "Traceback" not in message
+    return message
+
+
+async def test_disks_inside_the_storage_directory_work(noded: Noded) -> None:
+    disk = f"{STORAGE}/inst1.example.com/disk0"
+    assert not (await call(noded, "blockdev_create", disk, 1)).failed
+    assert noded.paths.from_wire(disk).stat().st_size == 1024 * 1024
+    assert not (await call(noded, "blockdev_grow", disk, 2)).failed
+    assert not (await call(noded, "blockdev_remove", disk)).failed
+    assert not noded.paths.from_wire(disk).exists()
+    info = await call(noded, "hypervisor_info", "fake", STORAGE)
+    assert info.payload["storage_total"] > 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/var/lib/ganeti/config.db.new",
+        f"{STORAGE}/../../../var/lib/ganeti/x",  # ".." out of it
+        "/srv/ganeti/file-storage-other/x",  # a name that only starts like it
+    ],
+)
+async def test_disk_calls_outside_are_refused_and_change_nothing(noded: Noded, path: str) -> None:
+    local = noded.paths.from_wire(path)
+    message = refused(await call(noded, "blockdev_create", path, 1))
+    assert message.startswith(f"Path {path} ")
+    assert not local.exists()
+    victim = noded.paths.server_pem
+    before = victim.read_bytes()
+    refused(await call(noded, "blockdev_remove", noded.paths.to_wire(victim)))
+    refused(await call(noded, "blockdev_grow", noded.paths.to_wire(victim), 64))
+    assert victim.read_bytes() == before
+
+
+async def test_a_symbolic_link_out_of_the_storage_directory_is_refused(noded: Noded) -> None:
+    link = noded.paths.file_storage_dir / "evil"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(noded.paths.data_dir)
+    try:
+        victim = noded.paths.server_pem
+        refused(await call(noded, "blockdev_remove", f"{STORAGE}/evil/server.pem"))
+        assert victim.exists()
+        refused(await call(noded, "blockdev_create", f"{STORAGE}/evil/new", 1))
+        assert not (noded.paths.data_dir / "new").exists()
+    finally:
+        link.unlink()
+
+
+async def test_directory_calls_outside_are_refused(noded: Noded) -> None:
+    inside = noded.paths.file_storage_dir / "inst2.example.com"
+    inside.mkdir(parents=True)
+    new_outside = noded.paths.data_dir / "moved"
+    result = await call(
+        noded, "file_storage_dir_rename", f"{STORAGE}/inst2.example.com", "/var/lib/ganeti/moved"
+    )
+    refused(result)
+    assert inside.is_dir() and not new_outside.exists()
+    refused(await call(noded, "file_storage_dir_rename", "/var/lib/ganeti", f"{STORAGE}/stolen"))
+    assert noded.paths.data_dir.is_dir()
+    # The storage directory itself is not an instance's directory.
+    refused(
+        await call(noded, "file_storage_dir_rename", STORAGE, f"{STORAGE}/x"),
+        f"Path {STORAGE} is a file storage directory, not a path inside one",
+    )
+    # Free space: only of a storage directory (and none is created elsewhere).
+    refused(await call(noded, "hypervisor_info", "fake", "/var/lib/ganeti/newdir"))
+    assert not (noded.paths.data_dir / "newdir").exists()
+    refused(await call(noded, "node_info", ["/etc"]))
+
+
+async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    make_os(
+        noded.paths, "marker", variants=None, scripts={"create": f"#!/bin/sh\ntouch {marker}\n"}
+    )
+    inst = {"name": "inst3.example.com", "os": "marker", "disks": [{"path": "/etc/shadow"}]}
+    refused(await call(noded, "instance_os_add", inst, {}, False, 0, []))
+    assert not marker.exists()
+
+
+async def test_the_clusters_own_storage_directory_counts(noded: Noded) -> None:
+    """A directory given to ``gnt-cluster init --file-storage-dir`` (in ssconf)."""
+    ssconf = noded.paths.ssconf_file("file_storage_dir")
+    ssconf.write_text("/srv/custom-storage\n")
+    try:
+        disk = "/srv/custom-storage/inst4.example.com/disk0"
+        assert not (await call(noded, "blockdev_create", disk, 1)).failed
+        assert not (await call(noded, "blockdev_remove", disk)).failed
+        message = refused(
+            await call(noded, "blockdev_create", "/srv/x", 1),
+            f"outside the file storage directory {STORAGE} or /srv/custom-storage",
+        )
+        assert message == (
+            f"Path /srv/x is outside the file storage directory {STORAGE} or /srv/custom-storage"
+        )
+    finally:
+        ssconf.unlink()
