@@ -10,6 +10,7 @@ import contextlib
 import ipaddress
 import os
 import re
+import shlex
 import shutil
 import socket
 import sys
@@ -207,12 +208,29 @@ def remove_cluster_files(paths: Paths) -> None:
                 path.unlink()
 
 
+def daemon_args(paths: Paths, daemon: str) -> list[str]:
+    """Extra options of ``daemon`` from ``etc/default/ganeti``, as Ganeti's
+    daemon-util takes them (``NODED_ARGS="--idle-timeout 30"``, ``MASTERD_ARGS``)."""
+    wanted = f"{daemon.upper()}_ARGS"
+    try:
+        text = paths.daemon_defaults.read_text()
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.removeprefix("export ").strip() == wanted:
+            # As the shell: the value unquoted, then split into words.
+            return " ".join(shlex.split(value, comments=True)).split()
+    return []
+
+
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
     from corral.daemons.util import start_daemon
 
     env = {"CORRAL_ROOT": str(paths.root)}
-    start_daemon(daemon_command("noded", "--bind", node_ip, "--port", str(port)), env)
-    start_daemon(daemon_command("masterd"), env)
+    noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
+    start_daemon(daemon_command("noded", *noded), env)
+    start_daemon(daemon_command("masterd", *daemon_args(paths, "masterd")), env)
 
 
 def stop_daemons(paths: Paths) -> None:

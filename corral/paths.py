@@ -109,6 +109,11 @@ class Paths:
         return self._under(CONF_DIR)
 
     @property
+    def daemon_defaults(self) -> Path:
+        """The daemons' extra options (Ganeti's ``/etc/default/ganeti``)."""
+        return self._under("/etc/default/ganeti")
+
+    @property
     def hooks_dir(self) -> Path:
         return self.conf_dir / "hooks"
 
