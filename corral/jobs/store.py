@@ -62,6 +62,9 @@ _UPDATE_JOB = (
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
+# Page cache of the writing connection (the reading one keeps SQLite's default, 2 MiB).
+WRITER_CACHE_KIB = 256
+
 # One log entry to write: (job id, opcode index, serial, timestamp, type, message).
 LogRow = tuple[int, int, int, float, str, Any]
 
@@ -75,6 +78,9 @@ class JobStore:
         opened: list[sqlite3.Connection] = []
         try:
             self._wdb = self._connect(opened)
+            # The writer appends and archives: it needs little page cache, and
+            # every page it keeps is memory masterd holds for nothing.
+            self._wdb.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
             for stmt in _SCHEMA:
                 self._wdb.execute(stmt)
             self._db = self._connect(opened)

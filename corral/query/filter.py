@@ -12,14 +12,14 @@ import re
 import time
 from collections.abc import Callable
 
-import regex
-
 from corral import constants as C
 from corral import errors
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
     from typing import Any
+
+    import regex
 
     Predicate = Callable[[Any], bool]
     ValueOf = Callable[[str], Callable[[Any], Any]]
@@ -68,6 +68,8 @@ def compile_regex(pattern: str) -> regex.Pattern[str]:
                 f"Regular expression {_short(pattern)} repeats too much (counted repeats"
                 f" multiply to more than {MAX_REGEX_REPEATS}); simplify it"
             )
+    import regex  # here: ~3 MB that a masterd whose queries use no regex never needs
+
     try:
         return regex.compile(pattern)
     except (regex.error, OverflowError, RecursionError, MemoryError) as err:
