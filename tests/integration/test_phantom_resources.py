@@ -119,6 +119,15 @@ def test_init_refuses_a_hypervisor_the_node_cannot_run(root: TestCluster) -> Non
     assert not root.paths.config_db.exists()
 
 
+def test_init_makes_a_file_storage_dir_that_does_not_exist(root: TestCluster) -> None:
+    # As Ganeti's init; the node is then asked whether it can serve "file" there.
+    try:
+        ok(root.init("--file-storage-dir", "/srv/site/files"))
+        assert root.paths.from_wire("/srv/site/files").is_dir()
+    finally:
+        root.stop()
+
+
 # gnt-cluster modify
 
 
