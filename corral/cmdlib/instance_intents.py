@@ -13,6 +13,7 @@ background, and by the next add of the same name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -150,6 +151,16 @@ def resolve_in_background(master: Master) -> None:
     if task is not None and not task.done():
         return
     _tasks[key] = asyncio.get_running_loop().create_task(_resolve_loop(master))
+
+
+async def stop_background(master: Master) -> None:
+    """Cancel the background resolution (masterd stopping: records left are
+    resolved at the next start)."""
+    task = _tasks.pop(str(intent_dir(master.paths)), None)
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _resolve_loop(master: Master) -> None:

@@ -98,6 +98,7 @@ async def serve(
         log.info("corral-masterd stopping")
         await server.close()
         await queue.shutdown(SHUTDOWN_GRACE)
+        await instance_intents.stop_background(master)
         await rpc.close()
         store.close()
         cfg.close()
