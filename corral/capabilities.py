@@ -44,11 +44,7 @@ def check_hypervisor_implemented(name: str, doing: str = "use") -> HypervisorKin
     if kind is not None:
         return kind
     if name in GANETI_HYPERVISORS:
-        raise errors.OpPrereqError(
-            f"Cannot {doing} hypervisor '{name}': it is not implemented by Corral;"
-            f" use one of: {', '.join(HYPERVISORS)}",
-            C.ECODE_INVAL,
-        )
+        raise templates.not_implemented("hypervisor", name, doing, HYPERVISORS)
     raise errors.OpPrereqError(
         f"Unknown hypervisor '{name}'; valid hypervisors are: {', '.join(GANETI_HYPERVISORS)}",
         C.ECODE_INVAL,

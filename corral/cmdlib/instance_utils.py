@@ -39,6 +39,23 @@ def filled_nicparams(cluster: Cluster, nic: NIC) -> dict[str, Any]:
     return P.fill(P.NIC_DEFAULTS, cluster.nicparams.get("default", {}), nic.nicparams)
 
 
+def _osparam_sources(
+    cluster: Cluster,
+    os_name: str,
+    public: dict[str, Any],
+    private: dict[str, Any],
+    secret: dict[str, Any],
+) -> list[tuple[dict[str, Any], bool]]:
+    """Where an OS script's parameters come from, later ones winning: cluster OS <
+    cluster OS+variant < instance; with each, whether its values are hidden."""
+    base, _ = split_name(os_name)
+    sources: list[tuple[dict[str, Any], bool]] = []
+    for name in dict.fromkeys((base, os_name)):
+        sources.append((cluster.osparams.get(name, {}), False))
+        sources.append((cluster.osparams_private_cluster.get(name, {}), True))
+    return [*sources, (public, False), (private, True), (secret, True)]
+
+
 def merged_osparams(
     cluster: Cluster,
     os_name: str,
@@ -46,15 +63,10 @@ def merged_osparams(
     private: dict[str, Any],
     secret: dict[str, Any],
 ) -> dict[str, Any]:
-    """Cluster OS < cluster OS+variant < instance; private and secret in one namespace."""
-    base, _ = split_name(os_name)
+    """The parameters merged; private and secret in one namespace."""
     out: dict[str, Any] = {}
-    for name in dict.fromkeys((base, os_name)):
-        out.update(cluster.osparams.get(name, {}))
-        out.update(cluster.osparams_private_cluster.get(name, {}))
-    out.update(public)
-    out.update(private)
-    out.update(secret)
+    for params, _ in _osparam_sources(cluster, os_name, public, private, secret):
+        out.update(params)
     return out
 
 
@@ -67,14 +79,8 @@ def hidden_osparams(
 ) -> list[str]:
     """The names among :func:`merged_osparams` whose values are private or
     secret (the source that wins decides, as the merge does)."""
-    base, _ = split_name(os_name)
-    sources: list[tuple[dict[str, Any], bool]] = []
-    for name in dict.fromkeys((base, os_name)):
-        sources.append((cluster.osparams.get(name, {}), False))
-        sources.append((cluster.osparams_private_cluster.get(name, {}), True))
-    sources += [(public, False), (private, True), (secret, True)]
     hidden: set[str] = set()
-    for params, is_hidden in sources:
+    for params, is_hidden in _osparam_sources(cluster, os_name, public, private, secret):
         hidden = hidden | set(params) if is_hidden else hidden - set(params)
     return sorted(hidden)
 

@@ -73,7 +73,7 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_cir
 def dumps(value: Any) -> bytes:
     """Compact JSON bytes.
 
-    A lone surrogate (from a ``\\udXXX`` escape in a request, quoted back in
+    A lone surrogate (from a ``\\udc80``-style escape in a request, quoted back in
     an error) goes out as that same JSON escape, not as invalid UTF-8.
     """
     return _encoder.encode(value).encode("utf-8", "backslashreplace")

@@ -57,6 +57,18 @@ def uses_storage(names: Iterable[str], storage: str) -> bool:
     return any(t.storage == storage for t in map(DISK_TEMPLATES.get, names) if t is not None)
 
 
+def not_implemented(
+    kind: str, name: str, doing: str, implemented: Iterable[str]
+) -> errors.OpPrereqError:
+    """The refusal of a name Ganeti knows and Corral does not implement (a disk
+    template here, a hypervisor in ``corral.capabilities``)."""
+    return errors.OpPrereqError(
+        f"Cannot {doing} {kind} '{name}': it is not implemented by Corral;"
+        f" use one of: {', '.join(implemented)}",
+        C.ECODE_INVAL,
+    )
+
+
 def implemented_names() -> str:
     """The implemented templates, for messages."""
     return ", ".join(DISK_TEMPLATES)
@@ -72,11 +84,7 @@ def check_implemented(name: str, doing: str = "use") -> DiskTemplate:
     if template is not None:
         return template
     if name in GANETI_DISK_TEMPLATES:
-        raise errors.OpPrereqError(
-            f"Cannot {doing} disk template '{name}': it is not implemented by Corral;"
-            f" use one of: {implemented_names()}",
-            C.ECODE_INVAL,
-        )
+        raise not_implemented("disk template", name, doing, DISK_TEMPLATES)
     raise errors.OpPrereqError(
         f"'{name}' is not a valid disk template. Valid disk templates are:"
         f" {','.join(GANETI_DISK_TEMPLATES)}",

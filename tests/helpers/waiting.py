@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -12,3 +13,14 @@ def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str 
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
         time.sleep(0.02)
+
+
+async def wait_until_async(
+    predicate: Callable[[], object], timeout: float = 5.0, what: str = ""
+) -> None:
+    """:func:`wait_until` inside an event loop: it keeps running while we poll."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"timed out waiting for {what or predicate}"
+        await asyncio.sleep(0.002)

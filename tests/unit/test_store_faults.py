@@ -3,7 +3,6 @@ a tiny tmpfs, filled to the last byte or remounted read-only."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +16,7 @@ from corral import errors
 from corral.config.store import ConfigChange, SqliteConfigStore
 from corral.jobs.store import JobStore
 from tests.helpers.tmpfs import fill, remount, tmpfs
+from tests.helpers.waiting import wait_until_async
 from tests.unit.jobqueue_helpers import QueueHarness, gated
 
 NO_SPACE = "No space left on device"
@@ -175,11 +175,7 @@ async def test_write_retried_by_timer_after_space_returns(
     assert queue.unfinished_count == 0 and job_id in queue._jobs
     filler.unlink()
     # No further change comes: only the retry timer writes the job.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while job_id in queue._jobs and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    assert job_id not in queue._jobs
+    await wait_until_async(lambda: job_id not in queue._jobs, 10, "the retry timer's write")
     with sqlite3.connect(disk / "queue.db") as db:
         assert db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone() == (
             "error",
