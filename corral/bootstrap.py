@@ -24,6 +24,7 @@ from corral.paths import Paths
 
 NODED = "corral-noded"
 MASTERD = "corral-masterd"
+RAPI = "corral-rapi"
 _HOSTNAME_RE = re.compile(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$", re.IGNORECASE
 )
@@ -193,6 +194,7 @@ def created_files(paths: Paths) -> list[Path]:
         paths.ca_key,
         paths.server_pem,
         paths.client_pem,
+        paths.rapi_pem,
         paths.cluster_domain_secret,
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
@@ -231,11 +233,21 @@ def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
     start_daemon(daemon_command("noded", *noded), env)
     start_daemon(daemon_command("masterd", *daemon_args(paths, "masterd")), env)
+    start_rapi(paths, node_ip)
+
+
+def start_rapi(paths: Paths, node_ip: str) -> None:
+    """Start corral-rapi, on the master node's address unless RAPI_ARGS say otherwise."""
+    from corral.daemons.util import start_daemon
+
+    rapi = ["--bind", node_ip, *daemon_args(paths, "rapi")]
+    start_daemon(daemon_command("rapi", *rapi), {"CORRAL_ROOT": str(paths.root)})
 
 
 def stop_daemons(paths: Paths) -> None:
     from corral.daemons.util import stop_daemon
 
+    stop_daemon(paths, RAPI)
     stop_daemon(paths, MASTERD)
     stop_daemon(paths, NODED)
 
@@ -255,8 +267,10 @@ def init_cluster(paths: Paths, opts: InitOptions) -> None:
     try:
         from corral.crypto.certs import create_cluster_crypto
 
-        assert opts.node_ip
-        create_cluster_crypto(paths, opts.cluster_name, opts.node_name, opts.node_ip)
+        assert opts.node_ip and opts.master_ip
+        create_cluster_crypto(
+            paths, opts.cluster_name, opts.node_name, opts.node_ip, opts.master_ip
+        )
         _write_config(paths, opts)
         start_daemons(paths, opts.node_ip, opts.noded_port)
     except BaseException:

@@ -147,6 +147,7 @@ MAX_TAGS_PER_OBJ: Final = 4096
 
 # Network defaults.
 DEFAULT_NODED_PORT: Final = 1811
+DEFAULT_RAPI_PORT: Final = 5080
 DEFAULT_MAC_PREFIX: Final = "aa:00:00"
 DEFAULT_NODEGROUP: Final = "default"
 

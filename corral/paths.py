@@ -170,6 +170,19 @@ class Paths:
         return self.data_dir / "client.pem"
 
     @property
+    def rapi_pem(self) -> Path:
+        """corral-rapi's certificate and key (self-signed, as Ganeti's)."""
+        return self.data_dir / "rapi.pem"
+
+    @property
+    def rapi_users_dir(self) -> Path:
+        return self.data_dir / "rapi"
+
+    @property
+    def rapi_users_file(self) -> Path:
+        return self.rapi_users_dir / "users"
+
+    @property
     def cluster_domain_secret(self) -> Path:
         return self.data_dir / "cluster-domain-secret"
 

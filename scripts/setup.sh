@@ -24,6 +24,13 @@ if ((${#need_pkgs[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
+# corral-rapi drops root to this system user (and group) once it has opened its files.
+if ! getent passwd gnt-rapi >/dev/null; then
+  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "Creating system user gnt-rapi"
+  $SUDO useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin gnt-rapi
+fi
 
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv

@@ -139,6 +139,34 @@ def make_signed_cert(
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
+def make_self_signed_cert(
+    common_name: str, days: int, *, ips: Iterable[str] = (), dns: Iterable[str] = ()
+) -> tuple[bytes, bytes]:
+    """A self-signed TLS server certificate and its key, as ``(cert_pem, key_pem)``;
+    clients trust it by taking it as their CA file (Ganeti's ``rapi.pem``)."""
+    key = _new_key()
+    builder = (
+        _builder(common_name, _name(common_name), days, key)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    )
+    ips, dns = list(ips), list(dns)
+    if ips or dns:
+        builder = builder.add_extension(_san(ips, dns), critical=False)
+    cert = builder.sign(key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def write_rapi_cert(paths: Paths, names: Iterable[str], ips: Iterable[str]) -> None:
+    """Write a new ``rapi.pem`` (certificate and key) valid for ``names`` and ``ips``."""
+    names = list(dict.fromkeys(names))
+    cert, key = make_self_signed_cert(
+        names[0], C.CERT_VALIDITY_DAYS, ips=dict.fromkeys(ips), dns=names
+    )
+    write_pem(paths.rapi_pem, cert, key)
+
+
 def write_pem(path: Path | str, *pems: bytes, private: bool = True) -> None:
     """Write PEM blocks to ``path`` atomically (mode 0600, or 0644 if not private)."""
     data = b"".join(pem if pem.endswith(b"\n") else pem + b"\n" for pem in pems)
@@ -190,8 +218,10 @@ def make_domain_secret() -> bytes:
     return secrets.token_hex(_SECRET_BYTES).encode("ascii") + b"\n"
 
 
-def create_cluster_crypto(paths: Paths, cluster_name: str, node_name: str, node_ip: str) -> None:
-    """Create the cluster CA, node and masterd certificates and the domain secret."""
+def create_cluster_crypto(
+    paths: Paths, cluster_name: str, node_name: str, node_ip: str, master_ip: str | None = None
+) -> None:
+    """Create the cluster CA, node, masterd and RAPI certificates and the domain secret."""
     days = C.CERT_VALIDITY_DAYS
     ca_cert, ca_key = make_ca(cluster_name, days)
     write_pem(paths.ca_cert, ca_cert, private=False)
@@ -201,6 +231,7 @@ def create_cluster_crypto(paths: Paths, cluster_name: str, node_name: str, node_
         ca_cert, ca_key, MASTERD_CLIENT_CN, days, server=False, client=True
     )
     write_pem(paths.client_pem, client_cert, client_key)
+    write_rapi_cert(paths, [cluster_name, node_name], [master_ip or node_ip, node_ip])
     write_pem(paths.cluster_domain_secret, make_domain_secret())
 
 

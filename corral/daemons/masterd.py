@@ -6,11 +6,14 @@ import argparse
 import functools
 import sys
 
+from corral.daemons.privileges import DEFAULT_RAPI_USER
 from corral.daemons.util import run_daemon
 from corral.luxi import protocol
 from corral.paths import Paths
 
 NAME = "corral-masterd"
+# corral-rapi's user's group (set-up makes the user with a group of its name).
+DEFAULT_LUXI_GROUP = DEFAULT_RAPI_USER
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -32,6 +35,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SIZE",
         help="bytes of luxi requests being received on all connections together"
         " (default %(default)s)",
+    )
+    parser.add_argument(
+        "--luxi-group",
+        default=DEFAULT_LUXI_GROUP,
+        metavar="GROUP",
+        help="group allowed to use the luxi socket besides root: corral-rapi's"
+        " (default %(default)s; '' for root only)",
     )
     return parser.parse_args(argv)
 
@@ -62,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
                 paths,
                 luxi_max_message=opts.luxi_max_message_size,
                 luxi_max_buffered=opts.luxi_max_buffered,
+                luxi_group=opts.luxi_group or None,
             ),
             foreground=opts.foreground,
             paths=paths,

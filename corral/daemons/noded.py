@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import sys
-from collections.abc import Callable
 
 from corral import constants as C
+from corral.daemons.limit_options import add_limit_options, connection_limits
 from corral.daemons.util import run_daemon
-from corral.node import limits as L
-from corral.node.limits import ConnectionLimits
 from corral.paths import Paths
 
 NAME = "corral-noded"
@@ -32,53 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=C.DEFAULT_NODED_PORT,
         help=f"port to listen on (default {C.DEFAULT_NODED_PORT})",
     )
-    _add_limit_options(parser)
+    add_limit_options(parser)
     return parser.parse_args(argv)
-
-
-def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not 0 < value < math.inf:
-            raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-        return value
-
-    return parse
-
-
-def _add_limit_options(parser: argparse.ArgumentParser) -> None:
-    """Time-outs and bounds that keep clients without a certificate from taking it over."""
-    for flag, kind, default, text in (
-        ("--handshake-timeout", float, L.HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
-        ("--idle-timeout", float, L.IDLE_TIMEOUT, "seconds an idle connection stays open"),
-        (
-            "--max-unauthenticated",
-            int,
-            L.MAX_UNAUTHENTICATED,
-            "connections waiting for their TLS handshake at once (the oldest is closed)",
-        ),
-        ("--max-connections", int, L.MAX_CONNECTIONS, "connections open at once"),
-    ):
-        parser.add_argument(
-            flag,
-            type=_positive(kind),
-            default=default,
-            metavar="SECONDS" if kind is float else "N",
-            help=f"{text} (default {default:g})",
-        )
-
-
-def connection_limits(opts: argparse.Namespace) -> ConnectionLimits:
-    """The connection limits the options ask for."""
-    return ConnectionLimits(
-        handshake_timeout=opts.handshake_timeout,
-        idle_timeout=opts.idle_timeout,
-        max_unauthenticated=int(opts.max_unauthenticated),
-        max_connections=int(opts.max_connections),
-    )
 
 
 def main(argv: list[str] | None = None) -> None:

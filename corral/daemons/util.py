@@ -98,10 +98,14 @@ class PidFile:
         self._fd = fd
 
     def release(self) -> None:
-        """Remove the file and drop the lock (in that order, so no one else's file goes)."""
+        """Remove the file and drop the lock (in that order, so no one else's file goes).
+
+        A daemon that dropped root cannot remove it: the unlocked file stays,
+        which says the same (see running_pid).
+        """
         if self._fd is None:
             return
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             self.path.unlink()
         os.close(self._fd)
         self._fd = None
@@ -386,4 +390,8 @@ def stop_daemon(paths: Paths, name: str, timeout: float = 10.0) -> bool:
             os.kill(pid, signal.SIGKILL)
         # A killed daemon leaves an unlocked pid file, which the next start reuses.
         _wait_stopped(path, timeout)
+    # So does one that dropped root (corral-rapi): its pid file goes here.
+    if running_pid(path) is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
     return True

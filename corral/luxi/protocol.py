@@ -129,27 +129,35 @@ def _depth_within(value: Any, limit: int) -> bool:
     return False
 
 
-def parse_request(data: bytes) -> tuple[str, Any]:
-    """Parse one request (without the terminator) into ``(method, args)``.
-
-    Beyond JSON's syntax, refused: NaN and infinities, integers beyond 64
-    bits, lone surrogates and nesting too deep for the parser.
-    """
+def load_json(data: bytes) -> Any:
+    """Parse JSON from a client, refusing what Ganeti's daemons cannot take:
+    NaN and infinities, integers beyond 64 bits, lone surrogates and nesting
+    too deep for the parser (ValueError saying which)."""
     try:
-        msg = json.loads(
+        value = json.loads(
             data, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant
         )
-    except ValueError as err:  # UnicodeDecodeError too
-        raise errors.LuxiError(f"Malformed request, not JSON: {err}") from None
     except RecursionError:
-        raise errors.LuxiError("Malformed request: JSON nested too deeply") from None
-    if not _depth_within(msg, MAX_DEPTH):
-        raise errors.LuxiError(f"Malformed request: JSON nested more than {MAX_DEPTH} levels deep")
+        raise ValueError("JSON nested too deeply") from None
+    except ValueError as err:  # UnicodeDecodeError too
+        raise ValueError(f"not JSON: {err}") from None
+    if not _depth_within(value, MAX_DEPTH):
+        raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep")
     if _SURROGATE_ESCAPE.search(data):
         try:
-            _encoder.encode(msg).encode("utf-8")
+            _encoder.encode(value).encode("utf-8")
         except UnicodeEncodeError:
-            raise errors.LuxiError("Malformed request: a string has a lone surrogate") from None
+            raise ValueError("a string has a lone surrogate") from None
+    return value
+
+
+def parse_request(data: bytes) -> tuple[str, Any]:
+    """Parse one request (without the terminator) into ``(method, args)``
+    (the JSON as :func:`load_json` takes it)."""
+    try:
+        msg = load_json(data)
+    except ValueError as err:
+        raise errors.LuxiError(f"Malformed request: {err}") from None
     if not isinstance(msg, dict) or KEY_METHOD not in msg or KEY_ARGS not in msg:
         raise errors.LuxiError("Malformed request: expected an object with 'method' and 'args'")
     method = msg[KEY_METHOD]

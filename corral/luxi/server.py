@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,23 @@ class BufferPool:
         self.used -= size
 
 
+def _open_to_group(socket_path: Path, group: str) -> None:
+    """Let ``group`` (corral-rapi's) use the socket: the socket and its
+    directory belong to it, read and write for the socket, search for the
+    directory; nothing for others."""
+    import grp
+
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        log.warning("Group %s does not exist: only root can use %s", group, socket_path)
+        return
+    directory = socket_path.parent
+    os.chown(directory, -1, gid)
+    directory.chmod(0o750)
+    os.chown(socket_path, -1, gid)
+
+
 class LuxiServer:
     """Serves luxi on a unix socket, handing each request to ``handler``.
 
@@ -60,8 +78,10 @@ class LuxiServer:
         handler: Handler,
         max_message: int = protocol.MAX_MESSAGE_SIZE,
         max_buffered: int = protocol.MAX_BUFFERED,
+        group: str | None = None,
     ) -> None:
         self._path = path
+        self._group = group
         self._handler = handler
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[asyncio.Task[None]] = set()
@@ -74,6 +94,8 @@ class LuxiServer:
             self._serve, path=str(self._path), limit=READ_CHUNK
         )
         self._path.chmod(0o660)
+        if self._group:
+            _open_to_group(self._path, self._group)
 
     async def close(self) -> None:
         if self._server is not None:

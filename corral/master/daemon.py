@@ -47,8 +47,9 @@ async def serve(
     ready: Callable[[], None],
     luxi_max_message: int = protocol.MAX_MESSAGE_SIZE,
     luxi_max_buffered: int = protocol.MAX_BUFFERED,
+    luxi_group: str | None = None,
 ) -> None:
-    """Run masterd until cancelled (the luxi limits: see LuxiServer)."""
+    """Run masterd until cancelled (the luxi limits and group: see LuxiServer)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -80,7 +81,7 @@ async def serve(
     processor.bind(master)
     queue.recover()
     server = LuxiServer(
-        paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered
+        paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered, luxi_group
     )
     await server.start()
     # Everything so far (modules, pydantic schemas, configuration) lives as long

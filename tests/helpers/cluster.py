@@ -48,6 +48,9 @@ def unique_loopback() -> str:
     return f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
 
 
+RAPI_PORT = 5080
+
+
 @dataclass
 class TestCluster:
     """A cluster (or an empty root) under ``paths.root``."""
@@ -101,8 +104,26 @@ class TestCluster:
     def client(self) -> Client:
         return Client(self.paths.master_socket, timeout=120)
 
+    # corral-rapi: on the node's address, port 5080 (gnt-cluster init starts it).
+    @property
+    def rapi_url(self) -> str:
+        return f"https://{self.node_ip}:{RAPI_PORT}"
+
+    @property
+    def rapi_ca(self) -> Path:
+        """The RAPI's self-signed certificate, which clients trust as their CA."""
+        return self.paths.rapi_pem
+
+    def add_rapi_user(self, name: str, password: str, *rights: str) -> None:
+        """Add a line to the RAPI users file (which corral-rapi re-reads)."""
+        users = self.paths.rapi_users_file
+        users.parent.mkdir(parents=True, exist_ok=True)
+        with users.open("a") as out:
+            out.write(f"{name} {{cleartext}}{password} {','.join(rights)}\n")
+
     def stop(self) -> None:
         """Stop the daemons (whatever state the cluster is in)."""
+        stop_daemon(self.paths, "corral-rapi")
         stop_daemon(self.paths, "corral-masterd")
         stop_daemon(self.paths, "corral-noded")
 

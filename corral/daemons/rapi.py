@@ -1,0 +1,94 @@
+"""corral-rapi: the remote API daemon (Ganeti's RAPI v2), on the master."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+
+from corral import constants as C
+from corral.daemons.limit_options import add_limit_options, connection_limits
+from corral.daemons.privileges import DEFAULT_RAPI_USER
+from corral.daemons.util import run_daemon
+from corral.paths import Paths
+
+NAME = "corral-rapi"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command-line options of corral-rapi (Ganeti's ganeti-rapi's, and more)."""
+    parser = argparse.ArgumentParser(prog=NAME, description="Corral remote API daemon")
+    parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
+    parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "-b",
+        "--bind",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="address to listen on (default all IPv4 addresses)",
+    )
+    parser.add_argument(
+        "-p",
+        "--port",
+        type=int,
+        default=C.DEFAULT_RAPI_PORT,
+        help=f"port to listen on (default {C.DEFAULT_RAPI_PORT})",
+    )
+    parser.add_argument(
+        "--no-ssl",
+        dest="ssl",
+        action="store_false",
+        help="serve plain HTTP (for debugging only: passwords cross in clear text)",
+    )
+    parser.add_argument(
+        "--require-authentication",
+        action="store_true",
+        help="refuse anonymous requests (reads too)",
+    )
+    parser.add_argument(
+        "--user",
+        default=DEFAULT_RAPI_USER,
+        help="unprivileged user to run as once the certificate is read"
+        " (default %(default)s; 'root' keeps root's rights, which is not advised)",
+    )
+    parser.add_argument(
+        "--max-login-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="longest wait imposed on a client after failed logins; the wait starts at"
+        " 0.05 s and doubles with each failure in a row (default %(default)g)",
+    )
+    add_limit_options(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``corral-rapi``; the root comes from CORRAL_ROOT."""
+    opts = parse_args(argv)
+    from corral.rapi.daemon import Settings, serve
+
+    paths = Paths.from_env()
+    settings = Settings(
+        address=opts.bind,
+        port=opts.port,
+        ssl=opts.ssl,
+        require_auth=opts.require_authentication,
+        user=opts.user,
+        limits=connection_limits(opts),
+        max_login_delay=opts.max_login_delay,
+        debug=opts.debug,
+    )
+    sys.exit(
+        run_daemon(
+            NAME,
+            functools.partial(serve, paths, settings),
+            foreground=opts.foreground,
+            paths=paths,
+            debug=opts.debug,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

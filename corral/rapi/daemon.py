@@ -1,0 +1,125 @@
+"""Assembles corral-rapi: certificate, users, masterd connection, server,
+then the drop to the unprivileged user."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from corral.daemons.privileges import drop_privileges, lookup_user
+from corral.daemons.util import listen_error
+from corral.node.limits import ConnectionLimits
+from corral.node.listener import GuardedTCPSite, fd_limit
+from corral.paths import Paths
+from corral.rapi.luxi import LuxiPool
+from corral.rapi.server import RapiServer
+from corral.rapi.throttle import LoginThrottle
+from corral.rapi.users import UsersFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What corral-rapi's options ask for."""
+
+    address: str
+    port: int
+    ssl: bool
+    require_auth: bool
+    user: str
+    limits: ConnectionLimits
+    max_login_delay: float = 5.0
+    debug: bool = False
+
+
+def _tls_context(paths: Paths) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(paths.rapi_pem)
+    return context
+
+
+def _users_dir(paths: Paths, user: str) -> int:
+    """A descriptor of the users file's directory, which ``user`` may read:
+    the file is re-read through it after the drop, whatever the directories
+    above allow."""
+    directory = paths.rapi_users_dir
+    directory.mkdir(mode=0o750, exist_ok=True)
+    if os.geteuid() == 0 and user != "root":
+        # As Ganeti's ensure-dirs: the directory and the file readable by the group.
+        _uid, gid = lookup_user(user)
+        for path, mode in ((directory, 0o750), (paths.rapi_users_file, 0o640)):
+            if path.exists():
+                os.chown(path, 0, gid)
+                os.chmod(path, mode)
+    return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _become(paths: Paths, user: str) -> None:
+    """Drop root for ``user`` (keeping the open log file writable)."""
+    if user == "root" or os.geteuid() != 0:
+        if user != "root":
+            drop_privileges(user)  # checks that we already are that user
+        return
+    uid, gid = lookup_user(user)
+    log_file = paths.daemon_log("corral-rapi")
+    if log_file.exists():
+        os.chown(log_file, uid, gid)
+    drop_privileges(user)
+    log.info("Running as user %s (uid %d)", user, uid)
+
+
+async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> None:
+    """Serve the RAPI until cancelled."""
+    tls = _tls_context(paths) if settings.ssl else None
+    users = UsersFile(paths.rapi_users_file.name, _users_dir(paths, settings.user))
+    users.reload()  # a problem with the file is logged at start
+    # luxi is reached from inside the socket directory, by name: the daemon
+    # needs no access to the directories above it.
+    os.chdir(paths.socket_dir)
+    luxi = LuxiPool(paths.master_socket.name)
+    rapi = RapiServer(
+        luxi,
+        users,
+        require_auth=settings.require_auth,
+        throttle=LoginThrottle(cap=settings.max_login_delay),
+    )
+    access_log = logging.getLogger("aiohttp.access") if settings.debug else None
+    runner = web.AppRunner(
+        rapi.app(), access_log=access_log, keepalive_timeout=settings.limits.idle_timeout
+    )
+    await runner.setup()
+    limits = settings.limits.within_fd_limit(fd_limit())
+    site: web.BaseSite
+    if tls is not None:
+        site = GuardedTCPSite(
+            runner, settings.address, settings.port, ssl_context=tls, limits=limits
+        )
+    else:
+        site = web.TCPSite(runner, settings.address, settings.port)
+    try:
+        try:
+            await site.start()
+        except OSError as err:
+            raise listen_error(settings.address, settings.port, err) from None
+        _become(paths, settings.user)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, users.reload)
+        log.info(
+            "Listening on %s:%d (%s)",
+            settings.address,
+            settings.port,
+            "HTTPS" if tls else "plain HTTP",
+        )
+        ready()
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await luxi.close()
