@@ -23,7 +23,7 @@ class LUOsDiagnose(LogicalUnit[opos.OpOsDiagnose]):
             )
 
     async def exec(self) -> Any:
-        rows = await oses.items(self.master, set())
+        rows = await oses.items(self.master, set(), None)
         if self.op.names:
             rows = [r for r in rows if r.name in self.op.names]
         # Ganeti's legacy rule: hidden, blacklisted and invalid OSes are left out

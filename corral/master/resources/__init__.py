@@ -13,6 +13,7 @@ from corral import constants as C
 from corral import errors
 from corral.jobs.fields import JOB_FIELDS
 from corral.master.resources import exports, filters, instances, locks, networks, nodes, oses
+from corral.master.resources.common import Names
 from corral.objects import Node, NodeGroup
 from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
@@ -20,7 +21,10 @@ from corral.query.filter import compile_filter, filter_fields, requested_names
 if TYPE_CHECKING:
     from corral.cmdlib.base import Master
 
-Items = Callable[["Master", set[str]], Awaitable[Iterable[Any]]]
+# A resource's items: (master, needs, names) → items; ``needs`` says what the
+# fields use, ``names`` (if not None) the only items asked for (a loader may
+# still give others: the filter selects).
+Items = Callable[["Master", set[str], Names], Awaitable[Iterable[Any]]]
 
 _RESOURCES: dict[str, tuple[FieldSet, Items]] = {
     C.QR_LOCK: (locks.FIELDS, locks.items),
@@ -53,7 +57,9 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
     compile_filter(qfilter, fset.value_getter)  # refuse a bad filter before any RPC
     _check_requested_names(master, what, qfilter)
     needs = fset.needs(fields) | fset.needs(filter_fields(qfilter))
-    items = await _RESOURCES[what][1](master, needs)
+    names = requested_names(qfilter, _NAMED[what][0]) if what in _NAMED else None
+    wanted = None if names is None else frozenset(n for n in names if isinstance(n, str))
+    items = await _RESOURCES[what][1](master, needs, wanted)
     return fset.query(fields, qfilter, items)
 
 

@@ -15,6 +15,9 @@ from typing import Any
 from corral import constants as C
 from corral.query.fields import NODATA, Field
 
+# The only items a query asks for by name, or None for all (see resources.query).
+Names = frozenset[str] | None
+
 Getter = Callable[[Any], Any]
 
 # A parameter's value type (Ganeti's VType) as the kind of its query field.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from corral import constants as C
+from corral.master.resources.common import Names
 from corral.query.fields import NODATA, OFFLINE, Field, FieldSet, Unavailable
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ FIELDS = FieldSet(
 )
 
 
-async def items(master: Master, needs: set[str]) -> list[ExportRow]:
+async def items(master: Master, needs: set[str], names: Names) -> list[ExportRow]:
     """One row per export of every node; a node that cannot answer gives one
     row saying so (offline, or no data)."""
     nodes = master.cfg.nodes()

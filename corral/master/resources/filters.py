@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral.master.resources.common import Names
 from corral.objects.filter_rule import FilterRule
 from corral.query.fields import Field, FieldSet
 
@@ -55,6 +56,6 @@ def sorted_rules(cfg: ConfigManager) -> list[FilterRule]:
     return sorted(cfg.filter_rules(), key=lambda rule: nice_key(rule.uuid))
 
 
-async def items(master: Master, needs: set[str]) -> list[FilterRule]:
+async def items(master: Master, needs: set[str], names: Names) -> list[FilterRule]:
     """Every rule; they are all in the configuration, so ``needs`` changes nothing."""
     return sorted_rules(master.cfg)

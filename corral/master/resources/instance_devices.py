@@ -63,6 +63,11 @@ _DISK_PROPERTIES: tuple[tuple[str, str, str, str, DiskGet], ...] = (
     ("uuid", "DiskUUID", C.QFT_TEXT, "UUID of {} disk", lambda d: d.uuid),
 )
 
+def _network_name(row: InstanceRow, nic: NIC) -> None:
+    """The name of a NIC's network: Corral has no networks yet, so none."""
+    return None
+
+
 # NIC properties: field name part, title part, description start, value.
 _NIC_PROPERTIES: tuple[tuple[str, str, str, NicGet], ...] = (
     ("ip", "NicIP", "IP address", lambda r, n: n.ip),
@@ -70,6 +75,7 @@ _NIC_PROPERTIES: tuple[tuple[str, str, str, NicGet], ...] = (
     ("mac", "NicMAC", "MAC address", lambda r, n: n.mac),
     ("name", "NicName", "Name address", lambda r, n: n.name),
     ("network", "NicNetwork", "Network", lambda r, n: n.network),
+    ("network.name", "NicNetworkName", "Network name", _network_name),
     ("mode", "NicMode", "Mode", _nicparam("mode")),
     ("link", "NicLink", "Link", _nicparam("link")),
     ("vlan", "NicVLAN", "VLAN", _vlan),
@@ -93,6 +99,12 @@ _NIC_LISTS: tuple[tuple[str, str, str, NicGet], ...] = (
         "NIC_networks",
         "List containing each interface's network",
         lambda r, n: n.network,
+    ),
+    (
+        "nic.networks.names",
+        "NIC_networks_names",
+        "List containing each interface's network",
+        _network_name,
     ),
 )
 

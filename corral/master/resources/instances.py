@@ -16,6 +16,7 @@ from corral import constants as C
 from corral import params as P
 from corral.cmdlib.instance_utils import filled_beparams, filled_hvparams
 from corral.master.resources.common import (
+    Names,
     alias_fields,
     forthcoming_field,
     object_fields,
@@ -359,8 +360,9 @@ def _fields() -> list[Field]:
 FIELDS = FieldSet(_fields())
 
 
-async def items(master: Master, needs: set[str]) -> list[InstanceRow]:
-    """Every instance; with the ``live`` need, what its primary node reports."""
+async def items(master: Master, needs: set[str], names: Names) -> list[InstanceRow]:
+    """Every instance (or those of ``names``); with the ``live`` need, what its
+    primary node reports."""
     cfg = master.cfg
     nodes = cfg.nodes()
     ctx = InstanceContext(
@@ -369,7 +371,12 @@ async def items(master: Master, needs: set[str]) -> list[InstanceRow]:
         {n.uuid: n.group for n in nodes},
         {g.uuid: g.name for g in cfg.groups()},
     )
-    rows = [InstanceRow(inst, ctx) for inst in cfg.instances()]
+    if names is None:
+        instances = cfg.instances()
+    else:
+        found = (cfg.find(Instance, name) for name in sorted(names))
+        instances = [inst for inst in found if inst is not None]
+    rows = [InstanceRow(inst, ctx) for inst in instances]
     if LIVE in needs and rows:
         await _add_live_data(master, rows)
     return rows

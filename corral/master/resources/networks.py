@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral.master.resources.common import Names
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
@@ -57,6 +58,6 @@ FIELDS = FieldSet(
 )
 
 
-async def items(master: Master, needs: set[str]) -> list[Any]:
+async def items(master: Master, needs: set[str], names: Names) -> list[Any]:
     """Every network of the cluster: none, as long as Corral has no networks."""
     return []

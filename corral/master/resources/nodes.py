@@ -16,7 +16,7 @@ from corral import constants as C
 from corral.cmdlib.cluster import DISK_DT_DEFAULTS
 from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
-from corral.master.resources.common import object_fields, param_fields
+from corral.master.resources.common import Names, object_fields, param_fields
 from corral.master.resources.filters import nice_key
 from corral.master.resources.params import ND_TITLES, ND_TYPES, group_ndparams, node_ndparams
 from corral.objects import Cluster, Node, NodeGroup
@@ -234,8 +234,9 @@ NODE_FIELDS = FieldSet(
 )
 
 
-async def node_items(master: Master, needs: set[str]) -> list[NodeRow]:
-    """Every node; its instances and live data only when ``needs`` asks."""
+async def node_items(master: Master, needs: set[str], names: Names) -> list[NodeRow]:
+    """Every node (or those of ``names``); their instances and live data only
+    when ``needs`` asks."""
     cfg = master.cfg
     ctx = NodeContext(cfg.cluster, {g.uuid: g for g in cfg.groups()})
     if INSTANCES in needs:
@@ -244,6 +245,8 @@ async def node_items(master: Master, needs: set[str]) -> list[NodeRow]:
             for node in inst.secondary_nodes:
                 ctx.secondaries.setdefault(node, []).append(inst.name)
     nodes = cfg.nodes()
+    if names is not None:
+        nodes = [n for n in nodes if n.name in names]
     live = await node_live.gather(master, nodes, needs)
     return [NodeRow(n, ctx, live.get(n.uuid, {})) for n in nodes]
 
@@ -344,7 +347,7 @@ GROUP_FIELDS = FieldSet(
 )
 
 
-async def group_items(master: Master, needs: set[str]) -> list[GroupRow]:
+async def group_items(master: Master, needs: set[str], names: Names) -> list[GroupRow]:
     """Every node group with its nodes and primary instances."""
     cfg = master.cfg
     node_group = {n.uuid: n.group for n in cfg.nodes()}

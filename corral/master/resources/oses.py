@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral.master.resources.common import Names
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ async def node_oses(master: Master) -> dict[str, list[dict[str, Any]] | None]:
     return {n.name: (None if results[n.uuid].fail_msg else results[n.uuid].payload) for n in nodes}
 
 
-async def items(master: Master, needs: set[str]) -> list[OsRow]:
+async def items(master: Master, needs: set[str], names: Names) -> list[OsRow]:
     cluster = master.cfg.cluster
     answers = await node_oses(master)
     rows: dict[str, OsRow] = {}
