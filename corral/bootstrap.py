@@ -227,21 +227,27 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
-    from corral.daemons.util import start_daemon
+    """noded first (masterd asks it), then masterd and corral-rapi together."""
+    from corral.daemons.util import start_daemon, start_daemons
 
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
     start_daemon(daemon_command("noded", *noded), env)
-    start_daemon(daemon_command("masterd", *daemon_args(paths, "masterd")), env)
-    start_rapi(paths, node_ip)
+    start_daemons(
+        [daemon_command("masterd", *daemon_args(paths, "masterd")), rapi_command(paths, node_ip)],
+        env,
+    )
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:
-    """Start corral-rapi, on the master node's address unless RAPI_ARGS say otherwise."""
     from corral.daemons.util import start_daemon
 
-    rapi = ["--bind", node_ip, *daemon_args(paths, "rapi")]
-    start_daemon(daemon_command("rapi", *rapi), {"CORRAL_ROOT": str(paths.root)})
+    start_daemon(rapi_command(paths, node_ip), {"CORRAL_ROOT": str(paths.root)})
+
+
+def rapi_command(paths: Paths, node_ip: str) -> list[str]:
+    """corral-rapi, on the master node's address unless RAPI_ARGS say otherwise."""
+    return daemon_command("rapi", "--bind", node_ip, *daemon_args(paths, "rapi"))
 
 
 def stop_daemons(paths: Paths) -> None:

@@ -8,7 +8,7 @@ export CORRAL_ROOT="$PWD/demo-cluster"
 G=".venv/bin"
 if [[ -e $CORRAL_ROOT ]]; then
   echo "== Removing the previous demo cluster"
-  for daemon in corral-masterd corral-noded; do
+  for daemon in corral-rapi corral-masterd corral-noded; do
     pid_file="$CORRAL_ROOT/var/run/ganeti/$daemon.pid"
     [[ -s $pid_file ]] && kill "$(cat "$pid_file")" 2>/dev/null || true
   done
@@ -64,9 +64,25 @@ echo "== gnt-instance list"; $G/gnt-instance list
 echo "== gnt-instance info web1.demo.corral"; $G/gnt-instance info web1.demo.corral
 echo "== the label the OS wrote into the disk:"
 head -c 64 "$CORRAL_ROOT"/srv/ganeti/file-storage/web1.demo.corral/*.disk0 | tr -d '\0'; echo
+# The remote API (Ganeti's RAPI v2) on https://127.0.0.1:5080, with a write user.
+echo "demo {cleartext}demo-password write" > "$CORRAL_ROOT/var/lib/ganeti/rapi/users"
+RAPI="https://127.0.0.1:5080"
+rapi() { .venv/bin/python -c '
+import json, sys
+from corral.rapi.client import RapiClient
+c = RapiClient("127.0.0.1", username="demo", password="demo-password", ca_file=sys.argv[1])
+print(json.dumps(eval(sys.argv[2]), indent=1)[:600])' "$CORRAL_ROOT/var/lib/ganeti/rapi.pem" "$1"; }
+echo "== RAPI: GET /2/instances (corral.rapi.client)"; rapi 'c.get_instances()'
+echo "== RAPI: PUT /2/instances/db1.demo.corral/startup, then wait for the job"
+rapi 'c.wait_for_job(c.startup_instance("db1.demo.corral"))["status"]'
+echo "== RAPI: GET /2/instances/db1.demo.corral: status"; rapi 'c.get_instance("db1.demo.corral")["status"]'
 cat <<TXT
 
-The demo cluster is still running.  Try:
+The demo cluster is still running.  Its dashboard is at $RAPI/ui/ (user demo,
+password demo-password; the certificate is $CORRAL_ROOT/var/lib/ganeti/rapi.pem).
+The remote API answers curl too:
+  curl --cacert $CORRAL_ROOT/var/lib/ganeti/rapi.pem $RAPI/2/info
+Try:
   export CORRAL_ROOT=$CORRAL_ROOT
   $G/gnt-job info 1
   $G/gnt-cluster info

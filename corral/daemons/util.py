@@ -343,23 +343,48 @@ def start_daemon(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> 
     ``env`` is added to the current environment.  The daemon must daemonize
     with :func:`run_daemon` (its first process exits when the daemon is ready).
     """
+    start_daemons([cmd], env, timeout)
+
+
+def start_daemons(cmds: list[list[str]], env: dict[str, str], timeout: float = 60.0) -> None:
+    """Start daemons at the same time and return once all are ready; the first
+    failure as a DaemonStartError once all have finished starting."""
+    procs = []
+    for cmd in cmds:
+        try:
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    env={**os.environ, **env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        except OSError as err:
+            raise DaemonStartError(f"Cannot run {cmd[0]}: {err.strerror or err}") from None
+    deadline = time.monotonic() + timeout
+    failures = [
+        _startup_failure(proc, cmd[0], deadline - time.monotonic())
+        for proc, cmd in zip(procs, cmds, strict=True)
+    ]
+    failure = next((f for f in failures if f), None)
+    if failure:
+        raise DaemonStartError(failure)
+
+
+def _startup_failure(proc: subprocess.Popen[bytes], name: str, timeout: float) -> str | None:
+    """Why the daemon started by ``proc`` did not get ready, or None if it did."""
     try:
-        proc = subprocess.run(
-            cmd,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=timeout,
-            check=False,
-        )
-    except OSError as err:
-        raise DaemonStartError(f"Cannot run {cmd[0]}: {err.strerror or err}") from None
+        _out, err = proc.communicate(timeout=max(timeout, 0))
     except subprocess.TimeoutExpired:
-        raise DaemonStartError(f"{cmd[0]} did not get ready within {timeout:g} s") from None
-    if proc.returncode != 0:
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise DaemonStartError(lines[-1] if lines else f"{cmd[0]} exited with {proc.returncode}")
+        proc.kill()
+        proc.communicate()
+        return f"{name} did not get ready in time"
+    if proc.returncode == 0:
+        return None
+    lines = err.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"{name} exited with {proc.returncode}"
 
 
 def _wait_stopped(path: Path, timeout: float) -> bool:
