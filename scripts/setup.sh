@@ -17,6 +17,9 @@ if [[ ${1:-} == --tests ]]; then
                python3-pycurl python3-paramiko python3-bitarray python3-psutil)
   /usr/bin/python3 -c 'import simplejson, pyparsing, OpenSSL, pyinotify, pycurl, paramiko, bitarray, psutil' \
     2>/dev/null || need_pkgs+=("${ganeti_deps[@]}")
+  # the dashboard's browser test (selenium drives Debian's chromium-driver)
+  [[ -x /usr/lib/chromium/chromium ]] || need_pkgs+=(chromium)
+  [[ -x /usr/bin/chromedriver ]] || need_pkgs+=(chromium-driver)
 fi
 if ((${#need_pkgs[@]})); then
   SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from corral import errors
 from corral.luxi import protocol
-from corral.rapi import openapi, ui
+from corral.rapi import dashboard, openapi
 from corral.rapi.call import Call
 from corral.rapi.errors import HttpError, bad_request, from_luxi
 from corral.rapi.luxi import LuxiPool
@@ -68,8 +68,8 @@ class RapiServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, handler_args={"max_field_size": 16384})
-        app.router.add_route("*", "/ui", ui.redirect)
-        app.router.add_route("GET", "/ui/{name:.*}", ui.serve)
+        app.router.add_route("*", "/ui", dashboard.redirect)
+        app.router.add_route("GET", "/ui/{name:.*}", dashboard.serve)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
