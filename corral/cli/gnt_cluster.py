@@ -1,6 +1,6 @@
 """gnt-cluster: init, destroy, info, verify, modify, version, getmaster,
-master-ping, queue, watcher, show-ispecs-cmd and the cluster's tags, with
-Ganeti 3.0.2's output."""
+master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see renew_crypto)
+and the cluster's tags, with Ganeti 3.0.2's output."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common, tags
+from corral.cli import common, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
@@ -394,6 +394,7 @@ def build_parser() -> common.Parser:
     p = common.add_command(sub, "watcher", cmd_watcher, "Change watcher properties")
     common.add_args(p, "args", "{pause <timespec>|continue|info}", 1, 2)
     _add_tag_commands(sub)
+    renew_crypto.add_command(sub)
     common.add_not_built(
         sub,
         "gnt-cluster",
@@ -407,7 +408,6 @@ def build_parser() -> common.Parser:
             "masterfailover",
             "redist-conf",
             "rename",
-            "renew-crypto",
             "repair-disk-sizes",
             "upgrade",
             "verify-disks",

@@ -1,0 +1,210 @@
+"""gnt-cluster renew-crypto: a new RAPI certificate, generated
+(``--new-rapi-certificate``) or given as a file (``--rapi-certificate``),
+then corral-rapi restarted to serve it.  Ganeti's other renewals (cluster and
+node certificates, confd key, SPICE, domain secret, SSH keys) are refused as
+not built yet.
+
+Only corral-rapi is restarted, not every daemon as Ganeti does: it is the only
+one that uses the certificate.  cryptography is imported only when a
+certificate is handled (the gnt-* commands start fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from corral import constants as C
+from corral import errors
+from corral.cli import common
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
+
+    from corral.paths import Paths
+
+_RAPI_DAEMON = "corral-rapi"
+
+# Ganeti's renew-crypto options that Corral does not build yet: flag, dest,
+# the value's name (None: a flag without a value).
+_NOT_BUILT = (
+    ("--new-cluster-certificate", "new_cluster_cert", None),
+    ("--new-node-certificates", "new_node_cert", None),
+    ("--new-ssh-keys", "new_ssh_keys", None),
+    ("--new-confd-hmac-key", "new_confd_hmac_key", None),
+    ("--new-cluster-domain-secret", "new_cluster_domain_secret", None),
+    ("--cluster-domain-secret", "cluster_domain_secret", "FILE"),
+    ("--new-spice-certificate", "new_spice_cert", None),
+    ("--spice-certificate", "spice_cert", "FILE"),
+    ("--spice-ca-certificate", "spice_cacert", "FILE"),
+    ("--ssh-key-type", "ssh_key_type", "TYPE"),
+    ("--ssh-key-bits", "ssh_key_bits", "BITS"),
+)
+
+# Ganeti's texts (the double space is Ganeti's).
+_STARTING = (
+    'Updating certificates now. Running "gnt-cluster verify"  is recommended after this operation.'
+)
+_QUESTION = (
+    "This requires all daemons on all nodes to be restarted and may take some time. Continue?"
+)
+_DONE = (
+    "All requested certificates and keys have been replaced."
+    ' Running "gnt-cluster verify" now is recommended.'
+)
+
+
+def add_command(sub: Any) -> None:
+    """Register ``renew-crypto`` with Ganeti's options."""
+    p = common.add_command(
+        sub, "renew-crypto", cmd_renew_crypto, "Renews cluster certificates, keys and secrets"
+    )
+    p.add_argument(
+        "--new-rapi-certificate",
+        dest="new_rapi_cert",
+        action="store_true",
+        help="Generate a new self-signed RAPI certificate",
+    )
+    p.add_argument(
+        "--rapi-certificate",
+        dest="rapi_cert",
+        metavar="FILE",
+        help="File containing new RAPI certificate (and its private key)",
+    )
+    common.add_force(p)
+    for flag, dest, metavar in _NOT_BUILT:
+        if metavar:
+            p.add_argument(flag, dest=dest, metavar=metavar, help="Not built in Corral yet")
+        else:
+            p.add_argument(flag, dest=dest, action="store_true", help="Not built in Corral yet")
+    # Ganeti's option for --new-ssh-keys; alone it changes nothing.
+    p.add_argument("--no-ssh-key-check", dest="ssh_key_check", action="store_false")
+    p.add_argument("-v", "--verbose", action="store_true", help="Verbose output")
+    common.add_args(p, "args", "", 0, 0)
+
+
+def cmd_renew_crypto(opts: argparse.Namespace) -> int:
+    """Replace the RAPI certificate and restart corral-rapi (on the master)."""
+    refused = [flag for flag, dest, _ in _NOT_BUILT if getattr(opts, dest) not in (None, False)]
+    if refused:
+        print(
+            f"Failure: 'gnt-cluster renew-crypto {' '.join(refused)}' is not built in Corral yet;"
+            " only --new-rapi-certificate and --rapi-certificate are",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
+    print(_STARTING)
+    if opts.new_rapi_cert and opts.rapi_cert:
+        print(
+            "Only one of the --new-rapi-certificate and --rapi-certificate"
+            " options can be specified at the same time.",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
+    pem = None
+    if opts.rapi_cert:
+        try:
+            pem = read_rapi_pem(opts.rapi_cert)
+        except errors.X509CertError as err:
+            print(f"Unable to load X509 certificate from {opts.rapi_cert}: {err}", file=sys.stderr)
+            return C.EXIT_FAILURE
+    if not opts.force and not common.confirm(_QUESTION):
+        return C.EXIT_FAILURE
+    if opts.new_rapi_cert or pem is not None:
+        _replace_rapi_cert(pem)
+    print(_DONE)
+    return C.EXIT_SUCCESS
+
+
+def read_rapi_pem(filename: str) -> bytes:
+    """The content of ``filename`` if it holds a PEM certificate and its
+    (unencrypted) private key; X509CertError saying what is wrong otherwise."""
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        with open(filename, "rb") as file:
+            data = file.read()
+    except OSError as err:
+        raise errors.X509CertError(f"Unable to read certificate: {err.strerror}") from None
+    try:
+        cert = x509.load_pem_x509_certificate(data)
+    except ValueError:
+        raise errors.X509CertError(
+            "Unable to load certificate: the file holds no valid PEM certificate"
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except TypeError:  # a key that needs a password
+        raise errors.X509CertError(
+            "Unable to load private key: the key is encrypted; give it without a passphrase"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise errors.X509CertError(
+            "Unable to load private key: the file holds no valid PEM private key;"
+            " it must hold the certificate and its key"
+        ) from None
+    spki = serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki):
+        raise errors.X509CertError("The private key does not match the certificate")
+    _check_servable(filename)
+    return data
+
+
+def _check_servable(filename: str) -> None:
+    """X509CertError unless corral-rapi's TLS set-up accepts the file (OpenSSL
+    refuses e.g. keys too weak for its security level)."""
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(filename)
+    except (ssl.SSLError, OSError) as err:
+        reason = str(err.strerror or err).partition(" (_ssl.c")[0]
+        raise errors.X509CertError(f"corral-rapi cannot serve it: {reason}") from None
+
+
+def _replace_rapi_cert(pem: bytes | None) -> None:
+    """Write ``pem`` (None: a new self-signed certificate) as rapi.pem while
+    corral-rapi is stopped, then start it again; on the master only."""
+    print("Gathering cluster information")
+    # As Ganeti: asking masterd makes sure this is the master node.
+    cluster_name, master = common.get_client().call(
+        "QueryConfigValues", ["cluster_name", "master_node"]
+    )
+    # Only now: a run refused above stays free of the slower imports.
+    from corral.bootstrap import start_rapi
+    from corral.daemons.util import stop_daemon
+    from corral.paths import Paths
+
+    paths = Paths.from_env()
+    node_ip = _primary_ip(str(paths.root), master)
+    print(f"Stopping daemon '{_RAPI_DAEMON}' on {master}")
+    stop_daemon(paths, _RAPI_DAEMON)
+    try:
+        print("Updating certificates and keys")
+        _write(paths, pem, [cluster_name, master], node_ip)
+    finally:
+        print(f"Starting daemon '{_RAPI_DAEMON}' on {master}")
+        start_rapi(paths, node_ip)
+
+
+def _write(paths: Paths, pem: bytes | None, names: list[str], node_ip: str) -> None:
+    from corral.crypto.certs import write_pem, write_rapi_cert
+
+    if pem is not None:
+        write_pem(paths.rapi_pem, pem)
+        return
+    master_ip = common.read_ssconf(str(paths.root), "master_ip") or node_ip
+    write_rapi_cert(paths, names, [master_ip, node_ip])
+
+
+def _primary_ip(root: str, node: str) -> str:
+    """The primary address of ``node``, from the ssconf files."""
+    for line in (common.read_ssconf(root, "node_primary_ips") or "").splitlines():
+        name, _, address = line.partition(" ")
+        if name == node and address:
+            return address
+    raise errors.OpExecError(f"Cannot find the primary address of the master node {node}")
