@@ -7,6 +7,7 @@ backend can replace the SQLite one without touching the logical units.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,9 @@ class SqliteConfigStore:
         """Create a new store holding ``change`` as its first content."""
         if path.exists():
             raise errors.ConfigurationError(f"Configuration {path} already exists")
+        # Private from the start (SQLite gives the -wal and -shm files the same
+        # mode): only root's daemons read the configuration, not corral-rapi.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         store = cls(path)
         store._db.execute("INSERT INTO meta VALUES ('config_version', ?)", (str(C.CONFIG_VERSION),))
         store.commit(change, 1)

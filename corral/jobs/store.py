@@ -16,7 +16,9 @@ here: the caller hands over opcodes already stripped of them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -76,6 +78,10 @@ class JobStore:
         self.path = path
         self._lock = threading.Lock()
         opened: list[sqlite3.Connection] = []
+        # Private from the start (SQLite gives the -wal and -shm files the same
+        # mode): jobs carry private parameters.
+        with contextlib.suppress(OSError):  # any other failure shows in SQLite's open
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             self._wdb = self._connect(opened)
             # The writer appends and archives: it needs little page cache, and
