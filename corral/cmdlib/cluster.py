@@ -263,7 +263,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 changes.append((name, getattr(cluster, name)))
         if changes:
             self.tx.update(cluster)
-        return changes
+        return None  # as Ganeti's LUClusterSetParams
 
     def _merge_params(self, cluster: Cluster, changes: list[tuple[str, Any]]) -> None:
         op = self.op

@@ -72,6 +72,10 @@ class OpCode(BaseModel):
         if value is None:
             return None
         for dep in value:
+            # As Ganeti's TJobId: a job id may be a string of digits (RAPI hands
+            # them out so); it is kept as the number.
+            if len(dep) == 2 and isinstance(dep[0], str) and dep[0].isascii() and dep[0].isdigit():
+                dep[0] = int(dep[0])
             if (
                 len(dep) != 2
                 or not isinstance(dep[0], int)
