@@ -14,7 +14,7 @@ from corral import errors
 from corral.jobs.fields import JOB_FIELDS
 from corral.master.resources import exports, filters, instances, locks, networks, nodes, oses
 from corral.master.resources.common import Names
-from corral.objects import Node, NodeGroup
+from corral.objects import Instance, Node, NodeGroup
 from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
 
@@ -64,13 +64,13 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
 
 
 # Resources whose items are asked for by a name of the configuration: the
-# field holding it, what the name is called in errors, and the names that exist.
-_NAMED: dict[str, tuple[str, str, Callable[[Master], Iterable[str]]]] = {
-    C.QR_INSTANCE: ("name", "Instance", lambda m: (o.name for o in m.cfg.instances())),
-    C.QR_NODE: ("name", "Node", lambda m: (o.name for o in m.cfg.nodes())),
-    C.QR_GROUP: ("name", "Group", lambda m: (o.name for o in m.cfg.groups())),
-    C.QR_NETWORK: ("name", "Network", lambda m: ()),  # Corral has no networks yet
-    C.QR_EXPORT: ("node", "Node", lambda m: (o.name for o in m.cfg.nodes())),
+# field holding it, what the name is called in errors, and whether a name exists.
+_NAMED: dict[str, tuple[str, str, Callable[[Master, str], bool]]] = {
+    C.QR_INSTANCE: ("name", "Instance", lambda m, name: m.cfg.find(Instance, name) is not None),
+    C.QR_NODE: ("name", "Node", lambda m, name: m.cfg.find(Node, name) is not None),
+    C.QR_GROUP: ("name", "Group", lambda m, name: m.cfg.find(NodeGroup, name) is not None),
+    C.QR_NETWORK: ("name", "Network", lambda m, name: False),  # Corral has no networks yet
+    C.QR_EXPORT: ("node", "Node", lambda m, name: m.cfg.find(Node, name) is not None),
 }
 
 
@@ -79,13 +79,12 @@ def _check_requested_names(master: Master, what: Any, qfilter: Any) -> None:
     existing objects, as in Ganeti: an unknown name is an error, not an empty row."""
     if what not in _NAMED:
         return
-    key, label, existing = _NAMED[what]
+    key, label, exists = _NAMED[what]
     names = requested_names(qfilter, key)
     if names is None:
         return
-    known = set(existing(master))
     for name in names:
-        if name not in known:
+        if not (isinstance(name, str) and exists(master, name)):
             raise errors.OpPrereqError(f"{label} name {name} not found", C.ECODE_NOENT)
 
 
@@ -99,8 +98,6 @@ def tags_of(master: Master, kind: Any, name: Any) -> list[str]:
         return sorted(cfg.cluster.tags)
     if kind not in C.VALID_TAG_TYPES:
         raise errors.OpPrereqError(f"Invalid tag kind '{kind}'", C.ECODE_INVAL)
-    from corral.objects import Instance
-
     classes: dict[str, type[Node] | type[NodeGroup] | type[Instance]] = {
         C.TAG_NODE: Node,
         C.TAG_NODEGROUP: NodeGroup,
