@@ -91,10 +91,6 @@ def check_type(value: Any, kind: type, what: str) -> Any:
     # JSON true/false are not numbers here.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise bad_request(
-            f"{what}: Type is '{_json_type(value)}', but '{kind.__name__}' is expected"
+            f"{what}: Type is '{type(value).__name__}', but '{kind.__name__}' is expected"
         )
     return value
-
-
-def _json_type(value: Any) -> str:
-    return type(value).__name__

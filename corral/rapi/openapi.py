@@ -33,9 +33,15 @@ def _operation(resource: Resource, verb: str, meth: Method) -> dict[str, Any]:
         "501": _ERROR,
         "502": _ERROR,
     }
+    # Credentials are checked whenever sent, so a wrong one is refused anywhere.
+    responses["401"] = _ERROR
     if meth.access:
-        responses["401"] = _ERROR
         responses["403"] = _ERROR
+    if meth.returns == "job" or resource.name == "instances_name_console":
+        responses["503"] = _ERROR  # a full or drained queue; a stopped console
+    if verb in ("PUT", "POST"):
+        responses["413"] = _ERROR
+        responses["415"] = _ERROR
     operation: dict[str, Any] = {
         "operationId": f"{verb.lower()}_{resource.name}",
         "summary": meth.summary,

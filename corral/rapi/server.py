@@ -60,7 +60,7 @@ class RapiServer:
         self.luxi = luxi
         self.users = users
         self.require_auth = require_auth
-        self.throttle = throttle or LoginThrottle()
+        self.throttle = throttle if throttle is not None else LoginThrottle()
         self.max_body = max_body
         self._turns: dict[str, _Turn] = {}
         resources = [*RESOURCES, openapi.resource(RESOURCES)]
@@ -83,6 +83,9 @@ class RapiServer:
             return _error_response(HttpError(413, f"Request body over {self.max_body} bytes"))
         except errors.GenericError as err:
             return _error_response(from_luxi(err))
+        except Exception as err:  # a bug: logged, answered as Ganeti's RAPI does
+            log.exception("Error while handling %s %s", request.method, request.rel_url)
+            return _error_response(HttpError(500, str(err) or err.__class__.__name__))
         return web.Response(body=protocol.dumps(result), content_type=JSON)
 
     async def _dispatch(self, request: web.Request) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.rapi.call import Call
+from corral.rapi.errors import HttpError
 from corral.rapi.opinput import depends_of, fill_opcode
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -28,7 +29,7 @@ WRITERS = frozenset({WRITE})
 # encoded slash or any other escape never reaches a handler).
 _PLACEHOLDERS = {
     "name": r"[\w._-]+",
-    "job_id": r"\d+",
+    "job_id": r"\d{1,18}",  # beyond, no job (and no 64-bit number for masterd)
     "disk": r"\d+",
 }
 
@@ -97,8 +98,6 @@ def opcode(
 
 
 def _check_forbidden(call: Call, forbidden: tuple[str, ...]) -> None:
-    from corral.rapi.errors import HttpError
-
     given = set(call.query) | set(call.body if isinstance(call.body, dict) else ())
     for name in forbidden:
         if name in given:
