@@ -63,6 +63,7 @@ _DISK_PROPERTIES: tuple[tuple[str, str, str, str, DiskGet], ...] = (
     ("uuid", "DiskUUID", C.QFT_TEXT, "UUID of {} disk", lambda d: d.uuid),
 )
 
+
 def _network_name(row: InstanceRow, nic: NIC) -> None:
     """The name of a NIC's network: Corral has no networks yet, so none."""
     return None
