@@ -71,11 +71,12 @@ class OpCode(BaseModel):
     def _check_depends(cls, value: list[list[Any]] | None) -> list[list[Any]] | None:
         if value is None:
             return None
+        checked = []
         for dep in value:
             # As Ganeti's TJobId: a job id may be a string of digits (RAPI hands
             # them out so); it is kept as the number.
             if len(dep) == 2 and isinstance(dep[0], str) and dep[0].isascii() and dep[0].isdigit():
-                dep[0] = int(dep[0])
+                dep = [int(dep[0]), dep[1]]
             if (
                 len(dep) != 2
                 or not isinstance(dep[0], int)
@@ -87,7 +88,8 @@ class OpCode(BaseModel):
                     "each dependency must be [job_id, [final statuses...]], "
                     f"statuses among {sorted(C.JOB_STATUS_FINALIZED)}; got {dep!r}"
                 )
-        return value
+            checked.append(dep)
+        return checked
 
     @field_validator("reason")
     @classmethod

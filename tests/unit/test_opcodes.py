@@ -160,7 +160,8 @@ def test_unknown_parameter_is_reported() -> None:
         [5],
         [[1]],
         [[1, ["success"], "x"]],
-        [["1", ["success"]]],
+        [["-1", ["success"]]],
+        [["1x", ["success"]]],
         [[True, ["success"]]],
         [[1.0, ["success"]]],
         [[1, "success"]],
@@ -181,6 +182,13 @@ def test_good_depends_are_accepted() -> None:
     deps = [[-1, []], [5, ["success", "error"]], [7, ["canceled"]]]
     op = from_dict({"OP_ID": "OP_TEST_DELAY", "duration": 1.0, "depends": deps})
     assert op.depends == deps
+
+
+def test_job_ids_as_digit_strings_are_numbers() -> None:
+    # As Ganeti's TJobId: RAPI hands job ids out as strings.
+    deps = [["12", ["success"]]]
+    op = from_dict({"OP_ID": "OP_TEST_DELAY", "duration": 1.0, "depends": deps})
+    assert op.depends == [[12, ["success"]]]
 
 
 @pytest.mark.parametrize(
