@@ -3,6 +3,9 @@ leaves no cluster behind."""
 
 from __future__ import annotations
 
+import base64
+import os
+import signal
 import ssl
 import urllib.request
 from pathlib import Path
@@ -44,5 +47,31 @@ def test_init_fails_whole_when_rapi_cannot_start(tmp_path: Path) -> None:
             assert running_pid(cl.paths.pid_file(daemon)) is None, daemon
         assert not cl.paths.config_db.exists()
         assert not cl.paths.rapi_pem.exists()
+    finally:
+        cl.stop()
+
+
+def test_plain_http_with_no_ssl_and_sighup_rereads_users(tmp_path: Path) -> None:
+    cl = new_root(tmp_path)
+    cl.paths.daemon_defaults.parent.mkdir(parents=True)
+    cl.paths.daemon_defaults.write_text('RAPI_ARGS="--no-ssl --port 5081"\n')
+    result = cl.init()
+    try:
+        assert result.rc == 0, result.stderr
+        url = f"http://{cl.node_ip}:5081"
+        with urllib.request.urlopen(f"{url}/version", timeout=30) as answer:
+            assert answer.read() == b"2"
+        # SIGHUP re-reads the users file (as Ganeti's); the daemon goes on.
+        pid = running_pid(cl.paths.pid_file(RAPI))
+        assert pid is not None
+        cl.add_rapi_user("admin", "pw", "write")
+        os.kill(pid, signal.SIGHUP)
+        request = urllib.request.Request(
+            f"{url}/2/query/instance?fields=name",  # needs a user
+            headers={"Authorization": "Basic " + base64.b64encode(b"admin:pw").decode()},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200
+        assert running_pid(cl.paths.pid_file(RAPI)) == pid
     finally:
         cl.stop()
