@@ -1,5 +1,8 @@
 """Hooks on the master side: the environment and where the scripts run.
 
+Whatever runs hooks describes itself in a :class:`HookSpec` (a logical unit
+does so in ``LogicalUnit.hooks``); the runner needs nothing else.
+
 The environment follows Ganeti's hooks interface: every variable of the unit
 is prefixed ``GANETI_`` in the pre phase and ``GANETI_POST_`` in the post
 phase (where the pre-phase variables are kept too), values go through
@@ -9,13 +12,15 @@ phase (where the pre-phase variables are kept too), values go through
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import LogicalUnit
+    from corral.master.context import Master
     from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
@@ -29,48 +34,68 @@ def hook_value(value: Any) -> str:
     return str(value)
 
 
-class HooksMaster:
-    """Runs one logical unit's hooks on the right nodes."""
+def _keep_result(phase: str, results: dict[str, RpcResult], result: Any) -> Any:
+    return result
 
-    def __init__(self, lu: LogicalUnit[Any]) -> None:
-        self._lu = lu
+
+@dataclass
+class HookSpec:
+    """What an operation tells the hooks runner about itself."""
+
+    hpath: str | None  # the hooks directory's name; None: the operation has no hooks
+    htype: str | None  # GANETI_OBJECT_TYPE
+    op_id: str
+    env: Callable[[], dict[str, Any]]  # the operation's variables, without GANETI_
+    nodes: Callable[[], tuple[list[str], list[str]]]  # node uuids: pre, post
+    warn: Callable[[str], None]  # a warning for the user
+    # Folds the post hooks' results into the operation's result (cluster verify).
+    callback: Callable[[str, dict[str, RpcResult], Any], Any] = _keep_result
+
+
+class HooksMaster:
+    """Runs one operation's hooks on the right nodes."""
+
+    def __init__(self, master: Master, spec: HookSpec) -> None:
+        self._master = master
+        self._spec = spec
         self._pre_env: dict[str, str] | None = None
 
     def _base_env(self, hpath: str, phase: str) -> dict[str, str]:
-        cfg = self._lu.cfg
+        cfg = self._master.cfg
         env = {
             "GANETI_HOOKS_VERSION": str(C.HOOKS_VERSION),
-            "GANETI_OP_CODE": self._lu.op.OP_ID,
-            "GANETI_DATA_DIR": str(self._lu.master.paths.data_dir),
+            "GANETI_OP_CODE": self._spec.op_id,
+            "GANETI_DATA_DIR": str(self._master.paths.data_dir),
             "GANETI_HOOKS_PHASE": phase,
             "GANETI_HOOKS_PATH": hpath,
             "GANETI_CLUSTER": cfg.cluster.name,
             "GANETI_MASTER": cfg.master_node.name,
         }
-        if self._lu.HTYPE:
-            env["GANETI_OBJECT_TYPE"] = self._lu.HTYPE
+        if self._spec.htype:
+            env["GANETI_OBJECT_TYPE"] = self._spec.htype
         return env
 
     def _unit_env(self, prefix: str) -> dict[str, str]:
-        return {f"{prefix}{k}": hook_value(v) for k, v in self._lu.build_hooks_env().items()}
+        return {f"{prefix}{k}": hook_value(v) for k, v in self._spec.env().items()}
 
     def pre_env(self) -> dict[str, str]:
         if self._pre_env is None:
-            assert self._lu.HPATH
+            assert self._spec.hpath
             self._pre_env = self._unit_env("GANETI_")
         return self._pre_env
 
     async def run_pre(self) -> None:
         """Run the pre hooks; a failing script aborts the operation."""
-        if not self._lu.HPATH:
+        hpath = self._spec.hpath
+        if not hpath:
             return
-        pre_nodes, _ = self._lu.build_hooks_nodes()
-        env = {**self._base_env(self._lu.HPATH, C.HOOKS_PHASE_PRE), **self.pre_env()}
-        results = await self._run(pre_nodes, self._lu.HPATH, C.HOOKS_PHASE_PRE, env)
+        pre_nodes, _ = self._spec.nodes()
+        env = {**self._base_env(hpath, C.HOOKS_PHASE_PRE), **self.pre_env()}
+        results = await self._run(pre_nodes, hpath, C.HOOKS_PHASE_PRE, env)
         failures = []
         for node_uuid, res in results.items():
             if res.fail_msg:
-                self._lu.warn(
+                self._spec.warn(
                     f"Communication failure to node {self._name(node_uuid)}: "
                     f"{res.fail_msg}; its pre hooks were not run"
                 )
@@ -83,31 +108,32 @@ class HooksMaster:
 
     async def run_post(self, result: Any) -> Any:
         """Run the post hooks; failures are only reported."""
-        if not self._lu.HPATH:
+        hpath = self._spec.hpath
+        if not hpath:
             return result
-        _, post_nodes = self._lu.build_hooks_nodes()
+        _, post_nodes = self._spec.nodes()
         env = {
-            **self._base_env(self._lu.HPATH, C.HOOKS_PHASE_POST),
+            **self._base_env(hpath, C.HOOKS_PHASE_POST),
             **self.pre_env(),
             **self._unit_env("GANETI_POST_"),
         }
-        results = await self._run(post_nodes, self._lu.HPATH, C.HOOKS_PHASE_POST, env)
+        results = await self._run(post_nodes, hpath, C.HOOKS_PHASE_POST, env)
         self._report_post(results)
-        return self._lu.hooks_callback(C.HOOKS_PHASE_POST, results, result)
+        return self._spec.callback(C.HOOKS_PHASE_POST, results, result)
 
     async def run_config_update(self) -> None:
         """The ``config-update`` post hooks on the master, after a config change."""
         env = self._base_env(C.HOOKS_NAME_CFGUPDATE, C.HOOKS_PHASE_POST)
-        if self._lu.HPATH:
+        if self._spec.hpath:
             env.update(self.pre_env())
-        master = self._lu.cfg.master_node.uuid
+        master = self._master.cfg.master_node.uuid
         results = await self._run([master], C.HOOKS_NAME_CFGUPDATE, C.HOOKS_PHASE_POST, env)
         self._report_post(results)
 
     def _report_post(self, results: dict[str, RpcResult]) -> None:
         for node_uuid, res in results.items():
             if res.fail_msg:
-                self._lu.warn(
+                self._spec.warn(
                     f"Communication failure to node {self._name(node_uuid)}: "
                     f"{res.fail_msg}; its post hooks were not run"
                 )
@@ -117,19 +143,31 @@ class HooksMaster:
                     # Ganeti's wording (HooksMaster.RunPhase).
                     shown = str(output).strip() or "(no output)"
                     text = f"On {self._name(node_uuid)} script {script} failed, output: {shown}"
-                    self._lu.warn(text)
+                    self._spec.warn(text)
                     log.warning("Post hook: %s", text)
 
     async def _run(
         self, node_uuids: list[str], hpath: str, phase: str, env: dict[str, str]
     ) -> dict[str, RpcResult]:
-        targets = self._lu.node_addresses(list(dict.fromkeys(node_uuids)))
+        targets = node_addresses(self._master, list(dict.fromkeys(node_uuids)))
         if not targets:
             return {}
-        return await self._lu.master.rpc.call(targets, "hooks_runner", [hpath, phase, env])
+        return await self._master.rpc.call(targets, "hooks_runner", [hpath, phase, env])
 
     def _name(self, node_uuid: str) -> str:
         from corral.objects import Node
 
-        node = self._lu.cfg.get(Node, node_uuid)
+        node = self._master.cfg.get(Node, node_uuid)
         return node.name if node is not None else node_uuid
+
+
+def node_addresses(master: Master, uuids: list[str]) -> list[tuple[str, str]]:
+    """``(uuid, address)`` of the nodes that can be called (known, not offline)."""
+    from corral.objects import Node
+
+    out = []
+    for uuid in uuids:
+        node = master.cfg.get(Node, uuid)
+        if node is not None and not node.offline:
+            out.append((uuid, node.primary_ip))
+    return out

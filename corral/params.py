@@ -175,3 +175,34 @@ def apply_changes(current: dict[str, Any], changes: dict[str, Any]) -> dict[str,
         else:
             out[key] = value
     return out
+
+
+# Ganeti's disk parameter defaults (DISK_DT_DEFAULTS); Corral sets no disk
+# parameters, so the cluster has these, as a Ganeti cluster initialised without -D.
+DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "blockdev": {},
+    "diskless": {},
+    "drbd": {
+        "c-delay-target": 1,
+        "c-fill-target": 0,
+        "c-max-rate": 61440,
+        "c-min-rate": 4096,
+        "c-plan-ahead": 20,
+        "data-stripes": 1,
+        "disk-barriers": "n",
+        "disk-custom": "",
+        "dynamic-resync": False,
+        "meta-barriers": False,
+        "meta-stripes": 1,
+        "metavg": "xenvg",
+        "net-custom": "",
+        "protocol": "C",
+        "resync-rate": 61440,
+    },
+    "ext": {"access": "kernelspace"},
+    "file": {},
+    "gluster": {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
+    "plain": {"stripes": 1},
+    "rbd": {"access": "kernelspace", "pool": "rbd"},
+    "sharedfile": {},
+}

@@ -8,19 +8,17 @@ execute → commit config → post hooks → config-update hook.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from corral.hooks import HooksMaster, HookSpec, node_addresses
 from corral.objects import Node
 from corral.opcodes.base import OpCode
 
 if TYPE_CHECKING:
-    from corral.config.manager import ConfigManager, ConfigTransaction
-    from corral.jobs.queue import JobQueue
+    from corral.config.manager import ConfigTransaction
     from corral.jobs.runner import OpContext
-    from corral.locking import LockManager
-    from corral.paths import Paths
-    from corral.rpc.client import RpcClient, RpcResult
+    from corral.master.context import Master
+    from corral.rpc.client import RpcResult
 
 # A lock level's value meaning "every lock of the level".
 ALL_SET = "__all__"
@@ -28,17 +26,6 @@ ALL_SET = "__all__"
 OpT = TypeVar("OpT", bound=OpCode)
 
 _LU_REGISTRY: dict[str, type[LogicalUnit[Any]]] = {}
-
-
-@dataclass
-class Master:
-    """masterd's parts, as the logical units see them."""
-
-    paths: Paths
-    cfg: ConfigManager
-    rpc: RpcClient
-    locks: LockManager
-    queue: JobQueue
 
 
 class LogicalUnit(ABC, Generic[OpT]):
@@ -124,12 +111,20 @@ class LogicalUnit(ABC, Generic[OpT]):
 
     def node_addresses(self, uuids: list[str]) -> list[tuple[str, str]]:
         """``(uuid, address)`` pairs for RPC calls to these nodes."""
-        out = []
-        for uuid in uuids:
-            node = self.cfg.get(Node, uuid)
-            if node is not None and not node.offline:
-                out.append((uuid, node.primary_ip))
-        return out
+        return node_addresses(self.master, uuids)
+
+    def hooks(self) -> HooksMaster:
+        """The runner of this unit's hooks."""
+        spec = HookSpec(
+            self.HPATH,
+            self.HTYPE,
+            self.op.OP_ID,
+            self.build_hooks_env,
+            self.build_hooks_nodes,
+            self.warn,
+            self.hooks_callback,
+        )
+        return HooksMaster(self.master, spec)
 
 
 def lu_class(op_id: str) -> type[LogicalUnit[Any]] | None:

@@ -13,7 +13,6 @@ from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
-from corral.hooks import HooksMaster
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
@@ -22,35 +21,6 @@ from corral.storage import templates
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
-# Ganeti's disk parameter defaults (DISK_DT_DEFAULTS); Corral sets no disk
-# parameters, so the cluster has these, as a Ganeti cluster initialised without -D.
-DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "blockdev": {},
-    "diskless": {},
-    "drbd": {
-        "c-delay-target": 1,
-        "c-fill-target": 0,
-        "c-max-rate": 61440,
-        "c-min-rate": 4096,
-        "c-plan-ahead": 20,
-        "data-stripes": 1,
-        "disk-barriers": "n",
-        "disk-custom": "",
-        "dynamic-resync": False,
-        "meta-barriers": False,
-        "meta-stripes": 1,
-        "metavg": "xenvg",
-        "net-custom": "",
-        "protocol": "C",
-        "resync-rate": 61440,
-    },
-    "ext": {"access": "kernelspace"},
-    "file": {},
-    "gluster": {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
-    "plain": {"stripes": 1},
-    "rbd": {"access": "kernelspace", "pool": "rbd"},
-    "sharedfile": {},
-}
 COMPRESSION_TOOLS = ["gzip", "gzip-fast", "gzip-slow"]
 
 
@@ -73,7 +43,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "ipolicy": cluster.ipolicy,
         "nicparams": cluster.nicparams,
         "ndparams": cluster.ndparams,
-        "diskparams": DISK_DT_DEFAULTS,
+        "diskparams": P.DISK_DT_DEFAULTS,
         "candidate_pool_size": cluster.candidate_pool_size,
         "max_running_jobs": cluster.max_running_jobs,
         "max_tracked_jobs": cluster.max_tracked_jobs,
@@ -177,7 +147,7 @@ class LUClusterDestroy(LogicalUnit[opc.OpClusterDestroy]):
 
     async def exec(self) -> Any:
         # After this opcode the cluster is gone, so the post hooks run now.
-        await HooksMaster(self).run_post(None)
+        await self.hooks().run_post(None)
         return self.master_node.uuid
 
 
@@ -358,7 +328,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
     async def _verify_os(self, os_name: str, values: dict[str, Any], private: bool) -> None:
         from corral.cmdlib import instance_utils as U
-        from corral.master.resources.oses import node_oses
+        from corral.master.services.oses import node_oses
 
         base, _ = split_name(os_name)
         answers = await node_oses(self.master)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.cmdlib.base import LogicalUnit
-from corral.master.resources.running import running_instances
+from corral.master.services.running import running_instances
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 

@@ -15,6 +15,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
+from corral.master.services.params import filled_beparams
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
@@ -203,7 +204,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         check_new_instance(self, self.instance, op.ignore_ipolicy)
         if op.os_type:
             await self._check_os()
-        memory = U.filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
+        memory = filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
         disk_total = sum(d.size for d in self.instance.disks)
         await U.check_node_resources(
             self,

@@ -27,7 +27,7 @@ from corral.fileio import atomic_write
 from corral.objects import Instance, Node
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
     from corral.paths import Paths
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from corral import errors
 from corral import params as P
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
+from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
 
@@ -30,7 +31,7 @@ class LUInstanceStartup(InstanceLU):
         self.hvparams = P.check_hvparams(self.instance.hypervisor, self.op.hvparams)
         self.already_running = await self.is_running()
         if not self.already_running:
-            be = P.fill(U.filled_beparams(self.cfg.cluster, self.instance), self.beparams)
+            be = P.fill(filled_beparams(self.cfg.cluster, self.instance), self.beparams)
             await U.check_node_resources(
                 self,
                 self.pnode,

@@ -7,7 +7,8 @@ from typing import Any
 from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
-from corral.master.resources.running import running_instances
+from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.master.services.running import running_instances
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.opcodes.base import REDACTED
@@ -84,9 +85,9 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             "disks": [_disk(d) for d in inst.disks],
             "hypervisor": inst.hypervisor,
             "hv_instance": inst.hvparams,
-            "hv_actual": U.filled_hvparams(cluster, inst),
+            "hv_actual": filled_hvparams(cluster, inst),
             "be_instance": inst.beparams,
-            "be_actual": U.filled_beparams(cluster, inst),
+            "be_actual": filled_beparams(cluster, inst),
             "os_instance": {**inst.osparams, **{k: REDACTED for k in inst.osparams_private}},
             "os_actual": {
                 **U.merged_osparams(cluster, inst.os, inst.osparams, {}, {}),
@@ -119,7 +120,7 @@ def _disk(disk: Any) -> dict[str, Any]:
 
 
 def _nic(cluster: Any, nic: Any) -> list[Any]:
-    params = U.filled_nicparams(cluster, nic)
+    params = filled_nicparams(cluster, nic)
     return [
         nic.name,
         nic.uuid,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral import params as P
-from corral.objects import NIC, Cluster, Disk, Instance, Node
+from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.objects import Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
 
 if TYPE_CHECKING:
@@ -19,24 +19,6 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
 
 MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
-
-
-# Parameters
-def filled_beparams(cluster: Cluster, inst: Instance) -> dict[str, Any]:
-    return P.fill(P.BE_DEFAULTS, cluster.beparams.get("default", {}), inst.beparams)
-
-
-def filled_hvparams(cluster: Cluster, inst: Instance) -> dict[str, Any]:
-    return P.fill(
-        P.HV_DEFAULTS.get(inst.hypervisor, {}),
-        cluster.hvparams.get(inst.hypervisor, {}),
-        cluster.os_hvp.get(inst.os, {}).get(inst.hypervisor, {}),
-        inst.hvparams,
-    )
-
-
-def filled_nicparams(cluster: Cluster, nic: NIC) -> dict[str, Any]:
-    return P.fill(P.NIC_DEFAULTS, cluster.nicparams.get("default", {}), nic.nicparams)
 
 
 def _osparam_sources(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
-from corral.cmdlib import instance_utils as U
+from corral.master.services.params import filled_beparams
 from corral.objects import Instance, Node, NodeGroup
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def _ispec(beparams: dict[str, Any], disk_sizes: list[int], nics: int) -> dict[s
 def check_new_instance(lu: LogicalUnit[Any], inst: Instance, ignore: bool) -> None:
     """An instance about to be created (Ganeti's LUInstanceCreate check)."""
     group, policy = node_group_policy(lu.cfg, inst.primary_node)
-    beparams = U.filled_beparams(lu.cfg.cluster, inst)
+    beparams = filled_beparams(lu.cfg.cluster, inst)
     ispec = _ispec(beparams, [d.size for d in inst.disks], len(inst.nics))
     found = IP.instance_spec_violations(policy, ispec, [inst.disk_template] * len(inst.disks))
     if found:
@@ -73,7 +73,7 @@ def check_changed_instance(
     the added ones, and both the maximum and the minimum memory are checked.
     """
     group, policy = node_group_policy(lu.cfg, new.primary_node)
-    beparams = U.filled_beparams(lu.cfg.cluster, new)
+    beparams = filled_beparams(lu.cfg.cluster, new)
     sizes = [d.size for d in old.disks] + added
     types = [d.dev_type for d in old.disks] + [old.disk_template] * len(added)
     found = []
@@ -102,7 +102,7 @@ def check_grown_disk(
 def _violating(cfg: ConfigManager, policy: dict[str, Any], instances: list[Instance]) -> set[str]:
     out = set()
     for inst in instances:
-        beparams = U.filled_beparams(cfg.cluster, inst)
+        beparams = filled_beparams(cfg.cluster, inst)
         disks = [(d.size, d.dev_type) for d in inst.disks]
         if IP.instance_violations(policy, beparams, disks, len(inst.nics)):
             out.add(inst.name)

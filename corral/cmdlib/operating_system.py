@@ -7,34 +7,31 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
-from corral.master.resources import oses
 from corral.opcodes import os as opos
+
+# Ganeti's legacy rule: hidden, blacklisted and invalid OSes are left out
+# unless the field that says so is asked for (field → value that hides a row).
+_HIDING = {"hidden": True, "blacklisted": True, "valid": False}
 
 
 class LUOsDiagnose(LogicalUnit[opos.OpOsDiagnose]):
     OPCODE = opos.OpOsDiagnose
     REQ_BGL = False
 
-    def check_arguments(self) -> None:
-        unknown = [f for f in self.op.output_fields if f not in oses.FIELDS.fields]
+    async def exec(self) -> Any:
+        fields = list(self.op.output_fields)
+        hiding = [f for f in _HIDING if f not in fields]
+        qfilter = ["|", *(["=", "name", n] for n in self.op.names)] if self.op.names else None
+        result = await self.master.query(C.QR_OS, [*fields, *hiding], qfilter)
+        unknown = [f["name"] for f in result["fields"] if f["kind"] == C.QFT_UNKNOWN]
         if unknown:
             raise errors.OpPrereqError(
                 f"Unknown output fields selected: {', '.join(unknown)}", C.ECODE_INVAL
             )
-
-    async def exec(self) -> Any:
-        rows = await oses.items(self.master, set(), None)
-        if self.op.names:
-            rows = [r for r in rows if r.name in self.op.names]
-        # Ganeti's legacy rule: hidden, blacklisted and invalid OSes are left out
-        # unless the matching field is asked for.
-        fields = set(self.op.output_fields)
-        rows = [
-            r
-            for r in rows
-            if ("hidden" in fields or not r.hidden)
-            and ("blacklisted" in fields or not r.blacklisted)
-            and ("valid" in fields or r.valid)
-        ]
-        getters = [oses.FIELDS.fields[f].getter for f in self.op.output_fields]
-        return [[get(row) for get in getters] for row in rows]
+        rows = []
+        for row in result["data"]:
+            values = [value for _, value in row]
+            shown = values[: len(fields)]
+            if not any(v == _HIDING[f] for f, v in zip(hiding, values[len(fields) :], strict=True)):
+                rows.append(shown)
+        return rows

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral.cmdlib.base import ALL_SET, LogicalUnit, Master, lu_class
-from corral.hooks import HooksMaster
+from corral.cmdlib.base import ALL_SET, LogicalUnit, lu_class
 from corral.locking import LOCKSET
+from corral.master.context import Master
 
 if TYPE_CHECKING:
     from corral.jobs.runner import OpContext
@@ -84,7 +84,7 @@ class Processor:
 
     async def _run(self, lu: LogicalUnit[Any]) -> Any:
         await lu.check_prereq()
-        hooks = HooksMaster(lu)
+        hooks = lu.hooks()
         await hooks.run_pre()
         if lu.op.dry_run:
             return None

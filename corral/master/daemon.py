@@ -21,7 +21,6 @@ from corral.cmdlib import (  # noqa: F401
     tags,
     test,
 )
-from corral.cmdlib.base import Master
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.config.store import SqliteConfigStore
@@ -30,6 +29,8 @@ from corral.jobs.store import JobStore
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
+from corral.master import resources
+from corral.master.context import Master
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
@@ -77,7 +78,14 @@ async def serve(
             queue.set_filter_rules(c.filter_rules()) if FilterRule.TABLE in tables else None
         )
     )
-    master = Master(paths=paths, cfg=cfg, rpc=rpc, locks=locks, queue=queue)
+    master = Master(
+        paths=paths,
+        cfg=cfg,
+        rpc=rpc,
+        locks=locks,
+        queue=queue,
+        query=lambda what, fields, qfilter: resources.query(master, what, fields, qfilter),
+    )
     processor.bind(master)
     queue.recover()
     server = LuxiServer(

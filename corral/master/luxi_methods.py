@@ -13,7 +13,7 @@ from corral.master import filter_rules, resources, watcher_pause
 from corral.query.filter import simple_filter
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 
 def _job_id(value: Any) -> int:

@@ -19,7 +19,7 @@ from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 # A resource's items: (master, needs, names) → items; ``needs`` says what the
 # fields use, ``names`` (if not None) the only items asked for (a loader may

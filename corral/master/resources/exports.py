@@ -10,7 +10,7 @@ from corral.master.resources.common import Names
 from corral.query.fields import NODATA, OFFLINE, Field, FieldSet, Unavailable
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 
 @dataclass

@@ -11,8 +11,8 @@ from corral.objects.filter_rule import FilterRule
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
     from corral.config.manager import ConfigManager
+    from corral.master.context import Master
 
 FIELDS = FieldSet(
     [

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral.cmdlib.instance_utils import filled_nicparams
+from corral.master.services.params import filled_nicparams
 from corral.objects import NIC, Disk
 from corral.query.fields import UNAVAIL, Field
 

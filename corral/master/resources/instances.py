@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib.instance_utils import filled_beparams, filled_hvparams
 from corral.master.resources.common import (
     Names,
     alias_fields,
@@ -24,12 +23,13 @@ from corral.master.resources.common import (
 )
 from corral.master.resources.instance_devices import disk_fields, nic_fields
 from corral.master.resources.params import BE_TITLES
-from corral.master.resources.running import running_instances
+from corral.master.services.params import filled_beparams, filled_hvparams
+from corral.master.services.running import running_instances
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 LIVE = "live"
 NODE_OK, NODE_OFFLINE, NODE_DOWN = "ok", "offline", "down"

@@ -9,7 +9,7 @@ from corral.master.resources.common import Names
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 FIELDS = FieldSet(
     [

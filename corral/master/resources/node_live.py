@@ -20,7 +20,7 @@ from corral.objects import Cluster, Node
 from corral.query.fields import NODATA, OFFLINE, Field
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 # What live fields need (see FieldSet.needs), and so which calls are made;
 # the calls are named by the first and last.

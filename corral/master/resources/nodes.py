@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral.cmdlib.cluster import DISK_DT_DEFAULTS
 from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
 from corral.master.resources.filters import nice_key
 from corral.master.resources.params import ND_TITLES, ND_TYPES, group_ndparams, node_ndparams
 from corral.objects import Cluster, Node, NodeGroup
+from corral.params import DISK_DT_DEFAULTS
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
 
 # The need of the fields that list a node's instances.
 INSTANCES = "instances"

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import Master
+    from corral.master.context import Master
     from corral.rpc.client import RpcResult
 
 # (node uuid, node address, hypervisor): what to ask.

@@ -1,0 +1,31 @@
+"""masterd's parts as everything inside masterd sees them: logical units,
+query resources, the luxi methods and the hooks runner."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
+    from corral.jobs.queue import JobQueue
+    from corral.locking import LockManager
+    from corral.paths import Paths
+    from corral.rpc.client import RpcClient
+
+# Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
+# how a logical unit asks a query resource without importing it.
+QueryFn = Callable[[Any, list[str], Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class Master:
+    """masterd's configuration, RPC client, locks, job queue and queries."""
+
+    paths: Paths
+    cfg: ConfigManager
+    rpc: RpcClient
+    locks: LockManager
+    queue: JobQueue
+    query: QueryFn
