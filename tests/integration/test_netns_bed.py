@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from pyroute2 import NetlinkError
 
 from tests.helpers.netns import NetnsBed
 
@@ -70,6 +71,6 @@ def test_a_failed_set_up_leaves_nothing() -> None:
     bed = NetnsBed(2)
     bed.tag = "x" * 20  # interface names longer than the kernel allows: creation fails
     before = _netns_names()
-    with pytest.raises(Exception), bed:
+    with pytest.raises(NetlinkError), bed:
         pass
     assert _netns_names() == before
