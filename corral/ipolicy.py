@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 from corral import constants as C
 from corral import errors
+from corral.storage.names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -56,17 +57,7 @@ VALUE_DEFAULT = "default"
 VALUE_AUTO = "auto"
 
 # Every disk template Ganeti knows, in the order of its IPOLICY_DEFAULTS.
-DISK_TEMPLATES = (
-    "blockdev",
-    "diskless",
-    "drbd",
-    "ext",
-    "file",
-    "gluster",
-    "plain",
-    "rbd",
-    "sharedfile",
-)
+DISK_TEMPLATES = tuple(sorted(GANETI_DISK_TEMPLATES))
 ISPECS_MINMAX_DEFAULTS: dict[str, dict[str, int]] = {
     ISPECS_MAX: {
         ISPEC_CPU_COUNT: 8,
@@ -328,7 +319,7 @@ def spec_violations(
     out = []
     if disk_sizes:
         tests.append((ISPEC_DISK_COUNT, "", len(disk_sizes)))
-    elif "diskless" not in allowed:
+    elif DT_DISKLESS not in allowed:
         # The disk count does not apply to diskless instances; the template does.
         out.append(
             f"Disk template diskless is not allowed (allowed templates {comma_join(allowed)})"

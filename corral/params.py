@@ -12,6 +12,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.storage import names as N
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
 VALUE_DEFAULT = "default"
@@ -180,9 +181,9 @@ def apply_changes(current: dict[str, Any], changes: dict[str, Any]) -> dict[str,
 # Ganeti's disk parameter defaults (DISK_DT_DEFAULTS); Corral sets no disk
 # parameters, so the cluster has these, as a Ganeti cluster initialised without -D.
 DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "blockdev": {},
-    "diskless": {},
-    "drbd": {
+    N.DT_BLOCK: {},
+    N.DT_DISKLESS: {},
+    N.DT_DRBD: {
         "c-delay-target": 1,
         "c-fill-target": 0,
         "c-max-rate": 61440,
@@ -199,10 +200,10 @@ DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
         "protocol": "C",
         "resync-rate": 61440,
     },
-    "ext": {"access": "kernelspace"},
-    "file": {},
-    "gluster": {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
-    "plain": {"stripes": 1},
-    "rbd": {"access": "kernelspace", "pool": "rbd"},
-    "sharedfile": {},
+    N.DT_EXT: {"access": "kernelspace"},
+    N.DT_FILE: {},
+    N.DT_GLUSTER: {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
+    N.DT_PLAIN: {"stripes": 1},
+    N.DT_RBD: {"access": "kernelspace", "pool": "rbd"},
+    N.DT_SHARED_FILE: {},
 }

@@ -23,6 +23,8 @@ DEFAULT_OS_SEARCH_PATH = (
     "/usr/lib/ganeti/os",
     "/usr/share/ganeti/os",
 )
+# Where iallocator scripts are looked for (Ganeti's IALLOCATOR_SEARCH_PATH), first match wins.
+IALLOCATOR_SEARCH_PATH = ("/usr/local/lib/ganeti/iallocators", "/usr/lib/ganeti/iallocators")
 
 # Production locations: the layout below every root, and how paths cross the wire.
 DATA_DIR = "/var/lib/ganeti"
@@ -123,8 +125,18 @@ class Paths:
         return [self.from_wire(name) for name in os_search_names()]
 
     @property
+    def iallocator_search_path(self) -> list[Path]:
+        """:data:`IALLOCATOR_SEARCH_PATH` below the root."""
+        return [self.from_wire(name) for name in IALLOCATOR_SEARCH_PATH]
+
+    @property
     def file_storage_dir(self) -> Path:
         return self._under("/srv/ganeti/file-storage")
+
+    @property
+    def shared_file_storage_dir(self) -> Path:
+        """Ganeti's default shared file storage directory (sharedfile disks)."""
+        return self._under("/srv/ganeti/shared-file-storage")
 
     @property
     def export_dir(self) -> Path:

@@ -11,14 +11,14 @@ from corral import constants as C
 from corral import errors
 from corral.cli import typed_params as T
 from corral.cli.optvalues import boolean, split_key_val
+from corral.storage.names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
     from typing import Any
 
 parse_unit = T.parse_unit
-DISK_TEMPLATES = ("sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file",
-                  "gluster")  # fmt: skip
+DISK_TEMPLATES = GANETI_DISK_TEMPLATES
 _DEVICE_ACTIONS = ("add", "attach", "remove", "detach", "modify")
 
 
@@ -157,7 +157,7 @@ def nics_from(specs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
 
 def disks_from(opts: argparse.Namespace) -> list[dict[str, Any]]:
     """``--disk``/``-s`` options as the opcode's disk list (Ganeti's checks)."""
-    if opts.disk_template == "diskless":
+    if opts.disk_template == DT_DISKLESS:
         if opts.disks or opts.sd_size is not None:
             raise _invalid("Diskless instance but disk information passed")
         return []

@@ -9,8 +9,9 @@ from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
-from corral.objects import ADMIN_UP, Instance
+from corral.objects import ADMIN_UP, Disk, Instance
 from corral.opcodes import instance as opi
+from corral.storage import templates
 
 
 class LUInstanceRemove(InstanceLU):
@@ -41,8 +42,9 @@ class LUInstanceRemove(InstanceLU):
             "Could not shutdown instance",
         )
         for disk in inst.disks:
-            if disk.path is not None:
-                await self._try("blockdev_remove", [disk.path], "Could not remove a disk of")
+            await self._try(
+                "blockdev_remove", [disk.description().to_wire()], "Could not remove a disk of"
+            )
         self.tx.remove(inst)
         return None
 
@@ -93,20 +95,15 @@ class LUInstanceRename(InstanceLU):
         old = self.instance
         inst = self.updated()
         inst.name = self.op.new_name
-        old_dir = new_dir = None
-        cluster = self.cfg.cluster
-        for disk in inst.disks:
-            if disk.path is not None:
-                filename = disk.path.rsplit("/", 1)[1]
-                old_dir = f"{cluster.file_storage_dir}/{old.name}"
-                new_dir = f"{cluster.file_storage_dir}/{inst.name}"
-                disk.logical_id = [disk.logical_id[0], f"{new_dir}/{filename}"]
-        if old_dir and new_dir:
+        renames = _disk_renames(inst, inst.name)
+        if renames:
             await self.node_call(
-                "file_storage_dir_rename",
-                [old_dir, new_dir],
-                "Could not rename the disk directory of",
+                "blockdev_rename",
+                [[[disk.description().to_wire(), new_id] for disk, new_id in renames]],
+                "Could not rename the disks of",
             )
+        for disk, new_id in renames:
+            disk.logical_id = new_id
         await self.node_call(
             "instance_rename", [inst.hypervisor, old.name, inst.name], "Could not rename"
         )
@@ -134,3 +131,19 @@ class LUInstanceRename(InstanceLU):
                 f" {node.name} (but the instance has been renamed in Ganeti):"
                 f" {res.fail_msg}"
             )
+
+
+def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:
+    """The disks whose path names the instance (file-based templates, as
+    Ganeti's DTS_INSTANCE_DEPENDENT_PATH), each with its logical_id once the
+    instance is called ``new_name``: the same file in ``<dir>/<new_name>/``."""
+    out = []
+    for disk in inst.disks:
+        template = templates.DISK_TEMPLATES.get(disk.dev_type)
+        path = disk.path
+        if template is None or not template.path_in_id or path is None:
+            continue
+        directory, filename = path.rsplit("/", 1)
+        top = directory.rsplit("/", 1)[0]
+        out.append((disk, [disk.logical_id[0], f"{top}/{new_name}/{filename}"]))
+    return out

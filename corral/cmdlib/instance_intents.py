@@ -20,11 +20,13 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.fileio import atomic_write
 from corral.objects import Instance, Node
+from corral.storage.disk import DiskDescription
+from corral.storage.names import DT_FILE, FILE_DRIVERS
 
 if TYPE_CHECKING:
     from corral.master.context import Master
@@ -48,12 +50,19 @@ class Intent:
     name: str
     node: str  # uuid of the primary node
     hypervisor: str
-    disks: tuple[str, ...]  # production paths of the file disks
+    disks: tuple[dict[str, Any], ...]  # the disks' descriptions (DiskDescription.to_wire)
 
     @classmethod
     def of(cls, inst: Instance) -> Intent:
-        disks = tuple(d.path for d in inst.disks if d.path)
+        disks = tuple(d.description().to_wire() for d in inst.disks)
         return cls(inst.uuid, inst.name, inst.primary_node, inst.hypervisor, disks)
+
+
+def _disk(entry: Any) -> dict[str, Any]:
+    """A recorded disk; a record of an older Corral names a file disk by its path."""
+    if isinstance(entry, str):
+        return DiskDescription(DT_FILE, (FILE_DRIVERS[0], entry), 0, "").to_wire()
+    return dict(entry)
 
 
 def intent_dir(paths: Paths) -> Path:
@@ -78,7 +87,8 @@ def pending(paths: Paths) -> list[tuple[Path, Intent]]:
     for path in sorted(intent_dir(paths).glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            out.append((path, Intent(**{**data, "disks": tuple(data["disks"])})))
+            disks = tuple(_disk(entry) for entry in data["disks"])
+            out.append((path, Intent(**{**data, "disks": disks})))
         except (OSError, ValueError, TypeError, KeyError) as err:
             log.error("Cannot read the instance-add record %s: %s", path, err)
     return out
@@ -97,7 +107,8 @@ async def undo(master: Master, intent: Intent, warn: Warn) -> bool:
     if node is None:
         return True  # the node left the cluster
     calls: list[tuple[str, list[object], str]] = [
-        ("blockdev_remove", [path], f"disk {path}") for path in intent.disks
+        ("blockdev_remove", [disk], f"disk {(disk['logical_id'] or [disk['uuid']])[-1]}")
+        for disk in intent.disks
     ]
     # The hypervisor's state is by name: leave it to an instance now owning the name.
     if cfg.find(Instance, intent.name) is None:

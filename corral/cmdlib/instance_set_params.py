@@ -14,6 +14,7 @@ from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_dis
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.storage import templates
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
 
@@ -203,10 +204,17 @@ class LUInstanceSetParams(InstanceLU):
 
     def _apply_disks(self) -> None:
         new = self.new
+        template = templates.get(new.disk_template)
         for action, index, params in self.disk_mods:
-            if new.disk_template == "diskless" and action != MODIFY:
+            if not template.has_disks and action != MODIFY:
                 raise errors.OpPrereqError(
                     "Disks cannot be added to or removed from a diskless instance", C.ECODE_STATE
+                )
+            if template.adopts and action == ADD:
+                raise errors.OpPrereqError(
+                    f"Disks cannot be added to a {template.name} instance: its disks are"
+                    " adopted when the instance is created",
+                    C.ECODE_INVAL,
                 )
             if action == REMOVE:
                 if self.running:
@@ -225,7 +233,7 @@ class LUInstanceSetParams(InstanceLU):
                     name=spec["name"],
                     dev_type=new.disk_template,
                     iv_name=f"disk/{idx}",
-                    logical_id=["loop", U.file_disk_path(self.cfg.cluster, new.name, idx)],
+                    logical_id=template.logical_id(self.cfg.cluster, new.name, idx, spec),
                 )
                 new.disks.append(disk)
                 self.new_disks.append(disk)
@@ -258,29 +266,29 @@ class LUInstanceSetParams(InstanceLU):
         return env
 
     async def exec(self) -> Any:
-        created: list[str] = []
+        created: list[dict[str, Any]] = []
         try:
             for disk in self.new_disks:
-                assert disk.path is not None
+                description = disk.description().to_wire()
                 await self.node_call(
-                    "blockdev_create",
-                    [disk.path, disk.size],
-                    "Could not create a disk for instance",
+                    "blockdev_create", [description], "Could not create a disk for instance"
                 )
-                created.append(disk.path)
+                created.append(description)
         except BaseException:
-            for path in created:
+            for description in created:
                 await self.master.rpc.call_one(
-                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [path]
+                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [description]
                 )
             raise
         for disk in self.removed_disks:
-            if disk.path is not None:
-                res = await self.master.rpc.call_one(
-                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [disk.path]
-                )
-                if res.fail_msg:
-                    self.warn(f"Could not remove disk file {disk.path}: {res.fail_msg}")
+            res = await self.master.rpc.call_one(
+                self.pnode.uuid,
+                self.pnode.primary_ip,
+                "blockdev_remove",
+                [disk.description().to_wire()],
+            )
+            if res.fail_msg:
+                self.warn(f"Could not remove disk {disk.iv_name}: {res.fail_msg}")
         self.tx.update(self.new)
         self.instance = self.new
         return self.changes
@@ -294,7 +302,8 @@ class LUInstanceGrowDisk(InstanceLU):
     async def check_prereq(self) -> None:
         await super().check_prereq()
         inst = self.instance
-        if inst.disk_template != "file":
+        template = templates.get(inst.disk_template)
+        if not template.growable:
             raise errors.OpPrereqError(
                 f"Disks of the {inst.disk_template} template cannot grow", C.ECODE_STATE
             )
@@ -320,9 +329,10 @@ class LUInstanceGrowDisk(InstanceLU):
     async def exec(self) -> Any:
         inst: Instance = self.updated()
         disk = inst.disks[self.index]
-        assert disk.path is not None
         await self.node_call(
-            "blockdev_grow", [disk.path, self.new_size], "Could not grow a disk of"
+            "blockdev_grow",
+            [disk.description().to_wire(), self.new_size],
+            "Could not grow a disk of",
         )
         disk.size = self.new_size
         self.tx.update(inst)

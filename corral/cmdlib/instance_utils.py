@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import re
-import uuid as uuidlib
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
@@ -13,6 +12,7 @@ from corral import errors
 from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
@@ -144,9 +144,10 @@ def instance_hook_env(
 
 
 def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
-    """Ganeti's BuildDiskLogicalIDEnv: DEV_TYPE, and DRIVER/ID for file disks."""
+    """Ganeti's BuildDiskLogicalIDEnv: DEV_TYPE, and DRIVER/ID for file and adopted disks."""
     env: dict[str, Any] = {}
-    if disk.dev_type in ("file", "sharedfile") and len(disk.logical_id) == 2:
+    # File-based and adopted disks: [driver, path] (Ganeti's shapes).
+    if disk.path is not None:
         env[prefix + "DRIVER"], env[prefix + "ID"] = disk.logical_id
     env[prefix + "DEV_TYPE"] = disk.dev_type
     return env
@@ -184,18 +185,18 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
 
 
 def _disk_descriptor(disk: Disk) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    """A disk as the hypervisor and OS scripts see it; noded takes the path
+    from ``description`` (its template checks it), never from the master."""
+    template = templates.DISK_TEMPLATES.get(disk.dev_type)
+    file_based = template is not None and template.path_in_id
+    return {
         "uuid": disk.uuid,
         "size": disk.size,
         "mode": disk.mode,
         "name": disk.name,
+        "description": disk.description().to_wire(),
+        "backend_type": f"file:{disk.logical_id[0]}" if file_based else "block",
     }
-    if disk.dev_type in ("file", "sharedfile"):
-        out["path"] = disk.path
-        out["backend_type"] = f"file:{disk.logical_id[0]}"
-    else:
-        out["backend_type"] = "block"
-    return out
 
 
 def node_name(cfg: ConfigManager, node_uuid: str) -> str:
@@ -344,8 +345,3 @@ def check_mac(mac: str) -> str:
             C.ECODE_INVAL,
         )
     return mac
-
-
-def file_disk_path(cluster: Cluster, instance_name: str, index: int) -> str:
-    """``<file storage dir>/<instance>/<unique>.file.disk<index>`` (production path)."""
-    return f"{cluster.file_storage_dir}/{instance_name}/{uuidlib.uuid4()}.file.disk{index}"

@@ -10,7 +10,7 @@ refuses to enable what some node lacks (``corral.capabilities.check_reports``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral import capabilities, errors
@@ -31,47 +31,71 @@ def hypervisor_problem(paths: Paths, name: str) -> str | None:
     return None
 
 
-def _no_storage(paths: Paths, file_storage_dir: str) -> str | None:
+def _no_storage(paths: Paths, directory: str | None) -> str | None:
     return None
 
 
-def _file_dir(paths: Paths, file_storage_dir: str) -> str | None:
-    """The file storage directory must be a directory this node can write in."""
-    try:
-        local = paths.from_wire(file_storage_dir)
-    except ValueError:
-        return f"the file storage directory '{file_storage_dir}' is not an absolute path"
-    if not local.is_dir():
-        state = "does not exist" if not local.exists() else "is not a directory"
-        return f"the file storage directory {file_storage_dir} {state}"
-    if not os.access(local, os.W_OK | os.X_OK):
-        return f"the file storage directory {file_storage_dir} is not writable"
-    return None
+def _writable_dir(what: str) -> Callable[[Paths, str | None], str | None]:
+    """A probe: the template's directory must be one this node can write in."""
+
+    def probe(paths: Paths, directory: str | None) -> str | None:
+        if not directory:
+            return f"no {what} is set"
+        try:
+            local = paths.from_wire(directory)
+        except ValueError:
+            return f"the {what} '{directory}' is not an absolute path"
+        if not local.is_dir():
+            state = "does not exist" if not local.exists() else "is not a directory"
+            return f"the {what} {directory} {state}"
+        if not os.access(local, os.W_OK | os.X_OK):
+            return f"the {what} {directory} is not writable"
+        return None
+
+    return probe
+
+
+def _block_devices(paths: Paths, directory: str | None) -> str | None:
+    """Adopted devices are named below the node's /dev/disk/ (see node.storage.blockdev)."""
+    return None if os.path.isdir("/dev") else "the node has no /dev"
 
 
 # Storage kind (templates.STORAGE_*) → why this node lacks it, or None.
-_STORAGE_PROBES: dict[str, Callable[[Paths, str], str | None]] = {
+_STORAGE_PROBES: dict[str, Callable[[Paths, str | None], str | None]] = {
     templates.STORAGE_NONE: _no_storage,
-    templates.STORAGE_FILE_DIR: _file_dir,
+    templates.STORAGE_FILE_DIR: _writable_dir("file storage directory"),
+    templates.STORAGE_SHARED_DIR: _writable_dir("shared file storage directory"),
+    templates.STORAGE_BLOCK: _block_devices,
 }
 
 
-def disk_template_problem(paths: Paths, name: str, file_storage_dir: str) -> str | None:
-    """Why this node cannot serve disk template ``name``, or None if it can."""
+def disk_template_problem(paths: Paths, name: str, storage_dirs: Mapping[str, str]) -> str | None:
+    """Why this node cannot serve disk template ``name``, or None if it can;
+    ``storage_dirs``: template → the cluster directory its disks go in."""
     template = templates.DISK_TEMPLATES.get(name)
     if template is None:
         return "not implemented by Corral"
-    return _STORAGE_PROBES[template.storage](paths, file_storage_dir)
+    return _STORAGE_PROBES[template.storage](paths, storage_dirs.get(name))
 
 
-def report(paths: Paths, file_storage_dir: str) -> dict[str, Any]:
-    """The node's capability report (see the module's docstring)."""
+def report(
+    paths: Paths, file_storage_dir: str, shared_file_storage_dir: str | None = None
+) -> dict[str, Any]:
+    """The node's capability report (see the module's docstring) with these
+    cluster directories (production paths; the shared one by default Ganeti's)."""
+    shared = shared_file_storage_dir or paths.to_wire(paths.shared_file_storage_dir)
+    dirs = templates.StorageDirs(file_storage_dir, shared)
+    storage_dirs = {
+        name: directory
+        for name, template in templates.DISK_TEMPLATES.items()
+        if (directory := template.storage_dir(dirs)) is not None
+    }
     return {
         capabilities.REPORT_HYPERVISORS: {
             name: hypervisor_problem(paths, name) for name in capabilities.HYPERVISORS
         },
         capabilities.REPORT_DISK_TEMPLATES: {
-            name: disk_template_problem(paths, name, file_storage_dir)
+            name: disk_template_problem(paths, name, storage_dirs)
             for name in templates.DISK_TEMPLATES
         },
     }

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from corral import constants as C
 from corral.ipolicy import initial_ipolicy
 from corral.objects.base import ConfigObject
+from corral.storage.names import DEFAULT_ENABLED
 
 
 class Cluster(ConfigObject):
@@ -23,8 +24,10 @@ class Cluster(ConfigObject):
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     file_storage_dir: str = ""
+    # Ganeti's default; used once sharedfile is enabled.
+    shared_file_storage_dir: str = "/srv/ganeti/shared-file-storage"
     enabled_hypervisors: list[str] = Field(default_factory=lambda: ["fake"])
-    enabled_disk_templates: list[str] = Field(default_factory=lambda: ["file", "diskless"])
+    enabled_disk_templates: list[str] = Field(default_factory=lambda: list(DEFAULT_ENABLED))
     hvparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # OS (full os+variant name) → hypervisor → parameters, between the cluster's
     # and the instance's own.
@@ -40,6 +43,7 @@ class Cluster(ConfigObject):
     modify_etc_hosts: bool = False
     maintain_node_health: bool = False
     default_iallocator: str = ""
+    default_iallocator_params: dict[str, Any] = Field(default_factory=dict)
     hidden_os: list[str] = Field(default_factory=list)
     blacklisted_os: list[str] = Field(default_factory=list)
     uid_pool: list[list[int]] = Field(default_factory=list)

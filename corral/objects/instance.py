@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from corral.objects.base import ConfigObject, new_uuid
+from corral.storage import templates
+from corral.storage.disk import DiskDescription
 
 ADMIN_UP = "up"
 ADMIN_DOWN = "down"
@@ -14,7 +16,8 @@ ADMIN_OFFLINE = "offline"
 
 
 class Disk(BaseModel):
-    """One disk; for the file template ``logical_id`` is ``[driver, path]``."""
+    """One disk; ``logical_id`` has its template's shape (``corral.storage.templates``):
+    ``[driver, path]`` for file-based templates, ``[manual, device]`` for blockdev."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -30,8 +33,23 @@ class Disk(BaseModel):
 
     @property
     def path(self) -> str | None:
-        """The production path of a file disk."""
-        return self.logical_id[1] if self.dev_type in ("file", "sharedfile") else None
+        """The production path of a disk whose logical_id names one (file-based
+        templates, adopted block devices), else None."""
+        template = templates.DISK_TEMPLATES.get(self.dev_type)
+        named = template is not None and (template.path_in_id or template.adopts)
+        return self.logical_id[1] if named and len(self.logical_id) == 2 else None
+
+    def description(self) -> DiskDescription:
+        """The disk as node RPCs take it."""
+        return DiskDescription(
+            self.dev_type,
+            tuple(self.logical_id),
+            self.size,
+            self.uuid,
+            self.iv_name,
+            self.name,
+            self.mode,
+        )
 
 
 class NIC(BaseModel):

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StringConstraints
 
 from corral import constants as C
+from corral.storage.templates import DiskTemplateName
 
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -42,9 +43,7 @@ OsName = Annotated[str, AfterValidator(check_os_name)]
 # Parameter dicts keyed by OS name (os_hvp, osparams of the cluster).
 OsNestedParams = dict[OsName, dict[str, Any]]
 
-DiskTemplate = Literal[
-    "sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file", "gluster"
-]
+DiskTemplate = DiskTemplateName
 Hypervisor = Literal["lxc", "chroot", "fake", "xen-hvm", "xen-pvm", "kvm"]
 FileDriver = Literal["blktap2", "blktap", "loop"]
 TagKind = Literal["instance", "node", "cluster", "network", "nodegroup"]

@@ -1,8 +1,9 @@
 """noded acts only on paths inside the file storage directories (issue 8, item 8).
 
-A real noded, called over mutual TLS as masterd calls it: disk calls naming a
-path outside the storage directory are refused with a clear message and
-change nothing, symbolic links out of it included.
+A real noded, called over mutual TLS as masterd calls it: disk calls take disk
+descriptions (issue 10, item 3); one naming a path outside the storage
+directory is refused with a clear message and changes nothing, symbolic
+links out of it included.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from corral.rpc.client import RpcResult
+from corral.storage.disk import DiskDescription
 from tests.helpers.noded import Noded, make_node_root, running_noded
 from tests.helpers.osdef import make_os
 
@@ -26,6 +28,11 @@ def noded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Noded]:
     paths = make_node_root(tmp_path_factory.mktemp("node"))
     with running_noded(paths) as node:
         yield node
+
+
+def desc(path: str, size: int = 1, template: str = "file") -> dict[str, Any]:
+    """A disk description naming ``path`` (what masterd sends)."""
+    return DiskDescription(template, ("loop", path), size, "uuid-1", "disk/0").to_wire()
 
 
 async def call(noded: Noded, name: str, *args: Any) -> RpcResult:
@@ -43,10 +50,10 @@ def refused(result: RpcResult, text: str = OUTSIDE) -> str:
 
 async def test_disks_inside_the_storage_directory_work(noded: Noded) -> None:
     disk = f"{STORAGE}/inst1.example.com/disk0"
-    assert not (await call(noded, "blockdev_create", disk, 1)).failed
+    assert not (await call(noded, "blockdev_create", desc(disk))).failed
     assert noded.paths.from_wire(disk).stat().st_size == 1024 * 1024
-    assert not (await call(noded, "blockdev_grow", disk, 2)).failed
-    assert not (await call(noded, "blockdev_remove", disk)).failed
+    assert not (await call(noded, "blockdev_grow", desc(disk), 2)).failed
+    assert not (await call(noded, "blockdev_remove", desc(disk, 2))).failed
     assert not noded.paths.from_wire(disk).exists()
     info = await call(noded, "hypervisor_info", "fake", STORAGE)
     assert info.payload["storage_total"] > 0
@@ -62,13 +69,13 @@ async def test_disks_inside_the_storage_directory_work(noded: Noded) -> None:
 )
 async def test_disk_calls_outside_are_refused_and_change_nothing(noded: Noded, path: str) -> None:
     local = noded.paths.from_wire(path)
-    message = refused(await call(noded, "blockdev_create", path, 1))
+    message = refused(await call(noded, "blockdev_create", desc(path)))
     assert message.startswith(f"Path {path} ")
     assert not local.exists()
     victim = noded.paths.server_pem
     before = victim.read_bytes()
-    refused(await call(noded, "blockdev_remove", noded.paths.to_wire(victim)))
-    refused(await call(noded, "blockdev_grow", noded.paths.to_wire(victim), 64))
+    refused(await call(noded, "blockdev_remove", desc(noded.paths.to_wire(victim))))
+    refused(await call(noded, "blockdev_grow", desc(noded.paths.to_wire(victim)), 64))
     assert victim.read_bytes() == before
 
 
@@ -78,28 +85,28 @@ async def test_a_symbolic_link_out_of_the_storage_directory_is_refused(noded: No
     link.symlink_to(noded.paths.data_dir)
     try:
         victim = noded.paths.server_pem
-        refused(await call(noded, "blockdev_remove", f"{STORAGE}/evil/server.pem"))
+        refused(await call(noded, "blockdev_remove", desc(f"{STORAGE}/evil/server.pem")))
         assert victim.exists()
-        refused(await call(noded, "blockdev_create", f"{STORAGE}/evil/new", 1))
+        refused(await call(noded, "blockdev_create", desc(f"{STORAGE}/evil/new")))
         assert not (noded.paths.data_dir / "new").exists()
     finally:
         link.unlink()
 
 
-async def test_directory_calls_outside_are_refused(noded: Noded) -> None:
-    inside = noded.paths.file_storage_dir / "inst2.example.com"
-    inside.mkdir(parents=True)
+async def test_renames_outside_are_refused(noded: Noded) -> None:
+    inside = noded.paths.file_storage_dir / "inst2.example.com" / "disk0"
+    inside.parent.mkdir(parents=True)
+    inside.write_bytes(b"data")
+    disk = desc(f"{STORAGE}/inst2.example.com/disk0")
     new_outside = noded.paths.data_dir / "moved"
-    result = await call(
-        noded, "file_storage_dir_rename", f"{STORAGE}/inst2.example.com", "/var/lib/ganeti/moved"
-    )
-    refused(result)
-    assert inside.is_dir() and not new_outside.exists()
-    refused(await call(noded, "file_storage_dir_rename", "/var/lib/ganeti", f"{STORAGE}/stolen"))
-    assert noded.paths.data_dir.is_dir()
-    # The storage directory itself is not an instance's directory.
+    refused(await call(noded, "blockdev_rename", [[disk, ["loop", "/var/lib/ganeti/moved"]]]))
+    assert inside.exists() and not new_outside.exists()
+    stolen = [[desc("/var/lib/ganeti/config.db"), ["loop", f"{STORAGE}/stolen"]]]
+    refused(await call(noded, "blockdev_rename", stolen))
+    assert not (noded.paths.file_storage_dir / "stolen").exists()
+    # The storage directory itself is not a disk.
     refused(
-        await call(noded, "file_storage_dir_rename", STORAGE, f"{STORAGE}/x"),
+        await call(noded, "blockdev_rename", [[desc(STORAGE), ["loop", f"{STORAGE}/x"]]]),
         f"Path {STORAGE} is a file storage directory, not a path inside one",
     )
     # Free space: only of a storage directory (and none is created elsewhere).
@@ -114,6 +121,8 @@ async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> N
         noded.paths, "marker", variants=None, scripts={"create": f"#!/bin/sh\ntouch {marker}\n"}
     )
     inst = {"name": "inst3.example.com", "os": "marker", "disks": [{"path": "/etc/shadow"}]}
+    refused(await call(noded, "instance_os_add", inst, {}, False, 0, []), "has no description")
+    inst["disks"] = [{"path": f"{STORAGE}/ok", "description": desc("/etc/shadow")}]
     refused(await call(noded, "instance_os_add", inst, {}, False, 0, []))
     assert not marker.exists()
 
@@ -124,10 +133,10 @@ async def test_the_clusters_own_storage_directory_counts(noded: Noded) -> None:
     ssconf.write_text("/srv/custom-storage\n")
     try:
         disk = "/srv/custom-storage/inst4.example.com/disk0"
-        assert not (await call(noded, "blockdev_create", disk, 1)).failed
-        assert not (await call(noded, "blockdev_remove", disk)).failed
+        assert not (await call(noded, "blockdev_create", desc(disk))).failed
+        assert not (await call(noded, "blockdev_remove", desc(disk))).failed
         message = refused(
-            await call(noded, "blockdev_create", "/srv/x", 1),
+            await call(noded, "blockdev_create", desc("/srv/x")),
             f"outside the file storage directory {STORAGE} or /srv/custom-storage",
         )
         assert message == (

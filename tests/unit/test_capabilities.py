@@ -26,6 +26,7 @@ def test_every_implemented_hypervisor_runs_on_a_node(tmp_path: Path) -> None:
 def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.file_storage_dir.mkdir(parents=True)
+    paths.shared_file_storage_dir.mkdir(parents=True)
     report = node_caps.report(paths, paths.to_wire(paths.file_storage_dir))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == dict.fromkeys(templates.DISK_TEMPLATES)
     assert report[capabilities.REPORT_HYPERVISORS] == dict.fromkeys(capabilities.HYPERVISORS)
@@ -33,17 +34,19 @@ def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_storage_directory_is_reported(tmp_path: Path) -> None:
-    report = node_caps.report(Paths(tmp_path), "/srv/elsewhere")
+    report = node_caps.report(Paths(tmp_path), "/srv/elsewhere", "/srv/shared")
     assert report[capabilities.REPORT_DISK_TEMPLATES] == {
         "diskless": None,
         "file": "the file storage directory /srv/elsewhere does not exist",
+        "sharedfile": "the shared file storage directory /srv/shared does not exist",
+        "blockdev": None,
     }
 
 
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        ("plain", "Cannot use disk template 'plain': it is not implemented by Corral"),
+        ("ext", "Cannot use disk template 'ext': it is not implemented by Corral"),
         ("floppy", "'floppy' is not a valid disk template. Valid disk templates are:"),
     ],
 )

@@ -1,11 +1,9 @@
-"""Calls that start, stop and report instances, and manage their file disks."""
+"""Calls that start, stop and report instances."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.hypervisor import get_hypervisor
@@ -58,29 +56,3 @@ async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -
     directory = storage_path(ctx.paths, storage_dir, strictly=False)
     total, free = file_storage.free_mib(directory)
     return {**info, "storage_total": total, "storage_free": free}
-
-
-def _disk_path(ctx: NodeContext, path: str) -> Path:
-    return storage_path(ctx.paths, path)
-
-
-@rpc_handler("blockdev_create")
-async def blockdev_create(ctx: NodeContext, path: str, size: int) -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise errors.OpExecError(f"Invalid disk size {size!r}")
-    file_storage.create(_disk_path(ctx, path), size)
-
-
-@rpc_handler("blockdev_remove")
-async def blockdev_remove(ctx: NodeContext, path: str) -> None:
-    file_storage.remove(_disk_path(ctx, path))
-
-
-@rpc_handler("blockdev_grow")
-async def blockdev_grow(ctx: NodeContext, path: str, size: int) -> None:
-    file_storage.grow(_disk_path(ctx, path), size)
-
-
-@rpc_handler("file_storage_dir_rename")
-async def file_storage_dir_rename(ctx: NodeContext, old_dir: str, new_dir: str) -> None:
-    file_storage.rename_dir(_disk_path(ctx, old_dir), _disk_path(ctx, new_dir))

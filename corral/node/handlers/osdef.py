@@ -9,7 +9,7 @@ from typing import Any
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
-from corral.node.storage.dirs import storage_path
+from corral.node.storage import registry
 from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
 from corral.osdef.env import instance_env, os_core_env
 from corral.osdef.runner import log_file, run_script
@@ -26,17 +26,18 @@ def _os(ctx: NodeContext, full_name: str) -> OSDefinition:
 
 
 def local_disks(ctx: NodeContext, inst: dict[str, Any]) -> dict[str, Any]:
-    """The descriptor with each disk's production path mapped below this root.
+    """The descriptor with each disk's local path, resolved from its description.
 
-    The scripts write to the disks as root: only paths inside the storage
-    directories are passed on.
+    The scripts write to the disks as root: the disk's template checks the
+    path (inside its storage directories; an adoptable block device); a path
+    the master may have put in the descriptor is not used.
     """
     disks = []
-    for disk in inst["disks"]:
-        disk = dict(disk)
-        if disk.get("path"):
-            disk["path"] = str(storage_path(ctx.paths, disk["path"]))
-        disks.append(disk)
+    for index, disk in enumerate(inst["disks"]):
+        if not isinstance(disk, dict) or disk.get("description") is None:
+            raise errors.OpExecError(f"Disk {index} of {inst['name']} has no description")
+        path = registry.local_path(ctx.paths, disk["description"])
+        disks.append({**disk, "path": str(path)})
     return {**inst, "disks": disks}
 
 

@@ -1,17 +1,74 @@
-"""Calls that report what the node's storage holds, for cluster verification."""
+"""Calls that act on disks, through the template table, and report what the
+node's storage holds (for cluster verification).
+
+Every call takes disk descriptions; the template's node-side class resolves
+each to a local path and refuses one outside what the template may touch.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
+from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
-from corral.node.storage.dirs import storage_path
+from corral.node.storage import registry
+from corral.node.storage.dirs import SSCONF_KEYS, template_dirs
 
 # An answer names at most this many files (a flooded directory stays answerable).
 MAX_FILES = 10_000
+
+
+@rpc_handler("blockdev_create")
+async def blockdev_create(ctx: NodeContext, disk: Any) -> None:
+    template, desc = registry.resolve(ctx.paths, disk)
+    await asyncio.to_thread(template.create, desc)
+
+
+@rpc_handler("blockdev_remove")
+async def blockdev_remove(ctx: NodeContext, disk: Any) -> None:
+    template, desc = registry.resolve(ctx.paths, disk)
+    await asyncio.to_thread(template.remove, desc)
+
+
+@rpc_handler("blockdev_grow")
+async def blockdev_grow(ctx: NodeContext, disk: Any, new_size: Any) -> None:
+    if isinstance(new_size, bool) or not isinstance(new_size, int) or new_size <= 0:
+        raise errors.OpExecError(f"Invalid disk size {new_size!r}")
+    template, desc = registry.resolve(ctx.paths, disk)
+    await asyncio.to_thread(template.grow, desc, new_size)
+
+
+@rpc_handler("blockdev_rename")
+async def blockdev_rename(ctx: NodeContext, devlist: Any) -> None:
+    """Each ``[disk, new logical_id]``; all are checked before any moves."""
+    if not isinstance(devlist, list):
+        raise errors.OpExecError(f"Invalid rename list {devlist!r}")
+    moves = []
+    for item in devlist:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
+            raise errors.OpExecError(f"Invalid rename entry {item!r}: expected [disk, logical_id]")
+        template, desc = registry.resolve(ctx.paths, item[0])
+        target = desc.with_logical_id(tuple(str(part) for part in item[1]))
+        template.attach(desc)
+        moves.append((template, desc, target.logical_id))
+    for template, desc, logical_id in moves:
+        await asyncio.to_thread(template.rename, desc, logical_id)
+
+
+@rpc_handler("blockdev_getdimensions")
+async def blockdev_getdimensions(ctx: NodeContext, disks: Any) -> list[list[int | None]]:
+    """Each disk's ``[size in bytes, spindles]`` (Corral counts no spindles)."""
+    if not isinstance(disks, list):
+        raise errors.OpExecError(f"Invalid disk list {disks!r}")
+    out: list[list[int | None]] = []
+    for disk in disks:
+        template, desc = registry.resolve(ctx.paths, disk)
+        out.append([await asyncio.to_thread(template.size, desc), None])
+    return out
 
 
 def _files(top: Path) -> list[Path]:
@@ -35,8 +92,12 @@ def _files(top: Path) -> list[Path]:
 
 
 @rpc_handler("file_storage_list")
-async def file_storage_list(ctx: NodeContext, storage_dir: str) -> list[str]:
-    """The production paths of the files in ``storage_dir`` and its subdirectories."""
-    top = storage_path(ctx.paths, storage_dir, strictly=False)
-    files = await asyncio.to_thread(_files, top)
-    return [ctx.paths.to_wire(path) for path in files]
+async def file_storage_list(ctx: NodeContext, disk_template: Any) -> list[str]:
+    """The production paths of the files in the directories of the file-based
+    template ``disk_template`` and their subdirectories."""
+    if disk_template not in SSCONF_KEYS:
+        raise errors.OpExecError(f"Disk template {disk_template!r} keeps no files")
+    files: list[Path] = []
+    for top in template_dirs(ctx.paths, disk_template):
+        files += await asyncio.to_thread(_files, top)
+    return [ctx.paths.to_wire(path) for path in files[:MAX_FILES]]

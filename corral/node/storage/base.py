@@ -1,0 +1,124 @@
+"""The contract every disk template fulfils on a node.
+
+A template's node-side class resolves a disk description to the local path
+the hypervisor and OS scripts use (``attach``), refusing any description
+whose path lies outside what the template may touch; it creates, removes,
+grows and renames disks, says whether a disk is as the configuration says
+(``verify``) and streams a disk's content out or in (``read_stream`` /
+``write_stream``: what a copy between two nodeds sends over its TLS stream,
+chunk by chunk, without a temporary copy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterable, AsyncIterator
+from pathlib import Path
+
+from corral import errors
+from corral.paths import Paths
+from corral.storage.disk import DiskDescription
+
+MIB = 1024 * 1024
+# Bytes read or written per step of a copy stream.
+CHUNK = 4 * MIB
+
+
+class NodeTemplate(ABC):
+    """A disk template as one node serves it (one instance per call)."""
+
+    # Writing a run of zeros may skip it (the disk is a fresh sparse file).
+    SPARSE_WRITES = False
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    @abstractmethod
+    def attach(self, disk: DiskDescription) -> Path:
+        """The local path of ``disk``; OpExecError if the description names a
+        path the template may not use."""
+
+    @abstractmethod
+    def create(self, disk: DiskDescription) -> None:
+        """Make the disk (of ``disk.size`` MiB)."""
+
+    @abstractmethod
+    def remove(self, disk: DiskDescription) -> None:
+        """Remove the disk; a disk already gone is fine."""
+
+    @abstractmethod
+    def grow(self, disk: DiskDescription, new_size: int) -> None:
+        """Grow the disk to ``new_size`` MiB."""
+
+    @abstractmethod
+    def rename(self, disk: DiskDescription, new_logical_id: tuple[str, ...]) -> None:
+        """Move the disk to ``new_logical_id`` (an instance rename)."""
+
+    def size(self, disk: DiskDescription) -> int:
+        """The disk's actual size in bytes."""
+        path = self.attach(disk)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:
+            raise errors.OpExecError(f"Cannot open disk {path}: {err.strerror}") from None
+        try:
+            return os.lseek(fd, 0, os.SEEK_END)
+        finally:
+            os.close(fd)
+
+    def verify(self, disk: DiskDescription) -> str | None:
+        """Why the disk is not as described (missing, too small), or None."""
+        try:
+            actual = self.size(disk)
+        except errors.GenericError as err:
+            return err.message
+        if actual < disk.size * MIB:
+            return f"disk {disk.iv_name or disk.uuid} has {actual // MIB} MiB, not {disk.size} MiB"
+        return None
+
+    async def read_stream(self, disk: DiskDescription) -> AsyncIterator[bytes]:
+        """The disk's content, chunk by chunk."""
+        path, size = self.attach(disk), self.size(disk)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            offset = 0
+            while offset < size:
+                data = await asyncio.to_thread(os.pread, fd, min(CHUNK, size - offset), offset)
+                if not data:
+                    raise errors.OpExecError(f"Disk {path} shrank while being read")
+                offset += len(data)
+                yield data
+        finally:
+            os.close(fd)
+
+    async def write_stream(self, disk: DiskDescription, chunks: AsyncIterable[bytes]) -> int:
+        """Write ``chunks`` over the (existing) disk from its start; the bytes written."""
+        path = self.attach(disk)
+        capacity = self.size(disk)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            offset = 0
+            async for chunk in chunks:
+                if offset + len(chunk) > capacity:
+                    raise errors.OpExecError(f"The data sent is larger than disk {path}")
+                if not (self.SPARSE_WRITES and chunk.count(0) == len(chunk)):
+                    await asyncio.to_thread(_pwrite_all, fd, chunk, offset)
+                offset += len(chunk)
+            await asyncio.to_thread(os.fsync, fd)
+            return offset
+        finally:
+            os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def refuse(template: str, doing: str) -> errors.OpExecError:
+    """The error of an operation ``template`` does not have."""
+    return errors.OpExecError(f"Disks of the {template} template cannot {doing}")

@@ -1,0 +1,66 @@
+"""The node side of the disk template table: template name → its class.
+
+The names are the master's table's (:mod:`corral.storage.templates`); a
+test checks both tables hold the same templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from corral import errors
+from corral.node.storage.base import NodeTemplate, refuse
+from corral.node.storage.blockdev import BlockDevTemplate
+from corral.node.storage.file import FileTemplate, SharedFileTemplate
+from corral.paths import Paths
+from corral.storage import names as N
+from corral.storage.disk import DiskDescription
+
+
+class DisklessTemplate(NodeTemplate):
+    """``diskless``: there is never a disk to act on."""
+
+    def attach(self, disk: DiskDescription) -> Path:
+        raise refuse(N.DT_DISKLESS, "exist")
+
+    def create(self, disk: DiskDescription) -> None:
+        raise refuse(N.DT_DISKLESS, "exist")
+
+    def remove(self, disk: DiskDescription) -> None:
+        raise refuse(N.DT_DISKLESS, "exist")
+
+    def grow(self, disk: DiskDescription, new_size: int) -> None:
+        raise refuse(N.DT_DISKLESS, "exist")
+
+    def rename(self, disk: DiskDescription, new_logical_id: tuple[str, ...]) -> None:
+        raise refuse(N.DT_DISKLESS, "exist")
+
+
+NODE_TEMPLATES: Mapping[str, type[NodeTemplate]] = {
+    N.DT_DISKLESS: DisklessTemplate,
+    N.DT_FILE: FileTemplate,
+    N.DT_SHARED_FILE: SharedFileTemplate,
+    N.DT_BLOCK: BlockDevTemplate,
+}
+
+
+def template_of(paths: Paths, disk: DiskDescription) -> NodeTemplate:
+    """The node-side template serving ``disk``; OpExecError for a template this
+    node does not serve."""
+    cls = NODE_TEMPLATES.get(disk.template)
+    if cls is None:
+        raise errors.OpExecError(f"Disk template {disk.template!r} is not served by this node")
+    return cls(paths)
+
+
+def resolve(paths: Paths, data: object) -> tuple[NodeTemplate, DiskDescription]:
+    """The template and the checked description of a disk sent as ``data``."""
+    disk = DiskDescription.from_wire(data)
+    return template_of(paths, disk), disk
+
+
+def local_path(paths: Paths, data: object) -> Path:
+    """The local path of the disk sent as ``data`` (the hypervisor's and OS scripts')."""
+    template, disk = resolve(paths, data)
+    return template.attach(disk)

@@ -1,0 +1,41 @@
+"""The names of Ganeti's disk templates: the only place they are spelled out.
+
+Stdlib only and free of slow imports, so the gnt-* commands may import it;
+what each template means for Corral is in :mod:`corral.storage.templates`.
+"""
+
+DT_DISKLESS = "diskless"
+DT_FILE = "file"
+DT_SHARED_FILE = "sharedfile"
+DT_BLOCK = "blockdev"
+DT_PLAIN = "plain"
+DT_DRBD = "drbd"
+DT_EXT = "ext"
+DT_RBD = "rbd"
+DT_GLUSTER = "gluster"
+
+# Ganeti 3.0.2's disk templates (constants.DISK_TEMPLATES), in the order its
+# messages list them.
+GANETI_DISK_TEMPLATES = (
+    DT_SHARED_FILE,
+    DT_DISKLESS,
+    DT_PLAIN,
+    DT_BLOCK,
+    DT_EXT,
+    DT_RBD,
+    DT_DRBD,
+    DT_FILE,
+    DT_GLUSTER,
+)
+
+# The templates a cluster enables when init is given none (Corral's default:
+# Ganeti's would be drbd and plain, which this machine cannot serve).
+DEFAULT_ENABLED = (DT_FILE, DT_DISKLESS)
+
+# Ganeti's file drivers (constants.FILE_DRIVER) and the driver of adopted block
+# devices (constants.BLOCKDEV_DRIVER_MANUAL): the first item of a logical_id.
+FILE_DRIVERS = ("loop", "blktap", "blktap2")
+BLOCKDEV_DRIVER_MANUAL = "manual"
+
+# Ganeti's ADOPTABLE_BLOCKDEV_ROOT: adopted devices are named below it.
+ADOPTABLE_BLOCKDEV_ROOT = "/dev/disk/"
