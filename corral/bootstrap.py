@@ -16,11 +16,15 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 from corral.paths import Paths
+from corral.storage.names import DEFAULT_ENABLED
+
+if TYPE_CHECKING:
+    from corral.storage.templates import StorageDirs
 
 NODED = "corral-noded"
 MASTERD = "corral-masterd"
@@ -41,8 +45,9 @@ class InitOptions:
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
     enabled_hypervisors: list[str] = field(default_factory=lambda: ["fake"])
-    enabled_disk_templates: list[str] = field(default_factory=lambda: ["file", "diskless"])
+    enabled_disk_templates: list[str] = field(default_factory=lambda: list(DEFAULT_ENABLED))
     file_storage_dir: str | None = None
+    shared_file_storage_dir: str | None = None
     candidate_pool_size: int = 10
     max_running_jobs: int = C.DEFAULT_MAX_RUNNING_JOBS
     beparams: dict[str, Any] = field(default_factory=dict)
@@ -116,16 +121,28 @@ def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
     every node at ``gnt-cluster modify``); asked directly, noded is not running."""
     from corral import capabilities
     from corral.node.capabilities import report
-    from corral.storage.templates import STORAGE_FILE_DIR, uses_storage
+    from corral.storage import templates
 
-    storage_dir = opts.file_storage_dir or paths.to_wire(paths.file_storage_dir)
-    if uses_storage(opts.enabled_disk_templates, STORAGE_FILE_DIR):
-        # As Ganeti: a file storage directory that does not exist yet is made.
-        paths.from_wire(storage_dir).mkdir(mode=0o750, parents=True, exist_ok=True)
+    dirs = _storage_dirs(paths, opts)
+    for template in map(templates.DISK_TEMPLATES.get, opts.enabled_disk_templates):
+        directory = template and template.storage_dir(dirs)
+        if directory:
+            # As Ganeti: a storage directory that does not exist yet is made.
+            paths.from_wire(directory).mkdir(mode=0o750, parents=True, exist_ok=True)
     capabilities.check_reports(
-        {opts.node_name: report(paths, storage_dir)},
+        {opts.node_name: report(paths, dirs.file_storage_dir, dirs.shared_file_storage_dir)},
         opts.enabled_hypervisors,
         opts.enabled_disk_templates,
+    )
+
+
+def _storage_dirs(paths: Paths, opts: InitOptions) -> StorageDirs:
+    """The cluster's storage directories: given, else Ganeti's defaults."""
+    from corral.storage.templates import StorageDirs
+
+    return StorageDirs(
+        opts.file_storage_dir or paths.to_wire(paths.file_storage_dir),
+        opts.shared_file_storage_dir or paths.to_wire(paths.shared_file_storage_dir),
     )
 
 
@@ -165,7 +182,8 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         master_netdev=opts.master_netdev,
         noded_port=opts.noded_port,
         mac_prefix=opts.mac_prefix,
-        file_storage_dir=opts.file_storage_dir or paths.to_wire(paths.file_storage_dir),
+        file_storage_dir=_storage_dirs(paths, opts).file_storage_dir,
+        shared_file_storage_dir=_storage_dirs(paths, opts).shared_file_storage_dir,
         enabled_hypervisors=opts.enabled_hypervisors,
         enabled_disk_templates=opts.enabled_disk_templates,
         candidate_pool_size=opts.candidate_pool_size,
@@ -185,6 +203,8 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
 
 def created_files(paths: Paths) -> list[Path]:
     """What init creates and destroy removes (hooks, OS dirs and logs stay)."""
+    from corral.master.join_tokens import TOKENS_FILE
+
     return [
         paths.config_db,
         paths.config_db.with_name(paths.config_db.name + "-wal"),
@@ -196,6 +216,8 @@ def created_files(paths: Paths) -> list[Path]:
         paths.client_pem,
         paths.rapi_pem,
         paths.cluster_domain_secret,
+        paths.data_dir / TOKENS_FILE,
+        paths.data_dir / f"{TOKENS_FILE}.lock",
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
     ]

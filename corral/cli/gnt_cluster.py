@@ -11,6 +11,7 @@ import time
 
 from corral import constants as C
 from corral import errors
+from corral import paths as P
 from corral.cli import common, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
@@ -48,6 +49,7 @@ def cmd_init(opts: argparse.Namespace) -> int:
         mac_prefix=opts.mac_prefix,
         master_netdev=opts.master_netdev,
         file_storage_dir=opts.file_storage_dir,
+        shared_file_storage_dir=opts.shared_file_storage_dir,
     )
     if opts.enabled_hypervisors:
         init.enabled_hypervisors = opts.enabled_hypervisors.split(",")
@@ -105,10 +107,23 @@ def cmd_version(opts: argparse.Namespace) -> int:
 
 
 def cmd_getmaster(opts: argparse.Namespace) -> int:
-    master = common.read_ssconf(common.cluster_root(), "master_node")
+    # Any node answers from its ssconf files; only without them is a cluster needed.
+    master = common.read_ssconf(P.root_from_env(), "master_node")
     if master is None:
         master = common.get_client().call("QueryConfigValues", ["master_node"])[0]
     print(master)
+    return C.EXIT_SUCCESS
+
+
+def cmd_redist_conf(opts: argparse.Namespace) -> int:
+    """OP_CLUSTER_REDIST_CONF; ``--yes-do-it`` submits it even to a drained queue."""
+    op = {"OP_ID": "OP_CLUSTER_REDIST_CONF"}
+    if opts.yes_do_it:
+        client = common.get_client()
+        job_id = client.call("SubmitJobToDrainedQueue", [{**common.common_op_fields(opts), **op}])
+        common.poll_job(client, job_id)
+    else:
+        common.submit_or_send(opts, op)
     return C.EXIT_SUCCESS
 
 
@@ -223,7 +238,10 @@ def cmd_verify(opts: argparse.Namespace) -> int:
         "verbose": opts.verbose,
         "error_codes": opts.error_codes,
         "debug_simulate_errors": opts.simulate_errors,
-        "ignore_errors": opts.ignore_errors.split(",") if opts.ignore_errors else [],
+        "ignore_errors": [code for arg in opts.ignore_errors for code in arg.split(",") if code],
+        "skip_checks": ["nplusone_mem"] if opts.skip_nplusone_mem else [],
+        "group_name": opts.nodegroup,
+        "verify_clutter": opts.verify_clutter,
     }
     client = common.get_client()
     result = common.submit_or_send(opts, op, client)
@@ -335,6 +353,7 @@ def _add_init(sub: Any) -> None:
     p.add_argument("--enabled-hypervisors")
     p.add_argument("--enabled-disk-templates")
     p.add_argument("--file-storage-dir")
+    p.add_argument("--shared-file-storage-dir")
     p.add_argument("--max-running-jobs", type=int)
     p.add_argument("-B", "--backend-parameters", help="Default backend parameters")
     p.add_argument("-N", "--nic-parameters", help="Default NIC parameters")
@@ -383,7 +402,14 @@ def build_parser() -> common.Parser:
     p.add_argument("--verbose", "-v", action="store_true")
     p.add_argument("--error-codes", action="store_true", help="Machine-parsable error codes")
     p.add_argument("--debug-simulate-errors", dest="simulate_errors", action="store_true")
-    p.add_argument("-I", "--ignore-errors", help="Error codes to report as warnings")
+    p.add_argument(
+        "-I", "--ignore-errors", action="append", default=[], help="Error code to be ignored"
+    )
+    p.add_argument("--no-nplus1-mem", dest="skip_nplusone_mem", action="store_true",
+                   help="Skip N+1 memory redundancy tests")  # fmt: skip
+    p.add_argument("-g", "--node-group", dest="nodegroup", help="Node group (name or uuid)")
+    clutter = "Verify that Ganeti did not clutter up the 'authorized_keys' file"
+    p.add_argument("--verify-ssh-clutter", dest="verify_clutter", action="store_true", help=clutter)
     common.add_submit_options(p)
     common.add_args(p, "args", "", 0, 0)
     p = common.add_command(sub, "modify", cmd_modify, "Change cluster parameters")
@@ -395,6 +421,12 @@ def build_parser() -> common.Parser:
     common.add_args(p, "args", "{pause <timespec>|continue|info}", 1, 2)
     _add_tag_commands(sub)
     renew_crypto.add_command(sub)
+    p = common.add_command(
+        sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
+    )
+    p.add_argument("--yes-do-it", action="store_true", help="Also when the queue is drained")
+    common.add_submit_options(p)
+    common.add_args(p, "args", "", 0, 0)
     common.add_not_built(
         sub,
         "gnt-cluster",
@@ -406,7 +438,6 @@ def build_parser() -> common.Parser:
             "epo",
             "master-failover",
             "masterfailover",
-            "redist-conf",
             "rename",
             "repair-disk-sizes",
             "upgrade",

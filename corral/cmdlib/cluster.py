@@ -13,6 +13,7 @@ from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
+from corral.master.services import allocator
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
@@ -54,7 +55,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "volume_group_name": None,
         "drbd_usermode_helper": None,
         "file_storage_dir": cluster.file_storage_dir,
-        "shared_file_storage_dir": "",
+        "shared_file_storage_dir": cluster.shared_file_storage_dir,
         "gluster_storage_dir": "",
         "maintain_node_health": cluster.maintain_node_health,
         "ctime": cluster.ctime,
@@ -63,7 +64,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "tags": sorted(cluster.tags),
         "uid_pool": cluster.uid_pool,
         "default_iallocator": cluster.default_iallocator,
-        "default_iallocator_params": {},
+        "default_iallocator_params": cluster.default_iallocator_params,
         "reserved_lvs": [],
         "primary_ip_version": 6 if ":" in cluster.master_ip else 4,
         "prealloc_wipe_disks": False,
@@ -213,9 +214,11 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             "enabled_hypervisors",
             "enabled_disk_templates",
             "file_storage_dir",
+            "shared_file_storage_dir",
             "modify_etc_hosts",
             "maintain_node_health",
             "default_iallocator",
+            "default_iallocator_params",
         ):
             value = getattr(op, name)
             if value is not None and value != getattr(cluster, name):
@@ -295,6 +298,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         """The policy is checked against the enabled disk templates; OS parameters
         on the nodes that have the OS ("preseeding" is fine)."""
         self._check_ipolicy()
+        if self.op.default_iallocator:
+            allocator.check_exists(self.master.paths, self.op.default_iallocator)
         await self._check_nodes_serve()
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
@@ -303,23 +308,24 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
     async def _check_nodes_serve(self) -> None:
         """Every vm-capable online node must serve what this change newly enables
-        (file templates again when the file storage directory moves)."""
+        (file-based templates again when their directory moves)."""
         cluster, op = self.cfg.cluster, self.op
-        moved = op.file_storage_dir not in (None, cluster.file_storage_dir)
+        file_dir = op.file_storage_dir or cluster.file_storage_dir
+        shared_dir = op.shared_file_storage_dir or cluster.shared_file_storage_dir
         hypervisors = [
             h for h in op.enabled_hypervisors or [] if h not in cluster.enabled_hypervisors
         ]
         disk_templates = [
             name
             for name in op.enabled_disk_templates or cluster.enabled_disk_templates
-            if name not in cluster.enabled_disk_templates or (moved and _stored_in_file_dir(name))
+            if name not in cluster.enabled_disk_templates
+            or _dir_moved(name, cluster, file_dir, shared_dir)
         ]
         nodes = [n for n in self.cfg.nodes() if n.vm_capable and not n.offline]
         if not (hypervisors or disk_templates) or not nodes:
             return
-        storage_dir = op.file_storage_dir or cluster.file_storage_dir
         results = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in nodes], "node_capabilities", [storage_dir]
+            [(n.uuid, n.primary_ip) for n in nodes], "node_capabilities", [file_dir, shared_dir]
         )
         reports: dict[str, dict[str, Any] | str] = {
             n.name: results[n.uuid].fail_msg or results[n.uuid].payload for n in nodes
@@ -346,9 +352,14 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             await U.verify_osparams(self, holders, os_name, params, names)
 
 
-def _stored_in_file_dir(name: str) -> bool:
+def _dir_moved(name: str, cluster: Cluster, file_dir: str, shared_dir: str) -> bool:
+    """Whether template ``name`` keeps its disks in a directory that changes."""
     template = templates.DISK_TEMPLATES.get(name)
-    return template is not None and template.storage == templates.STORAGE_FILE_DIR
+    if template is None:
+        return False
+    old = template.storage_dir(cluster)
+    new = template.storage_dir(templates.StorageDirs(file_dir, shared_dir))
+    return old != new
 
 
 def _merged_os_hvp(

@@ -254,3 +254,97 @@ def write_node_cert(
         dns=[node_name],
     )
     write_pem(paths.server_pem, cert, key)
+
+
+# Joining a node: its key stays on the node; the master signs a request for it.
+def make_key_pem() -> bytes:
+    """A new private key (PEM, unencrypted)."""
+    return _key_pem(_new_key())
+
+
+def _load_key(key_pem: bytes) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise errors.X509CertError("Not an EC private key")
+    return key
+
+
+def make_self_signed_for_key(key_pem: bytes, common_name: str, days: int) -> bytes:
+    """A self-signed server certificate for an existing key (a node's join identity)."""
+    key = _load_key(key_pem)
+    cert = (
+        _builder(common_name, _name(common_name), days, key)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def make_csr(key_pem: bytes, common_name: str) -> bytes:
+    """A certificate signing request (PEM) for ``key_pem``, signed with it."""
+    key = _load_key(key_pem)
+    csr = x509.CertificateSigningRequestBuilder().subject_name(_name(common_name))
+    return csr.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+def _public_der(public_key: Any) -> bytes:
+    return bytes(
+        public_key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+
+
+def same_public_key(cert_pem_or_der: bytes, key_or_csr_pem: bytes) -> bool:
+    """Whether a certificate (PEM or DER) is for the key of a private key or CSR (PEM)."""
+    if cert_pem_or_der.lstrip().startswith(b"-----"):
+        cert = _load_cert(cert_pem_or_der)
+    else:
+        cert = x509.load_der_x509_certificate(cert_pem_or_der)
+    if b"CERTIFICATE REQUEST" in key_or_csr_pem:
+        other = x509.load_pem_x509_csr(key_or_csr_pem).public_key()
+    else:
+        other = _load_key(key_or_csr_pem).public_key()
+    return _public_der(cert.public_key()) == _public_der(other)
+
+
+def sign_csr(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    csr_pem: bytes,
+    common_name: str,
+    *,
+    ips: Iterable[str] = (),
+    dns: Iterable[str] = (),
+) -> bytes:
+    """A node certificate (server and client use) for the key of ``csr_pem``,
+    signed by the CA; the subject is ``common_name``, not what the CSR asks."""
+    try:
+        csr = x509.load_pem_x509_csr(csr_pem)
+    except ValueError as err:
+        raise errors.X509CertError(f"Cannot parse the certificate request: {err}") from None
+    if not csr.is_signature_valid:
+        raise errors.X509CertError("The certificate request's signature is not valid")
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = _load_key(ca_key_pem)
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    # _builder takes the public key from anything with public_key(): here the CSR.
+    builder = (
+        _builder(common_name, ca_cert.subject, C.CERT_VALIDITY_DAYS, csr)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False
+        )
+    )
+    ips, dns = list(ips), list(dns)
+    if ips or dns:
+        builder = builder.add_extension(_san(ips, dns), critical=False)
+    return builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)

@@ -19,9 +19,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=NAME, description="Corral node daemon")
     parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
     parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
-    parser.add_argument(
-        "-b", "--bind", required=True, metavar="ADDRESS", help="address to listen on"
-    )
+    parser.add_argument("-b", "--bind", metavar="ADDRESS", help="address to listen on")
     parser.add_argument(
         "-p",
         "--port",
@@ -29,18 +27,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=C.DEFAULT_NODED_PORT,
         help=f"port to listen on (default {C.DEFAULT_NODED_PORT})",
     )
+    parser.add_argument(
+        "--join-token",
+        metavar="TOKEN",
+        help="join token from 'gnt-node join-token' on the master (for a node not in a cluster)",
+    )
+    parser.add_argument(
+        "--show-join-info",
+        action="store_true",
+        help="print this node's certificate fingerprint for joining, and exit",
+    )
     add_limit_options(parser)
-    return parser.parse_args(argv)
+    opts = parser.parse_args(argv)
+    if opts.bind is None and not opts.show_join_info:
+        parser.error("the following arguments are required: -b/--bind")
+    return opts
+
+
+def _join_setup(paths: Paths, opts: argparse.Namespace) -> bool:
+    """Keep the join token, or show the join information; whether to stop here."""
+    from corral import errors
+    from corral.node import join_server
+
+    try:
+        if opts.join_token is not None:
+            join_server.save_token(paths, opts.join_token)
+        if opts.show_join_info:
+            state = "in a cluster" if join_server.is_joined(paths) else "waiting to join"
+            cert = join_server.ensure_identity(paths)
+            from corral.node.join_protocol import pem_fingerprint
+
+            print(f"Node root: {paths.root}")
+            print(f"State: {state}")
+            print(f"Certificate fingerprint (SHA-256): {pem_fingerprint(cert)}")
+            print(f"Join token given: {'yes' if join_server.token_file(paths).exists() else 'no'}")
+            return True
+    except errors.GenericError as err:
+        print(f"{NAME}: {err.message}", file=sys.stderr)
+        sys.exit(1)
+    return False
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``corral-noded`` command; the root comes from CORRAL_ROOT."""
     opts = parse_args(argv)
+    paths = Paths.from_env()
+    if _join_setup(paths, opts):
+        return
     # The server (aiohttp, cryptography) is imported only to run, not for --help.
     from corral.node.context import NodeContext
     from corral.node.server import serve
 
-    paths = Paths.from_env()
     ctx = NodeContext(paths=paths, address=opts.bind, port=opts.port, debug=opts.debug)
     sys.exit(
         run_daemon(

@@ -11,12 +11,19 @@ from collections.abc import Callable
 from corral.cmdlib import (  # noqa: F401
     cluster,
     cluster_verify,
+    group,
     instance,
     instance_create,
     instance_intents,
+    instance_migration,
+    instance_move,
     instance_operation,
     instance_query,
     instance_set_params,
+    node,
+    node_membership,
+    node_moves,
+    node_storage,
     operating_system,
     tags,
     test,
@@ -31,11 +38,13 @@ from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
 from corral.master import resources
 from corral.master.context import Master
+from corral.master.distribution import SsconfDistributor
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
+from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +58,11 @@ async def serve(
     luxi_max_message: int = protocol.MAX_MESSAGE_SIZE,
     luxi_max_buffered: int = protocol.MAX_BUFFERED,
     luxi_group: str | None = None,
+    query_deadline: float = DEFAULT_QUERY_DEADLINE,
+    unreachable_memory: float = DEFAULT_MEMORY,
 ) -> None:
-    """Run masterd until cancelled (the luxi limits and group: see LuxiServer)."""
+    """Run masterd until cancelled (the luxi limits and group: see LuxiServer;
+    the query deadline and the memory of unreachable nodes: see RpcClient)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -60,7 +72,12 @@ async def serve(
     cfg = ConfigManager(SqliteConfigStore(paths.config_db))
     cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
-    rpc = RpcClient(paths, cfg.cluster.noded_port)
+    rpc = RpcClient(
+        paths,
+        cfg.cluster.noded_port,
+        query_deadline=query_deadline,
+        unreachable_memory=unreachable_memory,
+    )
     store = JobStore(paths.queue_db)
     processor = Processor()
     locks = LockManager()
@@ -87,6 +104,8 @@ async def serve(
         query=lambda what, fields, qfilter: resources.query(master, what, fields, qfilter),
     )
     processor.bind(master)
+    distributor = SsconfDistributor(master)  # ssconf files on the other nodes
+    cfg.add_listener(distributor.changed)
     queue.recover()
     server = LuxiServer(
         paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered, luxi_group
@@ -108,6 +127,7 @@ async def serve(
         await server.close()
         await queue.shutdown(SHUTDOWN_GRACE)
         await instance_intents.stop_background(master)
+        await distributor.stop()
         await rpc.close()
         store.close()
         cfg.close()

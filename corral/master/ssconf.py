@@ -28,6 +28,7 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "release_version": __import__("corral").__version__,
         "hypervisor_list": "\n".join(cluster.enabled_hypervisors),
         "file_storage_dir": cluster.file_storage_dir,
+        "shared_file_storage_dir": cluster.shared_file_storage_dir,
         "enabled_disk_templates": "\n".join(cluster.enabled_disk_templates),
         "uid_pool": "",
     }
@@ -37,9 +38,14 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
 _SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups"})
 
 
+def affects_ssconf(tables: set[str]) -> bool:
+    """Whether a change of these config tables changes the ssconf files."""
+    return bool(tables & _SSCONF_TABLES)
+
+
 def write_ssconf(paths: Paths, cfg: ConfigManager, tables: set[str] | None = None) -> None:
     """Write the ssconf files whose content changed (atomically)."""
-    if tables is not None and not tables & _SSCONF_TABLES:
+    if tables is not None and not affects_ssconf(tables):
         return
     for key, value in ssconf_values(cfg).items():
         path = paths.ssconf_file(key)

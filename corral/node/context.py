@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from corral.paths import Paths
+
+if TYPE_CHECKING:
+    from corral.node.join_server import Membership
 
 
 @dataclass(frozen=True)
@@ -15,3 +19,5 @@ class NodeContext:
     address: str
     port: int
     debug: bool = False
+    # Whether the node is in a cluster, and the switch (set by the server).
+    membership: Membership | None = None

@@ -75,6 +75,10 @@ class GuardedTCPSite(web.BaseSite):
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"https://{host}:{self._port}"
 
+    def set_ssl_context(self, ssl_context: ssl.SSLContext) -> None:
+        """Use ``ssl_context`` for the connections accepted from now on."""
+        self._tls = ssl_context
+
     async def start(self) -> None:
         """Listen (OSError if the address cannot be bound) and start accepting."""
         await super().start()

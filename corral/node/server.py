@@ -7,6 +7,8 @@ signed by the cluster CA fails the handshake and never reaches a handler.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import logging
 from typing import Any
@@ -14,18 +16,22 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
-from corral.crypto.tls import ssl_server_context
 from corral.daemons.util import ReadyCallback, listen_error, one_line
+from corral.node import join_protocol as J
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler
+from corral.node.join_server import Membership, serve_join
 from corral.node.limits import ConnectionLimits
 from corral.node.listener import GuardedTCPSite, fd_limit
+from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.rpc.calls import CALLS
 
 log = logging.getLogger(__name__)
 
 # upload_file carries whole files in the request body.
 MAX_REQUEST_SIZE = 64 * 1024 * 1024
+# A connection made before the node last joined or left its cluster.
+_STALE = "This connection was made before the node joined its cluster; connect again"
 # How long in-flight calls get to finish when noded stops; then they are cancelled.
 SHUTDOWN_GRACE = 1.0
 
@@ -62,6 +68,9 @@ async def _read_args(request: web.Request, name: str) -> list[Any]:
 async def dispatch(request: web.Request) -> web.Response:
     """Run the handler of the call named by the URL path; ``[success, payload]``."""
     name = request.match_info["call"]
+    membership = request.app[CONTEXT_KEY].membership
+    if membership is not None and not membership.authenticated(request):
+        return _reply(False, J.NOT_IN_CLUSTER if not membership.joined else _STALE, status=403)
     handler = get_handler(name)
     if handler is None:
         return _reply(False, f"Unknown RPC call {name!r}", status=404)
@@ -94,8 +103,17 @@ def make_app(ctx: NodeContext) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST_SIZE)
     app[CONTEXT_KEY] = ctx
     app[INFLIGHT_KEY] = set()
+    membership = ctx.membership
+    if membership is not None:
+        for path, step in ((J.HELLO_PATH, "hello"), (J.FINISH_PATH, "finish")):
+            app.router.add_post(path, functools.partial(_join, membership=membership, step=step))
+    add_transfer_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
     return app
+
+
+async def _join(request: web.Request, *, membership: Membership, step: str) -> web.Response:
+    return await serve_join(request, membership, step)
 
 
 async def _shutdown(runner: web.AppRunner, inflight: set[asyncio.Task[Any]]) -> None:
@@ -113,8 +131,14 @@ async def _shutdown(runner: web.AppRunner, inflight: set[asyncio.Task[Any]]) -> 
 
 
 async def serve(ctx: NodeContext, limits: ConnectionLimits, ready: ReadyCallback) -> None:
-    """Serve RPC on ``ctx.address:ctx.port`` until cancelled; ``ready()`` once listening."""
-    ssl_ctx = ssl_server_context(ctx.paths)
+    """Serve RPC on ``ctx.address:ctx.port`` until cancelled; ``ready()`` once listening.
+
+    A node without cluster certificates serves only the join exchange until it
+    has joined (:mod:`corral.node.join_server`).
+    """
+    membership = Membership(ctx.paths)
+    ctx = dataclasses.replace(ctx, membership=membership)
+    ssl_ctx = membership.ssl_context()
     access_log = logging.getLogger("aiohttp.access") if ctx.debug else None
     app = make_app(ctx)
     runner = web.AppRunner(app, access_log=access_log, keepalive_timeout=limits.idle_timeout)
@@ -122,11 +146,18 @@ async def serve(ctx: NodeContext, limits: ConnectionLimits, ready: ReadyCallback
     limits = limits.within_fd_limit(fd_limit())
     try:
         site = GuardedTCPSite(runner, ctx.address, ctx.port, ssl_context=ssl_ctx, limits=limits)
+        membership.attach(site)
         try:
             await site.start()
         except OSError as err:
             raise listen_error(ctx.address, ctx.port, err) from None
         log.info("Listening on %s:%d (root %s)", ctx.address, ctx.port, ctx.paths.root)
+        if not membership.joined:
+            log.info(
+                "Not in a cluster: waiting to be added with a join token; this node's"
+                " certificate fingerprint is %s",
+                membership.fingerprint(),
+            )
         log.info(
             "At most %d connections, %d of them unauthenticated; TLS handshake time-out"
             " %g s, idle time-out %g s",

@@ -51,6 +51,12 @@ class OpClusterDestroy(OpCode):
     OP_ID = "OP_CLUSTER_DESTROY"
 
 
+class OpClusterRedistConf(OpCode):
+    """Send the cluster's files (ssconf, certificates, secrets) to every node again."""
+
+    OP_ID = "OP_CLUSTER_REDIST_CONF"
+
+
 class OpClusterQuery(OpCode):
     """Return the cluster's information (as QueryClusterInfo)."""
 
@@ -121,7 +127,7 @@ class OpClusterSetParams(OpCode):
     ipolicy: Params | None = None
     drbd_helper: str | None = not_built()
     default_iallocator: str | None = None
-    default_iallocator_params: Params | None = not_built(None, {})
+    default_iallocator_params: Params | None = None
     mac_prefix: NonEmptyStr | None = None
     master_netdev: str | None = None
     master_netmask: NonNegInt | None = None
@@ -132,7 +138,7 @@ class OpClusterSetParams(OpCode):
     enabled_disk_templates: list[DiskTemplate] | None = None
     modify_etc_hosts: bool | None = None
     file_storage_dir: str | None = None
-    shared_file_storage_dir: str | None = not_built()
+    shared_file_storage_dir: str | None = None
     gluster_storage_dir: str | None = not_built()
     install_image: str | None = not_built()
     instance_communication_network: str | None = not_built()

@@ -60,12 +60,14 @@ _TABLE = (
     RpcCall(
         "node_capabilities",
         C.RPC_TMO_URGENT,
-        ("file_storage_dir",),
+        ("file_storage_dir", "shared_file_storage_dir"),
         "Hypervisors the node can run, disk templates it can serve",
     ),
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
     RpcCall("hooks_runner", C.RPC_TMO_NORMAL, ("hpath", "phase", "env"), "Run hooks"),
     RpcCall("test_delay", _delay_timeout, ("duration",), "Sleep (for tests)"),
+    RpcCall("test_tls_copy", C.RPC_TMO_SLOW, ("target", "size"), "Send bytes to a node (bench)"),
+    RpcCall("test_transfer_gate", C.RPC_TMO_URGENT, ("closed",), "Pause disk sends (for tests)"),
     RpcCall("export_list", C.RPC_TMO_FAST, (), "The exports kept on the node"),
     RpcCall(
         "upload_file",
@@ -122,24 +124,32 @@ _INSTANCE_TABLE = (
         ("hypervisor", "storage_dir"),
         "Memory and storage as the hypervisor and storage see them",
     ),
-    RpcCall("blockdev_create", C.RPC_TMO_SLOW, ("path", "size"), "Create a file disk"),
-    RpcCall("blockdev_remove", C.RPC_TMO_NORMAL, ("path",), "Remove a file disk"),
-    RpcCall(
-        "file_storage_list",
-        C.RPC_TMO_FAST,
-        ("storage_dir",),
-        "Every file below the file storage directory (for orphans)",
-    ),
-    RpcCall("blockdev_grow", C.RPC_TMO_NORMAL, ("path", "size"), "Grow a file disk"),
-    RpcCall(
-        "file_storage_dir_rename",
-        C.RPC_TMO_FAST,
-        ("old_dir", "new_dir"),
-        "Move an instance's disk directory",
-    ),
 )
 
-CALLS: dict[str, RpcCall] = {call.name: call for call in (*_TABLE, *_OS_TABLE, *_INSTANCE_TABLE)}
+
+def _all_calls() -> tuple[RpcCall, ...]:
+    # The topic tables import RpcCall from here: imported once it is defined.
+    from corral.rpc.calls_admin import ADMIN_CALLS
+    from corral.rpc.calls_fanout import FANOUT_CALLS
+    from corral.rpc.calls_membership import MEMBERSHIP_CALLS
+    from corral.rpc.calls_migration import MIGRATION_CALLS
+    from corral.rpc.calls_storage import STORAGE_CALLS
+    from corral.rpc.calls_transfer import TRANSFER_CALLS
+
+    return (
+        *_TABLE,
+        *_OS_TABLE,
+        *_INSTANCE_TABLE,
+        *STORAGE_CALLS,
+        *ADMIN_CALLS,
+        *FANOUT_CALLS,
+        *MEMBERSHIP_CALLS,
+        *MIGRATION_CALLS,
+        *TRANSFER_CALLS,
+    )
+
+
+CALLS: dict[str, RpcCall] = {call.name: call for call in _all_calls()}
 
 
 def get_call(name: str) -> RpcCall:

@@ -21,7 +21,7 @@ import pytest
 from corral import errors
 from corral.opcodes import from_dict
 from tests.conformance.ganeti import ganeti_library
-from tests.helpers.opcodes import REQUIRED, SERVED
+from tests.helpers.opcodes import SERVED, required_values
 
 PROBES: list[Any] = [
     True, False, 0, 1, 7, 20, -1, 2.5, "", "x", "create", "import", "hard", "soft",
@@ -122,7 +122,8 @@ def declarations(ganeti: Path) -> dict[str, dict[str, Any]]:
 
 
 def corral_accepts(op_id: str, field: str, value: Any) -> bool:
-    data = {"OP_ID": op_id, **{k: v for k, v in REQUIRED.items() if k in fields_of(op_id)}}
+    values = required_values(op_id).items()
+    data = {"OP_ID": op_id, **{k: v for k, v in values if k in fields_of(op_id)}}
     data[field] = value
     try:
         from_dict(data)

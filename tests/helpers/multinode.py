@@ -1,4 +1,4 @@
-"""A second node for a test cluster, until ``gnt-node add`` exists.
+"""More nodes for a test cluster: real joins (a token, OP_NODE_ADD).
 
 Typical use::
 
@@ -9,30 +9,30 @@ Typical use::
         finally:
             node2.stop()
 
-The new node gets its own root joined to the cluster's CA and its own noded
-on another loopback address (the cluster's noded port); masterd is stopped,
-a Node row is added to the configuration directly, and masterd is started again.
+The new node's noded starts without a cluster on another loopback address
+(the cluster's noded port) with a join token, and joins as ``gnt-node add``
+makes it join.  For whole N-node clusters see :mod:`corral.testbed`.
 """
 
 from __future__ import annotations
 
 import socket
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
-from corral.daemons.util import start_daemon, stop_daemon
-from corral.objects import Node
-from tests.helpers.cluster import TestCluster, unique_loopback
-from tests.helpers.noded import Noded, daemon_env, make_node_root, start_noded
+from corral import testbed
+from corral.paths import Paths
+from tests.helpers.cluster import TestCluster, running_cluster, unique_loopback
+from tests.helpers.noded import Noded
+from tests.helpers.osdef import make_os
 
 MASTERD = "corral-masterd"
 
 
-def _free_address(port: int, taken: set[str]) -> str:
+def free_address(port: int, taken: set[str]) -> str:
     """A loopback address, not in ``taken``, on which ``port`` is free."""
-    for _ in range(50):
+    for _ in range(100):
         address = unique_loopback()
         if address in taken:
             continue
@@ -45,28 +45,46 @@ def _free_address(port: int, taken: set[str]) -> str:
     raise RuntimeError(f"No loopback address with port {port} free")
 
 
+def start_joining_node(
+    cl: TestCluster, root: Path, *, token: bool = True, address: str | None = None
+) -> Noded:
+    """A noded without a cluster under ``root``, waiting with a token of ``cl``'s master."""
+    address = address or free_address(cl.port, {cl.node_ip})
+    paths = Paths(root.absolute())
+    testbed.start_joining(paths, address, cl.port, testbed.make_token(cl.paths) if token else None)
+    return Noded(paths, address, cl.port)
+
+
 def add_node(cl: TestCluster, root: Path, name: str = "node2.example.com") -> Noded:
-    """Start a noded for a new node under ``root`` and put it in the cluster's config.
+    """Start a noded for a new node under ``root`` and join it to the cluster.
 
     Returns the new node's :class:`Noded` (stop it when done; ``cl.stop()``
     stops only the first node's daemons).
     """
-    address = _free_address(cl.port, {cl.node_ip})
-    paths = make_node_root(root, node_name=name, node_ip=address, cluster=cl.paths)
-    noded = start_noded(paths, address, cl.port)
+    noded = start_joining_node(cl, root)
     noded.name = name
     try:
-        stop_daemon(cl.paths, MASTERD)
-        cfg = ConfigManager(SqliteConfigStore(cl.paths.config_db))
-        try:
-            group = cfg.master_node.group  # the default group
-            tx = cfg.transaction()
-            tx.add(Node(name=name, primary_ip=address, secondary_ip=address, group=group))
-            tx.commit()
-        finally:
-            cfg.close()
-        start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
+        with cl.client() as client:
+            testbed.join(client, [(name, noded.address)])
     except BaseException:
         noded.stop()
         raise
     return noded
+
+
+@contextmanager
+def cluster_with_nodes(
+    root: Path, names: tuple[str, ...] = ("node2.example.com", "node3.example.com")
+) -> Iterator[tuple[TestCluster, list[Noded]]]:
+    """A cluster on ``root/node1`` joined by the nodes ``names`` (each under
+    ``root/<short name>``), with the OS ``plain`` on the master; all stopped after."""
+    with running_cluster(root / "node1") as cl:
+        extra: list[Noded] = []
+        try:
+            for name in names:
+                extra.append(add_node(cl, root / name.split(".")[0], name))
+            make_os(cl.paths, "plain", variants=None)
+            yield cl, extra
+        finally:
+            for node in extra:
+                node.stop()

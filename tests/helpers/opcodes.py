@@ -26,13 +26,30 @@ REQUIRED: dict[str, Any] = {
     "group_name": "default",
     "duration": 1.0,
     "output_fields": ["name"],
+    "node_name": "node1.example.com",
+    "storage_type": "file",
+    "changes": {},
+    "nodes": [],
 }
+# Where one field name means different things in different opcodes.
+REQUIRED_FOR: dict[str, dict[str, Any]] = {
+    "OP_NODE_EVACUATE": {"mode": "all"},
+    "OP_NODE_MIGRATE": {"mode": "live"},
+    "OP_INSTANCE_MIGRATE": {"mode": "live"},
+    "OP_INSTANCE_MOVE": {"target_node": "node2.example.com"},
+}
+
+
+def required_values(op_id: str) -> dict[str, Any]:
+    """The values of REQUIRED, with ``op_id``'s own where it has some."""
+    return {**REQUIRED, **REQUIRED_FOR.get(op_id, {})}
 
 
 def with_required(op_id: str, **fields: Any) -> dict[str, Any]:
     """A wire opcode with every field it requires set, and then ``fields``."""
     model = SERVED[op_id].model_fields
-    base = {name: REQUIRED[name] for name, info in model.items() if info.is_required()}
+    values = required_values(op_id)
+    base = {name: values[name] for name, info in model.items() if info.is_required()}
     return {"OP_ID": op_id, **base, **fields}
 
 

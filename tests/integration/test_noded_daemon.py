@@ -59,9 +59,12 @@ def test_port_in_use_is_reported(paths: Paths) -> None:
     assert not paths.pid_file(NODED).exists()
 
 
-def test_missing_certificates_are_reported(tmp_path: Path) -> None:
+def test_missing_certificates_are_reported(paths: Paths) -> None:
+    # A root with the cluster CA is in a cluster: without server.pem it cannot serve.
+    # (A root without any cluster certificate waits for a join: test_node_join.)
+    paths.server_pem.unlink()
     with pytest.raises(DaemonStartError, match=r"^Cannot load .*server\.pem"):
-        start_noded(Paths(tmp_path))
+        start_noded(paths)
 
 
 def test_stop_restart_and_sigterm(paths: Paths) -> None:

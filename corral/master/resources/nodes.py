@@ -17,7 +17,8 @@ from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
 from corral.master.resources.filters import nice_key
-from corral.master.resources.params import ND_TITLES, ND_TYPES, group_ndparams, node_ndparams
+from corral.master.resources.params import ND_TITLES, group_ndparams, node_ndparams
+from corral.master.services.ndparams import ND_TYPES
 from corral.objects import Cluster, Node, NodeGroup
 from corral.params import DISK_DT_DEFAULTS
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
@@ -261,7 +262,8 @@ class GroupRow:
 
 def _group_diskparams(row: GroupRow) -> dict[str, Any]:
     """The group's disk parameters over the cluster's, disk template by template."""
-    return {**DISK_DT_DEFAULTS, **row.obj.diskparams}
+    own = row.obj.diskparams
+    return {dt: {**defaults, **own.get(dt, {})} for dt, defaults in DISK_DT_DEFAULTS.items()}
 
 
 def _group_param_fields() -> list[Field]:

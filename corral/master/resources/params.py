@@ -21,16 +21,6 @@ BE_TITLES: dict[str, str] = {
     "vcpus": "ConfigVCPUs",
 }
 
-ND_TYPES: dict[str, str] = {
-    "cpu_speed": "float",
-    "exclusive_storage": "bool",
-    "oob_program": "string",
-    "ovs": "bool",
-    "ovs_link": "maybe-string",
-    "ovs_name": "maybe-string",
-    "spindle_count": "int",
-    "ssh_port": "int",
-}
 ND_TITLES: dict[str, str] = {
     "exclusive_storage": "ExclusiveStorage",
     "oob_program": "OutOfBandProgram",

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from corral import errors
 from corral.node.handlers import (  # noqa: F401  (registration)
+    admin,
     backup,
+    fanout,
     files,
     hooks,
     info,
     instance,
+    membership,
+    migration,
     osdef,
     storage,
     test,
+    transfer,
 )
 from corral.node.handlers.base import HANDLERS, Handler, rpc_handler
 from corral.rpc.calls import CALLS

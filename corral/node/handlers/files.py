@@ -32,6 +32,7 @@ def upload_allowed(paths: Paths, target: Path) -> bool:
         paths.ca_key,
         paths.server_pem,
         paths.client_pem,
+        paths.rapi_pem,
     }
     if target in fixed:
         return True

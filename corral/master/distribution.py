@@ -1,0 +1,117 @@
+"""The cluster's files on every node: the ssconf files after each change that
+touches them, and everything (``gnt-cluster redist-conf``) on demand.
+
+The master writes its own ssconf files (:mod:`corral.master.ssconf`); the other
+online nodes get theirs from :class:`SsconfDistributor` in the background: a
+burst of changes costs one push, and an unreachable node only a warning in
+the log (``redist-conf`` or the next change repairs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corral.master.ssconf import affects_ssconf, ssconf_values
+from corral.objects import Node
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
+    from corral.master.context import Master
+    from corral.paths import Paths
+    from corral.rpc.client import RpcResult
+
+log = logging.getLogger(__name__)
+
+
+def other_online_nodes(cfg: ConfigManager) -> list[Node]:
+    """The nodes that get files from the master: online, not the master itself."""
+    master = cfg.cluster.master_node
+    return [n for n in cfg.nodes() if not n.offline and n.uuid != master]
+
+
+def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
+    """``(file, mode)`` a node keeps a copy of (the RAPI key: master candidates only)."""
+    files = [(paths.ca_cert, 0o644), (paths.cluster_domain_secret, 0o600)]
+    if node.master_candidate:
+        files.append((paths.rapi_pem, 0o600))
+    return files
+
+
+async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult]:
+    """Send the current ssconf values to ``nodes``; their results by uuid."""
+    if not nodes:
+        return {}
+    values = ssconf_values(master.cfg)
+    targets = [(n.uuid, n.primary_ip) for n in nodes]
+    return await master.rpc.call(targets, "write_ssconf_files", [values])
+
+
+async def _upload(master: Master, node: Node) -> list[str]:
+    """Upload the ancillary files to one node; the failures' messages."""
+    problems = []
+    for path, mode in ancillary_files(master.paths, node):
+        data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode("ascii")
+        args = [master.paths.to_wire(path), data, mode, None, None, None, None]
+        result = await master.rpc.call_one(node.uuid, node.primary_ip, "upload_file", args)
+        if result.failed:
+            problems.append(f"Copy of file {master.paths.to_wire(path)} to node {node.name}"
+                            f" failed: {result.fail_msg}")  # fmt: skip
+            if result.offline:
+                break
+    return problems
+
+
+async def redistribute(master: Master, nodes: list[Node]) -> list[str]:
+    """Send every distributed file and the ssconf files to ``nodes``; the failures."""
+    uploads = await asyncio.gather(*(_upload(master, n) for n in nodes))
+    problems = [text for texts in uploads for text in texts]
+    for uuid, result in (await push_ssconf(master, nodes)).items():
+        if result.failed:
+            name = next(n.name for n in nodes if n.uuid == uuid)
+            problems.append(f"Cannot write the ssconf files on node {name}: {result.fail_msg}")
+    return problems
+
+
+class SsconfDistributor:
+    """Keeps the other nodes' ssconf files current: a config listener plus one task."""
+
+    def __init__(self, master: Master) -> None:
+        self._master = master
+        self._loop = asyncio.get_running_loop()
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
+        """The config listener: schedule a push if the ssconf files changed
+        (from any thread: a commit may run in a worker thread)."""
+        if affects_ssconf(tables):
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self._dirty.set()
+        if self._task is None:
+            self._task = self._loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                results = await push_ssconf(self._master, other_online_nodes(self._master.cfg))
+            except Exception:
+                log.exception("Pushing the ssconf files failed")
+                continue
+            for uuid, result in results.items():
+                if result.failed:
+                    log.warning("ssconf files not written on node %s: %s", uuid, result.fail_msg)
+
+    async def stop(self) -> None:
+        """Stop the background task (at masterd's shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
