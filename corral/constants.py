@@ -190,3 +190,10 @@ QR_FILTER: Final = "filter"
 CERT_VALIDITY_DAYS: Final = 5 * 365
 CERT_EXPIRY_WARN_DAYS: Final = 30
 CERT_EXPIRY_ERROR_DAYS: Final = 7
+
+# Migrations: modes and the statuses a hypervisor reports (Ganeti's).
+HT_MIGRATION_LIVE: Final = "live"
+HT_MIGRATION_NONLIVE: Final = "non-live"
+HV_MIGRATION_ACTIVE: Final = "active"
+HV_MIGRATION_COMPLETED: Final = "completed"
+HV_MIGRATION_FAILED_STATUSES: Final = frozenset(("cancelled", "failed"))

@@ -12,7 +12,9 @@ from corral.cli import common, tags
 from corral.cli import instance_multi as M
 from corral.cli import instance_specs as S
 from corral.cli.generic_info import format_generic_info
+from corral.cli.instance_copy import add_command as add_copy_command
 from corral.cli.instance_info import instance_info
+from corral.cli.instance_moves import add_commands as add_move_commands
 from corral.cli.table import add_filter_option, generic_list, generic_list_fields, list_filter
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -345,6 +347,8 @@ def build_parser() -> common.Parser:
     _add_lifecycle(sub)
     _add_modify(sub)
     _add_queries(sub)
+    add_move_commands(sub)
+    add_copy_command(sub)
     common.add_not_built(
         sub,
         "gnt-instance",
@@ -354,9 +358,6 @@ def build_parser() -> common.Parser:
             "change-group",
             "console",
             "deactivate-disks",
-            "failover",
-            "migrate",
-            "move",
             "recreate-disks",
             "replace-disks",
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import socket
 from typing import Any
 
@@ -11,8 +12,9 @@ from corral import capabilities, errors
 from corral import constants as C
 from corral import params as P
 from corral.cmdlib import instance_intents as intents
+from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.master.services.params import filled_beparams
@@ -20,8 +22,10 @@ from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.storage import templates
+from corral.storage.names import ADOPTABLE_BLOCKDEV_ROOT
 
 DISK_MODES = ("rw", "ro")
+MIB = 1024 * 1024
 
 
 def check_hostname_syntax(name: str, what: str = "instance name") -> None:
@@ -55,35 +59,74 @@ async def ip_in_use(address: str) -> bool:
     return True
 
 
-def parse_disks(specs: list[dict[str, Any]], template: str) -> list[dict[str, Any]]:
-    """Checked disk specifications: size in MiB, mode, name."""
-    if template == "diskless":
+def parse_disks(specs: list[dict[str, Any]], template_name: str) -> list[dict[str, Any]]:
+    """Checked disk specifications: size in MiB (0 for adopted disks: read from
+    the device later), mode, name, and ``adopt`` for templates that adopt."""
+    template = templates.get(template_name)
+    if not template.has_disks:
         if specs:
             raise errors.OpPrereqError("Disks given for the diskless template", C.ECODE_INVAL)
         return []
     if not specs:
         raise errors.OpPrereqError(
-            f"The {template} template needs at least one disk (--disk or -s)", C.ECODE_INVAL
+            f"The {template_name} template needs at least one disk (--disk or -s)", C.ECODE_INVAL
         )
+    _check_adoption(specs, template)
     out = []
     for idx, spec in enumerate(specs):
-        if not isinstance(spec, dict) or "size" not in spec:
+        if not isinstance(spec, dict) or not ("size" in spec or "adopt" in spec):
             raise errors.OpPrereqError(f"Disk {idx} has no size", C.ECODE_INVAL)
         unknown = set(spec) - {"size", "mode", "name", "vg", "metavg", "spindles", "access"}
+        unknown -= {"adopt"} if template.adopts else set()
         if unknown:
             raise errors.OpPrereqError(
                 f"Disk {idx}: unknown parameter(s) {', '.join(sorted(unknown))}", C.ECODE_INVAL
             )
-        size = P.parse_size(spec["size"], f"size of disk {idx}")
-        if size <= 0:
+        size = 0 if template.adopts else P.parse_size(spec["size"], f"size of disk {idx}")
+        if size <= 0 and not template.adopts:
             raise errors.OpPrereqError(f"Disk {idx}: size must be positive", C.ECODE_INVAL)
         mode = spec.get("mode", "rw")
         if mode not in DISK_MODES:
             raise errors.OpPrereqError(
                 f"Disk {idx}: invalid mode '{mode}' (rw or ro)", C.ECODE_INVAL
             )
-        out.append({"size": size, "mode": mode, "name": spec.get("name") or None})
+        disk = {"size": size, "mode": mode, "name": spec.get("name") or None}
+        if template.adopts:
+            disk["adopt"] = os.path.normpath(spec["adopt"])
+        out.append(disk)
     return out
+
+
+def _check_adoption(specs: list[dict[str, Any]], template: templates.DiskTemplate) -> None:
+    """Ganeti's rules: all disks adopted or none, only where the template adopts
+    (and there always), distinct devices below /dev/disk/."""
+    adopted = [spec.get("adopt") for spec in specs if isinstance(spec, dict) and "adopt" in spec]
+    if adopted and len(adopted) != len(specs):
+        raise errors.OpPrereqError("Either all disks are adopted or none is", C.ECODE_INVAL)
+    if adopted and not template.adopts:
+        raise errors.OpPrereqError(
+            f"Disk adoption is not supported for the '{template.name}' disk template",
+            C.ECODE_INVAL,
+        )
+    if not adopted and template.adopts:
+        raise errors.OpPrereqError(
+            f"Disk template {template.name} requires disk adoption, but no 'adopt' parameter given",
+            C.ECODE_INVAL,
+        )
+    devices = [os.path.normpath(name) for name in adopted if isinstance(name, str)]
+    if len(devices) != len(adopted) or not all(name.startswith("/") for name in devices):
+        raise errors.OpPrereqError(
+            f"Invalid device(s) to adopt: {adopted!r}; give absolute paths", C.ECODE_INVAL
+        )
+    if len(set(devices)) != len(devices):
+        raise errors.OpPrereqError("Duplicate disk names given for adoption", C.ECODE_INVAL)
+    outside = [name for name in devices if not name.startswith(ADOPTABLE_BLOCKDEV_ROOT)]
+    if outside:
+        raise errors.OpPrereqError(
+            f"Device node(s) {', '.join(outside)} lie outside {ADOPTABLE_BLOCKDEV_ROOT} and"
+            " cannot be adopted",
+            C.ECODE_INVAL,
+        )
 
 
 def parse_nic(idx: int, spec: dict[str, Any]) -> dict[str, Any]:
@@ -149,9 +192,14 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # As Ganeti: without a template, the cluster's first enabled one.
         self.disk_template = op.disk_template or self.cfg.cluster.enabled_disk_templates[0]
         # Even when an old configuration enables it, a template Corral lacks creates nothing.
-        templates.check_implemented(self.disk_template)
+        self.template = templates.check_implemented(self.disk_template)
         self.disk_specs = parse_disks(op.disks, self.disk_template)
+        if self.template.adopts and op.iallocator is not None:
+            raise errors.OpPrereqError(
+                "Disk adoption not allowed with an iallocator script", C.ECODE_INVAL
+            )
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
+        placement.check_arguments(op, self.disk_template)
         self.beparams = P.check_beparams(op.beparams)
         for tag in op.tags:
             check_tag(tag)
@@ -171,21 +219,22 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 f"Hypervisor '{self.hypervisor}' is not enabled", C.ECODE_STATE
             )
         self.hvparams = P.check_hvparams(self.hypervisor, self.op.hvparams)
-        self.pnode = self._primary_node()
-
-    def _primary_node(self) -> Node:
-        name = self.op.pnode_uuid or self.op.pnode
-        if name:
-            return self.cfg.lookup(Node, name)
-        capable = [n for n in self.cfg.nodes() if n.vm_capable and not n.offline]
-        if len(capable) == 1:
-            return capable[0]
-        raise errors.OpPrereqError("No primary node given; use -n NODE", C.ECODE_INVAL)
+        # Without a primary node, an allocator chooses one (check_prereq).
+        self.allocator = placement.allocator_name(self)
+        if self.allocator is None:
+            self.pnode = self.cfg.lookup(Node, self.op.pnode_uuid or self.op.pnode or "")
+        elif self.template.adopts:
+            raise errors.OpPrereqError(
+                "Disk adoption not allowed with an iallocator script; give the node (-n)",
+                C.ECODE_INVAL,
+            )
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_INSTANCE] = [self.op.instance_name]
-        self.needed_locks[C.LEVEL_NODE] = [self.pnode.uuid]
-        self.needed_locks[C.LEVEL_NODE_RES] = [self.pnode.uuid]
+        # As Ganeti: every node while the allocator chooses (the others are released then).
+        nodes: list[str] | str = ALL_SET if self.allocator else [self.pnode.uuid]
+        self.needed_locks[C.LEVEL_NODE] = nodes
+        self.needed_locks[C.LEVEL_NODE_RES] = nodes
         self.share_locks[C.LEVEL_NODE] = True
 
     async def check_prereq(self) -> None:
@@ -194,18 +243,21 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             raise errors.OpPrereqError(
                 f"Instance '{op.instance_name}' is already in the cluster", C.ECODE_EXISTS
             )
-        if not self.pnode.vm_capable or self.pnode.offline:
-            raise errors.OpPrereqError(
-                f"Node {self.pnode.name} cannot host instances", C.ECODE_STATE
-            )
+        if self.allocator is not None:
+            await self._allocate(self.allocator)
+        placement.check_primary(self.pnode)
         address = await self._check_name()
+        if self.template.adopts:
+            await self._read_adopted_sizes()
         self.instance = self._build_instance(address)
         self._check_addresses()
         check_new_instance(self, self.instance, op.ignore_ipolicy)
         if op.os_type:
             await self._check_os()
         memory = filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
-        disk_total = sum(d.size for d in self.instance.disks)
+        # Only disks made in the node's file storage directory take its space.
+        in_file_dir = self.template.storage == templates.STORAGE_FILE_DIR
+        disk_total = sum(d.size for d in self.instance.disks) if in_file_dir else 0
         await U.check_node_resources(
             self,
             self.pnode,
@@ -214,6 +266,54 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             disk_total,
             f"creating instance {op.instance_name}",
         )
+
+    async def _allocate(self, name: str) -> None:
+        request = placement.alloc_request(
+            self,
+            self.disk_template,
+            self.hypervisor,
+            self.beparams,
+            self.disk_specs,
+            self.nic_specs,
+        )
+        self.pnode = await placement.choose_primary(self, name, request)
+        placement.release_other_nodes(self, self.pnode.uuid)
+
+    async def _read_adopted_sizes(self) -> None:
+        """Each adopted disk's size, read from the device on the primary node
+        (which refuses what is not an adoptable block device)."""
+        taken = {
+            disk.logical_id[1]: inst.name
+            for inst in self.cfg.instances()
+            if inst.primary_node == self.pnode.uuid and inst.disk_template == self.disk_template
+            for disk in inst.disks
+            if len(disk.logical_id) == 2
+        }
+        cluster, name = self.cfg.cluster, self.op.instance_name
+        descriptions = []
+        for idx, spec in enumerate(self.disk_specs):
+            if spec["adopt"] in taken:
+                raise errors.OpPrereqError(
+                    f"Device {spec['adopt']} is already adopted by instance {taken[spec['adopt']]}",
+                    C.ECODE_NOTUNIQUE,
+                )
+            logical_id = self.template.logical_id(cluster, name, idx, spec)
+            disk = Disk(size=0, dev_type=self.disk_template, logical_id=logical_id)
+            descriptions.append(disk.description().to_wire())
+        res = await self.master.rpc.call_one(
+            self.pnode.uuid, self.pnode.primary_ip, "blockdev_getdimensions", [descriptions]
+        )
+        if res.fail_msg:
+            raise errors.OpPrereqError(
+                f"Cannot adopt the block device(s) on node {self.pnode.name}: {res.fail_msg}",
+                C.ECODE_INVAL,
+            )
+        for spec, (size, _) in zip(self.disk_specs, res.payload, strict=True):
+            spec["size"] = size // MIB
+            if spec["size"] <= 0:
+                raise errors.OpPrereqError(
+                    f"Device {spec['adopt']} is smaller than 1 MiB", C.ECODE_INVAL
+                )
 
     async def _check_name(self) -> str | None:
         if not self.op.name_check:
@@ -254,9 +354,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 name=d["name"],
                 dev_type=self.disk_template,
                 iv_name=f"disk/{idx}",
-                logical_id=[self.op.file_driver or "loop", U.file_disk_path(cluster, name, idx)]
-                if self.disk_template == "file"
-                else [],
+                logical_id=self.template.logical_id(
+                    cluster, name, idx, {**d, "driver": self.op.file_driver}
+                ),
             )
             for idx, d in enumerate(self.disk_specs)
         ]
@@ -342,13 +442,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         """Disks, OS installation, start: what the intent record covers."""
         if inst.disks:
             self.feedback("* creating instance disks...")
+        # Shared templates' disks too are made once, by the primary node.
         for disk in inst.disks:
-            if disk.path is not None:
-                await self._node_call(
-                    "blockdev_create",
-                    [disk.path, disk.size],
-                    "Could not create a disk for instance",
-                )
+            await self._node_call(
+                "blockdev_create",
+                [disk.description().to_wire()],
+                "Could not create a disk for instance",
+            )
         # Said in Ganeti's order; the config is committed when the unit succeeds.
         self.feedback(f"adding instance {inst.name} to cluster config")
         # As Ganeti, diskless instances get no OS installation.

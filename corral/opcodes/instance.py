@@ -45,12 +45,12 @@ class OpInstanceCreate(OpCode):
     beparams: Params = Field(default_factory=dict)
     disks: list[DiskParams]
     disk_template: DiskTemplate | None = None
-    group_name: NonEmptyStr | None = not_built()
+    group_name: NonEmptyStr | None = None
     file_driver: FileDriver | None = None
     file_storage_dir: NonEmptyStr | None = not_built()
     hvparams: Params = Field(default_factory=dict)
     hypervisor: Hypervisor | None = None
-    iallocator: NonEmptyStr | None = not_built()
+    iallocator: NonEmptyStr | None = None
     identify_defaults: bool = not_built(False)
     ip_check: bool = True
     conflicts_check: bool = True
@@ -63,8 +63,8 @@ class OpInstanceCreate(OpCode):
     os_type: NonEmptyStr | None = None
     pnode: NonEmptyStr | None = None
     pnode_uuid: NonEmptyStr | None = None
-    snode: NonEmptyStr | None = not_built()
-    snode_uuid: NonEmptyStr | None = not_built()
+    snode: NonEmptyStr | None = None
+    snode_uuid: NonEmptyStr | None = None
     source_handshake: list[Any] | None = not_built()
     source_instance_name: NonEmptyStr | None = not_built()
     source_shutdown_timeout: NonNegInt = not_built(120)
@@ -181,6 +181,45 @@ class OpInstanceGrowDisk(_InstanceOp):
     amount: NonNegInt
     absolute: bool = False
     ignore_ipolicy: bool = False
+
+
+class OpInstanceFailover(_InstanceOp):
+    OP_ID = "OP_INSTANCE_FAILOVER"
+
+    shutdown_timeout: NonNegInt = 120
+    ignore_consistency: bool = False
+    target_node: NonEmptyStr | None = None
+    target_node_uuid: NonEmptyStr | None = None
+    ignore_ipolicy: bool = False
+    cleanup: bool = False
+    iallocator: NonEmptyStr | None = None
+
+
+class OpInstanceMigrate(_InstanceOp):
+    OP_ID = "OP_INSTANCE_MIGRATE"
+
+    mode: Literal["live", "non-live"] | None = None
+    live: bool | None = None
+    target_node: NonEmptyStr | None = None
+    target_node_uuid: NonEmptyStr | None = None
+    allow_runtime_changes: bool = True
+    ignore_ipolicy: bool = False
+    cleanup: bool = False
+    iallocator: NonEmptyStr | None = None
+    allow_failover: bool = False
+    ignore_hvversions: bool = False
+
+
+class OpInstanceMove(_InstanceOp):
+    OP_ID = "OP_INSTANCE_MOVE"
+
+    shutdown_timeout: NonNegInt = 120
+    ignore_ipolicy: bool = False
+    target_node: NonEmptyStr
+    target_node_uuid: NonEmptyStr | None = None
+    # Corral's copy is not compressed: TLS on the cluster's own network.
+    compress: str = not_built("none")
+    ignore_consistency: bool = False
 
 
 class OpInstanceQueryData(OpCode):

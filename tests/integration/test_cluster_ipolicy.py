@@ -131,7 +131,14 @@ def test_violations_at_create_modify_and_grow(cl: TestCluster) -> None:
 
 
 def test_policy_change_warns_about_violating_instances(cl: TestCluster) -> None:
-    ok(add(cl, "mid", "-t", "file", "--disk", "0:size=1g", "-o", "plain", "--no-start"))
+    # On the node named: the allocator would refuse it (the earlier tests' instances
+    # already use more vCPUs than the node's vcpu-ratio allows).
+    ok(
+        add(
+            cl, "mid", "-t", "file", "--disk", "0:size=1g", "-o", "plain", "--no-start",
+            "-n", cl.node_name,
+        )
+    )  # fmt: skip
     # "ok1" (16 VCPUs) and "small" (512 MiB disk) violate the old policy and the new one.
     out = ok(cl.gnt("cluster", "modify", "--ipolicy-bounds-specs", BOUNDS))
     assert "following instances violate them" not in out

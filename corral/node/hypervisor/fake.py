@@ -3,20 +3,38 @@
 It is what Ganeti's virtual clusters use and what the tests use: each
 "running" instance is a JSON file under ``<run dir>/fake-hypervisor`` with
 its memory and vCPUs, and the node's free memory shrinks by what they use.
+
+A migration moves the state file between nodes through the master's calls:
+the source hands its state out (``migration_info``), the target keeps it as
+``incoming`` (running there too, as a real hypervisor's receiving domain),
+the source marks it ``migrating``, and the finalize steps keep one of them.
+
+Test gates: a file ``<run dir>/fake-hypervisor-gates/<instance>.<step>``
+makes the step (``accept``, ``migrate``, ``finalize_src``, ``finalize_dst``)
+stop, once, before it acts: it creates ``<...>.reached`` and waits until the
+gate file is removed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from corral import constants as C
 from corral import errors
 from corral.fileio import atomic_write
 from corral.node.hypervisor.base import Hypervisor
 from corral.node.meminfo import memory_info
+
+GATES_DIR = "fake-hypervisor-gates"
+_GATE_POLL = 0.02  # seconds; only while a test holds a gate
+_INCOMING = "incoming"
+_MIGRATING = "migrating"
 
 
 class FakeHypervisor(Hypervisor):
@@ -61,26 +79,49 @@ class FakeHypervisor(Hypervisor):
             raise errors.OpExecError(f"Instance '{old}' is running; stop it before a rename")
 
     def instances_info(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
         try:
             names = os.listdir(self.state_dir)
         except FileNotFoundError:
-            return out
+            return {}
+        return self.instances_info_of(names)
+
+    def instances_info_of(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Only the named instances' state files are read."""
+        out: dict[str, dict[str, Any]] = {}
+        # Plain os calls: a node lists its thousands of instances this way.
+        directory = str(self.state_dir)
+        now = time.time()
         for name in names:
+            if "/" in name or name.startswith("."):
+                continue  # a temporary file, or not an instance's name
             try:
-                state = json.loads((self.state_dir / name).read_text())
+                with open(os.path.join(directory, name), "rb") as state_file:
+                    state = json.loads(state_file.read())
             except (OSError, ValueError):
-                continue
+                continue  # not running
             out[name] = {
                 "memory": state["memory"],
                 "vcpus": state["vcpus"],
                 "state": state["state"],
-                "time": time.time() - state["started"],
+                "time": now - state["started"],
             }
         return out
 
+    @property
+    def memory_file(self) -> Path:
+        """If present, the node's memory in MiB (instead of the host's): lets
+        the nodes of a test cluster on one machine differ."""
+        return self.paths.conf_dir / "fake-hypervisor-memory"
+
+    def _memory(self) -> dict[str, int]:
+        try:
+            total = int(self.memory_file.read_text())
+        except FileNotFoundError:
+            return memory_info()
+        return {"memory_total": total, "memory_free": total, "memory_dom0": 0}
+
     def node_info(self) -> dict[str, Any]:
-        memory = memory_info()
+        memory = self._memory()
         used = sum(i["memory"] for i in self.instances_info().values())
         return {
             "memory_total": memory["memory_total"],
@@ -88,3 +129,83 @@ class FakeHypervisor(Hypervisor):
             "memory_dom0": memory["memory_dom0"],
             "instances_memory": used,
         }
+
+    # Migration
+    def _read(self, name: str) -> dict[str, Any] | None:
+        try:
+            state: dict[str, Any] = json.loads(self._file(name).read_text())
+        except FileNotFoundError:
+            return None
+        return state
+
+    def _write(self, state: dict[str, Any]) -> None:
+        atomic_write(self._file(state["name"]), json.dumps(state).encode(), mode=0o600)
+
+    async def _gate(self, step: str, name: str) -> None:
+        """Stop at a test gate for ``step``, if one is set (see the module's docstring)."""
+        gate = self.paths.run_dir / GATES_DIR / f"{name}.{step}"
+        if not gate.exists():
+            return
+        reached = gate.with_name(gate.name + ".reached")
+        reached.touch()
+        while gate.exists():
+            await asyncio.sleep(_GATE_POLL)
+        reached.unlink(missing_ok=True)
+
+    def _running(self, name: str) -> dict[str, Any]:
+        state = self._read(name)
+        if state is None or state["state"] == _INCOMING:
+            raise errors.OpExecError(f"Instance '{name}' is not running")
+        return state
+
+    async def migration_info(self, inst: dict[str, Any]) -> Any:
+        state = self._running(inst["name"])
+        return {k: state[k] for k in ("memory", "vcpus", "started")}
+
+    async def accept_instance(self, inst: dict[str, Any], info: Any, target: str) -> None:
+        await self._gate("accept", inst["name"])
+        if self._file(inst["name"]).exists():
+            raise errors.OpExecError("Can't accept instance, already running")
+        self._write({**_carried(info), "name": inst["name"], "state": _INCOMING})
+
+    async def migrate_instance(
+        self, cluster_name: str, inst: dict[str, Any], target: str, live: bool
+    ) -> None:
+        await self._gate("migrate", inst["name"])
+        self._write({**self._running(inst["name"]), "state": _MIGRATING})
+
+    async def migration_status(self, inst: dict[str, Any]) -> dict[str, Any]:
+        state = self._read(inst["name"])
+        done = state is not None and state["state"] == _MIGRATING
+        return {"status": C.HV_MIGRATION_COMPLETED if done else "failed"}
+
+    async def finalize_migration_dst(self, inst: dict[str, Any], info: Any, success: bool) -> None:
+        await self._gate("finalize_dst", inst["name"])
+        state = self._read(inst["name"])
+        if success:
+            # No information (a cleanup): what was received runs as it is.
+            base = state if info is None and state is not None else _carried(info)
+            self._write({**base, "name": inst["name"], "state": "running"})
+        elif state is not None and state["state"] == _INCOMING:
+            # Only what was received goes: an instance that ran here before stays.
+            self._file(inst["name"]).unlink(missing_ok=True)
+
+    async def finalize_migration_src(self, inst: dict[str, Any], success: bool, live: bool) -> None:
+        await self._gate("finalize_src", inst["name"])
+        state = self._read(inst["name"])
+        if success:
+            self._file(inst["name"]).unlink(missing_ok=True)
+        elif state is not None and state["state"] == _MIGRATING:
+            self._write({**state, "state": "running"})
+
+
+def _carried(info: Any) -> dict[str, Any]:
+    """The state the source handed out, checked (it crossed the network twice)."""
+    try:
+        return {
+            "memory": int(info["memory"]),
+            "vcpus": int(info["vcpus"]),
+            "started": float(info["started"]),
+        }
+    except (TypeError, KeyError, ValueError):
+        raise errors.OpExecError(f"Invalid migration information: {info!r}") from None

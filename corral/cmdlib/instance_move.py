@@ -1,0 +1,234 @@
+"""gnt-instance move: an instance's disks copied to another node (Ganeti's
+LUInstanceMove).
+
+The instance is shut down, its disks are streamed from the source node to
+the target node (:mod:`corral.cmdlib.instance_move_copy`), the configuration
+names the target only once every disk arrived and was verified, then the
+source's disks are removed and the instance started on the target if it is
+marked up.  Any failure before that leaves the source as it was: its disks,
+the configuration, and the instance running again if it was; the target's
+partial disks are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from corral import capabilities, errors
+from corral import constants as C
+from corral import ipolicy as IP
+from corral.cmdlib import instance_utils as U
+from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_move_copy import DiskCopy
+from corral.cmdlib.ipolicy_checks import node_group_policy
+from corral.master.services.params import filled_beparams
+from corral.objects import ADMIN_UP, Instance, Node
+from corral.opcodes import instance as opi
+from corral.storage import templates
+
+
+def check_copyable(inst: Instance) -> None:
+    """Ganeti's DTS_COPYABLE, from the template table: disks that live on one
+    node and that Corral made (not seen by every node, not adopted)."""
+    template = templates.DISK_TEMPLATES.get(inst.disk_template)
+    copyable = template is not None and not template.shared and not template.adopts
+    for index, disk in enumerate(inst.disks):
+        if not copyable or disk.dev_type != inst.disk_template:
+            raise errors.OpPrereqError(
+                f"Instance disk {index} has disk type {disk.dev_type} and is not suitable"
+                " for copying",
+                C.ECODE_STATE,
+            )
+
+
+def check_target(node: Node) -> None:
+    """Ganeti's CheckNodeOnline, CheckNodeNotDrained and CheckNodeVmCapable."""
+    if node.offline:
+        raise errors.OpPrereqError(f"Can't use offline node {node.name}", C.ECODE_STATE)
+    if node.drained:
+        raise errors.OpPrereqError(f"Can't use drained node {node.name}", C.ECODE_STATE)
+    if not node.vm_capable:
+        raise errors.OpPrereqError(f"Can't use non-vm_capable node {node.name}", C.ECODE_STATE)
+
+
+class LUInstanceMove(InstanceLU):
+    OPCODE = opi.OpInstanceMove
+    HPATH = "instance-move"
+
+    target: Node
+    source_uuid: str
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        self.target = self.cfg.lookup(Node, self.op.target_node)
+        self.op.target_node, self.op.target_node_uuid = self.target.name, self.target.uuid
+
+    def declare_locks(self) -> None:
+        nodes = list(dict.fromkeys([self.instance.primary_node, self.target.uuid]))
+        self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
+        self.needed_locks[C.LEVEL_NODE] = nodes
+        self.needed_locks[C.LEVEL_NODE_RES] = nodes
+
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        inst = self.instance
+        self.source_uuid = inst.primary_node
+        check_copyable(inst)
+        target = self.cfg.lookup(Node, self.target.uuid)
+        self.target = target
+        if target.uuid == inst.primary_node:
+            raise errors.OpPrereqError(
+                f"Instance {inst.name} is already on the node {target.name}", C.ECODE_STATE
+            )
+        check_target(target)
+        self._check_ipolicy(target)
+        await self._check_capabilities(target)
+        memory = 0
+        if inst.admin_state == ADMIN_UP:
+            memory = filled_beparams(self.cfg.cluster, inst)["maxmem"]
+        else:
+            self.log_info(
+                "Not checking memory on the secondary node as instance will not be started"
+            )
+        disk_mib = sum(d.size for d in inst.disks)
+        purpose = f"failing over instance {inst.name}"
+        await U.check_node_resources(self, target, inst.hypervisor, memory, disk_mib, purpose)
+
+    def _check_ipolicy(self, target: Node) -> None:
+        """Ganeti's CheckTargetNodeIPolicy: a move to another group only."""
+        if target.group == self.pnode.group:
+            return
+        _, policy = node_group_policy(self.cfg, target.uuid)
+        inst = self.instance
+        be = filled_beparams(self.cfg.cluster, inst)
+        ispec = {
+            IP.ISPEC_MEM_SIZE: be.get("maxmem"),
+            IP.ISPEC_CPU_COUNT: be.get("vcpus"),
+            IP.ISPEC_DISK_COUNT: len(inst.disks),
+            IP.ISPEC_DISK_SIZE: [d.size for d in inst.disks],
+            IP.ISPEC_NIC_COUNT: len(inst.nics),
+            IP.ISPEC_SPINDLE_USE: be.get("spindle_use"),
+        }
+        found = IP.instance_spec_violations(policy, ispec, [inst.disk_template] * len(inst.disks))
+        if not found:
+            return
+        message = (
+            f"Instance does not meet target node group's ({target.group}) instance policy:"
+            f" {IP.comma_join(found)}"
+        )
+        if not self.op.ignore_ipolicy:
+            raise errors.OpPrereqError(message, C.ECODE_INVAL)
+        self.warn(message)
+
+    async def _check_capabilities(self, target: Node) -> None:
+        """The target must run the instance's hypervisor and serve its disk template."""
+        cluster = self.cfg.cluster
+        res = await self.master.rpc.call_one(
+            target.uuid,
+            target.primary_ip,
+            "node_capabilities",
+            [cluster.file_storage_dir, cluster.shared_file_storage_dir],
+        )
+        if res.failed:
+            raise errors.OpPrereqError(
+                f"Cannot reach target node {target.name}: {res.fail_msg}", C.ECODE_ENVIRON
+            )
+        inst = self.instance
+        for report, doing, name in (
+            (capabilities.REPORT_HYPERVISORS, "run hypervisor", inst.hypervisor),
+            (capabilities.REPORT_DISK_TEMPLATES, "serve disk template", inst.disk_template),
+        ):
+            problem = res.payload.get(report, {}).get(name, "not reported")
+            if problem:
+                raise errors.OpPrereqError(
+                    f"Target node {target.name} cannot {doing} '{name}': {problem}",
+                    C.ECODE_STATE,
+                )
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {
+            "TARGET_NODE": self.target.name,
+            "SHUTDOWN_TIMEOUT": self.op.shutdown_timeout,
+            **super().build_hooks_env(),
+        }
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        nodes = list(dict.fromkeys([self.master_node.uuid, self.source_uuid, self.target.uuid]))
+        return nodes, nodes
+
+    async def exec(self) -> Any:
+        inst, source, target = self.instance, self.pnode, self.target
+        was_running = await self.is_running()
+        self.log_info(f"Shutting down instance {inst.name} on source node {source.name}")
+        await self._shutdown(source)
+        copy = DiskCopy(self, source, target, inst.disks)
+        try:
+            await copy.run()
+        except BaseException:
+            # Also when the job is cancelled: the clean-up runs to its end.
+            await asyncio.shield(self._restore(copy, was_running))
+            raise
+        self._commit_move()
+        self.log_info("Removing the disks on the original node")
+        for disk in inst.disks:
+            res = await self.master.rpc.call_one(
+                source.uuid, source.primary_ip, "blockdev_remove", [disk.description().to_wire()]
+            )
+            if res.failed:
+                self.warn(
+                    f"Could not remove disk {disk.iv_name} on node {source.name}: {res.fail_msg}"
+                )
+        if inst.admin_state == ADMIN_UP:
+            self.log_info(f"Starting instance {inst.name} on node {target.name}")
+            res = await self.master.rpc.call_one(
+                target.uuid, target.primary_ip, "instance_start", [self.descriptor(), False]
+            )
+            if res.failed:
+                raise errors.OpExecError(
+                    f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
+                )
+        return None
+
+    async def _shutdown(self, source: Node) -> None:
+        inst = self.instance
+        res = await self.master.rpc.call_one(
+            source.uuid,
+            source.primary_ip,
+            "instance_shutdown",
+            [inst.hypervisor, inst.name, self.op.shutdown_timeout],
+        )
+        if not res.failed:
+            return
+        if not self.op.ignore_consistency:
+            raise errors.OpExecError(
+                f"Could not shutdown instance {inst.name} on node {source.name}: {res.fail_msg}"
+            )
+        self.warn(
+            f"Could not shutdown instance {inst.name} on node {source.name}. Proceeding"
+            f" anyway. Please make sure node {source.name} is down. Error details:"
+            f" {res.fail_msg}"
+        )
+
+    def _commit_move(self) -> None:
+        """Name the target as primary node, durably, before the source's disks go
+        (the file disks keep their logical_id: the same path on the target)."""
+        inst = self.updated()
+        inst.primary_node = self.target.uuid
+        self.tx.update(inst)
+        self.tx.commit()
+        self.tx = self.cfg.transaction()
+        self.instance = inst
+
+    async def _restore(self, copy: DiskCopy, was_running: bool) -> None:
+        """Undo a failed copy: the target's partial disks go, the source runs again."""
+        await copy.abort()
+        if not was_running:
+            return
+        inst, source = self.instance, self.pnode
+        self.log_info(f"Starting instance {inst.name} again on source node {source.name}")
+        res = await self.master.rpc.call_one(
+            source.uuid, source.primary_ip, "instance_start", [self.descriptor(), False]
+        )
+        if res.failed:
+            self.warn(f"Could not start instance {inst.name} on node {source.name}: {res.fail_msg}")

@@ -1,0 +1,302 @@
+"""The steps of a failover, a migration and a migration's cleanup, with
+Ganeti's job-log lines (its TLMigrateInstance's execution).
+
+The new primary node is staged in the unit's transaction, committed when
+the unit ends well; a failover whose instance was already stopped on the
+source commits it even when the start on the target fails (as Ganeti: the
+instance belongs to the target from then on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib.instance_base import InstanceLU
+from corral.objects import ADMIN_UP, Instance, Node
+from corral.rpc.client import RpcResult
+
+log = logging.getLogger(__name__)
+
+_STATUS_POLL = 1.0  # seconds between migration status queries (Ganeti's)
+
+
+class Mover:
+    """Moves ``lu.instance`` from the node ``source_uuid`` to ``target``."""
+
+    def __init__(self, lu: InstanceLU, source_uuid: str, target: Node | None) -> None:
+        self.lu = lu
+        self.cfg = lu.cfg
+        self.instance = lu.instance
+        self.source = lu.cfg.lookup(Node, source_uuid)
+        self.target = target
+        self.migration_info: Any = None
+
+    # Helpers
+    def feedback(self, message: str) -> None:
+        self.lu.feedback(message)
+
+    async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
+        if node.offline:
+            return RpcResult(node.uuid, name, fail_msg="Node is marked offline", offline=True)
+        return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
+
+    def _desc(self) -> dict[str, Any]:
+        return self.lu.descriptor(self.instance)
+
+    def _set_primary(self, node: Node) -> None:
+        inst = self.instance.copy_for_update()
+        assert isinstance(inst, Instance)
+        inst.primary_node = node.uuid
+        self.lu.tx.update(inst)
+        self.instance = inst
+
+    def _target(self) -> Node:
+        assert self.target is not None
+        return self.target
+
+    # Failover
+    async def failover(self, shutdown_timeout: int, ignore_consistency: bool) -> None:
+        """Stop on the source, change the primary, start on the target if marked up."""
+        inst, target = self.instance, self._target()
+        self.feedback(f"Failover instance {inst.name}")
+        if inst.admin_state == ADMIN_UP:
+            self.feedback("* checking disk consistency between source and target")
+        else:
+            self.feedback("* not checking disk consistency as instance is not running")
+        self.feedback("* shutting down instance on source node")
+        res = await self._call(
+            self.source, "instance_shutdown", [inst.hypervisor, inst.name, shutdown_timeout]
+        )
+        if res.failed:
+            if not (ignore_consistency or self.source.offline):
+                raise errors.OpExecError(
+                    f"Could not shutdown instance {inst.name} on node {self.source.name}:"
+                    f" {res.fail_msg}"
+                )
+            self.lu.warn(
+                f"Could not shutdown instance {inst.name} on node {self.source.name},"
+                f" proceeding anyway; please make sure node {self.source.name} is down;"
+                f" error details: {res.fail_msg}"
+            )
+        self.feedback("* deactivating the instance's disks on source node")
+        self._set_primary(target)
+        if inst.admin_state != ADMIN_UP:
+            return
+        self.feedback(f"* activating the instance's disks on target node {target.name}")
+        self.feedback(f"* starting the instance on the target node {target.name}")
+        res = await self._call(target, "instance_start", [self._desc(), False])
+        if res.failed:
+            self.lu.tx.commit()  # the instance now belongs to the target
+            raise errors.OpExecError(
+                f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
+            )
+
+    # Migration
+    async def migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
+        """Ganeti's _ExecMigration for disks every node sees."""
+        inst, target = self.instance, self._target()
+        self.feedback(f"Migrating instance {inst.name}")
+        self.feedback("* checking disk consistency between source and target")
+        await self._check_target_memory(current_memory, allow_runtime_changes)
+        res = await self._call(self.source, "migration_info", [self._desc()])
+        if res.failed:
+            raise errors.OpExecError(
+                f"Failed fetching source migration information from {self.source.name}:"
+                f" {res.fail_msg}"
+            )
+        self.migration_info = res.payload
+        self.feedback(f"* preparing {target.name} to accept the instance")
+        res = await self._call(
+            target, "accept_instance", [self._desc(), self.migration_info, target.secondary_ip]
+        )
+        if res.failed:
+            log.error("Instance pre-migration failed, trying to revert: %s", res.fail_msg)
+            await self._fail("Pre-migration failed, aborting", "pre-migrate", res.fail_msg)
+        self.feedback(f"* migrating instance to {target.name}")
+        res = await self._call(
+            self.source,
+            "instance_migrate",
+            [self.cfg.cluster.name, self._desc(), target.secondary_ip, live],
+        )
+        if res.failed:
+            await self._fail("Migration failed, aborting", "migrate", res.fail_msg)
+        await self._wait_transfer()
+        await self._finalize(live)
+        self._set_primary(target)
+        self.feedback("* done")
+
+    async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
+        target = self._target()
+        res = await self._call(
+            target,
+            "hypervisor_info",
+            [self.instance.hypervisor, self.cfg.cluster.file_storage_dir],
+        )
+        res.raise_if_failed(f"Cannot get the resources of node {target.name}")
+        free = int(res.payload["memory_free"])
+        if current <= free:
+            return
+        if not allow_runtime_changes:
+            raise errors.OpExecError(
+                "Memory ballooning not allowed and not enough free memory to fit instance"
+                f" {self.instance.name} on target node {target.name} (have {free}MB,"
+                f" need {current}MB)"
+            )
+        raise errors.OpExecError(
+            f"Not enough free memory on target node {target.name} for instance"
+            f" {self.instance.name} (have {free}MB, need {current}MB); Corral cannot"
+            " balloon an instance's memory: free memory on the target first"
+        )
+
+    async def _fail(self, feedback: str, what: str, reason: str | None) -> None:
+        self.feedback(feedback)
+        await self._abort()
+        raise errors.OpExecError(f"Could not {what} instance {self.instance.name}: {reason}")
+
+    async def _wait_transfer(self) -> None:
+        self.feedback("* starting memory transfer")
+        while True:
+            res = await self._call(self.source, "instance_get_migration_status", [self._desc()])
+            status = None if res.failed else res.payload.get("status")
+            if res.failed or status in C.HV_MIGRATION_FAILED_STATUSES:
+                log.error("Instance migration failed, trying to revert: %s", res.fail_msg)
+                await self._fail(
+                    "Migration failed, aborting",
+                    "migrate",
+                    res.fail_msg or "hypervisor returned failure",
+                )
+            if status != C.HV_MIGRATION_ACTIVE:
+                self.feedback("* memory transfer complete")
+                return
+            await asyncio.sleep(_STATUS_POLL)
+
+    async def _finalize(self, live: bool) -> None:
+        """Finalize on both nodes; the primary changes only if both succeeded."""
+        target = self._target()
+        src, dst = await asyncio.gather(
+            self._call(self.source, "instance_finalize_migration_src", [self._desc(), True, live]),
+            self._call(
+                target,
+                "instance_finalize_migration_dst",
+                [self._desc(), self.migration_info, True],
+            ),
+        )
+        failed = [
+            f"{node.name}: {res.fail_msg}"
+            for node, res in ((self.source, src), (target, dst))
+            if res.failed
+        ]
+        if failed:
+            raise errors.OpExecError(f"Could not finalize instance migration: {' '.join(failed)}")
+
+    async def _abort(self) -> tuple[RpcResult, RpcResult]:
+        """Ganeti's _AbortMigration: drop what the target received, keep the source."""
+        target = self._target()
+        dst = await self._call(
+            target, "instance_finalize_migration_dst", [self._desc(), self.migration_info, False]
+        )
+        if dst.failed:
+            log.error("Aborting migration failed on target node %s: %s", target.name, dst.fail_msg)
+        src = await self._call(
+            self.source, "instance_finalize_migration_src", [self._desc(), False, False]
+        )
+        if src.failed:
+            log.error(
+                "Aborting migration failed on source node %s: %s", self.source.name, src.fail_msg
+            )
+        return dst, src
+
+    # Cleanup
+    async def _locations(self) -> list[Node]:
+        self.feedback(
+            "* checking where the instance actually runs (if this hangs, the hypervisor"
+            " might be in a bad state)"
+        )
+        nodes = [n for n in self.cfg.nodes() if not n.offline]
+        results = await asyncio.gather(
+            *(self._call(n, "all_instances_info", [[self.instance.hypervisor]]) for n in nodes)
+        )
+        for node, res in zip(nodes, results, strict=True):
+            res.raise_if_failed(f"Can't contact node {node.name}")
+        found = [
+            n for n, res in zip(nodes, results, strict=True) if self.instance.name in res.payload
+        ]
+        self.feedback(f"* instance running on: {','.join(n.name for n in found)}")
+        return found
+
+    async def cleanup(self) -> None:
+        """Ganeti's _ExecCleanup: find where the instance runs, fix the config."""
+        self.feedback(f"Migrating instance {self.instance.name}")
+        found = await self._locations()
+        if self.target is None:
+            # No target given: the other node it runs on, if any (Ganeti asks
+            # the allocator, whose pick matters only when it runs there).
+            others = [n for n in found if n.uuid != self.source.uuid]
+            self.target = others[0] if len(others) == 1 else None
+        where = {n.uuid for n in found}
+        on_source = self.source.uuid in where
+        on_target = self.target is not None and self.target.uuid in where
+        if on_source and on_target:
+            found = await self._abort_interrupted()
+            where = {n.uuid for n in found}
+            on_source, on_target = self.source.uuid in where, self._target().uuid in where
+        if on_source and on_target:
+            raise errors.OpExecError(
+                "Instance seems to be running on two nodes, or the hypervisor is confused;"
+                " you will have to ensure manually that it runs only on one and restart"
+                " this operation"
+            )
+        if not (on_source or on_target):
+            on_target = self._adopt_unexpected(found)
+        await self._settle(on_target)
+        self.feedback("* done")
+
+    async def _abort_interrupted(self) -> list[Node]:
+        self.feedback("Trying to cleanup after failed migration")
+        res = await self._call(self.source, "migration_info", [self._desc()])
+        if res.failed:
+            raise errors.OpExecError(
+                f"Failed fetching source migration information from {self.source.name}:"
+                f" {res.fail_msg}"
+            )
+        self.migration_info = res.payload
+        dst, src = await self._abort()
+        if dst.failed or src.failed:
+            raise errors.OpExecError(
+                f"Instance migration cleanup failed: {dst.fail_msg or ''},{src.fail_msg or ''}"
+            )
+        return await self._locations()
+
+    def _adopt_unexpected(self, found: list[Node]) -> bool:
+        if len(found) != 1:
+            raise errors.OpExecError(
+                "Instance does not seem to be running at all; in this case it's safer to"
+                " repair by running 'gnt-instance stop' to ensure disk shutdown, and then"
+                " restarting it"
+            )
+        self.target = found[0]
+        self.feedback(
+            f"* instance running on unexpected node ({self.target.name}),"
+            " updating as the new secondary"
+        )
+        return True
+
+    async def _settle(self, on_target: bool) -> None:
+        if not on_target:
+            self.feedback(
+                f"* instance confirmed to be running on its primary node ({self.source.name})"
+            )
+            return
+        target = self._target()
+        self.feedback(f"* instance running on secondary node ({target.name}), updating config")
+        self._set_primary(target)
+        # What the target received is its running instance now.
+        res = await self._call(
+            target, "instance_finalize_migration_dst", [self._desc(), None, True]
+        )
+        if res.failed:
+            self.lu.warn(f"Could not finalize the instance on node {target.name}: {res.fail_msg}")

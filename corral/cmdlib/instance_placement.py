@@ -1,0 +1,108 @@
+"""Where a new instance goes: the given primary node, or the one an allocator
+chooses (Ganeti's CheckIAllocatorOrNode and LUInstanceCreate._RunAllocator)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral import params as P
+from corral.master.services import allocator
+from corral.master.services.allocator.requests import InstanceAlloc
+from corral.objects import Node, NodeGroup
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import LogicalUnit
+    from corral.opcodes.instance import OpInstanceCreate
+
+
+def check_arguments(op: OpInstanceCreate, disk_template: str) -> None:
+    """Refuse a node together with an allocator, and a secondary node (no
+    template of Corral's keeps a disk copy on a second node)."""
+    if (op.pnode or op.pnode_uuid) and op.iallocator:
+        raise errors.OpPrereqError("Do not specify both, iallocator and node", C.ECODE_INVAL)
+    if op.snode or op.snode_uuid:
+        raise errors.OpPrereqError(
+            f"The {disk_template} template keeps its disks on the primary node only:"
+            " give no secondary node (-n PNODE, not -n PNODE:SNODE)",
+            C.ECODE_INVAL,
+        )
+
+
+def allocator_name(lu: LogicalUnit[OpInstanceCreate]) -> str | None:
+    """The allocator to ask, or None when the primary node is given."""
+    op = lu.op
+    if op.pnode or op.pnode_uuid:
+        return None
+    if op.group_name:
+        lu.cfg.lookup(NodeGroup, op.group_name)
+    return allocator.default_name(lu.cfg.cluster, op.iallocator)
+
+
+def check_primary(node: Node) -> None:
+    """Ganeti's refusals of a primary node that cannot take a new instance."""
+    if node.offline:
+        raise errors.OpPrereqError(f"Cannot use offline primary node '{node.name}'", C.ECODE_STATE)
+    if node.drained:
+        raise errors.OpPrereqError(f"Cannot use drained primary node '{node.name}'", C.ECODE_STATE)
+    if not node.vm_capable:
+        raise errors.OpPrereqError(
+            f"Cannot use non-vm_capable primary node '{node.name}'", C.ECODE_STATE
+        )
+
+
+def alloc_request(
+    lu: LogicalUnit[OpInstanceCreate],
+    disk_template: str,
+    hypervisor: str,
+    beparams: dict[str, Any],
+    disks: list[dict[str, Any]],
+    nics: list[dict[str, Any]],
+) -> InstanceAlloc:
+    """The ``allocate`` request for the instance the opcode creates."""
+    op = lu.op
+    be = P.fill(P.BE_DEFAULTS, lu.cfg.cluster.beparams.get("default", {}), beparams)
+    return InstanceAlloc(
+        name=op.instance_name,
+        memory=int(be["maxmem"]),
+        vcpus=int(be["vcpus"]),
+        spindle_use=int(be["spindle_use"]),
+        disks=[{"size": d["size"], "mode": d["mode"]} for d in disks],
+        disk_template=disk_template,
+        hypervisor=hypervisor,
+        os=op.os_type or "",
+        tags=list(op.tags),
+        nics=[{"mac": n["mac"], "ip": n["ip"], **n["nicparams"]} for n in nics],
+        group_name=op.group_name,
+        start=op.start,
+    )
+
+
+async def choose_primary(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) -> Node:
+    """Run the allocator ``name``; its node, checked, with the choice in the job log."""
+    answer = await allocator.run(
+        lu.master, name, request, hypervisor=request.hypervisor, disk_template=request.disk_template
+    )
+    if not answer.success:
+        raise errors.OpPrereqError(
+            f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
+        )
+    node = lu.cfg.find(Node, answer.result[0])
+    if node is None:
+        raise errors.OpExecError(
+            f"iallocator '{name}' chose node '{answer.result[0]}', which is not in the cluster"
+        )
+    lu.log_info(
+        f"Selected nodes for instance {request.name} via iallocator {name}:"
+        f" {', '.join(answer.result)}"
+    )
+    return node
+
+
+def release_other_nodes(lu: LogicalUnit[Any], keep: str) -> None:
+    """Give back the node locks taken for the allocation, but ``keep``'s."""
+    locks = lu.master.locks
+    owner = str(lu.ctx.job_id)
+    for level in (C.LEVEL_NODE, C.LEVEL_NODE_RES):
+        locks.release(owner, level, [n for n in locks.owned(owner, level) if n != keep])

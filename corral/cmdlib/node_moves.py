@@ -1,0 +1,189 @@
+"""Moving every primary instance off a node (``gnt-node migrate`` and
+``evacuate``): Ganeti's LUNodeMigrate and LUNodeEvacuate, which move
+nothing themselves but submit one job per instance and answer
+``{"jobs": [[true, job id], ...]}`` (Ganeti's ResultWithJobs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib.base import LogicalUnit
+from corral.master.services import allocator
+from corral.master.services.allocator.requests import NodeEvacuate
+from corral.objects import Instance, Node
+from corral.opcodes import instance as opi
+from corral.opcodes import node as opn
+from corral.opcodes.base import OpCode, from_dict
+
+# Ganeti's NODE_EVAC_* modes.
+EVAC_PRIMARY = "primary-only"
+EVAC_SECONDARY = "secondary-only"
+
+
+def primary_instances(lu: LogicalUnit[Any], node_uuid: str) -> list[Instance]:
+    """The instances whose primary node is ``node_uuid``, by name."""
+    return sorted(
+        (i for i in lu.cfg.instances() if i.primary_node == node_uuid), key=lambda i: i.name
+    )
+
+
+def secondary_instances(lu: LogicalUnit[Any], node_uuid: str) -> list[Instance]:
+    """The instances that have ``node_uuid`` as a secondary node, by name."""
+    return sorted(
+        (i for i in lu.cfg.instances() if node_uuid in i.secondary_nodes), key=lambda i: i.name
+    )
+
+
+class _NodeJobsLU(LogicalUnit[Any]):
+    """Finds ``op.node_name``; its result is the jobs it submitted."""
+
+    REQ_BGL = False
+    node: Node
+
+    def expand_names(self) -> None:
+        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
+
+    def submit(self, jobs: list[list[OpCode]]) -> dict[str, Any]:
+        for job in jobs:
+            for op in job:
+                op.priority = self.op.priority
+        return {"jobs": self.ctx.submit_jobs(jobs) if jobs else []}
+
+
+class LUNodeMigrate(_NodeJobsLU):
+    OPCODE = opn.OpNodeMigrate
+    HPATH = "node-migrate"
+    HTYPE = C.HTYPE_NODE
+
+    def declare_locks(self) -> None:
+        self.needed_locks[C.LEVEL_NODE] = [self.node.uuid]
+        self.share_locks[C.LEVEL_NODE] = True
+
+    def build_hooks_env(self) -> dict[str, Any]:
+        return {
+            "NODE_NAME": self.op.node_name,
+            "ALLOW_RUNTIME_CHANGES": self.op.allow_runtime_changes,
+        }
+
+    def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
+        master = [self.master_node.uuid]
+        return master, master
+
+    async def exec(self) -> Any:
+        op = self.op
+        jobs: list[list[OpCode]] = [
+            [
+                opi.OpInstanceMigrate(
+                    instance_name=inst.name,
+                    mode=op.mode,
+                    live=op.live,
+                    iallocator=op.iallocator,
+                    target_node=op.target_node,
+                    allow_runtime_changes=op.allow_runtime_changes,
+                    ignore_ipolicy=op.ignore_ipolicy,
+                )
+            ]
+            for inst in primary_instances(self, self.node.uuid)
+        ]
+        return self.submit(jobs)
+
+
+class LUNodeEvacuate(_NodeJobsLU):
+    """No hooks, as Ganeti's (a NoHooksLU)."""
+
+    OPCODE = opn.OpNodeEvacuate
+
+    def check_arguments(self) -> None:
+        if self.op.remote_node is not None and self.op.iallocator is not None:
+            raise errors.OpPrereqError("Do not specify both, iallocator and node", C.ECODE_INVAL)
+        if self.op.mode not in (EVAC_PRIMARY, EVAC_SECONDARY):
+            raise errors.OpPrereqError(
+                "Due to an issue with the iallocator interface it is not possible to evacuate"
+                " all instances at once; specify explicitly whether to evacuate primary or"
+                " secondary instances",
+                C.ECODE_INVAL,
+            )
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        self.remote: Node | None = None
+        if self.op.remote_node is None:
+            return
+        self.remote = self.cfg.lookup(Node, self.op.remote_node_uuid or self.op.remote_node)
+        self.op.remote_node, self.op.remote_node_uuid = self.remote.name, self.remote.uuid
+        if self.remote.uuid == self.node.uuid:
+            raise errors.OpPrereqError(
+                "Can not use evacuated node as a new secondary node", C.ECODE_INVAL
+            )
+        if self.op.mode != EVAC_SECONDARY:
+            raise errors.OpPrereqError(
+                "Without the use of an iallocator only secondary instances can be evacuated",
+                C.ECODE_INVAL,
+            )
+
+    def _instances(self) -> list[Instance]:
+        if self.op.mode == EVAC_PRIMARY:
+            return primary_instances(self, self.node.uuid)
+        return secondary_instances(self, self.node.uuid)
+
+    def declare_locks(self) -> None:
+        self.names = [i.name for i in self._instances()]
+        self.needed_locks[C.LEVEL_INSTANCE] = list(self.names)
+        self.share_locks[C.LEVEL_INSTANCE] = True
+
+    async def check_prereq(self) -> None:
+        current = [i.name for i in self._instances()]
+        if current != self.names:
+            raise errors.OpExecError(
+                f"Instances on node '{self.op.node_name}' changed since locks were acquired,"
+                f" current instances are '{', '.join(current)}', used to be"
+                f" '{', '.join(self.names)}'; retry the operation"
+            )
+        if self.names:
+            self.log_info(
+                f"Evacuating instances from node '{self.op.node_name}': {', '.join(self.names)}"
+            )
+        else:
+            self.log_info(f"No instances to evacuate from node '{self.op.node_name}'")
+
+    async def exec(self) -> Any:
+        if not self.names:
+            return self.submit([])
+        if self.remote is not None:
+            # Secondary instances to a new secondary: replace-disks, which
+            # Corral lacks with its templates (none has secondaries).
+            raise errors.OpPrereqError(
+                "Changing secondary nodes is not built in Corral", C.ECODE_INVAL
+            )
+        return self.submit(await self._allocate())
+
+    async def _allocate(self) -> list[list[OpCode]]:
+        name = allocator.default_name(self.cfg.cluster, self.op.iallocator)
+        allocator.check_exists(self.master.paths, name)
+        first = self.cfg.lookup(Instance, self.names[0])
+        answer = await allocator.run(
+            self.master,
+            name,
+            NodeEvacuate(list(self.names), self.op.mode),
+            hypervisor=first.hypervisor,
+            disk_template=first.disk_template,
+        )
+        if not answer.success:
+            raise errors.OpPrereqError(
+                f"Can't compute node evacuation using iallocator '{name}': {answer.info}",
+                C.ECODE_NORES,
+            )
+        moved, failed, jobs = answer.result
+        if failed:
+            reasons = ", ".join(f"{inst} ({why})" for inst, why in failed)
+            self.warn(f"Unable to evacuate instances {reasons}")
+            raise errors.OpExecError(f"Unable to evacuate instances {reasons}")
+        if moved:
+            self.log_info(
+                "Instances to be moved: "
+                + ", ".join(f"{inst} (to {', '.join(nodes)})" for inst, _, nodes in moved)
+            )
+        return [[from_dict(op) for op in job] for job in jobs]

@@ -1,0 +1,204 @@
+"""Corral's ``hail``: the built-in allocator's answer to each request mode.
+
+It takes Ganeti's iallocator input and gives Ganeti's answer
+``{"success", "info", "result"}``, as an external script would; placement
+rules are in :mod:`corral.master.services.allocator.builtin`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from corral.master.services.allocator import requests as R
+from corral.master.services.allocator.builtin import (
+    NodeState,
+    Spec,
+    best_node,
+    cluster_state,
+    describe_refusals,
+)
+from corral.storage import templates
+
+NAME = "hail"
+
+# How an instance reaches another node: a migration (failover if it is down)
+# when every node sees its disks, else a copy of the disks.
+_MIGRATE = "OP_INSTANCE_MIGRATE"
+_MOVE = "OP_INSTANCE_MOVE"
+
+
+def _answer(success: bool, info: str, result: Any) -> dict[str, Any]:
+    return {"success": success, "info": info, "result": result}
+
+
+def _request_spec(req: dict[str, Any]) -> Spec:
+    return Spec(
+        # An instance created stopped needs no memory yet (as with -n).
+        memory=int(req["memory"]) if req.get("start", True) else 0,
+        vcpus=int(req["vcpus"]),
+        disk=int(req["disk_space_total"]),
+        template=req["disk_template"],
+    )
+
+
+def _alloc_filter(data: dict[str, Any], req: dict[str, Any]) -> Callable[[NodeState], str | None]:
+    """Which nodes a new instance may go to: the whitelist, the named group."""
+    whitelist = req.get("restrict-to-nodes")
+    group_name = req.get("group_name")
+
+    def allowed(node: NodeState) -> str | None:
+        if whitelist is not None and node.name not in whitelist:
+            return "not among the allowed nodes"
+        if group_name and data["nodegroups"][node.group]["name"] != group_name:
+            return f"not in group {group_name}"
+        return None
+
+    return allowed
+
+
+def _place_one(
+    data: dict[str, Any], nodes: dict[str, NodeState], req: dict[str, Any]
+) -> tuple[str | None, str]:
+    """Place one new instance; its node (capacity taken) or None and why."""
+    spec = _request_spec(req)
+    node, refused = best_node(nodes, spec, _alloc_filter(data, req))
+    if node is None:
+        return None, f"No node fits instance {req['name']}: {describe_refusals(refused)}"
+    node.place(spec)
+    return node.name, f"Instance {req['name']} goes to {node.name}"
+
+
+def allocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+    node, info = _place_one(data, cluster_state(data), req)
+    return _answer(node is not None, info, [node] if node else [])
+
+
+def multi_allocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+    """Each instance in turn, on what the previous ones left free."""
+    nodes = cluster_state(data)
+    placed: list[list[Any]] = []
+    failed: list[str] = []
+    reasons = []
+    for entry in req["instances"]:
+        node, info = _place_one(data, nodes, entry)
+        if node is None:
+            failed.append(entry["name"])
+            reasons.append(info)
+        else:
+            placed.append([entry["name"], [node]])
+    return _answer(True, "; ".join(reasons) or "All instances placed", [placed, failed])
+
+
+def _instance_spec(inst: dict[str, Any]) -> Spec:
+    """What a running instance needs on a new node (memory only when it is up)."""
+    return Spec(
+        memory=int(inst["memory"]) if inst["admin_state"] == "up" else 0,
+        vcpus=int(inst["vcpus"]),
+        disk=int(inst["disk_space_total"]),
+        template=inst["disk_template"],
+    )
+
+
+def relocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+    """A new node for an instance, away from ``relocate_from``, in its group."""
+    inst = data["instances"][req["name"]]
+    nodes = cluster_state(data)
+    avoid = set(req["relocate_from"]) | set(inst["nodes"])
+    group = nodes[inst["nodes"][0]].group
+
+    def allowed(node: NodeState) -> str | None:
+        if node.name in avoid:
+            return "one of the instance's nodes"
+        return None if node.group == group else "in another group"
+
+    node, refused = best_node(nodes, _instance_spec(inst), allowed)
+    if node is None:
+        return _answer(False, f"No node fits {req['name']}: {describe_refusals(refused)}", [])
+    return _answer(True, f"Instance {req['name']} goes to {node.name}", [node.name])
+
+
+def _evacuate(
+    data: dict[str, Any],
+    names: list[str],
+    target_groups: Callable[[str], set[str]],
+    secondary_only: bool = False,
+) -> dict[str, Any]:
+    """Each instance to the best node of its target groups, off its nodes."""
+    nodes = cluster_state(data)
+    groups = data["nodegroups"]
+    moved: list[list[Any]] = []
+    failed: list[list[Any]] = []
+    jobs: list[list[dict[str, Any]]] = []
+    for name in names:
+        inst = data["instances"].get(name)
+        if inst is None or secondary_only:
+            why = "unknown instance" if inst is None else "instance has no secondary node"
+            failed.append([name, why])
+            continue
+        spec = _instance_spec(inst)
+        wanted = target_groups(nodes[inst["nodes"][0]].group)
+
+        node, refused = best_node(nodes, spec, _away_from(inst["nodes"], wanted))
+        if node is None:
+            failed.append([name, f"no node fits: {describe_refusals(refused)}"])
+            continue
+        node.place(spec)
+        moved.append([name, groups[node.group]["name"], [node.name]])
+        jobs.append([_move_op(inst, name, node.name)])
+    return _answer(
+        True, f"{len(moved)} instances moved, {len(failed)} failed", [moved, failed, jobs]
+    )
+
+
+def _away_from(current: list[str], groups: set[str]) -> Callable[[NodeState], str | None]:
+    """Nodes other than ``current``, in ``groups``."""
+
+    def allowed(node: NodeState) -> str | None:
+        if node.name in current:
+            return "one of the instance's nodes"
+        return None if node.group in groups else "not in a target group"
+
+    return allowed
+
+
+def _move_op(inst: dict[str, Any], name: str, target: str) -> dict[str, Any]:
+    template = templates.DISK_TEMPLATES.get(inst["disk_template"])
+    if template is not None and not template.shared:
+        return {"OP_ID": _MOVE, "instance_name": name, "target_node": target}
+    return {"OP_ID": _MIGRATE, "instance_name": name, "target_node": target, "allow_failover": True}
+
+
+def node_evacuate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+    """Instances leave their primary node, for another of the same group."""
+    return _evacuate(
+        data,
+        req["instances"],
+        lambda group: {group},
+        secondary_only=req["evac_mode"] == R.EVAC_SECONDARY,
+    )
+
+
+def change_group(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
+    """Instances go to one of the target groups (any other group if none given)."""
+    targets = set(req["target_groups"])
+    every = set(data["nodegroups"])
+    return _evacuate(data, req["instances"], lambda group: targets or every - {group})
+
+
+_MODES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
+    R.ALLOCATE: allocate,
+    R.MULTI_ALLOCATE: multi_allocate,
+    R.RELOCATE: relocate,
+    R.NODE_EVACUATE: node_evacuate,
+    R.CHANGE_GROUP: change_group,
+}
+
+
+def run(data: dict[str, Any]) -> dict[str, Any]:
+    """The answer ``{"success", "info", "result"}`` to the allocator input ``data``."""
+    request = data["request"]
+    handler = _MODES.get(request.get("type"))
+    if handler is None:
+        return _answer(False, f"Unknown request type '{request.get('type')}'", [])
+    return handler(data, request)

@@ -1,0 +1,269 @@
+"""Reading and writing a disk for a copy between nodes, with direct I/O.
+
+A copy reads a whole disk once and writes it once, and nobody reads either
+soon: through the page cache the writes are throttled behind dirty-page
+write-back (the final fsync waits for all of it) and a disk not in the cache
+is read in small read-ahead steps.  On the benchmark machine that made a
+1 GiB move run at a fifth of the plain TLS copy's speed.  So both ends use
+``O_DIRECT`` with one page-aligned buffer, a chunk per system call, and each
+chunk's checksum is taken in the same worker-thread step as its I/O.
+
+The path comes from the disk's template (``attach``, which refuses any path
+the template may not touch), as do its rules: the data must fit the disk,
+and a template whose disks are fresh sparse files skips runs of zeros.
+Where the file system refuses direct I/O the template's own ``read_stream``
+and ``write_stream`` do the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import itertools
+import mmap
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from corral import errors
+from corral.node.storage.base import CHUNK, NodeTemplate
+from corral.node.transfer_stream import DEPTH, Checksum, hashed, in_thread
+from corral.storage.disk import DiskDescription
+
+# O_DIRECT needs offsets, lengths and the buffer aligned to the device's block.
+ALIGN = 4096
+# Read buffers: the prefetch queue's, the one being read, the one being sent, spares.
+RING = DEPTH + 4
+_ZEROS = bytes(CHUNK)
+
+
+def _open_direct(path: Path, flags: int) -> int | None:
+    """A direct-I/O descriptor of ``path``, or None if its file system has none."""
+    try:
+        return os.open(path, flags | os.O_DIRECT | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.EINVAL:
+            return None
+        raise errors.OpExecError(f"Cannot open disk {path}: {err.strerror}") from None
+
+
+def _io_error(path: Path, doing: str, err: OSError) -> errors.OpExecError:
+    return errors.OpExecError(f"Cannot {doing} disk {path}: {err.strerror}")
+
+
+class _Direct:
+    """One disk open for direct I/O, at an offset; for reads also through the
+    page cache (``cached``), used for what the cache holds already."""
+
+    def __init__(self, fd: int, path: Path, cached: int | None = None) -> None:
+        self.fd, self.path, self.cached = fd, path, cached
+        self.offset = 0
+
+    def _from_cache(self, view: memoryview, size: int) -> bool:
+        """Whether the page cache held the next ``size`` bytes (read into ``view``)."""
+        if self.cached is None:
+            return False
+        try:
+            if os.preadv(self.cached, [view[:size]], self.offset, os.RWF_NOWAIT) == size:
+                return True
+        except BlockingIOError:
+            pass
+        # Not in the cache: the rest of the disk is read from the device only
+        # (asking the cache again could make it read ahead what we read too).
+        os.close(self.cached)
+        self.cached = None
+        return False
+
+    def read(self, buffer: mmap.mmap, size: int, checksum: Checksum) -> memoryview:
+        """The next ``size`` bytes (a block multiple, or the disk's tail), read
+        into ``buffer``: from the page cache if it has them all, else from the
+        device (a disk being copied is read once, not kept in the cache)."""
+        view = memoryview(buffer)[: -(-size // ALIGN) * ALIGN]
+        try:
+            got = size if self._from_cache(view, size) else os.preadv(self.fd, [view], self.offset)
+        except OSError as err:
+            raise _io_error(self.path, "read", err) from None
+        if got < size:
+            raise errors.OpExecError(f"Disk {self.path} shrank while being read")
+        checksum.update(view[:size])
+        self.offset += size
+        return view[:size]
+
+    def write_view(self, view: memoryview) -> None:
+        """Write the aligned ``view`` (a whole number of blocks) at the current offset."""
+        try:
+            os.pwrite(self.fd, view, self.offset)
+        except OSError as err:
+            raise _io_error(self.path, "write", err) from None
+
+    def write_buffered(self, data: bytes) -> None:
+        """Write ``data`` (the disk's tail, not a whole block) at the current offset."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.pwrite(fd, data, self.offset)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise _io_error(self.path, "write", err) from None
+
+    def close(self) -> None:
+        os.close(self.fd)
+        if self.cached is not None:
+            os.close(self.cached)
+
+
+async def read_disk(
+    template: NodeTemplate, disk: DiskDescription, checksum: Checksum
+) -> AsyncIterator[bytes | memoryview]:
+    """The disk's content chunk by chunk, each added to ``checksum``.
+
+    A chunk is a view of one of a ring of buffers, overwritten RING chunks
+    later: by then the consumer (the connection, at most DEPTH chunks behind
+    through :func:`~corral.node.transfer_stream.prefetch`) is done with it.
+    No copy is made of the data read.
+    """
+    path = template.attach(disk)
+    size = await asyncio.to_thread(template.size, disk)
+    fd = _open_direct(path, os.O_RDONLY)  # quick, and no descriptor lost to a cancel
+    if fd is None:
+        async for chunk in hashed(template.read_stream(disk), checksum):
+            yield chunk
+        return
+    try:
+        cached = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        os.close(fd)
+        raise _io_error(path, "open", err) from None
+    direct = _Direct(fd, path, cached)
+    # Anonymous maps are page-aligned, as direct I/O wants.  They are left to
+    # the garbage collector: the connection may hold a view of the last ones.
+    ring = [mmap.mmap(-1, CHUNK) for _ in range(RING)]
+    try:
+        for index in itertools.count():
+            if direct.offset >= size:
+                break
+            step = min(CHUNK, size - direct.offset)
+            yield await in_thread(direct.read, ring[index % RING], step, checksum)
+    finally:
+        direct.close()
+
+
+# Reads the next piece of a request body: b"" at its end.
+ReadSome = Callable[[], Awaitable[bytes]]
+
+
+async def _pieces(read_some: ReadSome, length: int) -> AsyncIterator[bytes]:
+    """The body's pieces as they arrive; OpExecError if it ends short."""
+    remaining = length
+    while remaining > 0:
+        piece = await read_some()
+        if not piece:
+            raise errors.OpExecError(
+                f"The sender stopped after {length - remaining} of {length} bytes"
+            )
+        remaining -= len(piece)
+        yield piece
+    if remaining < 0:
+        raise errors.OpExecError(f"The sender sent more than the {length} bytes announced")
+
+
+async def _chunks(read_some: ReadSome, length: int) -> AsyncIterator[bytes]:
+    """The body in CHUNK-sized pieces (for the template's own ``write_stream``)."""
+    pending = bytearray()
+    async for piece in _pieces(read_some, length):
+        pending += piece
+        while len(pending) >= CHUNK:
+            yield bytes(pending[:CHUNK])
+            del pending[:CHUNK]
+    if pending:
+        yield bytes(pending)
+
+
+class _Receiver:
+    """Fills aligned buffers from the body while a worker thread writes the
+    filled ones: one copy per byte, from the connection into the buffer."""
+
+    def __init__(self, direct: _Direct, checksum: Checksum, sparse: bool) -> None:
+        self.direct, self.checksum, self.sparse = direct, checksum, sparse
+        self.free: asyncio.Queue[mmap.mmap] = asyncio.Queue()
+        self.full: asyncio.Queue[tuple[mmap.mmap, int] | None] = asyncio.Queue()
+        # Anonymous maps are page-aligned, as direct I/O wants.
+        self.buffers = [mmap.mmap(-1, CHUNK) for _ in range(DEPTH + 1)]
+        for buffer in self.buffers:
+            self.free.put_nowait(buffer)
+
+    def _write(self, buffer: mmap.mmap, size: int) -> None:
+        view = memoryview(buffer)[:size]
+        self.checksum.update(view)
+        # A zero prefix is rare in data: only then the whole chunk is compared.
+        if self.sparse and buffer[:64] == _ZEROS[:64] and buffer[:size] == _ZEROS[:size]:
+            pass  # the fresh sparse file reads as zeros already
+        elif size % ALIGN:
+            self.direct.write_buffered(bytes(view))
+        else:
+            self.direct.write_view(view)
+        self.direct.offset += size
+
+    async def writer(self) -> None:
+        while (item := await self.full.get()) is not None:
+            buffer, size = item
+            await in_thread(self._write, buffer, size)
+            self.free.put_nowait(buffer)
+
+    async def fill(self, read_some: ReadSome, length: int) -> None:
+        """Copy the body into buffers, handing each full one to the writer."""
+        buffer, used = await self.free.get(), 0
+        async for piece in _pieces(read_some, length):
+            view = memoryview(piece)
+            while view:
+                take = min(len(view), CHUNK - used)
+                buffer[used : used + take] = view[:take]
+                used, view = used + take, view[take:]
+                if used == CHUNK:
+                    await self.full.put((buffer, used))
+                    buffer, used = await self.free.get(), 0
+        if used:
+            await self.full.put((buffer, used))
+        await self.full.put(None)
+
+    def close(self) -> None:
+        for buffer in self.buffers:
+            buffer.close()
+
+
+async def write_disk(
+    template: NodeTemplate,
+    disk: DiskDescription,
+    read_some: ReadSome,
+    length: int,
+    checksum: Checksum,
+) -> int:
+    """Write the ``length`` bytes of a body read with ``read_some`` over the
+    (existing) disk from its start, each added to ``checksum``; the bytes written."""
+    path = template.attach(disk)
+    capacity = await asyncio.to_thread(template.size, disk)
+    if length > capacity:
+        raise errors.OpExecError(f"The data sent ({length} bytes) is larger than disk {path}")
+    fd = _open_direct(path, os.O_WRONLY)
+    if fd is None:
+        return await template.write_stream(disk, hashed(_chunks(read_some, length), checksum))
+    direct = _Direct(fd, path)
+    receiver = _Receiver(direct, checksum, template.SPARSE_WRITES)
+    tasks = [asyncio.create_task(receiver.fill(read_some, length))]
+    tasks.append(asyncio.create_task(receiver.writer()))
+    try:
+        # Either may fail first (the sender stops, the disk refuses a write).
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+        await asyncio.gather(*tasks)
+        await in_thread(os.fsync, fd)
+        return direct.offset
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        receiver.close()
+        direct.close()
