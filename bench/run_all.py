@@ -17,7 +17,16 @@ from typing import Any
 
 from bench.common import PYTHON, REPO_ROOT, RESULTS_DIR, machine_info, print_rows, shown_path
 
-BENCHMARKS = ("job_throughput", "job_list", "wfjc_fanout", "masterd_rss", "instances", "rapi")
+BENCHMARKS = (
+    "job_throughput",
+    "job_list",
+    "wfjc_fanout",
+    "masterd_rss",
+    "instances",
+    "rapi",
+    "multinode",
+    "move",
+)
 
 
 def run(name: str, runs: int | None) -> dict[str, Any]:

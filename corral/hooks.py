@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
+from corral.rpc.client import RpcResult
 
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +149,20 @@ class HooksMaster:
     async def _run(
         self, node_uuids: list[str], hpath: str, phase: str, env: dict[str, str]
     ) -> dict[str, RpcResult]:
-        targets = node_addresses(self._master, list(dict.fromkeys(node_uuids)))
+        rpc = self._master.rpc
+        targets, skipped = [], {}
+        for uuid, address in node_addresses(self._master, list(dict.fromkeys(node_uuids))):
+            down = rpc.reachability.down(address)
+            if down is None:
+                targets.append((uuid, address))
+            else:
+                # As Ganeti with a node it cannot reach: its hooks are skipped with
+                # a warning; a node known to be down is not waited for again.
+                msg = f"not asked: {down.describe()}"
+                skipped[uuid] = RpcResult(uuid, "hooks_runner", fail_msg=msg, offline=True)
         if not targets:
-            return {}
-        return await self._master.rpc.call(targets, "hooks_runner", [hpath, phase, env])
+            return skipped
+        return {**skipped, **await rpc.call(targets, "hooks_runner", [hpath, phase, env])}
 
     def _name(self, node_uuid: str) -> str:
         from corral.objects import Node

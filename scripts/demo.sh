@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Set up, then run a single-node demo cluster whose data lives in ./demo-cluster.
+# Set up, then run a demo cluster whose data lives in ./demo-cluster (the master)
+# and ./demo-node2 (a second node, joined with a one-time token: no SSH, no DNS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 export CORRAL_ROOT="$PWD/demo-cluster"
+NODE2_ROOT="$PWD/demo-node2"
 G=".venv/bin"
-if [[ -e $CORRAL_ROOT ]]; then
-  echo "== Removing the previous demo cluster"
+for root in "$CORRAL_ROOT" "$NODE2_ROOT"; do
+  [[ -e $root ]] || continue
+  echo "== Removing the previous demo's $root"
   for daemon in corral-rapi corral-masterd corral-noded; do
-    pid_file="$CORRAL_ROOT/var/run/ganeti/$daemon.pid"
+    pid_file="$root/var/run/ganeti/$daemon.pid"
     [[ -s $pid_file ]] && kill "$(cat "$pid_file")" 2>/dev/null || true
   done
   sleep 1
-  rm -rf "$CORRAL_ROOT"
-fi
+  rm -rf "$root"
+done
 mkdir -p "$CORRAL_ROOT"
 # A cluster-init hook, to show that hooks run (see demo-cluster/var/log/ganeti/hooks-demo.log).
 mkdir -p "$CORRAL_ROOT/etc/ganeti/hooks/cluster-init-post.d"
@@ -55,11 +58,16 @@ printf '%s from %s\n' "${OSP_GREETING:-hello}" "$INSTANCE_NAME" | dd of="$DISK_0
 SCRIPT
 for script in export import rename verify; do printf '#!/bin/sh\nexit 0\n' > "$OS_DIR/$script"; done
 chmod +x "$OS_DIR"/create "$OS_DIR"/export "$OS_DIR"/import "$OS_DIR"/rename "$OS_DIR"/verify
+# The second node has the same OS definition (gnt-cluster verify compares them).
+mkdir -p "$NODE2_ROOT/srv/ganeti/os"
+cp -a "$OS_DIR" "$NODE2_ROOT/srv/ganeti/os/"
 echo "== gnt-os list"; $G/gnt-os list
 echo "== gnt-instance add"
 $G/gnt-instance add -t file --disk 0:size=1g -o demo+default -O greeting=bonjour \
-  --os-parameters-secret token=never-stored --no-name-check --no-ip-check web1.demo.corral
-$G/gnt-instance add -t diskless -o demo+minimal --no-start --no-name-check --no-ip-check db1.demo.corral
+  --os-parameters-secret token=never-stored --no-name-check --no-ip-check -n node1.demo.corral \
+  web1.demo.corral
+$G/gnt-instance add -t diskless -o demo+minimal --no-start --no-name-check --no-ip-check \
+  -n node1.demo.corral db1.demo.corral
 echo "== gnt-instance list"; $G/gnt-instance list
 echo "== gnt-instance info web1.demo.corral"; $G/gnt-instance info web1.demo.corral
 echo "== the label the OS wrote into the disk:"
@@ -76,6 +84,17 @@ echo "== RAPI: GET /2/instances (corral.rapi.client)"; rapi 'c.get_instances()'
 echo "== RAPI: PUT /2/instances/db1.demo.corral/startup, then wait for the job"
 rapi 'c.wait_for_job(c.startup_instance("db1.demo.corral"))["status"]'
 echo "== RAPI: GET /2/instances/db1.demo.corral: status"; rapi 'c.get_instance("db1.demo.corral")["status"]'
+echo "== A second node joins: a one-time token from the master, given to the new node's noded"
+TOKEN=$($G/gnt-node join-token)
+CORRAL_ROOT="$NODE2_ROOT" $G/corral-noded -b 127.0.0.2 -p "${CORRAL_DEMO_PORT:-18811}" --join-token "$TOKEN"
+$G/gnt-node add --node-ip 127.0.0.2 node2.demo.corral
+echo "== gnt-node list"; $G/gnt-node list
+echo "== gnt-instance failover db1 (the fake hypervisor hands it over)"; $G/gnt-instance failover -f db1.demo.corral
+echo "== gnt-instance move web1 (its 1 GiB disk streamed from noded to noded over TLS)"
+$G/gnt-instance move -f -n node2.demo.corral web1.demo.corral
+echo "== gnt-instance list"; $G/gnt-instance list
+echo "== gnt-cluster verify"; $G/gnt-cluster verify
+
 cat <<TXT
 
 The demo cluster is still running.  Its dashboard is at $RAPI/ui/ (user demo,
@@ -86,6 +105,9 @@ Try:
   export CORRAL_ROOT=$CORRAL_ROOT
   $G/gnt-job info 1
   $G/gnt-cluster info
+  $G/gnt-instance migrate -f -n node1.demo.corral db1.demo.corral
+  $G/python -m corral.testbed up --nodes 5 --root /tmp/bed   # 5 nodes; down --root /tmp/bed
   $G/gnt-instance remove -f web1.demo.corral; $G/gnt-instance remove -f db1.demo.corral
+  $G/gnt-node remove node2.demo.corral   # node2 waits to join again
   $G/gnt-cluster destroy --yes-do-it     # stops the daemons and removes the cluster
 TXT

@@ -4,25 +4,43 @@ Messages follow Ganeti's: ``* Verifying ...`` section lines and
 ``  - ERROR: <type> <item>: <text>`` findings (with --error-codes,
 ``  - ERROR:<ECODE>:<type>:<item>:<text>``).  Post hooks of cluster-verify
 are merged into the group job's result.
+
+A group's verification asks each of its online nodes once, all in parallel,
+for everything it checks (node_verify, :mod:`corral.rpc.node_verify`), and
+waits for them at most the query deadline (masterd's ``--query-deadline``):
+a node that has not answered by then is reported (ENODERPC), never waited on
+longer.  What the answers say is judged in cluster_verify_nodes (a node),
+cluster_verify_files (the distributed files) and cluster_verify_instances.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral.cmdlib import cluster_verify_nodes as vn
 from corral.cmdlib.base import LogicalUnit
-from corral.master.services.running import running_instances
-from corral.objects import Node, NodeGroup
+from corral.cmdlib.cluster_verify_files import checked_files, verify_files
+from corral.cmdlib.cluster_verify_instances import (
+    InstanceChecks,
+    disk_args,
+    disks_by_node,
+    other_notes,
+    storage_files_nodes,
+)
+from corral.crypto.cert_check import WARNING
+from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import cluster as opc
+from corral.rpc import node_verify as NV
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.rpc.client import RpcResult
 
-# Allowed clock difference between the master and a node, in seconds.
-NODE_MAX_CLOCK_SKEW = 150.0
+# The skip_checks value that skips the N+1 memory check (Ganeti's name).
+VERIFY_NPLUSONE_MEM = "nplusone_mem"
 
 
 class _VerifyLU(LogicalUnit[Any]):
@@ -38,8 +56,8 @@ class _VerifyLU(LogicalUnit[Any]):
         if self.op.error_codes:
             line = f"{ltype}:{ecode}:{itype}:{item}:{text}"
         else:
-            where = f"{itype} {item}" if item else itype
-            line = f"{ltype}: {where}: {text}"
+            # Ganeti's layout, the space before the colon included when there is no item.
+            line = f"{ltype}: {itype} {item or ''}: {text}"
         self.feedback(f"  - {line}")
         if ltype == "ERROR":
             self.bad = True
@@ -66,7 +84,12 @@ class LUClusterVerify(LogicalUnit[opc.OpClusterVerify]):
         else:
             jobs.append([opc.OpClusterVerifyConfig.model_validate(common)])
         for group in groups:
-            group_op = {**common, "group_name": group.uuid, "skip_checks": self.op.skip_checks}
+            group_op = {
+                **common,
+                "group_name": group.uuid,
+                "skip_checks": self.op.skip_checks,
+                "verify_clutter": self.op.verify_clutter,
+            }
             if jobs:
                 group_op["depends"] = [[-len(jobs), []]]
             jobs.append([opc.OpClusterVerifyGroup.model_validate(group_op)])
@@ -122,60 +145,24 @@ class LUClusterVerifyConfig(_VerifyLU):
                 self.report("ECLUSTERCFG", "cluster", None, "empty hypervisor name enabled")
 
     def _verify_certificates(self) -> None:
-        from corral.crypto.certs import verify_signed_by
+        from corral.crypto.cert_check import check_file
 
         paths = self.master.paths
-        ca = paths.ca_cert
-        for path, code in (
-            (ca, "ECLUSTERCERT"),
-            (paths.server_pem, "ECLUSTERCERT"),
-            (paths.client_pem, "ECLUSTERCLIENTCERT"),
+        for path, code, ca in (
+            (paths.ca_cert, "ECLUSTERCERT", None),
+            (paths.server_pem, "ECLUSTERCERT", paths.ca_cert),
+            (paths.client_pem, "ECLUSTERCLIENTCERT", paths.ca_cert),
         ):
-            self._check_cert_file(path, code)
-            if (
-                path != ca
-                and path.exists()
-                and ca.exists()
-                and not verify_signed_by(path.read_bytes(), ca.read_bytes())
-            ):
-                self.report(
-                    code, "cluster", None, f"certificate {path} is not signed by the cluster CA"
-                )
+            for level, msg in check_file(path, paths.to_wire(path), ca):
+                self.report(code, "cluster", None, msg, warning=level == WARNING)
         if not paths.cluster_domain_secret.exists():
             self.report(
                 "ECLUSTERFILECHECK",
                 "cluster",
                 None,
-                f"the cluster domain secret {paths.cluster_domain_secret} is missing",
+                f"the cluster domain secret {paths.to_wire(paths.cluster_domain_secret)}"
+                " is missing",
             )
-
-    def _check_cert_file(self, path: Path, code: str) -> None:
-        from corral.crypto.certs import cert_info
-
-        try:
-            info = cert_info(path)
-        except (OSError, ValueError) as err:
-            self.report(code, "cluster", None, f"cannot read certificate {path}: {err}")
-            return
-        check_cert_validity(self, code, "cluster", None, str(path), info)
-
-
-def check_cert_validity(
-    lu: _VerifyLU, code: str, itype: str, item: str | None, what: str, info: dict[str, Any]
-) -> None:
-    """Report a certificate that is not yet valid, expired, or expires soon."""
-    now = time.time()
-    days_left = (info["not_after"] - now) / 86400
-    if info["not_before"] > now + NODE_MAX_CLOCK_SKEW:
-        lu.report(code, itype, item, f"certificate {what} is not yet valid")
-    elif days_left < 0:
-        lu.report(code, itype, item, f"certificate {what} expired")
-    elif days_left < C.CERT_EXPIRY_ERROR_DAYS:
-        lu.report(code, itype, item, f"certificate {what} expires in {days_left:.0f} days")
-    elif days_left < C.CERT_EXPIRY_WARN_DAYS:
-        lu.report(
-            code, itype, item, f"certificate {what} expires in {days_left:.0f} days", warning=True
-        )
 
 
 class LUClusterVerifyGroup(_VerifyLU):
@@ -186,6 +173,8 @@ class LUClusterVerifyGroup(_VerifyLU):
     HTYPE = C.HTYPE_CLUSTER
 
     def expand_names(self) -> None:
+        # node uuid → why it did not answer node_verify
+        self.unanswered: dict[str, str] = {}
         self.group = self.cfg.lookup(NodeGroup, self.op.group_name)
         self.nodes = [n for n in self.cfg.nodes() if n.group == self.group.uuid]
 
@@ -205,7 +194,10 @@ class LUClusterVerifyGroup(_VerifyLU):
         return env
 
     def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
-        return [], [n.uuid for n in self.nodes]
+        # A node that did not answer node_verify by the deadline is not asked
+        # again (that could take the hooks call's own, long, timeout): its
+        # communication failure is reported as the hooks results'.
+        return [], [n.uuid for n in self.nodes if n.uuid not in self.unanswered]
 
     async def exec(self) -> Any:
         self.bad = False
@@ -213,145 +205,155 @@ class LUClusterVerifyGroup(_VerifyLU):
         if not self.nodes:
             self.feedback("* Empty node group, skipping verification")
             return True
-        self.feedback(f"* Gathering data ({len(self.nodes)} nodes)")
-        targets = self.node_addresses([n.uuid for n in self.nodes])
-        started = time.time()
-        results = await self.master.rpc.call(targets, "node_verify", [{}, ""])
-        finished = time.time()
+        uuids = {n.uuid for n in self.nodes}
+        instances = sorted(
+            (i for i in self.cfg.instances() if i.primary_node in uuids), key=lambda i: i.name
+        )
+        count = len(self.nodes)
+        self.feedback(f"* Gathering data ({count} nodes)")
+        self.feedback(f"* Gathering information about nodes ({count} nodes)")
+        images, file_images, started, finished = await self._gather(instances)
+        self.feedback(f"* Gathering disk information ({count} nodes)")
+        self.feedback("* Verifying configuration file consistency")
+        verify_files(self.report, self.master.paths, self.cfg, file_images)
         self.feedback("* Verifying node status")
-        for node in self.nodes:
-            if node.offline:
-                continue
-            self._verify_node(node, results.get(node.uuid), started, finished)
-        await self._verify_orphan_instances(targets)
-        await self._verify_oses(targets)
-        await self._verify_orphan_volumes(targets)
+        checks = InstanceChecks(self.report, images, instances, self._node_name)
+        self._verify_nodes(images, checks, started, finished)
+        self.feedback("* Verifying instance status")
+        wanted = disks_by_node(instances)
+        for inst in instances:
+            if self.op.verbose:
+                self.feedback(f"* Verifying instance {inst.name}")
+            checks.instance(inst, wanted)
+        self.feedback("* Verifying orphan volumes")
+        checks.orphan_files()
+        if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
+            # Ganeti checks that secondaries could take over their primaries'
+            # instances: Corral's templates have no secondary nodes, so none is due.
+            self.feedback("* Verifying N+1 Memory redundancy")
+        other_notes(self.feedback, self.cfg.cluster, instances, images)
         if self.op.debug_simulate_errors:
             self.report("ENODERPC", "node", self.nodes[0].name, "simulated error")
         return not self.bad
 
-    async def _verify_oses(self, targets: list[tuple[str, str]]) -> None:
-        """OS definitions must be valid alike on all nodes, with one os_version."""
-        self.feedback("* Verifying OS definitions")
-        results = await self.master.rpc.call(targets, "os_diagnose", [])
-        seen: dict[str, dict[str, dict[str, Any]]] = {}
-        for uuid, res in results.items():
-            if res.fail_msg:
-                continue  # reported as ENODERPC already
-            for entry in res.payload:
-                seen.setdefault(entry["name"], {})[self._node_name(uuid)] = entry
-        answered = {self._node_name(u) for u, r in results.items() if not r.fail_msg}
-        for name in sorted(seen):
-            per_node = seen[name]
-            for node in sorted(answered - set(per_node)):
-                self.report("ENODEOS", "node", node, f"OS '{name}' is missing")
-            for node, entry in sorted(per_node.items()):
-                if not entry["valid"]:
-                    self.report(
-                        "ENODEOS", "node", node, f"OS '{name}' is invalid: {entry['error']}"
-                    )
-            versions = {n: e["os_version"] for n, e in per_node.items() if e["valid"]}
-            if len(set(versions.values())) > 1:
-                listed = ", ".join(f"{n}: {v or '(none)'}" for n, v in sorted(versions.items()))
-                self.report(
-                    "ENODEOS",
-                    "cluster",
-                    None,
-                    f"OS '{name}' has different os_version files ({listed})",
-                )
-
-    async def _verify_orphan_instances(self, targets: list[tuple[str, str]]) -> None:
-        """What the hypervisors run must be the nodes' own instances."""
-        asked = [
-            (uuid, address, hv)
-            for uuid, address in targets
-            for hv in self.cfg.cluster.enabled_hypervisors
-        ]
-        results = await running_instances(self.master, asked)
-        known = {inst.name: inst for inst in self.cfg.instances()}
-        for (uuid, _), res in sorted(results.items()):
-            if res.fail_msg:
-                continue  # an unreachable node is reported as ENODERPC already
-            node = self._node_name(uuid)
-            for name in sorted(res.payload):
-                inst = known.get(name)
-                if inst is None:
-                    self.report(
-                        "ENODEORPHANINSTANCE",
-                        "node",
-                        node,
-                        f"node is running unknown instance {name}",
-                    )
-                elif inst.primary_node != uuid:
-                    self.report(
-                        "EINSTANCEWRONGNODE",
-                        "instance",
-                        name,
-                        f"instance should not run on node {node}",
-                    )
-
-    async def _verify_orphan_volumes(self, targets: list[tuple[str, str]]) -> None:
-        """Files in the file storage directory must be disks of the nodes' instances
-        (a warning, as Ganeti's unknown volumes)."""
-        self.feedback("* Verifying orphan volumes")
-        storage_dir = self.cfg.cluster.file_storage_dir
-        results = await self.master.rpc.call(targets, "file_storage_list", [storage_dir])
-        owned = {
-            (node, disk.path)
-            for inst in self.cfg.instances()
-            for node in inst.all_nodes
-            for disk in inst.disks
-            if disk.path
+    def _checks(self) -> dict[str, Any]:
+        """The checks every node of the group is asked for."""
+        cluster = self.cfg.cluster
+        hypervisors = list(cluster.enabled_hypervisors)
+        storage = {
+            name: template.storage_dir(cluster)
+            for name in cluster.enabled_disk_templates
+            if (template := templates.DISK_TEMPLATES.get(name)) is not None
         }
-        for uuid, res in sorted(results.items()):
-            if res.fail_msg:
+        return {
+            NV.NODESETUP: None,
+            NV.HYPERVISOR: hypervisors,
+            NV.INSTANCELIST: hypervisors,
+            NV.OSLIST: None,
+            NV.STORAGE: storage,
+        }
+
+    async def _gather(
+        self, instances: list[Instance]
+    ) -> tuple[dict[str, vn.NodeImage], dict[str, vn.NodeImage], float, float]:
+        """Ask every online node of the group (and the master, for the files)
+        once, all at the same time, under one deadline."""
+        images = {n.uuid: vn.NodeImage(n) for n in self.nodes}
+        master = self.cfg.master_node
+        file_images = {**images, master.uuid: images.get(master.uuid) or vn.NodeImage(master)}
+        files = checked_files(self.master.paths, self.cfg, [i.node for i in file_images.values()])
+        common = self._checks()
+        wanted = disks_by_node(instances)
+        listers = storage_files_nodes(self.cfg.cluster, images)
+        asked: list[tuple[vn.NodeImage, dict[str, Any]]] = []
+        for uuid, img in file_images.items():
+            if img.node.offline:
                 continue
-            for path in res.payload:
-                if (uuid, path) not in owned:
-                    self.report(
-                        "ENODEORPHANLV",
-                        "node",
-                        self._node_name(uuid),
-                        f"volume {path} is unknown",
-                        warning=True,
-                    )
+            checks: dict[str, Any] = {NV.FILELIST: files}
+            if uuid in images:
+                checks |= {**common, NV.DISKS: disk_args(wanted.get(uuid, []))}
+                if uuid in listers:
+                    checks[NV.STORAGE_FILES] = listers[uuid]
+            asked.append((img, checks))
+        deadline = self.master.rpc.query_deadline
+        started = time.time()
+        results = await asyncio.gather(
+            *(
+                self.master.rpc.call_one(
+                    img.node.uuid,
+                    img.node.primary_ip,
+                    "node_verify",
+                    [checks, img.node.name],
+                    timeout=deadline,
+                )
+                for img, checks in asked
+            )
+        )
+        finished = time.time()
+        for (img, _), res in zip(asked, results, strict=True):
+            if res.fail_msg:
+                img.rpc_fail, img.fail_msg = True, res.fail_msg
+                if img.node.uuid in images:
+                    self.unanswered[img.node.uuid] = res.fail_msg
+            else:
+                img.answer = res.payload if isinstance(res.payload, dict) else {}
+        return images, file_images, started, finished
+
+    def _verify_nodes(
+        self,
+        images: dict[str, vn.NodeImage],
+        checks: InstanceChecks,
+        started: float,
+        finished: float,
+    ) -> None:
+        """Ganeti's per-node loop: offline nodes skipped, the others' answers judged."""
+        known = {inst.name: inst for inst in self.cfg.instances()}
+        reference: vn.NodeImage | None = None
+        for node in self.nodes:
+            img = images[node.uuid]
+            if node.offline:
+                if self.op.verbose:
+                    self.feedback(f"* Skipping offline node {node.name}")
+                continue
+            if self.op.verbose:
+                self.feedback(f"* Verifying node {node.name} ({self._node_type(node)})")
+            if img.rpc_fail:
+                text = f"while contacting node: {img.fail_msg}"
+                self.report("ENODERPC", "node", node.name, text)
+                continue
+            if not vn.verify_node(self.report, img):
+                img.answer = None
+                continue
+            vn.verify_time(self.report, img, started, finished)
+            vn.verify_storage(self.report, img)
+            if not node.vm_capable:
+                continue
+            vn.update_instances(self.report, img)
+            vn.update_oses(self.report, img)
+            if img.oses is not None:
+                reference = reference or img
+                vn.verify_oses(self.report, img, reference)
+            checks.wrong_nodes(img, known)
+
+    def _node_type(self, node: Node) -> str:
+        if node.uuid == self.cfg.cluster.master_node:
+            return "master"
+        if node.master_candidate:
+            return "master candidate"
+        return "drained" if node.drained else "regular"
 
     def _node_name(self, uuid: str) -> str:
         node = self.cfg.get(Node, uuid)
         return node.name if node is not None else uuid
 
-    def _verify_node(
-        self, node: Node, res: RpcResult | None, started: float, finished: float
-    ) -> None:
-        if res is None or res.fail_msg:
-            reason = res.fail_msg if res is not None else "no answer"
-            self.report("ENODERPC", "node", node.name, f"while contacting node: {reason}")
-            return
-        data = res.payload
-        if data.get("version") != C.PROTOCOL_VERSION:
-            self.report(
-                "ENODEVERSION",
-                "node",
-                node.name,
-                f"incompatible protocol versions: master {C.PROTOCOL_VERSION},"
-                f" node {data.get('version')}",
-            )
-        node_time = float(data.get("time", 0))
-        if node_time < started - NODE_MAX_CLOCK_SKEW or node_time > finished + NODE_MAX_CLOCK_SKEW:
-            self.report(
-                "ENODETIME",
-                "node",
-                node.name,
-                f"node clock differs from the master's by more than {NODE_MAX_CLOCK_SKEW:g} s",
-            )
-        cert = data.get("certificate")
-        if cert:
-            check_cert_validity(self, "ENODESETUP", "node", node.name, "server.pem", cert)
-
     def hooks_callback(self, phase: str, results: dict[str, RpcResult], result: Any) -> Any:
         """Failing cluster-verify post hooks make the verification fail."""
         self.feedback("* Hooks Results")
         ok = bool(result)
+        for node_uuid, why in self.unanswered.items():
+            text = f"Communication failure in hooks execution: {why}"
+            self.report("ENODEHOOKS", "node", self._node_name(node_uuid), text)
+            ok = False
         for node_uuid, res in results.items():
             node = self.cfg.get(Node, node_uuid)
             name = node.name if node is not None else node_uuid

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 
 from corral.daemons.privileges import DEFAULT_RAPI_USER
 from corral.daemons.util import run_daemon
 from corral.luxi import protocol
 from corral.paths import Paths
+from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 
 NAME = "corral-masterd"
 # corral-rapi's user's group (set-up makes the user with a group of its name).
@@ -43,7 +45,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="group allowed to use the luxi socket besides root: corral-rapi's"
         " (default %(default)s; '' for root only)",
     )
+    parser.add_argument(
+        "--query-deadline",
+        type=seconds,
+        default=DEFAULT_QUERY_DEADLINE,
+        metavar="SECONDS",
+        help="time a query gives all the nodes it asks; a node that has not answered"
+        " by then shows no data (default %(default)s)",
+    )
+    parser.add_argument(
+        "--unreachable-memory",
+        type=seconds,
+        default=DEFAULT_MEMORY,
+        metavar="SECONDS",
+        help="how long queries do not wait on a node that did not answer (default %(default)s)",
+    )
     return parser.parse_args(argv)
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use seconds, e.g. 5 or 0.5")
+    return value
 
 
 def byte_size(text: str) -> int:
@@ -73,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
                 luxi_max_message=opts.luxi_max_message_size,
                 luxi_max_buffered=opts.luxi_max_buffered,
                 luxi_group=opts.luxi_group or None,
+                query_deadline=opts.query_deadline,
+                unreachable_memory=opts.unreachable_memory,
             ),
             foreground=opts.foreground,
             paths=paths,

@@ -469,7 +469,8 @@ class JobQueue:
                 C.ECODE_INVAL,
             )
         job = self._jobs.get(job_id)
-        if job is None:
+        # A finished job stays in memory until it is on disk: it is no longer queued.
+        if job is None or job.status in C.JOB_STATUS_FINALIZED:
             return [False, f"Job {job_id} not found in queue"]
         for op in job.ops:
             if not op.finished:

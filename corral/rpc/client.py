@@ -9,10 +9,13 @@ means (``raise_if_failed``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import math
 import os
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,12 @@ from corral import errors
 from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.calls import get_call
+from corral.rpc.reachability import (
+    DEFAULT_MEMORY,
+    DEFAULT_QUERY_DEADLINE,
+    Reachability,
+    current_deadline,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,9 @@ log = logging.getLogger(__name__)
 # waiting for a free connection to the node included: calls to many nodes run in
 # parallel, so a silent node costs a call no more than that.
 CONNECT_TIMEOUT = 10.0
+# The connect timeout for a node remembered as unreachable (see reachability):
+# a logical unit still tries it, but does not wait long for what failed lately.
+REMEMBERED_CONNECT_TIMEOUT = 2.0
 # Enough for the concurrent jobs of a busy master that all call the same node.
 CONNECTIONS_PER_NODE = 32
 
@@ -101,13 +113,29 @@ class RpcClient:
     """Calls nodes' noded over HTTPS with the cluster's client certificate.
 
     ``certfile`` overrides the certificate presented (default ``client.pem``).
+    Calls made under :func:`corral.rpc.reachability.query_deadline` answer by
+    that deadline and skip nodes remembered as unreachable (``reachability``,
+    which remembers failures for ``unreachable_memory`` seconds);
+    ``query_deadline`` is the deadline queries take.
     """
 
-    def __init__(self, paths: Paths, port: int, *, certfile: Path | None = None) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        port: int,
+        *,
+        certfile: Path | None = None,
+        query_deadline: float = DEFAULT_QUERY_DEADLINE,
+        unreachable_memory: float = DEFAULT_MEMORY,
+    ) -> None:
         self._paths = paths
         self._port = port
         self._certfile = certfile
         self._session: aiohttp.ClientSession | None = None
+        self.query_deadline = query_deadline
+        self.reachability = Reachability(unreachable_memory)
+        # address → the background call that checks whether a remembered node is back
+        self._probes: dict[str, asyncio.Task[RpcResult]] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created on first use: a session must be made inside the running loop.
@@ -119,6 +147,8 @@ class RpcClient:
 
     async def close(self) -> None:
         """Close the connections to all nodes."""
+        for task in list(self._probes.values()):
+            task.cancel()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -153,28 +183,71 @@ class RpcClient:
         *,
         timeout: float | None = None,
     ) -> RpcResult:
-        """Call ``name`` on one node; ``timeout`` overrides the table's."""
+        """Call ``name`` on one node; ``timeout`` overrides the table's.
+
+        Under a query deadline the call ends by it, and a node remembered as
+        unreachable is not asked: its result is at once a failure (offline).
+        """
         call = get_call(name)
         body = self._encode(name, call.check_args(args))
         seconds = timeout if timeout is not None else call.timeout_for(args)
+        connect = CONNECT_TIMEOUT
+        down = self.reachability.down(address)
+        deadline = current_deadline()
+        if deadline is not None:
+            if down is not None:
+                self._probe(node, address)
+                log.info("Query did not ask node %s (%s): %s", node, address, down.describe())
+                msg = f"Node {node} not asked: {down.describe()}"
+                return RpcResult(node, name, fail_msg=msg, offline=True)
+            seconds = min(seconds, deadline - time.monotonic())
+            if seconds <= 0:
+                msg = f"RPC call {name} to {address} not made: the query's deadline passed"
+                return RpcResult(node, name, fail_msg=msg)
+        elif down is not None:
+            connect = REMEMBERED_CONNECT_TIMEOUT
+        result, reached = await self._attempt(node, address, name, body, seconds, connect)
+        if reached:
+            self.reachability.answered(address)
+        elif reached is not None:
+            self.reachability.failed(node, address, result.fail_msg or "no answer")
+        return result
+
+    async def _attempt(
+        self, node: str, address: str, name: str, body: bytes, seconds: float, connect: float
+    ) -> tuple[RpcResult, bool | None]:
+        """The call's result, and whether the node answered (None: cannot tell,
+        e.g. a TLS error: the node is there but not one we trust)."""
         try:
-            payload, fail_msg = await self._post(address, name, body, seconds)
+            payload, fail_msg = await self._post(address, name, body, seconds, connect)
         except aiohttp.ClientSSLError as err:
-            return RpcResult(
-                node, name, fail_msg=f"TLS error with {address}:{self._port}: {_reason(err)}"
-            )
+            msg = f"TLS error with {address}:{self._port}: {_reason(err)}"
+            return RpcResult(node, name, fail_msg=msg), None
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
             msg = f"Cannot connect to {address}:{self._port}: {_reason(err)}"
-            return RpcResult(node, name, fail_msg=msg, offline=True)
+            return RpcResult(node, name, fail_msg=msg, offline=True), False
         except TimeoutError:
-            msg = f"RPC call {name} to {address} timed out after {seconds:g} s"
-            return RpcResult(node, name, fail_msg=msg)
+            msg = f"RPC call {name} to {address} timed out after {round(seconds, 3):g} s"
+            return RpcResult(node, name, fail_msg=msg), False
         except aiohttp.ClientError as err:
             msg = f"Error talking to {address}:{self._port}: {_reason(err)}"
-            return RpcResult(node, name, fail_msg=msg)
+            return RpcResult(node, name, fail_msg=msg), None
         if fail_msg is not None:
             log.debug("RPC %s on %s failed: %s", name, node, fail_msg)
-        return RpcResult(node, name, payload=payload, fail_msg=fail_msg)
+        return RpcResult(node, name, payload=payload, fail_msg=fail_msg), True
+
+    def _probe(self, node: str, address: str) -> None:
+        """Ask a remembered node, in the background, whether it is back
+        (at most one such call per node at a time, every PROBE_INTERVAL)."""
+        if address in self._probes or not self.reachability.probe_due(address):
+            return
+        # An empty context: the probe is no part of the query that noticed the node.
+        task = asyncio.create_task(
+            self.call_one(node, address, "version", [], timeout=self.query_deadline),
+            context=contextvars.Context(),
+        )
+        self._probes[address] = task
+        task.add_done_callback(lambda _: self._probes.pop(address, None))
 
     @staticmethod
     def _encode(name: str, args: list[Any]) -> bytes:
@@ -184,10 +257,14 @@ class RpcClient:
             raise errors.ProgrammerError(f"Cannot encode arguments of {name}: {err}") from None
 
     async def _post(
-        self, address: str, name: str, body: bytes, seconds: float
+        self, address: str, name: str, body: bytes, seconds: float, connect: float
     ) -> tuple[Any, str | None]:
         url = f"https://{_host(address)}:{self._port}/{name}"
-        timeout = aiohttp.ClientTimeout(total=seconds, sock_connect=CONNECT_TIMEOUT)
+        # No rounding up of timeouts to whole seconds (aiohttp's default above
+        # 5 s): a query's deadline is meant to the millisecond.
+        timeout = aiohttp.ClientTimeout(
+            total=seconds, sock_connect=min(connect, seconds), ceil_threshold=math.inf
+        )
         headers = {"Content-Type": "application/json"}
         session = self._get_session()
         async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:

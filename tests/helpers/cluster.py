@@ -25,14 +25,18 @@ from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from tests.helpers.noded import REPO_ROOT, free_port
 
-# Test clusters allow any instance size, so that tests about other things can
-# use small disks and no NICs; Ganeti's default policy (a disk of 1 GiB at least,
-# one NIC at least...) applies when ``init`` is given any policy option.
+# Test clusters allow any instance size and number, so that tests about other
+# things can use small disks, no NICs and many instances on one node; Ganeti's
+# default policy (a disk of 1 GiB at least, one NIC at least...) applies when
+# ``init`` is given any policy option.
 PERMISSIVE_IPOLICY = (
     "--ipolicy-bounds-specs",
     "min:cpu-count=0,disk-count=0,disk-size=0,memory-size=0,nic-count=0,spindle-use=0"
     "/max:cpu-count=1024,disk-count=16,disk-size=1073741824,memory-size=1073741824,"
     "nic-count=32,spindle-use=1024",
+    # Many one-vCPU instances on one small node: the allocator would refuse them.
+    "--ipolicy-vcpu-ratio",
+    "1024",
 )
 
 

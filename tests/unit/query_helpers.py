@@ -26,6 +26,8 @@ class FakeRpc:
     """Answers calls from a script (node uuid → payload, or None: the call fails)
     and records each call as ``(name, node uuids, args)``."""
 
+    query_deadline = 5.0  # as RpcClient's
+
     def __init__(self) -> None:
         self.answers: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, list[str], list[Any]]] = []

@@ -12,11 +12,21 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.jobs.fields import JOB_FIELDS
-from corral.master.resources import exports, filters, instances, locks, networks, nodes, oses
+from corral.master.resources import (
+    exports,
+    filters,
+    instances,
+    locks,
+    networks,
+    node_live,
+    nodes,
+    oses,
+)
 from corral.master.resources.common import Names
 from corral.objects import Instance, Node, NodeGroup
 from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
+from corral.rpc.reachability import query_deadline
 
 if TYPE_CHECKING:
     from corral.master.context import Master
@@ -56,11 +66,30 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
         return master.queue.query(fields, qfilter)
     compile_filter(qfilter, fset.value_getter)  # refuse a bad filter before any RPC
     _check_requested_names(master, what, qfilter)
-    needs = fset.needs(fields) | fset.needs(filter_fields(qfilter))
+    filter_needs = fset.needs(filter_fields(qfilter))
+    needs = fset.needs(fields) | filter_needs
     names = requested_names(qfilter, _NAMED[what][0]) if what in _NAMED else None
     wanted = None if names is None else frozenset(n for n in names if isinstance(n, str))
-    items = await _RESOURCES[what][1](master, needs, wanted)
+    loader = _RESOURCES[what][1]
+    # One deadline for every node call of the query (see corral.rpc.reachability).
+    with query_deadline(master.rpc.query_deadline):
+        live = _LIVE_NEEDS.get(what, frozenset()) & needs
+        if qfilter and live and not live & filter_needs:
+            # The filter needs no node: it selects the items from the
+            # configuration first, so that only their nodes are asked.
+            matches = compile_filter(qfilter, fset.value_getter)
+            name = fset.value_getter(_NAMED[what][0])
+            rows = await loader(master, needs - live, wanted)
+            wanted = frozenset(name(row) for row in rows if matches(row))
+        items = await loader(master, needs, wanted)
     return fset.query(fields, qfilter, items)
+
+
+# The needs (see FieldSet.needs) of a resource that its nodes answer.
+_LIVE_NEEDS: dict[str, frozenset[str]] = {
+    C.QR_INSTANCE: frozenset({instances.LIVE}),
+    C.QR_NODE: frozenset({node_live.NODE_INFO, node_live.STORAGE, node_live.HV_INFO}),
+}
 
 
 # Resources whose items are asked for by a name of the configuration: the

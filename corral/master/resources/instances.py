@@ -24,7 +24,7 @@ from corral.master.resources.common import (
 from corral.master.resources.instance_devices import disk_fields, nic_fields
 from corral.master.resources.params import BE_TITLES
 from corral.master.services.params import filled_beparams, filled_hvparams
-from corral.master.services.running import running_instances
+from corral.master.services.running import Target, named_instances, running_instances
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
@@ -378,33 +378,39 @@ async def items(master: Master, needs: set[str], names: Names) -> list[InstanceR
         instances = [inst for inst in found if inst is not None]
     rows = [InstanceRow(inst, ctx) for inst in instances]
     if LIVE in needs and rows:
-        await _add_live_data(master, rows)
+        await _add_live_data(master, rows, named=names is not None)
     return rows
 
 
-async def _add_live_data(master: Master, rows: list[InstanceRow]) -> None:
-    """Ask each primary node which instances of each hypervisor in use run there:
-    a failure leaves unknown only the instances of that node and hypervisor."""
-    cfg = master.cfg
-    in_use: dict[str, set[str]] = {}
+async def _add_live_data(master: Master, rows: list[InstanceRow], *, named: bool) -> None:
+    """Ask each primary node which instances of each hypervisor in use run there
+    (``named``: which of these rows' instances): a failure leaves unknown only
+    the instances of that node and hypervisor."""
+    by_primary: dict[str, list[InstanceRow]] = {}
     for row in rows:
-        in_use.setdefault(row.obj.primary_node, set()).add(row.obj.hypervisor)
-    targets = []
-    offline = set()
-    for uuid, hypervisors in in_use.items():
-        node = cfg.get(Node, uuid)
+        by_primary.setdefault(row.obj.primary_node, []).append(row)
+    by_target: dict[Target, list[InstanceRow]] = {}
+    for uuid, node_rows in by_primary.items():
+        node = master.cfg.get(Node, uuid)
         if node is None or node.offline:
-            offline.add(uuid)
-        else:
-            targets += [(uuid, node.primary_ip, hv) for hv in hypervisors]
-    results = await running_instances(master, targets) if targets else {}
-    for row in rows:
-        primary = row.obj.primary_node
-        if primary in offline:
-            row.node_state = NODE_OFFLINE
+            for row in node_rows:
+                row.node_state = NODE_OFFLINE
             continue
-        res = results.get((primary, row.obj.hypervisor))
+        for row in node_rows:
+            by_target.setdefault((uuid, node.primary_ip, row.obj.hypervisor), []).append(row)
+    if not by_target:
+        return
+    if named:
+        wanted = {target: [r.obj.name for r in rs] for target, rs in by_target.items()}
+        results = await named_instances(master, wanted)
+    else:
+        results = await running_instances(master, by_target)
+    for (uuid, _, hypervisor), target_rows in by_target.items():
+        res = results.get((uuid, hypervisor))
         if res is None or res.fail_msg:
-            row.node_state = NODE_DOWN
+            for row in target_rows:
+                row.node_state = NODE_DOWN
             continue
-        row.live = res.payload.get(row.obj.name)
+        running = res.payload
+        for row in target_rows:
+            row.live = running.get(row.obj.name)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral.objects import Cluster, Node
 from corral.query.fields import NODATA, OFFLINE, Field
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.master.context import Master
@@ -155,11 +156,6 @@ _LIVE_FIELDS: tuple[tuple[str, str, str, str | None, Extract, str], ...] = (
 # The call whose answer holds what a need asks for (spindles: see _spindles).
 _SOURCE = {NODE_INFO: NODE_INFO, STORAGE: NODE_INFO, HV_INFO: HV_INFO, None: NODE_INFO}
 
-# Disk templates whose storage unit is a directory, with the cluster's directory.
-_STORAGE_DIRS: dict[str, Callable[[Cluster], str]] = {
-    "file": lambda cluster: cluster.file_storage_dir,
-}
-
 
 def live_fields() -> list[Field]:
     """The node fields that come from the nodes themselves."""
@@ -183,10 +179,11 @@ def _getter(source: str, extract: Extract) -> Callable[[Any], Any]:
 def storage_paths(cluster: Cluster) -> list[str]:
     """The default storage unit: the directory of the first enabled disk
     template that keeps its disks in one (none if no such template is enabled)."""
-    for template in cluster.enabled_disk_templates:
-        directory = _STORAGE_DIRS.get(template)
+    for name in cluster.enabled_disk_templates:
+        template = templates.DISK_TEMPLATES.get(name)
+        directory = template.storage_dir(cluster) if template is not None else None
         if directory is not None:
-            return [directory(cluster)]
+            return [directory]
     return []
 
 

@@ -4,12 +4,13 @@
 given fails on the node; so each hypervisor gets its own call, and a
 hypervisor failing on a node leaves only that hypervisor's instances unknown.
 With one hypervisor in use (the usual case) this is one call per node.
+A query for named instances asks their nodes about those only.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,3 +40,17 @@ async def running_instances(
         for hv, results in zip(hypervisors, answers, strict=True)
         for uuid, result in results.items()
     }
+
+
+async def named_instances(
+    master: Master, wanted: Mapping[Target, Collection[str]]
+) -> dict[tuple[str, str], RpcResult]:
+    """(node uuid, hypervisor) → the node's answer about the named instances
+    only (which of them run, with their info): the node reads nothing else."""
+    answers = await asyncio.gather(
+        *(
+            master.rpc.call([(uuid, address)], "instances_info", [hv, sorted(names)])
+            for (uuid, address, hv), names in wanted.items()
+        )
+    )
+    return {(uuid, hv): answer[uuid] for (uuid, _, hv), answer in zip(wanted, answers, strict=True)}

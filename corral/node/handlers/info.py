@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import corral
 from corral import constants as C
 from corral import errors
 from corral.crypto.certs import cert_info
@@ -16,6 +17,7 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.meminfo import memory_info
 from corral.node.storage.dirs import storage_path
+from corral.rpc import node_verify as NV
 
 _MIB = 1024 * 1024
 _NUMA_NODE_RE = re.compile(r"^node\d+$")
@@ -82,30 +84,57 @@ async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any
 
 
 @rpc_handler("node_capabilities")
-async def node_capabilities(ctx: NodeContext, file_storage_dir: str) -> dict[str, Any]:
+async def node_capabilities(
+    ctx: NodeContext, file_storage_dir: str, shared_file_storage_dir: str
+) -> dict[str, Any]:
     """The hypervisors this node can run and the disk templates it can serve
-    (with ``file_storage_dir`` as the file storage directory)."""
-    if not isinstance(file_storage_dir, str):
-        raise errors.OpExecError("node_capabilities: file_storage_dir must be a path")
+    (with these as the cluster's file and shared file storage directories)."""
+    for value in (file_storage_dir, shared_file_storage_dir):
+        if not isinstance(value, str):
+            raise errors.OpExecError(f"node_capabilities: {value!r} is not a path")
     # Imported here: the hypervisors import this module.
     from corral.node import capabilities
 
-    return await asyncio.to_thread(capabilities.report, ctx.paths, file_storage_dir)
+    return await asyncio.to_thread(
+        capabilities.report, ctx.paths, file_storage_dir, shared_file_storage_dir
+    )
 
 
 @rpc_handler("node_verify")
 async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> dict[str, Any]:
-    """What the master checks about a node: version, clock and certificate.
+    """What the master checks about a node: version, clock and certificate,
+    and the checks ``checks`` names (see :mod:`corral.node.verify_checks`).
 
-    ``checks`` names what the master wants verified; the basic checks are
-    always done, and names this node does not know are ignored, so that a
-    newer master can talk to an older node.
+    Names this node does not know are ignored, so that a newer master can
+    talk to an older node.
     """
     if not isinstance(checks, dict):
         raise errors.OpExecError("node_verify: checks must be a dictionary")
+    # Imported here: the hypervisors import this module.
+    from corral.node import verify_checks
+
+    wanted = dict(checks)
+    templates = wanted.pop(NV.STORAGE_FILES, None)
+    result = await asyncio.to_thread(verify_checks.run_checks, ctx.paths, wanted)
+    if templates is not None:
+        await _storage_files(ctx, templates, result)
     return {
+        **result,
         "node_name": node_name,
         "version": C.PROTOCOL_VERSION,
+        "release": corral.__version__,
         "time": time.time(),
         "certificate": cert_info(ctx.paths.server_pem),
     }
+
+
+async def _storage_files(ctx: NodeContext, templates: Any, result: dict[str, Any]) -> None:
+    """The files in the file-based templates' directories (for orphan disks)."""
+    from corral.node.handlers.storage import file_storage_list
+
+    try:
+        if not isinstance(templates, list):
+            raise errors.OpExecError(f"{NV.STORAGE_FILES}: expected a list of disk templates")
+        result[NV.STORAGE_FILES] = {t: await file_storage_list(ctx, t) for t in templates}
+    except errors.GenericError as err:
+        result[NV.FAILURES][NV.STORAGE_FILES] = err.message

@@ -1,0 +1,148 @@
+"""The checks a node runs for ``gnt-cluster verify`` (the node_verify call).
+
+The master sends, in one call, the checks it wants with their parameters
+(named in :mod:`corral.rpc.node_verify`); the node answers each
+under the same key.  A check that fails on the node leaves its key out and
+puts its message under ``"failures"``, so one broken check does not hide the
+others' answers.  Everything here reads files: it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from corral import errors
+from corral.crypto.cert_check import check_file
+from corral.node.capabilities import disk_template_problem, hypervisor_problem
+from corral.node.handlers.files import upload_allowed
+from corral.node.hypervisor import get_hypervisor
+from corral.node.storage import registry
+from corral.osdef.definition import diagnose
+from corral.paths import Paths
+from corral.rpc import node_verify as NV
+
+
+def _fingerprint(path: str, paths: Paths) -> str | None:
+    """SHA-1 of a distributed file (None: absent), as Ganeti's FingerprintFiles."""
+    local = paths.from_wire(path)
+    # Only the files the master may distribute: no fingerprint of any other file.
+    if not upload_allowed(paths, local):
+        raise errors.OpExecError(f"{path} is not a cluster file")
+    try:
+        return hashlib.sha1(local.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def file_checksums(paths: Paths, files: Any) -> dict[str, str]:
+    """``{file: sha1}`` of those of ``files`` (production paths) this node has."""
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise errors.OpExecError("filelist: expected a list of file names")
+    sums = {name: _fingerprint(name, paths) for name in files}
+    return {name: digest for name, digest in sums.items() if digest is not None}
+
+
+def node_setup(paths: Paths, _: Any) -> list[list[str]]:
+    """``[level, message]`` about the node's certificates: readable, signed by
+    the cluster CA, not expired nor expiring soon."""
+    out: list[list[str]] = []
+    seen: set[bytes] = set()
+    for cert in (paths.server_pem, paths.client_pem):
+        try:
+            data = cert.read_bytes()
+        except OSError:
+            data = b""
+        if data and data in seen:
+            continue  # a joined node's client certificate is its server one
+        seen.add(data)
+        out += [list(f) for f in check_file(cert, paths.to_wire(cert), paths.ca_cert)]
+    return out
+
+
+def _names(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise errors.OpExecError(f"{what}: expected a list of names")
+    return value
+
+
+def hypervisors(paths: Paths, names: Any) -> dict[str, str | None]:
+    """Hypervisor → why this node cannot run it (None: it can)."""
+    return {name: hypervisor_problem(paths, name) for name in _names(names, "hypervisor")}
+
+
+def instance_list(paths: Paths, names: Any) -> dict[str, list[Any]]:
+    """Hypervisor → ``[True, running instance names]`` or ``[False, why]``."""
+    out: dict[str, list[Any]] = {}
+    for name in _names(names, "instancelist"):
+        try:
+            out[name] = [True, sorted(get_hypervisor(name, paths).instances_info())]
+        except (errors.GenericError, OSError) as err:
+            out[name] = [False, getattr(err, "message", None) or str(err)]
+    return out
+
+
+def os_list(paths: Paths, _: Any) -> list[dict[str, Any]]:
+    """Every OS definition of the search path (paths as production paths)."""
+    found = diagnose(paths.os_search_path)
+    for entry in found:
+        entry["path"] = paths.to_wire(Path(entry["path"]))
+        entry["shadowed"] = [paths.to_wire(Path(hidden[0])) for hidden in entry["shadowed"]]
+    return found
+
+
+def storage(paths: Paths, dirs: Any) -> dict[str, str | None]:
+    """Disk template → why this node cannot serve it (None: it can); ``dirs``
+    maps each template to the cluster directory of its disks (or None)."""
+    if not isinstance(dirs, dict):
+        raise errors.OpExecError("storage: expected a template → directory map")
+    return {name: disk_template_problem(paths, name, dirs) for name in dirs}
+
+
+def disk_status(paths: Paths, disks: Any) -> list[list[str | None]]:
+    """Each disk's ``[state, why]``: ok, missing, or faulty (e.g. too small)."""
+    if not isinstance(disks, list):
+        raise errors.OpExecError("disks: expected a list of disk descriptions")
+    out: list[list[str | None]] = []
+    for data in disks:
+        try:
+            template, disk = registry.resolve(paths, data)
+            if not template.attach(disk).exists():
+                out.append([NV.DISK_MISSING, None])
+                continue
+            problem = template.verify(disk)
+        except errors.GenericError as err:
+            problem = err.message
+        out.append([NV.DISK_OK, None] if problem is None else [NV.DISK_FAULTY, problem])
+    return out
+
+
+Check = Callable[[Paths, Any], Any]
+
+# Check name → the function answering it (its parameter from the master).
+CHECKS: dict[str, Check] = {
+    NV.FILELIST: file_checksums,
+    NV.NODESETUP: node_setup,
+    NV.HYPERVISOR: hypervisors,
+    NV.INSTANCELIST: instance_list,
+    NV.OSLIST: os_list,
+    NV.STORAGE: storage,
+    NV.DISKS: disk_status,
+}
+
+
+def run_checks(paths: Paths, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The answers to the ``wanted`` checks this node knows (others are
+    ignored: a newer master may ask more), failures under ``"failures"``."""
+    out: dict[str, Any] = {NV.FAILURES: {}}
+    for name, param in wanted.items():
+        check = CHECKS.get(name)
+        if check is None:
+            continue
+        try:
+            out[name] = check(paths, param)
+        except (errors.GenericError, OSError, ValueError) as err:
+            out[NV.FAILURES][name] = getattr(err, "message", None) or str(err)
+    return out
