@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from corral import capabilities, errors
 from corral import constants as C
-from corral import ipolicy as IP
+from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
-from corral.cmdlib.ipolicy_checks import node_group_policy
+from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services import allocator
 from corral.master.services.allocator.requests import Relocate
 from corral.master.services.params import filled_beparams, filled_hvparams
@@ -112,8 +111,8 @@ class _MoveLU(InstanceLU):
                 C.ECODE_STATE,
             )
         check_target_node(self.target, self.cleanup)
-        self._check_target_ipolicy(self.target)
-        await self._check_capabilities(self.target)
+        check_target_ipolicy(self, self.target, self.op.ignore_ipolicy)
+        await check_target_capabilities(self, self.target)
         await self._check_memory(self.target)
 
     async def _run_allocator(self) -> Node:
@@ -137,64 +136,6 @@ class _MoveLU(InstanceLU):
             f" {', '.join(answer.result)}"
         )
         return self.cfg.lookup(Node, answer.result[0])
-
-    def _check_target_ipolicy(self, target: Node) -> None:
-        """Ganeti's CheckTargetNodeIPolicy: only a move to another group is checked."""
-        if target.group == self.pnode.group:
-            return
-        _, policy = node_group_policy(self.cfg, target.uuid)
-        be = filled_beparams(self.cfg.cluster, self.instance)
-        ispec = {
-            IP.ISPEC_MEM_SIZE: be.get("maxmem"),
-            IP.ISPEC_CPU_COUNT: be.get("vcpus"),
-            IP.ISPEC_DISK_COUNT: len(self.instance.disks),
-            IP.ISPEC_DISK_SIZE: [d.size for d in self.instance.disks],
-            IP.ISPEC_NIC_COUNT: len(self.instance.nics),
-            IP.ISPEC_SPINDLE_USE: be.get("spindle_use"),
-        }
-        found = IP.instance_spec_violations(
-            policy, ispec, [self.instance.disk_template] * len(self.instance.disks)
-        )
-        if not found:
-            return
-        message = (
-            f"Instance does not meet target node group's ({target.group}) instance policy:"
-            f" {IP.comma_join(found)}"
-        )
-        if self.op.ignore_ipolicy:
-            self.warn(message)
-        else:
-            raise errors.OpPrereqError(message, C.ECODE_INVAL)
-
-    async def _check_capabilities(self, target: Node) -> None:
-        """The target must run the instance's hypervisor and serve its disk
-        template (the node's capability report)."""
-        cluster = self.cfg.cluster
-        res = await self.master.rpc.call_one(
-            target.uuid,
-            target.primary_ip,
-            "node_capabilities",
-            [cluster.file_storage_dir, cluster.shared_file_storage_dir],
-        )
-        if res.failed:
-            raise errors.OpPrereqError(
-                f"Cannot reach target node {target.name}: {res.fail_msg}", C.ECODE_ENVIRON
-            )
-        wanted = (
-            (capabilities.REPORT_HYPERVISORS, "run hypervisor", self.instance.hypervisor),
-            (
-                capabilities.REPORT_DISK_TEMPLATES,
-                "serve disk template",
-                self.instance.disk_template,
-            ),
-        )
-        for report, doing, name in wanted:
-            problem = res.payload.get(report, {}).get(name, "not reported")
-            if problem:
-                raise errors.OpPrereqError(
-                    f"Target node {target.name} cannot {doing} '{name}': {problem}",
-                    C.ECODE_STATE,
-                )
 
     async def _check_memory(self, target: Node) -> None:
         self.target_free_memory: int | None = None

@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from corral import capabilities, errors
 from corral import constants as C
-from corral import ipolicy as IP
+from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_move_copy import DiskCopy
-from corral.cmdlib.ipolicy_checks import node_group_policy
+from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
@@ -82,8 +81,8 @@ class LUInstanceMove(InstanceLU):
                 f"Instance {inst.name} is already on the node {target.name}", C.ECODE_STATE
             )
         check_target(target)
-        self._check_ipolicy(target)
-        await self._check_capabilities(target)
+        check_target_ipolicy(self, target, self.op.ignore_ipolicy)
+        await check_target_capabilities(self, target)
         memory = 0
         if inst.admin_state == ADMIN_UP:
             memory = filled_beparams(self.cfg.cluster, inst)["maxmem"]
@@ -94,57 +93,6 @@ class LUInstanceMove(InstanceLU):
         disk_mib = sum(d.size for d in inst.disks)
         purpose = f"failing over instance {inst.name}"
         await U.check_node_resources(self, target, inst.hypervisor, memory, disk_mib, purpose)
-
-    def _check_ipolicy(self, target: Node) -> None:
-        """Ganeti's CheckTargetNodeIPolicy: a move to another group only."""
-        if target.group == self.pnode.group:
-            return
-        _, policy = node_group_policy(self.cfg, target.uuid)
-        inst = self.instance
-        be = filled_beparams(self.cfg.cluster, inst)
-        ispec = {
-            IP.ISPEC_MEM_SIZE: be.get("maxmem"),
-            IP.ISPEC_CPU_COUNT: be.get("vcpus"),
-            IP.ISPEC_DISK_COUNT: len(inst.disks),
-            IP.ISPEC_DISK_SIZE: [d.size for d in inst.disks],
-            IP.ISPEC_NIC_COUNT: len(inst.nics),
-            IP.ISPEC_SPINDLE_USE: be.get("spindle_use"),
-        }
-        found = IP.instance_spec_violations(policy, ispec, [inst.disk_template] * len(inst.disks))
-        if not found:
-            return
-        message = (
-            f"Instance does not meet target node group's ({target.group}) instance policy:"
-            f" {IP.comma_join(found)}"
-        )
-        if not self.op.ignore_ipolicy:
-            raise errors.OpPrereqError(message, C.ECODE_INVAL)
-        self.warn(message)
-
-    async def _check_capabilities(self, target: Node) -> None:
-        """The target must run the instance's hypervisor and serve its disk template."""
-        cluster = self.cfg.cluster
-        res = await self.master.rpc.call_one(
-            target.uuid,
-            target.primary_ip,
-            "node_capabilities",
-            [cluster.file_storage_dir, cluster.shared_file_storage_dir],
-        )
-        if res.failed:
-            raise errors.OpPrereqError(
-                f"Cannot reach target node {target.name}: {res.fail_msg}", C.ECODE_ENVIRON
-            )
-        inst = self.instance
-        for report, doing, name in (
-            (capabilities.REPORT_HYPERVISORS, "run hypervisor", inst.hypervisor),
-            (capabilities.REPORT_DISK_TEMPLATES, "serve disk template", inst.disk_template),
-        ):
-            problem = res.payload.get(report, {}).get(name, "not reported")
-            if problem:
-                raise errors.OpPrereqError(
-                    f"Target node {target.name} cannot {doing} '{name}': {problem}",
-                    C.ECODE_STATE,
-                )
 
     def build_hooks_env(self) -> dict[str, Any]:
         return {

@@ -4,13 +4,18 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import ALL_SET, LogicalUnit
-from corral.cmdlib.node_roles import FLAGS, Role, candidate_stats, fill_candidate_pool
+from corral.cmdlib.node_roles import (
+    FLAGS,
+    Role,
+    candidate_stats,
+    check_secondary_ip,
+    fill_candidate_pool,
+)
 from corral.master.services.ndparams import check_not_global, updated_ndparams
 from corral.objects import Node
 from corral.opcodes import node as opn
@@ -63,13 +68,7 @@ class LUNodeSetParams(_OneNodeLU):
             or op.master_capable is False
         )
         if op.secondary_ip is not None:
-            try:
-                ipaddress.IPv4Address(op.secondary_ip)
-            except ValueError:
-                raise errors.OpPrereqError(
-                    f"Secondary IP ({op.secondary_ip}) needs to be a valid IPv4 address",
-                    C.ECODE_INVAL,
-                ) from None
+            check_secondary_ip(op.secondary_ip)
         self.lock_all = op.auto_promote and self.might_demote
 
     def declare_locks(self) -> None:

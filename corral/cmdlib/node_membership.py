@@ -17,7 +17,7 @@ from corral import capabilities, errors
 from corral import constants as C
 from corral.bootstrap import check_hostname
 from corral.cmdlib.base import ALL_SET, LogicalUnit
-from corral.cmdlib.node_roles import candidate_stats
+from corral.cmdlib.node_roles import candidate_stats, check_secondary_ip
 from corral.master import distribution, join_tokens
 from corral.master.services.ndparams import check_not_global, updated_ndparams
 from corral.master.ssconf import ssconf_values
@@ -69,13 +69,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         op.primary_ip = _node_ip(op.node_name, op.primary_ip)
         if op.secondary_ip is None:
             op.secondary_ip = op.primary_ip
-        try:
-            ipaddress.IPv4Address(op.secondary_ip)
-        except ValueError:
-            raise errors.OpPrereqError(
-                f"Secondary IP ({op.secondary_ip}) needs to be a valid IPv4 address",
-                C.ECODE_INVAL,
-            ) from None
+        check_secondary_ip(op.secondary_ip)
 
     def build_hooks_env(self) -> dict[str, Any]:
         op = self.op

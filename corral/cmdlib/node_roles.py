@@ -4,8 +4,11 @@ master candidate pool, as Ganeti keeps them."""
 from __future__ import annotations
 
 import enum
+import ipaddress
 from typing import TYPE_CHECKING, Any
 
+from corral import constants as C
+from corral import errors
 from corral.objects import Node
 
 if TYPE_CHECKING:
@@ -79,3 +82,13 @@ def fill_candidate_pool(lu: LogicalUnit[Any], changed: Node) -> None:
         lu.log_info(f"Promoted nodes to master candidate role: {', '.join(promoted)}")
     if now > wanted:
         lu.log_info(f"Note: more nodes are candidates ({now}) than desired ({wanted})")
+
+
+def check_secondary_ip(address: str) -> None:
+    """Ganeti's check of a node's secondary address (IPv4 only)."""
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        raise errors.OpPrereqError(
+            f"Secondary IP ({address}) needs to be a valid IPv4 address", C.ECODE_INVAL
+        ) from None
