@@ -80,16 +80,25 @@ def test_the_allocator_spreads_100_instances(bed: testbed.Testbed) -> None:
     assert max(placed.values()) - min(placed.values()) <= 2, placed
 
 
-def test_failover_migrate_evacuate_and_verify(bed: testbed.Testbed) -> None:
+def test_failover_migrate_move_evacuate_and_verify(bed: testbed.Testbed) -> None:
     names = [n.name for n in bed.nodes]
     before = _primaries(bed)
     one = sorted(i for i, node in before.items() if node == names[1])[0]
     _ok(bed.gnt("instance", "failover", "-f", "-n", names[2], one))
     _ok(bed.gnt("instance", "migrate", "-f", "-n", names[3], one))
     assert _primaries(bed)[one] == names[3]
+    # A file disk moves node to node (the content itself: test_instance_move.py).
+    _ok(
+        bed.gnt(
+            "instance", "add", "-t", "file", "--disk", "0:size=16m", "-o", "plain",
+            "--no-install", "--no-name-check", "--no-ip-check", "-n", names[0], "withdisk",
+        )
+    )  # fmt: skip
+    _ok(bed.gnt("instance", "move", "-f", "-n", names[1], "withdisk"))
+    assert _primaries(bed)["withdisk"] == names[1]
     evacuated = names[4]
     _ok(bed.gnt("node", "evacuate", "-f", "-p", evacuated))
     after = _primaries(bed)
     assert evacuated not in after.values()
-    assert len(after) == INSTANCES
+    assert len(after) == INSTANCES + 1
     _ok(bed.gnt("cluster", "verify"))

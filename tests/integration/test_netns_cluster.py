@@ -1,6 +1,6 @@
 """A cluster whose nodes each have a network stack of their own (network
 namespaces joined by a bridge, addresses that exist only inside them):
-nodes join, and instances fail over and migrate between them."""
+nodes join, instances fail over and migrate, and disks move between them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from corral import testbed
+from tests.helpers.cluster import PERMISSIVE_IPOLICY
 from tests.helpers.netns import NetnsBed
 from tests.helpers.osdef import make_os
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed.Testbed]:
     root: Path = tmp_path_factory.mktemp("netns")
     with NetnsBed(3) as network:
-        running = testbed.up(root, nodes=3, network=network)
+        running = testbed.up(root, nodes=3, network=network, init_args=PERMISSIVE_IPOLICY)
         try:
             for node in running.nodes:
                 make_os(node.paths, "plain", variants=None)
@@ -66,3 +67,23 @@ def test_failover_and_migrate_between_namespaces(bed: testbed.Testbed) -> None:
     # The fake hypervisor's state moved with it: only node 1 runs it.
     states = [(n.paths.run_dir / "fake-hypervisor" / "nsinst").exists() for n in bed.nodes]
     assert states == [True, False, False]
+
+
+def test_move_streams_a_disk_between_namespaces(bed: testbed.Testbed) -> None:
+    _, node2, node3 = bed.nodes
+    _ok(
+        bed.gnt(
+            "instance", "add", "-t", "file", "--disk", "0:size=8m", "-o", "plain",
+            "--no-install", "--no-start", "--no-name-check", "--no-ip-check",
+            "-n", node2.name, "nsfile",
+        )
+    )  # fmt: skip
+    (disk,) = (node2.paths.file_storage_dir / "nsfile").iterdir()
+    content = bytes(range(256)) * 4096  # 1 MiB that is not zeros
+    with disk.open("r+b") as out:
+        out.write(content)
+    _ok(bed.gnt("instance", "move", "-f", "-n", node3.name, "nsfile"))
+    assert _placement(bed, "nsfile") == (node3.name, "ADMIN_down")
+    (moved,) = (node3.paths.file_storage_dir / "nsfile").iterdir()
+    assert moved.read_bytes()[: len(content)] == content
+    assert not (node2.paths.file_storage_dir / "nsfile").exists()
