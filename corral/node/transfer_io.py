@@ -22,18 +22,25 @@ import errno
 import itertools
 import mmap
 import os
+import queue
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from corral import errors
 from corral.node.storage.base import CHUNK, NodeTemplate
-from corral.node.transfer_stream import DEPTH, Checksum, hashed, in_thread
+from corral.node.transfer_stream import Checksum, hashed, in_own_thread, in_thread, prefetch
 from corral.storage.disk import DiskDescription
 
 # O_DIRECT needs offsets, lengths and the buffer aligned to the device's block.
 ALIGN = 4096
-# Read buffers: the prefetch queue's, the one being read, the one being sent, spares.
-RING = DEPTH + 4
+# Read buffers, and how many chunks behind the reader thread the consumer
+# may be (the one being sent, one in the connection, spares).
+RING = 8
+LAG = 3
+# Write buffers: the one being filled, the one being written, spares that
+# absorb the jitter between the connection and the disk.
+BUFFERS = 6
 _ZEROS = bytes(CHUNK)
 
 
@@ -114,21 +121,58 @@ class _Direct:
             os.close(self.cached)
 
 
+class _Reader:
+    """Reads a disk ahead into a ring of buffers in a thread of its own, which
+    hands each chunk to the event loop with ``call_soon_threadsafe``: the disk
+    never waits for the event loop (busy with the TLS work) between reads."""
+
+    def __init__(self, direct: _Direct, size: int, checksum: Checksum) -> None:
+        self.direct, self.size, self.checksum = direct, size, checksum
+        self.ring = [mmap.mmap(-1, CHUNK) for _ in range(RING)]
+        # Chunks the thread may read before the consumer asks for more: a
+        # buffer is read again only LAG chunks after the consumer came back
+        # from it (the connection is done with a chunk once it takes the next).
+        self.slots = threading.Semaphore(RING - LAG)
+        # Chunks read; then None at the end, or the error that stopped the thread.
+        self.ready: asyncio.Queue[memoryview | Exception | None] = asyncio.Queue()
+        self.stopped = False
+
+    def read_all(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In the reader thread: read every chunk (until stopped)."""
+        try:
+            for index in itertools.count():
+                if self.direct.offset >= self.size:
+                    break
+                self.slots.acquire()
+                if self.stopped:
+                    return
+                step = min(CHUNK, self.size - self.direct.offset)
+                view = self.direct.read(self.ring[index % RING], step, self.checksum)
+                loop.call_soon_threadsafe(self.ready.put_nowait, view)
+        except Exception as err:  # handed to the consumer, which raises it
+            loop.call_soon_threadsafe(self.ready.put_nowait, err)
+        else:
+            loop.call_soon_threadsafe(self.ready.put_nowait, None)
+
+    def stop(self) -> None:
+        """Make the reader thread end after its current read."""
+        self.stopped = True
+        self.slots.release()
+
+
 async def read_disk(
     template: NodeTemplate, disk: DiskDescription, checksum: Checksum
 ) -> AsyncIterator[bytes | memoryview]:
     """The disk's content chunk by chunk, each added to ``checksum``.
 
-    A chunk is a view of one of a ring of buffers, overwritten RING chunks
-    later: by then the consumer (the connection, at most DEPTH chunks behind
-    through :func:`~corral.node.transfer_stream.prefetch`) is done with it.
-    No copy is made of the data read.
+    A chunk is a view of one of a ring of buffers (see :class:`_Reader`):
+    no copy is made of the data read.
     """
     path = template.attach(disk)
     size = await asyncio.to_thread(template.size, disk)
     fd = _open_direct(path, os.O_RDONLY)  # quick, and no descriptor lost to a cancel
     if fd is None:
-        async for chunk in hashed(template.read_stream(disk), checksum):
+        async for chunk in prefetch(hashed(template.read_stream(disk), checksum)):
             yield chunk
         return
     try:
@@ -137,16 +181,21 @@ async def read_disk(
         os.close(fd)
         raise _io_error(path, "open", err) from None
     direct = _Direct(fd, path, cached)
-    # Anonymous maps are page-aligned, as direct I/O wants.  They are left to
-    # the garbage collector: the connection may hold a view of the last ones.
-    ring = [mmap.mmap(-1, CHUNK) for _ in range(RING)]
+    reader = _Reader(direct, size, checksum)
+    loop = asyncio.get_running_loop()
+    thread = in_own_thread(lambda: reader.read_all(loop), f"read {path.name}")
     try:
-        for index in itertools.count():
-            if direct.offset >= size:
-                break
-            step = min(CHUNK, size - direct.offset)
-            yield await in_thread(direct.read, ring[index % RING], step, checksum)
+        while (item := await reader.ready.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+            reader.slots.release()
     finally:
+        reader.stop()
+        # The thread may be reading into the ring with the descriptor: it ends
+        # first (after its current read); wait() does not cancel it.  The ring
+        # is left to the garbage collector: the connection may hold a view of it.
+        await asyncio.wait([thread])
         direct.close()
 
 
@@ -182,19 +231,30 @@ async def _chunks(read_some: ReadSome, length: int) -> AsyncIterator[bytes]:
 
 
 class _Receiver:
-    """Fills aligned buffers from the body while a worker thread writes the
-    filled ones: one copy per byte, from the connection into the buffer."""
+    """Gathers the body's pieces into chunks on the event loop while a thread
+    of its own copies each chunk into an aligned buffer, checksums and writes
+    it: one copy per byte, from the connection into the buffer, and not on
+    the event loop, which has the TLS work to do.
+
+    The thread takes the next chunk as soon as it is handed over and frees its
+    place with ``call_soon_threadsafe``: no hop through the event loop between
+    two writes."""
 
     def __init__(self, direct: _Direct, checksum: Checksum, sparse: bool) -> None:
         self.direct, self.checksum, self.sparse = direct, checksum, sparse
-        self.free: asyncio.Queue[mmap.mmap] = asyncio.Queue()
-        self.full: asyncio.Queue[tuple[mmap.mmap, int] | None] = asyncio.Queue()
-        # Anonymous maps are page-aligned, as direct I/O wants.
-        self.buffers = [mmap.mmap(-1, CHUNK) for _ in range(DEPTH + 1)]
-        for buffer in self.buffers:
-            self.free.put_nowait(buffer)
+        # Chunks handed over and not yet written, at most BUFFERS.
+        self.places = asyncio.Semaphore(BUFFERS)
+        # Chunks (their pieces) for the thread; None ends it.
+        self.full: queue.SimpleQueue[list[memoryview] | None] = queue.SimpleQueue()
+        self.stopped = False
+        # An anonymous map is page-aligned, as direct I/O wants.
+        self.buffer = mmap.mmap(-1, CHUNK)
 
-    def _write(self, buffer: mmap.mmap, size: int) -> None:
+    def _write(self, pieces: list[memoryview]) -> None:
+        buffer, size = self.buffer, 0
+        for piece in pieces:
+            buffer[size : size + len(piece)] = piece
+            size += len(piece)
         view = memoryview(buffer)[:size]
         self.checksum.update(view)
         # A zero prefix is rare in data: only then the whole chunk is compared.
@@ -204,33 +264,41 @@ class _Receiver:
             self.direct.write_buffered(bytes(view))
         else:
             self.direct.write_view(view)
+        view.release()
         self.direct.offset += size
 
-    async def writer(self) -> None:
-        while (item := await self.full.get()) is not None:
-            buffer, size = item
-            await in_thread(self._write, buffer, size)
-            self.free.put_nowait(buffer)
+    def write_all(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In the writer thread: write the chunks handed over until the end (or a stop)."""
+        while not self.stopped and (pieces := self.full.get()) is not None:
+            self._write(pieces)
+            loop.call_soon_threadsafe(self.places.release)
+
+    def stop(self) -> None:
+        """Make the writer thread end after its current write."""
+        self.stopped = True
+        self.full.put(None)
 
     async def fill(self, read_some: ReadSome, length: int) -> None:
-        """Copy the body into buffers, handing each full one to the writer."""
-        buffer, used = await self.free.get(), 0
+        """Gather the body into chunks, handing each to the writer."""
+        pieces: list[memoryview] = []
+        used = 0
+        await self.places.acquire()
         async for piece in _pieces(read_some, length):
             view = memoryview(piece)
             while view:
                 take = min(len(view), CHUNK - used)
-                buffer[used : used + take] = view[:take]
+                pieces.append(view[:take])
                 used, view = used + take, view[take:]
                 if used == CHUNK:
-                    await self.full.put((buffer, used))
-                    buffer, used = await self.free.get(), 0
+                    self.full.put(pieces)
+                    pieces, used = [], 0
+                    await self.places.acquire()
         if used:
-            await self.full.put((buffer, used))
-        await self.full.put(None)
+            self.full.put(pieces)
+        self.full.put(None)
 
     def close(self) -> None:
-        for buffer in self.buffers:
-            buffer.close()
+        self.buffer.close()
 
 
 async def write_disk(
@@ -251,19 +319,24 @@ async def write_disk(
         return await template.write_stream(disk, hashed(_chunks(read_some, length), checksum))
     direct = _Direct(fd, path)
     receiver = _Receiver(direct, checksum, template.SPARSE_WRITES)
-    tasks = [asyncio.create_task(receiver.fill(read_some, length))]
-    tasks.append(asyncio.create_task(receiver.writer()))
+    filling = asyncio.create_task(receiver.fill(read_some, length))
+    loop = asyncio.get_running_loop()
+    writing = in_own_thread(lambda: receiver.write_all(loop), f"write {path.name}")
     try:
         # Either may fail first (the sender stops, the disk refuses a write).
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait([filling, writing], return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             task.result()
-        await asyncio.gather(*tasks)
+        await asyncio.wait([filling, writing])  # wait() never cancels the thread's future
+        filling.result()
+        writing.result()
         await in_thread(os.fsync, fd)
         return direct.offset
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        receiver.stop()
+        filling.cancel()
+        # The thread may be using the buffers and the descriptor: it ends first
+        # (after its current write); wait() does not cancel it.
+        await asyncio.wait([filling, writing])
         receiver.close()
         direct.close()

@@ -29,7 +29,7 @@ from corral.node.storage import registry
 from corral.node.storage.base import CHUNK, NodeTemplate
 from corral.node.transfer_io import read_disk
 from corral.node.transfer_receive import DISCARD_PATH, check_id
-from corral.node.transfer_stream import Checksum, new_digest, prefetch
+from corral.node.transfer_stream import Checksum, new_digest
 from corral.storage.disk import DiskDescription
 
 MIB = 1024 * 1024
@@ -142,7 +142,7 @@ async def _body(
     """The disk's bytes, checksummed and counted as the connection takes them."""
     timer = asyncio.timeout(None)
     async with timer:
-        async for chunk in prefetch(read_disk(template, disk, digest)):
+        async for chunk in read_disk(template, disk, digest):
             timer.reschedule(asyncio.get_running_loop().time() + STALL_TIMEOUT)
             yield chunk
             out.sent[index] += len(chunk)

@@ -6,6 +6,7 @@ on the event loop does, a few chunks apart, instead of in turn.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -78,6 +79,36 @@ async def hashed(chunks: AsyncIterable[bytes], digest: Checksum) -> AsyncIterato
     async for chunk in chunks:
         await asyncio.to_thread(digest.update, chunk)
         yield chunk
+
+
+def in_own_thread(func: Callable[[], None], name: str) -> asyncio.Future[None]:
+    """Start ``func()`` in a new thread; a future of its end (its exception, if any).
+
+    For a job that lasts the whole copy: it would hold one of the default
+    executor's few workers all along.  Cancelling the future does not stop
+    the thread: wait for it with ``asyncio.wait``, which never cancels.
+    """
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def settle(err: BaseException | None) -> None:
+        if ended.done():
+            return
+        if err is None:
+            ended.set_result(None)
+        else:
+            ended.set_exception(err)
+
+    def run() -> None:
+        try:
+            func()
+        except BaseException as err:  # handed to whoever awaits the future
+            loop.call_soon_threadsafe(settle, err)
+        else:
+            loop.call_soon_threadsafe(settle, None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return ended
 
 
 async def in_thread(func: Callable[..., T], *args: Any) -> T:
