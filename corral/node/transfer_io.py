@@ -18,6 +18,7 @@ and ``write_stream`` do the I/O.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import itertools
 import mmap
@@ -201,6 +202,13 @@ async def read_disk(
 
 # Reads the next piece of a request body: b"" at its end.
 ReadSome = Callable[[], Awaitable[bytes]]
+# Part of a piece: the bytes, where the part starts in them, its length.
+_Piece = tuple[bytes, int, int]
+
+
+def _address(data: bytes) -> int:
+    """Where the content of ``data`` lies in memory (valid while it is referenced)."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
 
 
 async def _pieces(read_some: ReadSome, length: int) -> AsyncIterator[bytes]:
@@ -236,25 +244,32 @@ class _Receiver:
     it: one copy per byte, from the connection into the buffer, and not on
     the event loop, which has the TLS work to do.
 
-    The thread takes the next chunk as soon as it is handed over and frees its
-    place with ``call_soon_threadsafe``: no hop through the event loop between
-    two writes."""
+    The thread holds the GIL as little as it can: the event loop's thread is
+    the copy's bottleneck (it decrypts and parses every byte), so the copy
+    into the buffer goes through ``ctypes.memmove``, which releases the GIL
+    as the checksum and the write do (a slice assignment would hold it for
+    the whole chunk).  It takes the next chunk as soon as it is handed over
+    and frees its place with ``call_soon_threadsafe``: no hop through the
+    event loop between two writes."""
 
     def __init__(self, direct: _Direct, checksum: Checksum, sparse: bool) -> None:
         self.direct, self.checksum, self.sparse = direct, checksum, sparse
         # Chunks handed over and not yet written, at most BUFFERS.
         self.places = asyncio.Semaphore(BUFFERS)
         # Chunks (their pieces) for the thread; None ends it.
-        self.full: queue.SimpleQueue[list[memoryview] | None] = queue.SimpleQueue()
+        self.full: queue.SimpleQueue[list[_Piece] | None] = queue.SimpleQueue()
         self.stopped = False
         # An anonymous map is page-aligned, as direct I/O wants.
         self.buffer = mmap.mmap(-1, CHUNK)
+        self._exported: ctypes.c_char | None = ctypes.c_char.from_buffer(self.buffer)
+        self.address = ctypes.addressof(self._exported)
 
-    def _write(self, pieces: list[memoryview]) -> None:
-        buffer, size = self.buffer, 0
-        for piece in pieces:
-            buffer[size : size + len(piece)] = piece
-            size += len(piece)
+    def _write(self, pieces: list[_Piece]) -> None:
+        size = 0
+        for data, start, length in pieces:
+            ctypes.memmove(self.address + size, _address(data) + start, length)
+            size += length
+        buffer = self.buffer
         view = memoryview(buffer)[:size]
         self.checksum.update(view)
         # A zero prefix is rare in data: only then the whole chunk is compared.
@@ -280,15 +295,15 @@ class _Receiver:
 
     async def fill(self, read_some: ReadSome, length: int) -> None:
         """Gather the body into chunks, handing each to the writer."""
-        pieces: list[memoryview] = []
+        pieces: list[_Piece] = []
         used = 0
         await self.places.acquire()
         async for piece in _pieces(read_some, length):
-            view = memoryview(piece)
-            while view:
-                take = min(len(view), CHUNK - used)
-                pieces.append(view[:take])
-                used, view = used + take, view[take:]
+            start = 0
+            while start < len(piece):
+                take = min(len(piece) - start, CHUNK - used)
+                pieces.append((piece, start, take))
+                used, start = used + take, start + take
                 if used == CHUNK:
                     self.full.put(pieces)
                     pieces, used = [], 0
@@ -298,6 +313,7 @@ class _Receiver:
         self.full.put(None)
 
     def close(self) -> None:
+        self._exported = None  # the buffer cannot close while exported
         self.buffer.close()
 
 
