@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral import capabilities, errors
-from corral.node.hypervisor import get_hypervisor
+from corral.node.hypervisor import hypervisor_class
 from corral.paths import Paths
 from corral.storage import templates
 
@@ -22,13 +22,9 @@ from corral.storage import templates
 def hypervisor_problem(paths: Paths, name: str) -> str | None:
     """Why this node cannot run hypervisor ``name``, or None if it can."""
     try:
-        # Listing the running instances reads the hypervisor's state.
-        get_hypervisor(name, paths).instances_info()
+        return hypervisor_class(name).problem(paths)
     except errors.GenericError as err:
         return err.message
-    except OSError as err:
-        return f"cannot read its state: {err.strerror or err}"
-    return None
 
 
 def _no_storage(paths: Paths, directory: str | None) -> str | None:

@@ -20,10 +20,12 @@ from corral.daemons.util import ReadyCallback, listen_error, one_line
 from corral.node import join_protocol as J
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler
+from corral.node.hypervisor import available
 from corral.node.join_server import Membership, serve_join
 from corral.node.limits import ConnectionLimits
 from corral.node.listener import GuardedTCPSite, fd_limit
 from corral.node.transfer_receive import add_routes as add_transfer_routes
+from corral.paths import Paths
 from corral.rpc.calls import CALLS
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,20 @@ def make_app(ctx: NodeContext) -> web.Application:
             app.router.add_post(path, functools.partial(_join, membership=membership, step=step))
     add_transfer_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
+    app.on_startup.append(functools.partial(_hypervisors_up, paths=ctx.paths))
+    app.on_cleanup.append(functools.partial(_hypervisors_down, paths=ctx.paths))
     return app
+
+
+async def _hypervisors_up(_: web.Application, *, paths: Paths) -> None:
+    """Take up the instances that kept running while noded was down."""
+    for hypervisor in available(paths):
+        await hypervisor.resume()
+
+
+async def _hypervisors_down(_: web.Application, *, paths: Paths) -> None:
+    for hypervisor in available(paths):
+        await hypervisor.close()
 
 
 async def _join(request: web.Request, *, membership: Membership, step: str) -> web.Response:

@@ -73,12 +73,14 @@ def hypervisors(paths: Paths, names: Any) -> dict[str, str | None]:
     return {name: hypervisor_problem(paths, name) for name in _names(names, "hypervisor")}
 
 
-def instance_list(paths: Paths, names: Any) -> dict[str, list[Any]]:
-    """Hypervisor → ``[True, running instance names]`` or ``[False, why]``."""
+async def instance_list(paths: Paths, names: Any) -> dict[str, list[Any]]:
+    """Hypervisor → ``[True, running instance names]`` or ``[False, why]``
+    (on the event loop: hypervisors answer there)."""
     out: dict[str, list[Any]] = {}
     for name in _names(names, "instancelist"):
         try:
-            out[name] = [True, sorted(get_hypervisor(name, paths).instances_info())]
+            infos = await get_hypervisor(name, paths).instances_info()
+            out[name] = [True, sorted(info.name for info in infos)]
         except (errors.GenericError, OSError) as err:
             out[name] = [False, getattr(err, "message", None) or str(err)]
     return out
@@ -126,7 +128,6 @@ CHECKS: dict[str, Check] = {
     NV.FILELIST: file_checksums,
     NV.NODESETUP: node_setup,
     NV.HYPERVISOR: hypervisors,
-    NV.INSTANCELIST: instance_list,
     NV.OSLIST: os_list,
     NV.STORAGE: storage,
     NV.DISKS: disk_status,

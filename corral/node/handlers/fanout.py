@@ -17,5 +17,5 @@ async def instances_info(
     """The named instances that run on ``hypervisor`` here: name → info."""
     if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
         raise errors.OpExecError("Invalid instance names: a list of strings is needed")
-    running = get_hypervisor(hypervisor, ctx.paths).instances_info_of(names)
-    return {name: {**info, "hypervisor": hypervisor} for name, info in running.items()}
+    running = await get_hypervisor(hypervisor, ctx.paths).instances_info(names)
+    return {info.name: {**info.to_wire(), "hypervisor": hypervisor} for info in running}

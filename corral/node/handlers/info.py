@@ -115,7 +115,13 @@ async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) 
 
     wanted = dict(checks)
     templates = wanted.pop(NV.STORAGE_FILES, None)
+    hypervisors = wanted.pop(NV.INSTANCELIST, None)
     result = await asyncio.to_thread(verify_checks.run_checks, ctx.paths, wanted)
+    if hypervisors is not None:
+        try:
+            result[NV.INSTANCELIST] = await verify_checks.instance_list(ctx.paths, hypervisors)
+        except errors.GenericError as err:
+            result[NV.FAILURES][NV.INSTANCELIST] = err.message
     if templates is not None:
         await _storage_files(ctx, templates, result)
     return {

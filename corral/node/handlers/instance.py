@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.hypervisor import get_hypervisor
+from corral.node.hypervisor.base import REBOOT_HARD, REBOOT_SOFT
+from corral.node.hypervisor.spec import InstanceSpec
 from corral.node.storage import file as file_storage
 from corral.node.storage.dirs import storage_path
 
 
 @rpc_handler("instance_start")
 async def instance_start(ctx: NodeContext, inst: dict[str, Any], paused: bool) -> None:
-    await get_hypervisor(inst["hypervisor"], ctx.paths).start(inst, paused)
+    spec = InstanceSpec.from_wire(ctx.paths, inst)
+    await get_hypervisor(spec.hypervisor, ctx.paths).start(spec, bool(paused))
 
 
 @rpc_handler("instance_shutdown")
@@ -25,13 +29,12 @@ async def instance_shutdown(ctx: NodeContext, hypervisor: str, name: str, timeou
 async def instance_reboot(
     ctx: NodeContext, inst: dict[str, Any], reboot_type: str, timeout: int
 ) -> None:
-    """soft: the hypervisor reboots it; hard: stop and start again."""
-    hv = get_hypervisor(inst["hypervisor"], ctx.paths)
-    if reboot_type == "soft":
-        await hv.reboot(inst["name"])
-        return
-    await hv.stop(inst["name"], timeout=timeout)
-    await hv.start(inst)
+    """soft: the guest reboots; hard: the hypervisor resets it (a full reboot is
+    a shutdown and a start, both called by the master)."""
+    if reboot_type not in (REBOOT_SOFT, REBOOT_HARD):
+        raise errors.OpExecError(f"Invalid reboot type {reboot_type!r}")
+    spec = InstanceSpec.from_wire(ctx.paths, inst)
+    await get_hypervisor(spec.hypervisor, ctx.paths).reboot(spec, reboot_type, timeout)
 
 
 @rpc_handler("instance_rename")
@@ -44,15 +47,15 @@ async def all_instances_info(ctx: NodeContext, hypervisors: list[str]) -> dict[s
     """Running instances of the given hypervisors: name → info."""
     out: dict[str, dict[str, Any]] = {}
     for name in hypervisors:
-        for inst, info in get_hypervisor(name, ctx.paths).instances_info().items():
-            out[inst] = {**info, "hypervisor": name}
+        for info in await get_hypervisor(name, ctx.paths).instances_info():
+            out[info.name] = {**info.to_wire(), "hypervisor": name}
     return out
 
 
 @rpc_handler("hypervisor_info")
 async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -> dict[str, Any]:
     """Free memory for instances and free space in the file storage directory."""
-    info = get_hypervisor(hypervisor, ctx.paths).node_info()
+    info = await get_hypervisor(hypervisor, ctx.paths).node_info()
     directory = storage_path(ctx.paths, storage_dir, strictly=False)
     total, free = file_storage.free_mib(directory)
     return {**info, "storage_total": total, "storage_free": free}

@@ -1,4 +1,10 @@
-"""The hypervisor interface every backend implements."""
+"""The hypervisor interface every backend implements.
+
+Every operation is a coroutine: a real hypervisor talks to processes and
+monitors, and noded's event loop must never wait on one.  Instances arrive
+typed (:class:`~corral.node.hypervisor.spec.InstanceSpec`); operations that
+Ganeti's calls make by name (shutdown, info) take the name.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+from corral import errors
+from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec
 from corral.paths import Paths
+
+# Ganeti's reboot types (INSTANCE_REBOOT_*).
+REBOOT_SOFT = "soft"
+REBOOT_HARD = "hard"
+REBOOT_FULL = "full"
 
 
 class Hypervisor(ABC):
@@ -17,62 +30,90 @@ class Hypervisor(ABC):
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
 
+    @classmethod
+    def problem(cls, paths: Paths) -> str | None:
+        """Why this node cannot run this hypervisor (a program missing, ...), or None."""
+        return None
+
+    async def resume(self) -> None:
+        """Called once when noded starts: take up the instances that kept running
+        while it was down (reconnect to their monitors).  Nothing by default."""
+        return None
+
+    async def close(self) -> None:
+        """Called when noded stops: let go of monitors; instances keep running."""
+        return None
+
+    # Life cycle
     @abstractmethod
-    async def start(self, inst: dict[str, Any], paused: bool = False) -> None:
-        """Start an instance described by its descriptor (name, memory, vcpus, ...)."""
+    async def start(self, spec: InstanceSpec, paused: bool = False) -> None:
+        """Start the instance; OpExecError if it is running already or cannot start."""
 
     @abstractmethod
-    async def stop(self, name: str, force: bool = False, timeout: int = 120) -> None:
-        """Stop an instance; stopping one that is not running is not an error."""
+    async def stop(self, name: str, timeout: int = 120, force: bool = False) -> None:
+        """Stop the instance: cleanly (ACPI) within ``timeout`` seconds, then hard;
+        at once if ``force``.  Stopping one that is not running is not an error."""
 
     @abstractmethod
-    async def reboot(self, name: str) -> None:
-        """Reboot a running instance (soft reboot)."""
+    async def reboot(self, spec: InstanceSpec, kind: str, timeout: int) -> None:
+        """Reboot a running instance (``REBOOT_SOFT`` or ``REBOOT_HARD``; a full
+        reboot is a stop and a start, done by the master)."""
 
     @abstractmethod
-    def instances_info(self) -> dict[str, dict[str, Any]]:
-        """Running instances: name → ``{"memory", "vcpus", "state", "time"}``."""
-
-    def instances_info_of(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The running ones of ``names``, as :meth:`instances_info` (a backend
-        that can look instances up one by one does it faster)."""
-        running = self.instances_info()
-        return {name: running[name] for name in names if name in running}
+    async def instances_info(self, names: Iterable[str] | None = None) -> list[InstanceInfo]:
+        """The instances this hypervisor runs (of ``names``, if given), including
+        those a guest stopped itself (state ``shutdown``)."""
 
     @abstractmethod
-    def node_info(self) -> dict[str, Any]:
-        """Memory as the hypervisor sees it: ``memory_total``, ``memory_free`` (MiB)."""
+    async def node_info(self) -> dict[str, Any]:
+        """Memory as the hypervisor sees it: ``memory_total``, ``memory_free``,
+        ``memory_dom0``, ``instances_memory`` (MiB)."""
 
-    @abstractmethod
     async def rename(self, old: str, new: str) -> None:
         """Follow an instance rename (only stopped instances are renamed)."""
+        if old in {info.name for info in await self.instances_info([old])}:
+            raise errors.OpExecError(f"Instance '{old}' is running; stop it before a rename")
+
+    async def console(self, spec: InstanceSpec, node_name: str) -> ConsoleInfo:
+        """How to reach the console of the instance running on ``node_name``."""
+        return ConsoleInfo(spec.name, "msg", message=f"The {self.NAME} hypervisor has no console")
+
+    async def verify(self) -> list[str]:
+        """Problems of this hypervisor on this node (``gnt-cluster verify``)."""
+        problem = self.problem(self.paths)
+        return [problem] if problem else []
+
+    async def balloon(self, spec: InstanceSpec, memory: int) -> None:
+        """Change the memory of the running instance to ``memory`` MiB."""
+        raise errors.OpExecError(f"The {self.NAME} hypervisor cannot change a running memory")
 
     # Migration, in Ganeti's steps; the master drives them in this order:
     # migration_info (source) → accept_instance (target) → migrate_instance
-    # (source) → migration_status (source) → finalize_migration_src and
-    # finalize_migration_dst (both; success=False aborts).
+    # (source) → migration_status (source, until it ends) → finalize_migration_src
+    # and finalize_migration_dst (both; success=False aborts).
     @abstractmethod
-    async def migration_info(self, inst: dict[str, Any]) -> Any:
-        """What the target needs to accept ``inst`` (opaque to the master)."""
+    async def migration_info(self, spec: InstanceSpec) -> Any:
+        """What the target needs to accept the instance (opaque to the master)."""
 
     @abstractmethod
-    async def accept_instance(self, inst: dict[str, Any], info: Any, target: str) -> None:
-        """Prepare this node (the target, address ``target``) to receive ``inst``."""
+    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> None:
+        """Prepare this node (the target, address ``target``) to receive the instance."""
 
     @abstractmethod
     async def migrate_instance(
-        self, cluster_name: str, inst: dict[str, Any], target: str, live: bool
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
     ) -> None:
-        """Send the running ``inst`` to the node at ``target``."""
+        """Start sending the running instance to the node at ``target``."""
 
     @abstractmethod
-    async def migration_status(self, inst: dict[str, Any]) -> dict[str, Any]:
-        """The source's view of the migration: ``{"status": <Ganeti's status>, ...}``."""
+    async def migration_status(self, spec: InstanceSpec) -> dict[str, Any]:
+        """The source's view: ``{"status": <Ganeti's HV_MIGRATION_*>, ...}``
+        with progress fields (``transferred_ram``, ``total_ram``) while active."""
 
     @abstractmethod
-    async def finalize_migration_dst(self, inst: dict[str, Any], info: Any, success: bool) -> None:
+    async def finalize_migration_dst(self, spec: InstanceSpec, info: Any, success: bool) -> None:
         """On the target: run the instance (success) or drop what was received."""
 
     @abstractmethod
-    async def finalize_migration_src(self, inst: dict[str, Any], success: bool, live: bool) -> None:
+    async def finalize_migration_src(self, spec: InstanceSpec, success: bool, live: bool) -> None:
         """On the source: forget the instance (success) or keep running it."""

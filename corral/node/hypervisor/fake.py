@@ -28,8 +28,10 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.fileio import atomic_write
-from corral.node.hypervisor.base import Hypervisor
+from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
+from corral.node.hypervisor.spec import InstanceInfo, InstanceSpec
 from corral.node.meminfo import memory_info
+from corral.paths import Paths
 
 GATES_DIR = "fake-hypervisor-gates"
 _GATE_POLL = 0.02  # seconds; only while a test holds a gate
@@ -44,28 +46,45 @@ class FakeHypervisor(Hypervisor):
     def state_dir(self) -> Path:
         return self.paths.run_dir / "fake-hypervisor"
 
+    @classmethod
+    def problem(cls, paths: Paths) -> str | None:
+        state_dir = paths.run_dir / "fake-hypervisor"
+        try:
+            os.listdir(state_dir)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            return f"cannot read its state: {err.strerror or err}"
+        return None
+
     def _file(self, name: str) -> Path:
         if "/" in name or name.startswith("."):
             raise errors.OpExecError(f"Invalid instance name '{name}'")
         return self.state_dir / name
 
-    async def start(self, inst: dict[str, Any], paused: bool = False) -> None:
-        path = self._file(inst["name"])
+    async def start(self, spec: InstanceSpec, paused: bool = False) -> None:
+        path = self._file(spec.name)
         if path.exists():
-            raise errors.OpExecError(f"Instance '{inst['name']}' is already running")
+            raise errors.OpExecError(f"Instance '{spec.name}' is already running")
         state = {
-            "name": inst["name"],
-            "memory": int(inst["memory"]),
-            "vcpus": int(inst["vcpus"]),
+            "name": spec.name,
+            "memory": spec.memory,
+            "vcpus": spec.vcpus,
             "state": "paused" if paused else "running",
             "started": time.time(),
         }
         atomic_write(path, json.dumps(state).encode(), mode=0o600)
 
-    async def stop(self, name: str, force: bool = False, timeout: int = 120) -> None:
+    async def stop(self, name: str, timeout: int = 120, force: bool = False) -> None:
         self._file(name).unlink(missing_ok=True)
 
-    async def reboot(self, name: str) -> None:
+    async def reboot(self, spec: InstanceSpec, kind: str, timeout: int) -> None:
+        """soft: the same state, a new start time; hard: stopped and started again."""
+        if kind != REBOOT_SOFT:
+            await self.stop(spec.name, timeout)
+            await self.start(spec)
+            return
+        name = spec.name
         path = self._file(name)
         try:
             state = json.loads(path.read_text())
@@ -74,20 +93,17 @@ class FakeHypervisor(Hypervisor):
         state["started"] = time.time()
         atomic_write(path, json.dumps(state).encode(), mode=0o600)
 
-    async def rename(self, old: str, new: str) -> None:
-        if self._file(old).exists():
-            raise errors.OpExecError(f"Instance '{old}' is running; stop it before a rename")
+    async def instances_info(self, names: Iterable[str] | None = None) -> list[InstanceInfo]:
+        """Only the named instances' state files are read, when names are given."""
+        if names is None:
+            try:
+                names = os.listdir(self.state_dir)
+            except FileNotFoundError:
+                return []
+        return self._read_infos(names)
 
-    def instances_info(self) -> dict[str, dict[str, Any]]:
-        try:
-            names = os.listdir(self.state_dir)
-        except FileNotFoundError:
-            return {}
-        return self.instances_info_of(names)
-
-    def instances_info_of(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Only the named instances' state files are read."""
-        out: dict[str, dict[str, Any]] = {}
+    def _read_infos(self, names: Iterable[str]) -> list[InstanceInfo]:
+        out: list[InstanceInfo] = []
         # Plain os calls: a node lists its thousands of instances this way.
         directory = str(self.state_dir)
         now = time.time()
@@ -99,12 +115,11 @@ class FakeHypervisor(Hypervisor):
                     state = json.loads(state_file.read())
             except (OSError, ValueError):
                 continue  # not running
-            out[name] = {
-                "memory": state["memory"],
-                "vcpus": state["vcpus"],
-                "state": state["state"],
-                "time": now - state["started"],
-            }
+            out.append(
+                InstanceInfo(
+                    name, state["memory"], state["vcpus"], state["state"], now - state["started"]
+                )
+            )
         return out
 
     @property
@@ -120,9 +135,9 @@ class FakeHypervisor(Hypervisor):
             return memory_info()
         return {"memory_total": total, "memory_free": total, "memory_dom0": 0}
 
-    def node_info(self) -> dict[str, Any]:
+    async def node_info(self) -> dict[str, Any]:
         memory = self._memory()
-        used = sum(i["memory"] for i in self.instances_info().values())
+        used = sum(info.memory for info in await self.instances_info())
         return {
             "memory_total": memory["memory_total"],
             "memory_free": max(memory["memory_free"] - used, 0),
@@ -158,43 +173,43 @@ class FakeHypervisor(Hypervisor):
             raise errors.OpExecError(f"Instance '{name}' is not running")
         return state
 
-    async def migration_info(self, inst: dict[str, Any]) -> Any:
-        state = self._running(inst["name"])
+    async def migration_info(self, spec: InstanceSpec) -> Any:
+        state = self._running(spec.name)
         return {k: state[k] for k in ("memory", "vcpus", "started")}
 
-    async def accept_instance(self, inst: dict[str, Any], info: Any, target: str) -> None:
-        await self._gate("accept", inst["name"])
-        if self._file(inst["name"]).exists():
+    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> None:
+        await self._gate("accept", spec.name)
+        if self._file(spec.name).exists():
             raise errors.OpExecError("Can't accept instance, already running")
-        self._write({**_carried(info), "name": inst["name"], "state": _INCOMING})
+        self._write({**_carried(info), "name": spec.name, "state": _INCOMING})
 
     async def migrate_instance(
-        self, cluster_name: str, inst: dict[str, Any], target: str, live: bool
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
     ) -> None:
-        await self._gate("migrate", inst["name"])
-        self._write({**self._running(inst["name"]), "state": _MIGRATING})
+        await self._gate("migrate", spec.name)
+        self._write({**self._running(spec.name), "state": _MIGRATING})
 
-    async def migration_status(self, inst: dict[str, Any]) -> dict[str, Any]:
-        state = self._read(inst["name"])
+    async def migration_status(self, spec: InstanceSpec) -> dict[str, Any]:
+        state = self._read(spec.name)
         done = state is not None and state["state"] == _MIGRATING
         return {"status": C.HV_MIGRATION_COMPLETED if done else "failed"}
 
-    async def finalize_migration_dst(self, inst: dict[str, Any], info: Any, success: bool) -> None:
-        await self._gate("finalize_dst", inst["name"])
-        state = self._read(inst["name"])
+    async def finalize_migration_dst(self, spec: InstanceSpec, info: Any, success: bool) -> None:
+        await self._gate("finalize_dst", spec.name)
+        state = self._read(spec.name)
         if success:
             # No information (a cleanup): what was received runs as it is.
             base = state if info is None and state is not None else _carried(info)
-            self._write({**base, "name": inst["name"], "state": "running"})
+            self._write({**base, "name": spec.name, "state": "running"})
         elif state is not None and state["state"] == _INCOMING:
             # Only what was received goes: an instance that ran here before stays.
-            self._file(inst["name"]).unlink(missing_ok=True)
+            self._file(spec.name).unlink(missing_ok=True)
 
-    async def finalize_migration_src(self, inst: dict[str, Any], success: bool, live: bool) -> None:
-        await self._gate("finalize_src", inst["name"])
-        state = self._read(inst["name"])
+    async def finalize_migration_src(self, spec: InstanceSpec, success: bool, live: bool) -> None:
+        await self._gate("finalize_src", spec.name)
+        state = self._read(spec.name)
         if success:
-            self._file(inst["name"]).unlink(missing_ok=True)
+            self._file(spec.name).unlink(missing_ok=True)
         elif state is not None and state["state"] == _MIGRATING:
             self._write({**state, "state": "running"})
 
