@@ -12,6 +12,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import hvparams as HV
 from corral.storage import names as N
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
@@ -42,16 +43,11 @@ BE_DEFAULTS: dict[str, Any] = {
 NIC_MODES = ("bridged", "routed", "openvswitch")
 NIC_TYPES = {"mode": T_STRING, "link": T_STRING, "vlan": T_STRING}
 NIC_DEFAULTS: dict[str, Any] = {"mode": "bridged", "link": "xen-br0", "vlan": ""}
-HV_TYPES: dict[str, dict[str, str]] = {
-    "fake": {"migration_mode": T_STRING},
-}
-HV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "fake": {"migration_mode": "live"},
-}
-# Hypervisor parameters that take one of a few values.
-HV_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "fake": {"migration_mode": ("live", "non-live")},
-}
+# Declared in corral.hvparams, one table per hypervisor (types are Ganeti's VTYPE
+# names, which T_STRING/T_INT/T_BOOL are; "maybe-string" converts as a string).
+HV_TYPES = HV.TYPES
+HV_DEFAULTS = HV.DEFAULTS
+check_filled_hvparams = HV.check_filled
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mMgGtT]?)[bB]?\s*$")
 _UNIT = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -142,18 +138,13 @@ def check_beparams(values: dict[str, Any], allow_none: bool = False) -> dict[str
 def check_hvparams(
     hypervisor: str, values: dict[str, Any], allow_none: bool = False
 ) -> dict[str, Any]:
+    """Typed copies of ``values``, each checked alone (see corral.hvparams); the
+    checks across parameters need the filled ones: check_filled_hvparams."""
     types = HV_TYPES.get(hypervisor)
     if types is None:
         raise errors.OpPrereqError(f"Unknown hypervisor '{hypervisor}'", C.ECODE_INVAL)
     checked = check_params(values, types, f"{hypervisor} hypervisor", allow_none)
-    for key, choices in HV_CHOICES.get(hypervisor, {}).items():
-        value = checked.get(key)
-        if value is not None and value not in choices:
-            raise errors.OpPrereqError(
-                f"Invalid value '{value}' for the {hypervisor} hypervisor parameter '{key}':"
-                f" use one of {', '.join(choices)}",
-                C.ECODE_INVAL,
-            )
+    HV.check_values(hypervisor, checked)
     return checked
 
 

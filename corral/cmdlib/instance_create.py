@@ -219,6 +219,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 f"Hypervisor '{self.hypervisor}' is not enabled", C.ECODE_STATE
             )
         self.hvparams = P.check_hvparams(self.hypervisor, self.op.hvparams)
+        hv_os = cluster.os_hvp.get(self.op.os_type or "", {}).get(self.hypervisor, {})
+        hv_cluster = cluster.hvparams.get(self.hypervisor, {})
+        P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         if self.allocator is None:

@@ -11,6 +11,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks, parse_nic
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
+from corral.master.services.params import filled_hvparams
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
@@ -105,6 +106,7 @@ class LUInstanceSetParams(InstanceLU):
         if op.hvparams:
             hv = P.check_hvparams(new.hypervisor, op.hvparams, allow_none=True)
             new.hvparams = P.apply_changes(new.hvparams, hv)
+            P.check_filled_hvparams(new.hypervisor, filled_hvparams(self.cfg.cluster, new))
             self.changes += [[f"hv/{k}", v] for k, v in hv.items()]
         if op.offline is not None:
             if op.offline and self.instance.admin_state == "up":
