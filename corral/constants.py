@@ -191,9 +191,18 @@ CERT_VALIDITY_DAYS: Final = 5 * 365
 CERT_EXPIRY_WARN_DAYS: Final = 30
 CERT_EXPIRY_ERROR_DAYS: Final = 7
 
+# Console kinds (Ganeti's CONS_*: what objects.InstanceConsole describes).
+CONS_SSH: Final = "ssh"
+CONS_VNC: Final = "vnc"
+CONS_SPICE: Final = "spice"
+CONS_MESSAGE: Final = "msg"
+
 # Migrations: modes and the statuses a hypervisor reports (Ganeti's).
 HT_MIGRATION_LIVE: Final = "live"
 HT_MIGRATION_NONLIVE: Final = "non-live"
+# The state a hypervisor reports for an instance its guest stopped itself
+# (Ganeti's HvInstanceState.SHUTDOWN; the others are "running" and "paused").
+HV_STATE_SHUTDOWN: Final = "shutdown"
 HV_MIGRATION_ACTIVE: Final = "active"
 HV_MIGRATION_COMPLETED: Final = "completed"
 HV_MIGRATION_FAILED_STATUSES: Final = frozenset(("cancelled", "failed"))

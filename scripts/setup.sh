@@ -21,11 +21,21 @@ if [[ ${1:-} == --tests ]]; then
   [[ -x /usr/lib/chromium/chromium ]] || need_pkgs+=(chromium)
   [[ -x /usr/bin/chromedriver ]] || need_pkgs+=(chromium-driver)
 fi
-if ((${#need_pkgs[@]})); then
+# the kvm hypervisor: QEMU and qemu-img, without the recommended GUI and audio stack
+qemu_pkgs=()
+command -v qemu-system-x86_64 >/dev/null || qemu_pkgs+=(qemu-system-x86)
+command -v qemu-img >/dev/null || qemu_pkgs+=(qemu-utils)
+if ((${#need_pkgs[@]} + ${#qemu_pkgs[@]})); then
   SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
-  echo "Installing Debian packages: ${need_pkgs[*]}"
+  echo "Installing Debian packages: ${need_pkgs[*]} ${qemu_pkgs[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  if ((${#need_pkgs[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  fi
+  if ((${#qemu_pkgs[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "${qemu_pkgs[@]}" >/dev/null
+  fi
 fi
 # corral-rapi drops root to this system user (and group) once it has opened its files.
 if ! getent passwd gnt-rapi >/dev/null; then

@@ -66,8 +66,11 @@ class InstanceLU(LogicalUnit[Any]):
         return res.payload
 
     async def is_running(self) -> bool:
+        """Whether the instance runs on its primary node (one its guest stopped
+        itself, reported until it is cleaned up, does not)."""
         running = await U.running_instances(self, self.pnode, [self.instance.hypervisor])
-        return self.instance.name in running
+        info = running.get(self.instance.name)
+        return info is not None and info.get("state") != C.HV_STATE_SHUTDOWN
 
     def updated(self) -> Instance:
         """A copy of the instance to change in this unit's transaction."""

@@ -269,6 +269,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             disk_total,
             f"creating instance {op.instance_name}",
         )
+        await U.check_hvparams_on_nodes(self, [self.pnode], self.hypervisor, self.hvparams)
 
     async def _allocate(self, name: str) -> None:
         request = placement.alloc_request(

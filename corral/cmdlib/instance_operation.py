@@ -9,7 +9,7 @@ from corral import errors
 from corral import params as P
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
-from corral.master.services.params import filled_beparams
+from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
 
@@ -28,7 +28,12 @@ class LUInstanceStartup(InstanceLU):
             raise errors.OpPrereqError(
                 f"Instance '{self.instance.name}' is marked offline", C.ECODE_STATE
             )
-        self.hvparams = P.check_hvparams(self.instance.hypervisor, self.op.hvparams)
+        inst = self.instance
+        self.hvparams = P.check_hvparams(inst.hypervisor, self.op.hvparams)
+        if self.hvparams:
+            filled = P.fill(filled_hvparams(self.cfg.cluster, inst), self.hvparams)
+            P.check_filled_hvparams(inst.hypervisor, filled)
+            await U.check_hvparams_on_nodes(self, [self.pnode], inst.hypervisor, filled)
         self.already_running = await self.is_running()
         if not self.already_running:
             be = P.fill(filled_beparams(self.cfg.cluster, self.instance), self.beparams)

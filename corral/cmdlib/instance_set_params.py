@@ -97,6 +97,10 @@ class LUInstanceSetParams(InstanceLU):
         if self.new_disks:
             size = sum(d.size for d in self.new_disks)
             await U.check_node_resources(self, self.pnode, self.new.hypervisor, 0, size)
+        if self.op.hvparams:
+            await U.check_hvparams_on_nodes(
+                self, [self.pnode], self.new.hypervisor, self.new.hvparams
+            )
 
     def _apply_params(self) -> None:
         op, new = self.op, self.new

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
+from corral import params as P
 from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
@@ -311,6 +312,24 @@ async def check_node_resources(
             f"Not enough disk space on target node {node.name}: required {disk_mib} MiB, available"
             f" {info['storage_free']} MiB in {lu.cfg.cluster.file_storage_dir}",
             C.ECODE_NORES,
+        )
+
+
+async def check_hvparams_on_nodes(
+    lu: LogicalUnit[Any], nodes: list[Node], hypervisor: str, hvparams: dict[str, Any]
+) -> None:
+    """Ganeti's CheckHVParams: the cluster's parameters filled with ``hvparams``,
+    checked by each online vm_capable node (files, users, what QEMU offers)."""
+    filled = P.fill(lu.cfg.cluster.hvparams.get(hypervisor, {}), hvparams)
+    targets = [n for n in nodes if n.vm_capable and not n.offline]
+    results = await lu.master.rpc.call(
+        [(n.uuid, n.primary_ip) for n in targets],
+        "hypervisor_validate_params",
+        [hypervisor, filled],
+    )
+    for node in targets:
+        results[node.uuid].raise_if_failed(
+            f"Hypervisor parameter validation failed on node {node.name}"
         )
 
 

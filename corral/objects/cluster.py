@@ -47,6 +47,8 @@ class Cluster(ConfigObject):
     hidden_os: list[str] = Field(default_factory=list)
     blacklisted_os: list[str] = Field(default_factory=list)
     uid_pool: list[list[int]] = Field(default_factory=list)
+    # Whether a guest's own shutdown is reported as USER_down (Ganeti's --user-shutdown).
+    enabled_user_shutdown: bool = False
     # The instance policy, always complete (see corral.ipolicy); a configuration
     # written before Corral had one gets Ganeti's defaults.
     ipolicy: dict[str, Any] = Field(default_factory=dict)

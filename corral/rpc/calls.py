@@ -119,6 +119,12 @@ _INSTANCE_TABLE = (
         "all_instances_info", C.RPC_TMO_URGENT, ("hypervisors",), "Running instances per hypervisor"
     ),
     RpcCall(
+        "hypervisor_validate_params",
+        C.RPC_TMO_NORMAL,
+        ("hvname", "hvparams"),
+        "Check hypervisor parameters against the node (files, users, QEMU)",
+    ),
+    RpcCall(
         "hypervisor_info",
         C.RPC_TMO_URGENT,
         ("hypervisor", "storage_dir"),
@@ -130,6 +136,7 @@ _INSTANCE_TABLE = (
 def _all_calls() -> tuple[RpcCall, ...]:
     # The topic tables import RpcCall from here: imported once it is defined.
     from corral.rpc.calls_admin import ADMIN_CALLS
+    from corral.rpc.calls_console import CONSOLE_CALLS
     from corral.rpc.calls_fanout import FANOUT_CALLS
     from corral.rpc.calls_membership import MEMBERSHIP_CALLS
     from corral.rpc.calls_migration import MIGRATION_CALLS
@@ -146,6 +153,7 @@ def _all_calls() -> tuple[RpcCall, ...]:
         *MEMBERSHIP_CALLS,
         *MIGRATION_CALLS,
         *TRANSFER_CALLS,
+        *CONSOLE_CALLS,
     )
 
 

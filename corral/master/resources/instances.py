@@ -4,7 +4,7 @@ The fields are luxid's (their names, titles, kinds, descriptions, and what
 a missing value's status is); disk and NIC fields are in
 :mod:`corral.master.resources.instance_devices`.  Only the state fields
 (``status``, ``oper_*``, ``console``) need the nodes: one call per primary node
-and hypervisor in use.
+and hypervisor in use, and for ``console`` one per running instance.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from corral.master.resources.common import (
 )
 from corral.master.resources.instance_devices import disk_fields, nic_fields
 from corral.master.resources.params import BE_TITLES
+from corral.master.services.console import instance_consoles
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.master.services.running import Target, named_instances, running_instances
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
@@ -30,15 +31,14 @@ from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
     from corral.master.context import Master
+    from corral.rpc.client import RpcResult
 
 LIVE = "live"
+CONSOLE = "console"  # the consoles of the running instances, asked of their nodes
 NODE_OK, NODE_OFFLINE, NODE_DOWN = "ok", "offline", "down"
 
 # Hypervisor parameters that only the cluster has: an instance's leave them out.
 HV_GLOBALS = frozenset({"migration_bandwidth", "migration_mode", "migration_port", "xen_cmd"})
-
-# What each hypervisor says of an instance's console (all of Corral's have none).
-CONSOLE_MESSAGES = {"fake": "Console not available for fake hypervisor"}
 
 # The statuses in the order the status field's description explains them.
 _STATUS_DOCS = (
@@ -89,6 +89,7 @@ class InstanceRow:
     ctx: InstanceContext
     node_state: str = NODE_OK
     live: dict[str, Any] | None = None
+    console: RpcResult | None = None
 
 
 def status(row: InstanceRow) -> str:
@@ -100,11 +101,25 @@ def status(row: InstanceRow) -> str:
         return "ERROR_nodedown"
     if inst.admin_state == ADMIN_OFFLINE:
         return "ADMIN_offline"
+    if row.live is not None and row.live.get("state") == C.HV_STATE_SHUTDOWN:
+        # Stopped from inside the guest; the node keeps it until it is cleaned up.
+        if inst.admin_state != ADMIN_UP:
+            return "ADMIN_down"
+        return "USER_down" if _user_down_allowed(row) else "ERROR_down"
     if row.live is not None:
         return "running" if inst.admin_state == ADMIN_UP else "ERROR_up"
     if inst.admin_state == ADMIN_UP:
         return "ERROR_down"
     return "USER_down" if inst.admin_state_source == "user" else "ADMIN_down"
+
+
+def _user_down_allowed(row: InstanceRow) -> bool:
+    """Ganeti's rule: the cluster allows user shutdown and, for kvm, so does
+    the instance's ``user_shutdown`` parameter."""
+    inst, cluster = row.obj, row.ctx.cluster
+    if not cluster.enabled_user_shutdown:
+        return False
+    return inst.hypervisor != "kvm" or bool(filled_hvparams(cluster, inst).get("user_shutdown"))
 
 
 def _live(key: str) -> Any:
@@ -122,10 +137,13 @@ def _console(row: InstanceRow) -> Any:
     """How to reach the console, as the primary node's hypervisor tells it."""
     if row.node_state == NODE_OFFLINE:
         return OFFLINE
-    message = CONSOLE_MESSAGES.get(row.obj.hypervisor)
-    if row.node_state == NODE_DOWN or message is None:
+    if row.node_state == NODE_DOWN:
         return NODATA
-    return {"instance": row.obj.name, "kind": "msg", "message": message}
+    if row.live is None:
+        return UNAVAIL  # not running: no console (Ganeti's query leaves it so)
+    if row.console is None or row.console.failed:
+        return NODATA
+    return row.console.payload
 
 
 def _pnode_group(row: InstanceRow) -> Any:
@@ -270,7 +288,14 @@ def _state_fields() -> list[Field]:
             _live("vcpus"),
             live,
         ),
-        Field("console", "Console", C.QFT_OTHER, "Instance console information", _console, live),
+        Field(
+            "console",
+            "Console",
+            C.QFT_OTHER,
+            "Instance console information",
+            _console,
+            (LIVE, CONSOLE),
+        ),
     ]
 
 
@@ -379,6 +404,11 @@ async def items(master: Master, needs: set[str], names: Names) -> list[InstanceR
     rows = [InstanceRow(inst, ctx) for inst in instances]
     if LIVE in needs and rows:
         await _add_live_data(master, rows, named=names is not None)
+    if CONSOLE in needs:
+        running = [row for row in rows if row.live is not None]
+        consoles = await instance_consoles(master, [row.obj for row in running])
+        for row in running:
+            row.console = consoles[row.obj.uuid]
     return rows
 
 

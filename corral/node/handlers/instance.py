@@ -52,6 +52,18 @@ async def all_instances_info(ctx: NodeContext, hypervisors: list[str]) -> dict[s
     return out
 
 
+@rpc_handler("hypervisor_validate_params")
+async def hypervisor_validate_params(
+    ctx: NodeContext, hvname: str, hvparams: dict[str, Any]
+) -> None:
+    """Refuse ``hvparams`` (filled) that this node cannot honour."""
+    if not isinstance(hvparams, dict):
+        raise errors.OpExecError("Invalid hypervisor parameters: a dict is needed")
+    problems = await get_hypervisor(hvname, ctx.paths).validate_params(hvparams)
+    if problems:
+        raise errors.OpExecError("; ".join(problems))
+
+
 @rpc_handler("hypervisor_info")
 async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -> dict[str, Any]:
     """Free memory for instances and free space in the file storage directory."""

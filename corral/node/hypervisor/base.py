@@ -8,11 +8,14 @@ Ganeti's calls make by name (shutdown, info) take the name.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from corral import errors
+from corral import hvparams as hvparams_table
 from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec
 from corral.paths import Paths
 
@@ -78,10 +81,20 @@ class Hypervisor(ABC):
         """How to reach the console of the instance running on ``node_name``."""
         return ConsoleInfo(spec.name, "msg", message=f"The {self.NAME} hypervisor has no console")
 
+    def serial_socket(self, name: str) -> Path | None:
+        """The unix socket of the running instance's serial console (what noded's
+        console relay connects to), or None if it has none."""
+        return None
+
     async def verify(self) -> list[str]:
         """Problems of this hypervisor on this node (``gnt-cluster verify``)."""
         problem = self.problem(self.paths)
         return [problem] if problem else []
+
+    async def validate_params(self, hvparams: Mapping[str, Any]) -> list[str]:
+        """What is wrong with the filled ``hvparams`` on this node (Ganeti's
+        ValidateParameters: files, users, what the hypervisor program offers)."""
+        return await asyncio.to_thread(hvparams_table.node_problems, self.NAME, hvparams)
 
     async def balloon(self, spec: InstanceSpec, memory: int) -> None:
         """Change the memory of the running instance to ``memory`` MiB."""

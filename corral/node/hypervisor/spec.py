@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corral import constants as C
 from corral import errors
 from corral.node.storage import registry
 from corral.paths import Paths
@@ -24,7 +25,7 @@ STATE_RUNNING = "running"
 STATE_PAUSED = "paused"
 # Stopped from inside the guest (Ganeti's user shutdown): reported until the
 # instance is started or stopped through Corral.
-STATE_SHUTDOWN = "shutdown"
+STATE_SHUTDOWN = C.HV_STATE_SHUTDOWN
 
 
 @dataclass(frozen=True)
