@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral import errors
+from corral import errors, uidpool
 from corral.paths import Paths
 from corral.storage.names import DEFAULT_ENABLED
 
@@ -55,6 +55,8 @@ class InitOptions:
     hvparams: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The instance policy asked for; what it lacks comes from Ganeti's defaults.
     ipolicy: dict[str, Any] = field(default_factory=dict)
+    # ``[lower, higher]`` uid ranges for security_model=pool.
+    uid_pool: list[list[int]] = field(default_factory=list)
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -113,6 +115,7 @@ def _validate(opts: InitOptions) -> None:
     from corral import capabilities
 
     capabilities.check_init_names(opts.enabled_hypervisors, opts.enabled_disk_templates)
+    uidpool.check(opts.uid_pool)
     _check_ipolicy(opts)
 
 
@@ -197,6 +200,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
             for hv in opts.enabled_hypervisors
         },
         ipolicy=initial_ipolicy(opts.ipolicy, opts.enabled_disk_templates),
+        uid_pool=opts.uid_pool,
     )
     SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
 

@@ -207,6 +207,10 @@ class Paths:
         return self.run_dir / "socket"
 
     @property
+    def uid_pool_dir(self) -> Path:
+        return self.run_dir / "uid-pool"
+
+    @property
     def master_socket(self) -> Path:
         return self._under(MASTER_SOCKET)
 

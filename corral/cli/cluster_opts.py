@@ -16,6 +16,7 @@ from corral import errors
 from corral.cli import common
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.optvalues import boolean, split_key_val, unescape_and_split
+from corral.uidpool import parse as parse_uid_pool
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -31,31 +32,6 @@ DATA_COLLECTOR_NAMES = (
     "lv",
     "xen-cpu-avg-load",
 )
-
-
-def parse_uid_pool(value: str) -> list[list[int]]:
-    """``1000-2000,3000`` as sorted ``[lower, higher]`` pairs (Ganeti's ParseUidPool)."""
-    ranges = []
-    for item in value.split(","):
-        if not item:
-            continue
-        bounds = item.split("-")
-        if len(bounds) > 2:
-            raise errors.OpPrereqError(
-                f"Invalid user-id range definition. Only one hyphen allowed: {bounds}",
-                C.ECODE_INVAL,
-            )
-        pair = []
-        for which, text in (("lower", bounds[0]), ("higher", bounds[-1])):
-            try:
-                pair.append(int(text))
-            except ValueError as err:
-                raise errors.OpPrereqError(
-                    f"Invalid user-id value for {which} boundary of user-id range: {err}",
-                    C.ECODE_INVAL,
-                ) from None
-        ranges.append(pair)
-    return sorted(ranges)
 
 
 def ident_key_vals(opt: str, values: list[str] | None) -> dict[str, Any]:

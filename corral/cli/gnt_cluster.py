@@ -10,7 +10,7 @@ import sys
 import time
 
 from corral import constants as C
-from corral import errors
+from corral import errors, uidpool
 from corral import paths as P
 from corral.cli import common, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
@@ -57,6 +57,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.enabled_disk_templates = opts.enabled_disk_templates.split(",")
     if opts.max_running_jobs:
         init.max_running_jobs = opts.max_running_jobs
+    if opts.uid_pool is not None:
+        init.uid_pool = uidpool.parse(opts.uid_pool)
     init.beparams = split_key_val("-B", opts.backend_parameters or "")
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
@@ -136,10 +138,6 @@ def cmd_master_ping(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def _uid_pool(pool: list[list[int]]) -> str:
-    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in pool)
-
-
 def _data_collectors(info: dict[str, Any]) -> dict[str, Any]:
     intervals = info["data_collector_interval"]
     return {
@@ -167,7 +165,7 @@ def _cluster_parameters(info: dict[str, Any]) -> list[tuple[str, Any]]:
         ("shared file storage path", info["shared_file_storage_dir"]),
         ("gluster storage path", info["gluster_storage_dir"]),
         ("maintenance of node health", info["maintain_node_health"]),
-        ("uid pool", _uid_pool(info["uid_pool"])),
+        ("uid pool", uidpool.format_pool(info["uid_pool"])),
         ("default instance allocator", info["default_iallocator"]),
         ("default instance allocator parameters", info["default_iallocator_params"]),
         ("primary ip version", info["primary_ip_version"]),
@@ -363,6 +361,7 @@ def _add_init(sub: Any) -> None:
         action="append",
         help="Default hypervisor parameters (hv:k=v,...)",
     )
+    p.add_argument("--uid-pool", help="User-id ranges for security_model=pool (1000-2000,3000)")
     p.add_argument("--no-etc-hosts", action="store_true", help="Accepted for compatibility")
     p.add_argument("--no-ssh-init", action="store_true", help="Accepted for compatibility")
     cli_ipolicy.add_options(p, init=True)

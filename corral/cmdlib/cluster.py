@@ -7,7 +7,7 @@ import re
 import struct
 from typing import Any
 
-from corral import __version__, capabilities, errors
+from corral import __version__, capabilities, errors, uidpool
 from corral import constants as C
 from corral import ipolicy as IP
 from corral import params as P
@@ -169,6 +169,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
     def check_arguments(self) -> None:
         op = self.op
+        for ranges in (op.uid_pool, op.add_uids, op.remove_uids):
+            uidpool.check(ranges or [])
         for hvs in (op.os_hvp or {}).values():
             for hv_name, values in hvs.items():
                 if values is not None:
@@ -224,6 +226,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             if value is not None and value != getattr(cluster, name):
                 setattr(cluster, name, value)
                 changes.append((name, value))
+        if self.new_uid_pool != cluster.uid_pool:
+            cluster.uid_pool = self.new_uid_pool
+            changes.append(("uid_pool", self.new_uid_pool))
         self._merge_params(cluster, changes)
         self._merge_osparams(cluster, changes)
         if self.new_ipolicy is not None:
@@ -298,6 +303,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         """The policy is checked against the enabled disk templates; OS parameters
         on the nodes that have the OS ("preseeding" is fine)."""
         self._check_ipolicy()
+        self.new_uid_pool = self._uid_pool()
         if self.op.default_iallocator:
             allocator.check_exists(self.master.paths, self.op.default_iallocator)
         await self._check_nodes_serve()
@@ -305,6 +311,17 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             for os_name, values in (getattr(self.op, name) or {}).items():
                 given = {k: v for k, v in values.items() if v is not None}
                 await self._verify_os(os_name, given, private=name != "osparams")
+
+    def _uid_pool(self) -> list[list[int]]:
+        """The pool after the change, in Ganeti's order: additions, removals
+        (of whole ranges only), then a new pool replacing it all."""
+        op = self.op
+        pool = self.cfg.cluster.uid_pool
+        if op.add_uids is not None:
+            pool = uidpool.added(pool, op.add_uids)
+        if op.remove_uids is not None:
+            pool = uidpool.removed(pool, op.remove_uids)
+        return pool if op.uid_pool is None else op.uid_pool
 
     async def _check_nodes_serve(self) -> None:
         """Every vm-capable online node must serve what this change newly enables

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from corral import uidpool
+
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.paths import Paths
@@ -30,7 +32,7 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "file_storage_dir": cluster.file_storage_dir,
         "shared_file_storage_dir": cluster.shared_file_storage_dir,
         "enabled_disk_templates": "\n".join(cluster.enabled_disk_templates),
-        "uid_pool": "",
+        "uid_pool": uidpool.format_pool(cluster.uid_pool, "\n"),
     }
 
 

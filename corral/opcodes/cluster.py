@@ -117,9 +117,9 @@ class OpClusterSetParams(OpCode):
     candidate_pool_size: PositiveInt | None = None
     max_running_jobs: PositiveInt | None = None
     max_tracked_jobs: PositiveInt | None = None
-    uid_pool: list[IntPair] | None = not_built()
-    add_uids: list[IntPair] | None = not_built()
-    remove_uids: list[IntPair] | None = not_built()
+    uid_pool: list[IntPair] | None = None
+    add_uids: list[IntPair] | None = None
+    remove_uids: list[IntPair] | None = None
     maintain_node_health: bool | None = None
     prealloc_wipe_disks: bool | None = not_built()
     nicparams: NicParams | None = None
