@@ -57,6 +57,8 @@ class InitOptions:
     ipolicy: dict[str, Any] = field(default_factory=dict)
     # ``[lower, higher]`` uid ranges for security_model=pool.
     uid_pool: list[list[int]] = field(default_factory=list)
+    # Whether a guest's own shutdown is reported as USER_down (--user-shutdown).
+    enabled_user_shutdown: bool = False
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -201,6 +203,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         },
         ipolicy=initial_ipolicy(opts.ipolicy, opts.enabled_disk_templates),
         uid_pool=opts.uid_pool,
+        enabled_user_shutdown=opts.enabled_user_shutdown,
     )
     SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
 

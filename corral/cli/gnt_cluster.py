@@ -17,7 +17,7 @@ from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params, nice_sort
-from corral.cli.optvalues import split_key_val
+from corral.cli.optvalues import boolean, split_key_val
 from corral.cli.table import format_time
 from corral.paths import Paths, os_search_names
 
@@ -59,6 +59,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.max_running_jobs = opts.max_running_jobs
     if opts.uid_pool is not None:
         init.uid_pool = uidpool.parse(opts.uid_pool)
+    if opts.enabled_user_shutdown is not None:
+        init.enabled_user_shutdown = opts.enabled_user_shutdown
     init.beparams = split_key_val("-B", opts.backend_parameters or "")
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
@@ -362,6 +364,12 @@ def _add_init(sub: Any) -> None:
         help="Default hypervisor parameters (hv:k=v,...)",
     )
     p.add_argument("--uid-pool", help="User-id ranges for security_model=pool (1000-2000,3000)")
+    p.add_argument(
+        "--user-shutdown",
+        dest="enabled_user_shutdown",
+        type=boolean,
+        help="Whether a shutdown from inside an instance shows as USER_down (yes|no)",
+    )
     p.add_argument("--no-etc-hosts", action="store_true", help="Accepted for compatibility")
     p.add_argument("--no-ssh-init", action="store_true", help="Accepted for compatibility")
     cli_ipolicy.add_options(p, init=True)

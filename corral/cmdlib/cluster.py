@@ -75,7 +75,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "instance_communication_network": "",
         "zeroing_image": "",
         "compression_tools": COMPRESSION_TOOLS,
-        "enabled_user_shutdown": False,
+        "enabled_user_shutdown": cluster.enabled_user_shutdown,
         "enabled_data_collectors": {},
         "data_collector_interval": {},
         "modify_ssh_setup": cluster.modify_ssh_setup,
@@ -264,8 +264,14 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 name: P.check_hvparams(name, values, allow_none=True)
                 for name, values in op.hvparams.items()
             }
-            cluster.hvparams = _merge_dict(cluster.hvparams, hv, nested=True)
+            merged = _merge_dict(cluster.hvparams, hv, nested=True)
+            for name in hv:
+                P.check_filled_hvparams(name, merged.get(name, {}))
+            cluster.hvparams = merged
             changes.append(("hvparams", cluster.hvparams))
+        if op.enabled_user_shutdown is not None:
+            cluster.enabled_user_shutdown = op.enabled_user_shutdown
+            changes.append(("enabled_user_shutdown", op.enabled_user_shutdown))
         if op.ndparams:
             cluster.ndparams = _merge_dict(cluster.ndparams, op.ndparams, nested=False)
             changes.append(("ndparams", cluster.ndparams))

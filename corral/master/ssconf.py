@@ -33,6 +33,7 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "shared_file_storage_dir": cluster.shared_file_storage_dir,
         "enabled_disk_templates": "\n".join(cluster.enabled_disk_templates),
         "uid_pool": uidpool.format_pool(cluster.uid_pool, "\n"),
+        "enabled_user_shutdown": str(cluster.enabled_user_shutdown),
     }
 
 

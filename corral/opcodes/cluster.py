@@ -144,6 +144,6 @@ class OpClusterSetParams(OpCode):
     instance_communication_network: str | None = not_built()
     zeroing_image: str | None = not_built()
     compression_tools: list[NonEmptyStr] | None = not_built()
-    enabled_user_shutdown: bool | None = not_built()
+    enabled_user_shutdown: bool | None = None
     enabled_data_collectors: dict[str, bool] | None = not_built(None, {})
     data_collector_interval: dict[str, int] | None = not_built(None, {})
