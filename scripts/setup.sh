@@ -17,6 +17,12 @@ if [[ ${1:-} == --tests ]]; then
                python3-pycurl python3-paramiko python3-bitarray python3-psutil)
   /usr/bin/python3 -c 'import simplejson, pyparsing, OpenSSL, pyinotify, pycurl, paramiko, bitarray, psutil' \
     2>/dev/null || need_pkgs+=("${ganeti_deps[@]}")
+  # real guests built at test time (tests/helpers/guest.py): ext2 images, the unpacked
+  # grub-mkimage's libraries, debootstrap's needs for the Debian guest
+  for pkg in e2fsprogs libdevmapper1.02.1 liblzma5 libselinux1 libudev1 wget gpgv \
+             debian-archive-keyring udev mount; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+  done
   # the dashboard's browser test (selenium drives Debian's chromium-driver)
   [[ -x /usr/lib/chromium/chromium ]] || need_pkgs+=(chromium)
   [[ -x /usr/bin/chromedriver ]] || need_pkgs+=(chromium-driver)
