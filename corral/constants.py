@@ -196,6 +196,8 @@ CONS_SSH: Final = "ssh"
 CONS_VNC: Final = "vnc"
 CONS_SPICE: Final = "spice"
 CONS_MESSAGE: Final = "msg"
+# Ganeti's default of the ssh_port node parameter (an ssh console's port).
+DEFAULT_SSH_PORT: Final = 22
 
 # Migrations: modes and the statuses a hypervisor reports (Ganeti's).
 HT_MIGRATION_LIVE: Final = "live"

@@ -12,6 +12,7 @@ from corral.cli import common, tags
 from corral.cli import instance_multi as M
 from corral.cli import instance_specs as S
 from corral.cli.generic_info import format_generic_info
+from corral.cli.instance_console import add_command as add_console_command
 from corral.cli.instance_copy import add_command as add_copy_command
 from corral.cli.instance_info import instance_info
 from corral.cli.instance_moves import add_commands as add_move_commands
@@ -349,6 +350,7 @@ def build_parser() -> common.Parser:
     _add_queries(sub)
     add_move_commands(sub)
     add_copy_command(sub)
+    add_console_command(sub)
     common.add_not_built(
         sub,
         "gnt-instance",
@@ -356,7 +358,6 @@ def build_parser() -> common.Parser:
             "activate-disks",
             "batch-create",
             "change-group",
-            "console",
             "deactivate-disks",
             "recreate-disks",
             "replace-disks",

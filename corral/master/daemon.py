@@ -13,6 +13,7 @@ from corral.cmdlib import (  # noqa: F401
     cluster_verify,
     group,
     instance,
+    instance_console,
     instance_create,
     instance_intents,
     instance_migration,

@@ -201,6 +201,8 @@ class LuxiMethods:
             # Corral's own: the configuration's serial number, which changes with
             # every write (what "nothing changed" is checked against).
             "config_serial": lambda: cfg.serial,
+            # Corral's own: the node daemons' port (gnt-instance console reaches them).
+            "noded_port": lambda: cfg.cluster.noded_port,
         }
         # As luxid: a name it does not know gives null, not an error.
         getter = values.get(name)

@@ -18,6 +18,7 @@ from aiohttp import web
 from corral import errors
 from corral.daemons.util import ReadyCallback, listen_error, one_line
 from corral.node import join_protocol as J
+from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler
 from corral.node.hypervisor import available
@@ -110,6 +111,7 @@ def make_app(ctx: NodeContext) -> web.Application:
         for path, step in ((J.HELLO_PATH, "hello"), (J.FINISH_PATH, "finish")):
             app.router.add_post(path, functools.partial(_join, membership=membership, step=step))
     add_transfer_routes(app, ctx)
+    add_console_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
     app.on_startup.append(functools.partial(_hypervisors_up, paths=ctx.paths))
     app.on_cleanup.append(functools.partial(_hypervisors_down, paths=ctx.paths))

@@ -222,6 +222,10 @@ class OpInstanceMove(_InstanceOp):
     ignore_consistency: bool = False
 
 
+class OpInstanceConsole(_InstanceOp):
+    OP_ID = "OP_INSTANCE_CONSOLE"
+
+
 class OpInstanceQueryData(OpCode):
     OP_ID = "OP_INSTANCE_QUERY_DATA"
 

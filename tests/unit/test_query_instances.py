@@ -158,20 +158,29 @@ async def test_console_and_state_follow_the_primary_node(world: QueryWorld) -> N
     node3 = world._node("node3.example.com", "192.0.2.3", world.group, offline=True)
     world.add(node3)
     world.instance("up", admin_state="up")
+    world.instance("up2", admin_state="up")
+    world.instance("stopped", admin_state="down")
     world.instance("down-node", node=world.node2)
     world.instance("off-node", node=node3)
-    world.answer("all_instances_info", world.node1, {"up": {"memory": 128, "vcpus": 1}})
+    running = {"up": {"memory": 128, "vcpus": 1}, "up2": {"memory": 128, "vcpus": 1}}
+    world.answer("all_instances_info", world.node1, running)
+    # The node's hypervisor describes the console; an ssh one gets the node's ssh port.
+    ssh = {"instance": "up", "kind": "ssh", "host": "node1.example.com", "user": "root"}
+    message = {"instance": "up2", "kind": "msg", "message": "No serial shell for instance up2"}
+    world.answer("instance_console", world.node1, [{**ssh, "command": ["socat"]}, message])
     rows = await world.query("instance", ["name", "console", "status", "oper_ram"])
     by_name = {row[0][1]: row[1:] for row in rows}
-    message = {
-        "instance": "up",
-        "kind": "msg",
-        "message": "Console not available for fake hypervisor",
-    }
-    assert by_name["up"] == [[OK, message], [OK, "running"], [OK, 128]]
+    console = {**ssh, "command": ["socat"], "port": 22}
+    assert by_name["up"] == [[OK, console], [OK, "running"], [OK, 128]]
+    assert by_name["up2"] == [[OK, message], [OK, "running"], [OK, 128]]
+    assert by_name["stopped"] == [[UNAVAIL, None], [OK, "ADMIN_down"], [UNAVAIL, None]]
     assert by_name["down-node"] == [[NODATA, None], [OK, "ERROR_nodedown"], [NODATA, None]]
     assert by_name["off-node"] == [[OFFLINE, None], [OK, "ERROR_nodeoffline"], [OFFLINE, None]]
-    # One call, to the online primary nodes only.
-    assert [(name, sorted(nodes)) for name, nodes, _ in world.rpc.calls] == [
-        ("all_instances_info", sorted([world.node1.uuid, world.node2.uuid]))
+    # One call to the online primary nodes, one for the running instances' consoles.
+    calls = [(name, sorted(nodes)) for name, nodes, _ in world.rpc.calls]
+    assert calls == [
+        ("all_instances_info", sorted([world.node1.uuid, world.node2.uuid])),
+        ("instance_console", [world.node1.uuid]),
     ]
+    assert [inst["name"] for inst in world.rpc.calls[1][2][0]] == ["up", "up2"]
+    assert world.rpc.calls[1][2][1] == "node1.example.com"

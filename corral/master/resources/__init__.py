@@ -87,7 +87,7 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
 
 # The needs (see FieldSet.needs) of a resource that its nodes answer.
 _LIVE_NEEDS: dict[str, frozenset[str]] = {
-    C.QR_INSTANCE: frozenset({instances.LIVE}),
+    C.QR_INSTANCE: frozenset({instances.LIVE, instances.CONSOLE}),
     C.QR_NODE: frozenset({node_live.NODE_INFO, node_live.STORAGE, node_live.HV_INFO}),
 }
 

@@ -4,7 +4,7 @@ The fields are luxid's (their names, titles, kinds, descriptions, and what
 a missing value's status is); disk and NIC fields are in
 :mod:`corral.master.resources.instance_devices`.  Only the state fields
 (``status``, ``oper_*``, ``console``) need the nodes: one call per primary node
-and hypervisor in use, and for ``console`` one per running instance.
+and hypervisor in use, and for ``console`` one more per node running instances.
 """
 
 from __future__ import annotations

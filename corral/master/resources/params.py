@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from corral import constants as C
 from corral import params as P
 from corral.objects import Cluster, Node, NodeGroup
 
@@ -37,7 +38,7 @@ ND_DEFAULTS: dict[str, Any] = {
     "ovs_link": "",
     "ovs_name": "switch1",
     "spindle_count": 1,
-    "ssh_port": 22,
+    "ssh_port": C.DEFAULT_SSH_PORT,
 }
 
 

@@ -11,6 +11,7 @@ from corral import errors
 from corral.node.handlers import (  # noqa: F401  (registration)
     admin,
     backup,
+    console,
     fanout,
     files,
     hooks,

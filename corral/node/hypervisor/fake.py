@@ -13,6 +13,11 @@ Test gates: a file ``<run dir>/fake-hypervisor-gates/<instance>.<step>``
 makes the step (``accept``, ``migrate``, ``finalize_src``, ``finalize_dst``)
 stop, once, before it acts: it creates ``<...>.reached`` and waits until the
 gate file is removed.
+
+Test console: a unix socket ``<run dir>/fake-hypervisor-consoles/<instance>.serial``,
+if a test serves one there, is the instance's serial console: ``console()``
+then describes it as kvm does (kind ``ssh``) and noded's console relay
+connects to it.  Without one the instance has Ganeti's fake console message.
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from corral import constants as C
 from corral import errors
 from corral.fileio import atomic_write
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
-from corral.node.hypervisor.spec import InstanceInfo, InstanceSpec
+from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec
 from corral.node.meminfo import memory_info
 from corral.paths import Paths
 
 GATES_DIR = "fake-hypervisor-gates"
+CONSOLES_DIR = "fake-hypervisor-consoles"
 _GATE_POLL = 0.02  # seconds; only while a test holds a gate
 _INCOMING = "incoming"
 _MIGRATING = "migrating"
@@ -121,6 +127,25 @@ class FakeHypervisor(Hypervisor):
                 )
             )
         return out
+
+    def serial_socket(self, name: str) -> Path | None:
+        """The test console's socket, if a test serves one (see the module's docstring)."""
+        path = self.paths.run_dir / CONSOLES_DIR / f"{self._file(name).name}.serial"
+        return path if path.is_socket() else None
+
+    async def console(self, spec: InstanceSpec, node_name: str) -> ConsoleInfo:
+        socket = self.serial_socket(spec.name)
+        if socket is None:
+            return ConsoleInfo(
+                spec.name, C.CONS_MESSAGE, message="Console not available for fake hypervisor"
+            )
+        return ConsoleInfo(
+            spec.name,
+            C.CONS_SSH,
+            host=node_name,
+            user="root",
+            command=("socat", "STDIO,raw,echo=0,escape=0x1d", f"UNIX-CONNECT:{socket}"),
+        )
 
     @property
     def memory_file(self) -> Path:

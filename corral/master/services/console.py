@@ -1,0 +1,80 @@
+"""Consoles of running instances, as their primary nodes' hypervisors describe
+them: what ``OP_INSTANCE_CONSOLE`` returns and the instance query's
+``console`` field shows (Ganeti's ``InstanceConsole`` dicts)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import params as P
+from corral.master.services.params import filled_beparams, filled_hvparams
+from corral.objects import Cluster, Instance, Node, NodeGroup
+from corral.rpc.client import RpcResult
+
+if TYPE_CHECKING:
+    from corral.master.context import Master
+
+
+def console_descriptor(cluster: Cluster, inst: Instance) -> dict[str, Any]:
+    """The instance as a hypervisor describes its console: its filled
+    parameters and network port, no disks or NICs (the node need not resolve them)."""
+    be = filled_beparams(cluster, inst)
+    return {
+        "name": inst.name,
+        "uuid": inst.uuid,
+        "os": inst.os,
+        "hypervisor": inst.hypervisor,
+        "beparams": be,
+        "hvparams": filled_hvparams(cluster, inst),
+        "memory": be["maxmem"],
+        "vcpus": be["vcpus"],
+        # A VNC console's display is its port's.
+        "network_port": inst.network_port,
+    }
+
+
+def _ssh_port(cluster: Cluster, group: NodeGroup | None, node: Node) -> Any:
+    """The node's ``ssh_port`` parameter: its own over its group's and the cluster's."""
+    own = [cluster.ndparams, group.ndparams if group else {}, node.ndparams]
+    return P.fill({"ssh_port": C.DEFAULT_SSH_PORT}, *own)["ssh_port"]
+
+
+def _with_port(console: Any, port: Any) -> Any:
+    """An ``ssh`` console is reached through its node: without a port of its
+    own, the node's ``ssh_port`` parameter is its port, as Ganeti's kvm gives it."""
+    ssh = isinstance(console, dict) and console.get("kind") == C.CONS_SSH
+    return {**console, "port": port} if ssh and console.get("port") is None else console
+
+
+async def _node_consoles(master: Master, node: Node, insts: list[Instance]) -> list[RpcResult]:
+    """One call to ``node`` for the consoles of ``insts``: one result each."""
+    cfg = master.cfg
+    args = [[console_descriptor(cfg.cluster, inst) for inst in insts], node.name]
+    answers = await master.rpc.call([(node.uuid, node.primary_ip)], "instance_console", args)
+    answer = answers[node.uuid]
+    payload = answer.payload
+    if answer.failed or not isinstance(payload, list) or len(payload) != len(insts):
+        fail_msg = answer.fail_msg or f"Invalid console answer from node {node.name}"
+        return [RpcResult(answer.node, answer.call, fail_msg=fail_msg) for _ in insts]
+    port = _ssh_port(cfg.cluster, cfg.get(NodeGroup, node.group), node)
+    return [RpcResult(answer.node, answer.call, _with_port(c, port)) for c in payload]
+
+
+async def instance_consoles(master: Master, instances: Sequence[Instance]) -> dict[str, RpcResult]:
+    """Instance uuid → its primary node's description of its console (the
+    instances must be running): one call per primary node, all at once."""
+    by_node: dict[str, list[Instance]] = {}
+    for inst in instances:
+        by_node.setdefault(inst.primary_node, []).append(inst)
+    nodes = [master.cfg.lookup(Node, uuid) for uuid in by_node]
+    answers = await asyncio.gather(
+        *(_node_consoles(master, node, by_node[node.uuid]) for node in nodes)
+    )
+    return {
+        inst.uuid: result
+        for node, results in zip(nodes, answers, strict=True)
+        for inst, result in zip(by_node[node.uuid], results, strict=True)
+    }
