@@ -30,7 +30,11 @@ class HypervisorKind:
 
 
 HYPERVISORS: Mapping[str, HypervisorKind] = {
-    h.name: h for h in (HypervisorKind("fake", "Instances are state files; nothing runs"),)
+    h.name: h
+    for h in (
+        HypervisorKind("fake", "Instances are state files; nothing runs"),
+        HypervisorKind("kvm", "Instances are QEMU guests (KVM, or TCG without it)"),
+    )
 }
 
 # The keys of a node's capability report.

@@ -37,7 +37,7 @@ def why_not(template: str) -> str:
     return lacking if not os.path.exists(probe) else "it is not implemented by Corral"
 
 
-PHANTOM_HYPERVISORS = ("kvm", "xen-pvm", "xen-hvm", "lxc", "chroot")
+PHANTOM_HYPERVISORS = ("xen-pvm", "xen-hvm", "lxc", "chroot")
 NODE2 = "node2.example.com"
 
 
@@ -172,7 +172,7 @@ def test_modify_refuses_a_hypervisor_corral_lacks(cl: TestCluster, hypervisor: s
 def test_add_refuses_phantom_templates_an_old_config_enables(tmp_path: Path) -> None:
     with running_cluster(tmp_path) as cl:
         make_os(cl.paths, "plain", variants=None)
-        enable_in_config(cl, ["fake", "kvm"], ["plain", *PHANTOM_TEMPLATES[1:], "file"])
+        enable_in_config(cl, ["fake", "lxc"], ["plain", *PHANTOM_TEMPLATES[1:], "file"])
         before = (config_serial(cl), files_under(cl.paths.file_storage_dir))
         for template in PHANTOM_TEMPLATES:
             failed(
@@ -182,8 +182,8 @@ def test_add_refuses_phantom_templates_an_old_config_enables(tmp_path: Path) -> 
         # Without -t, the first enabled template (here a phantom one) is refused too.
         failed(add(cl, "new1", "-s", "1M", "-o", "plain"), f"'plain': {why_not('plain')}")
         failed(
-            add(cl, "new1", "-t", "file", "-s", "1M", "-o", "plain", "-H", "kvm"),
-            "Cannot use hypervisor 'kvm': it is not implemented by Corral",
+            add(cl, "new1", "-t", "file", "-s", "1M", "-o", "plain", "-H", "lxc"),
+            "Cannot use hypervisor 'lxc': it is not implemented by Corral",
         )
         assert (config_serial(cl), files_under(cl.paths.file_storage_dir)) == before
         assert rows(cl, ["name"]) == []
@@ -203,28 +203,28 @@ def test_a_failing_hypervisor_hides_only_its_own_instances(tmp_path: Path) -> No
         make_os(cl.paths, "plain", variants=None)
         ok(add(cl, "up1", "-t", "diskless", "-o", "plain"))
 
-        def kvm_twin(cfg: ConfigManager) -> None:
+        def lxc_twin(cfg: ConfigManager) -> None:
             # An instance of a hypervisor the node lacks, as an old config may hold.
             twin = cfg.lookup(Instance, "up1").model_copy(deep=True)
-            twin.uuid, twin.name, twin.hypervisor, twin.nics = "kvm-twin", "kvm1", "kvm", []
+            twin.uuid, twin.name, twin.hypervisor, twin.nics = "lxc-twin", "lxc1", "lxc", []
             cluster = cfg.cluster.copy_for_update()
             assert isinstance(cluster, Cluster)
-            cluster.enabled_hypervisors = ["fake", "kvm"]
+            cluster.enabled_hypervisors = ["fake", "lxc"]
             tx = cfg.transaction()
             tx.update(cluster)
             tx.add(twin)
             tx.commit()
 
-        edit_config(cl, kvm_twin)
+        edit_config(cl, lxc_twin)
         assert rows(cl, ["name", "status", "oper_state"]) == [
-            ["kvm1", "ERROR_nodedown", "?"],
+            ["lxc1", "ERROR_nodedown", "?"],
             ["up1", "running", "Y"],
         ]
         info = ok(cl.gnt("instance", "info", "up1"))
         assert "configured to be up, actual state is up" in info
-        info = ok(cl.gnt("instance", "info", "kvm1"))
+        info = ok(cl.gnt("instance", "info", "lxc1"))
         assert "actual state" not in info
-        assert "WARNING: Cannot get the state of instance kvm1 from node" in info
+        assert "WARNING: Cannot get the state of instance lxc1 from node" in info
 
 
 @pytest.mark.slow

@@ -10,10 +10,14 @@ from __future__ import annotations
 from corral import errors
 from corral.node.hypervisor.base import Hypervisor
 from corral.node.hypervisor.fake import FakeHypervisor
+from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.paths import Paths
 
 # Name → class: the node side of corral.capabilities.HYPERVISORS.
-CLASSES: dict[str, type[Hypervisor]] = {FakeHypervisor.NAME: FakeHypervisor}
+CLASSES: dict[str, type[Hypervisor]] = {
+    FakeHypervisor.NAME: FakeHypervisor,
+    KvmHypervisor.NAME: KvmHypervisor,
+}
 
 _INSTANCES: dict[tuple[str, str], Hypervisor] = {}
 

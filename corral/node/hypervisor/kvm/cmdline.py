@@ -1,0 +1,253 @@
+"""QEMU's command line for an instance: a pure function of the instance and
+of what the node decided for this start (sockets, taps, user, machine).
+
+The mapping of each hypervisor parameter follows Ganeti's hv_kvm; QEMU 7.2's
+current option spellings are used (``server=on``, ``-accel``, ``-device``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corral import errors
+from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
+
+VNC_BASE_PORT = 5900
+# disk_type → QEMU's device for a disk ("scsi" is Ganeti's old bus name).
+DISK_DEVICES = {
+    "paravirtual": "virtio-blk-pci",
+    "ide": "ide-hd",
+    "scsi": "scsi-hd",
+    "scsi-hd": "scsi-hd",
+}
+SCSI_DEVICES = frozenset({"scsi-hd"})
+# nic_type → QEMU's NIC model.
+NIC_DEVICES = {
+    "paravirtual": "virtio-net-pci",
+    "e1000": "e1000",
+    "rtl8139": "rtl8139",
+    "i82551": "i82551",
+    "i82557b": "i82557b",
+    "i82559er": "i82559er",
+    "ne2k_isa": "ne2k_isa",
+    "ne2k_pci": "ne2k_pci",
+    "pcnet": "pcnet",
+}
+# boot_order → QEMU's -boot letter (without a kernel_path).
+BOOT_LETTERS = {"disk": "c", "cdrom": "d", "floppy": "a", "network": "n"}
+SANDBOX = "on,obsolete=deny,resourcecontrol=deny"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the node decided for this start of the instance."""
+
+    qmp_socket: Path
+    serial_socket: Path
+    pidfile: Path
+    machine: str  # resolved: the default machine of this QEMU if none is set
+    use_kvm: bool  # KVM works on this node (used when kvm_flag is "")
+    # Per NIC, the open files of its tap (QEMU detects vnet_hdr on them).
+    taps: tuple[tuple[int, ...], ...] = ()
+    runas: str | None = None  # a user name or "uid:gid"
+    chroot: Path | None = None
+    network_port: int | None = None
+    sandbox: bool = True
+
+
+def build(spec: InstanceSpec, launch: Launch) -> list[str]:
+    """The argv that starts ``spec`` (always paused: ``-S``; the node sends
+    ``cont`` once its monitor listens)."""
+    hvp = spec.hvparams
+    argv = [str(hvp["kvm_path"]), "-name", spec.name, "-m", str(spec.memory)]
+    argv += ["-smp", _smp(spec.vcpus, hvp)]
+    if spec.uuid:
+        argv += ["-uuid", spec.uuid]
+    argv += ["-machine", launch.machine, "-accel", accel(hvp, launch.use_kvm)]
+    if hvp.get("cpu_type"):
+        argv += ["-cpu", str(hvp["cpu_type"])]
+    argv += ["-device", "virtio-balloon"]
+    argv += ["-pidfile", str(launch.pidfile), "-daemonize", "-S"]
+    if not hvp.get("acpi", True):
+        argv.append("-no-acpi")
+    if hvp.get("reboot_behavior") == "exit":
+        argv.append("-no-reboot")
+    if hvp.get("use_localtime"):
+        argv += ["-rtc", "base=localtime"]
+    if hvp.get("mem_path"):
+        argv += ["-mem-path", str(hvp["mem_path"]), "-mem-prealloc"]
+    argv += _boot(hvp)
+    argv += ["-qmp", f"unix:{launch.qmp_socket},server=on,wait=off"]
+    if hvp.get("serial_console"):
+        argv += ["-serial", f"unix:{launch.serial_socket},server=on,wait=off"]
+    else:
+        argv += ["-serial", "none"]
+    argv += _display(spec, launch)
+    argv += _disks(spec.disks, hvp)
+    argv += _nics(spec.nics, launch.taps, hvp)
+    argv += _security(launch)
+    argv += [word for word in str(hvp.get("kvm_extra") or "").split(" ") if word]
+    return argv
+
+
+def accel(hvp: Mapping[str, Any], kvm_works: bool) -> str:
+    """``kvm`` or ``tcg``: forced by ``kvm_flag``, else KVM where it works."""
+    flag = hvp.get("kvm_flag") or ""
+    if flag == "enabled":
+        return "kvm"
+    if flag == "disabled":
+        return "tcg"
+    return "kvm" if kvm_works else "tcg"
+
+
+def _smp(vcpus: int, hvp: Mapping[str, Any]) -> str:
+    parts = [str(vcpus)]
+    for key, name in (
+        ("cpu_cores", "cores"),
+        ("cpu_threads", "threads"),
+        ("cpu_sockets", "sockets"),
+    ):
+        if hvp.get(key):
+            parts.append(f"{name}={hvp[key]}")
+    return ",".join(parts)
+
+
+def kernel_append(hvp: Mapping[str, Any]) -> str:
+    """The kernel command line as Ganeti builds it: root=, kernel_args, and the
+    serial console."""
+    words = []
+    if hvp.get("root_path"):
+        words.append(f"root={hvp['root_path']}")
+    if hvp.get("kernel_args"):
+        words.append(str(hvp["kernel_args"]))
+    if hvp.get("serial_console"):
+        words.append(f"console=ttyS0,{hvp['serial_speed']}")
+    return " ".join(words)
+
+
+def _boot(hvp: Mapping[str, Any]) -> list[str]:
+    argv: list[str] = []
+    cdrom = hvp.get("cdrom_image_path")
+    if cdrom:
+        argv += ["-drive", f"file={cdrom},format=raw,media=cdrom,readonly=on,if=ide"]
+    if hvp.get("kernel_path"):
+        argv += ["-kernel", str(hvp["kernel_path"])]
+        if hvp.get("initrd_path"):
+            argv += ["-initrd", str(hvp["initrd_path"])]
+        argv += ["-append", kernel_append(hvp)]
+        return argv
+    order = str(hvp.get("boot_order") or "disk")
+    if order not in BOOT_LETTERS:
+        raise errors.OpExecError(f"Unknown boot_order '{order}'")
+    return [*argv, "-boot", BOOT_LETTERS[order]]
+
+
+def _display(spec: InstanceSpec, launch: Launch) -> list[str]:
+    hvp = spec.hvparams
+    argv: list[str] = []
+    if hvp.get("keymap"):
+        argv += ["-k", str(hvp["keymap"])]
+    mouse = hvp.get("usb_mouse")
+    address = str(hvp.get("vnc_bind_address") or "")
+    if mouse or address:
+        argv += ["-usb", "-device", "usb-mouse" if mouse == "mouse" else "usb-tablet"]
+    if not address:
+        return [*argv, "-display", "none"]
+    return [*argv, "-vnc", vnc_argument(address, launch.network_port, hvp)]
+
+
+def vnc_enabled(spec: InstanceSpec, port: int | None) -> bool:
+    """Whether QEMU serves VNC (a bind address and a port above 5900)."""
+    return bool(spec.hvparams.get("vnc_bind_address")) and port is not None and port > VNC_BASE_PORT
+
+
+def vnc_argument(address: str, port: int | None, hvp: Mapping[str, Any]) -> str:
+    """``-vnc``'s value: the display is the instance's network port - 5900."""
+    if port is None or port <= VNC_BASE_PORT:
+        return "none"  # Ganeti starts without VNC (and logs it) in this case
+    display = port - VNC_BASE_PORT
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise errors.OpExecError(
+            f"Invalid vnc_bind_address '{address}': use an IP address"
+        ) from None
+    if str(ip) == "0.0.0.0":
+        value = f":{display}"
+    elif ip.version == 6:
+        value = f"[{address}]:{display}"
+    else:
+        value = f"{address}:{display}"
+    if hvp.get("vnc_password_file"):
+        value += ",password=on"
+    return value
+
+
+def disk_cache(disk: DiskSpec, hvp: Mapping[str, Any]) -> str:
+    """The ``aio``/``cache`` options of a disk, as Ganeti chooses them.
+
+    Disks every node sees get no host cache, or a migration corrupts them
+    (Ganeti forces cache=none on its externally mirrored templates)."""
+    if hvp.get("disk_aio") == "native":
+        return "aio=native,cache=none"
+    cache = "none" if disk.shared else str(hvp.get("disk_cache") or "default")
+    return "aio=threads" if cache == "default" else f"aio=threads,cache={cache}"
+
+
+def _disks(disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any]) -> list[str]:
+    kind = str(hvp.get("disk_type") or "paravirtual")
+    device = DISK_DEVICES.get(kind)
+    if device is None:
+        raise errors.OpExecError(
+            f"disk_type '{kind}' is not implemented by Corral; use one of"
+            f" {', '.join(sorted(DISK_DEVICES))}"
+        )
+    argv: list[str] = []
+    if device in SCSI_DEVICES and disks:
+        argv += ["-device", f"{hvp.get('scsi_controller_type') or 'lsi'},id=scsi"]
+    for disk in disks:
+        drive = f"disk{disk.index}"
+        options = f"file={disk.path},format=raw,if=none,id={drive},{disk_cache(disk, hvp)}"
+        if disk.mode != "rw":
+            options += ",readonly=on"
+        argv += ["-drive", options, "-device", f"{device},drive={drive},id={drive}-dev"]
+    return argv
+
+
+def _nics(
+    nics: tuple[NicSpec, ...], taps: tuple[tuple[int, ...], ...], hvp: Mapping[str, Any]
+) -> list[str]:
+    if not nics:
+        return ["-nic", "none"]
+    if len(taps) != len(nics):
+        raise ValueError(f"{len(nics)} NICs but {len(taps)} taps")
+    kind = str(hvp.get("nic_type") or "paravirtual")
+    model = NIC_DEVICES.get(kind)
+    if model is None:
+        raise errors.OpExecError(f"Unknown nic_type '{kind}'")
+    argv: list[str] = []
+    for nic, tap in zip(nics, taps, strict=True):
+        netdev = f"netdev{nic.index}"
+        fds = ":".join(str(fd) for fd in tap)
+        value = f"tap,id={netdev},{'fds' if len(tap) > 1 else 'fd'}={fds}"
+        if hvp.get("vhost_net") and kind == "paravirtual":
+            value += ",vhost=on"
+        argv += ["-netdev", value, "-device", f"{model},netdev={netdev},mac={nic.mac}"]
+    return argv
+
+
+def _security(launch: Launch) -> list[str]:
+    argv: list[str] = []
+    if launch.runas:
+        argv += ["-runas", launch.runas]
+    if launch.chroot is not None:
+        argv += ["-chroot", str(launch.chroot)]
+    if launch.sandbox:
+        # spawn and elevateprivileges stay allowed: -daemonize forks, -runas
+        # changes the uid after the filter is in place.
+        argv += ["-sandbox", SANDBOX]
+    return argv

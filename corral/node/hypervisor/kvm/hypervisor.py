@@ -1,0 +1,411 @@
+"""The kvm hypervisor: instances are QEMU processes (KVM, or TCG without it).
+
+Each guest is a daemonized QEMU started paused; noded holds one QMP
+connection per guest (:class:`~.monitor.Monitor`), follows its events, and
+notices its exit through a pidfd.  What a restarted noded needs lives in the
+runtime files (:mod:`.runtime`): :meth:`KvmHypervisor.resume` reconnects to
+the guests still running and removes the leftovers of those that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from corral import errors
+from corral.node import netdev
+from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
+from corral.node.hypervisor.kvm import cmdline, process, security
+from corral.node.hypervisor.kvm.console import console_info
+from corral.node.hypervisor.kvm.monitor import Monitor
+from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
+from corral.node.hypervisor.spec import (
+    STATE_SHUTDOWN,
+    ConsoleInfo,
+    InstanceInfo,
+    InstanceSpec,
+)
+from corral.node.meminfo import memory_info
+from corral.node.uidpool import UidPool
+from corral.paths import Paths
+
+log = logging.getLogger(__name__)
+
+# Ganeti's constants.KVM_PATH; the environment may name another QEMU.
+DEFAULT_KVM_PATH = "/usr/bin/kvm"
+KVM_PATH_ENV = "CORRAL_KVM_PATH"
+# After QMP's quit (or a failed ACPI stop), how long QEMU gets before SIGKILL.
+_QUIT_GRACE = 10.0
+# sun_path holds 108 bytes with the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def kvm_binary() -> str:
+    """The QEMU this node offers kvm with."""
+    return os.environ.get(KVM_PATH_ENV) or DEFAULT_KVM_PATH
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+class KvmHypervisor(Hypervisor):
+    NAME = "kvm"
+
+    def __init__(self, paths: Paths) -> None:
+        super().__init__(paths)
+        self.layout = Layout(paths.run_dir)
+        self.monitors: dict[str, Monitor] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._reaping: dict[str, asyncio.Task[None]] = {}
+
+    @classmethod
+    def problem(cls, paths: Paths) -> str | None:
+        binary = kvm_binary()
+        if not _executable(binary):
+            return (
+                f"kvm is not offered: the QEMU binary {binary} is missing (install qemu-system-x86)"
+            )
+        return None
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    def serial_socket(self, name: str) -> Path | None:
+        path = self.layout.serial(name)
+        return path if name in self.monitors and path.exists() else None
+
+    # noded's start and stop
+    async def resume(self) -> None:
+        """Reconnect to the guests that kept running; clean up after the others."""
+        self.layout.ensure()
+        for name in self.layout.names():
+            runtime = self.layout.read_runtime(name)
+            if runtime is not None and alive(runtime):
+                try:
+                    await self._attach(runtime)
+                    continue
+                except errors.OpExecError as err:
+                    log.error("Instance %s runs but its QMP does not answer: %s", name, err)
+                    continue
+            log.info("Instance %s died while noded was down; cleaning up", name)
+            await self._cleanup(name, runtime)
+
+    async def close(self) -> None:
+        for monitor in list(self.monitors.values()):
+            await monitor.close()
+        self.monitors.clear()
+
+    async def _attach(self, runtime: Runtime) -> Monitor:
+        monitor = Monitor(runtime.name, self.layout.qmp(runtime.name), runtime.pid, self._exited)
+        await monitor.connect()
+        self.monitors[runtime.name] = monitor
+        return monitor
+
+    def _exited(self, monitor: Monitor) -> None:
+        """The guest's QEMU is gone: clean up after it (from the monitor)."""
+        if self.monitors.get(monitor.name) is monitor:
+            del self.monitors[monitor.name]
+        task = asyncio.create_task(self._reap(monitor), name=f"kvm-reap-{monitor.name}")
+        self._reaping[monitor.name] = task
+        task.add_done_callback(lambda _: self._reaping.pop(monitor.name, None))
+
+    async def _reap(self, monitor: Monitor) -> None:
+        runtime = self.layout.read_runtime(monitor.name)
+        if runtime is not None and runtime.pid != monitor.pid:
+            return  # started again meanwhile: what is recorded is the new guest's
+        if monitor.user_shutdown:
+            log.info("Instance %s was shut down from inside", monitor.name)
+            self.layout.shutdown_mark(monitor.name).touch(mode=0o600)
+        await self._cleanup(monitor.name, runtime)
+
+    async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
+        """Remove what a dead guest left: taps' routes, its uid, its files."""
+        if runtime is not None:
+            for tap in runtime.taps:
+                await asyncio.to_thread(netdev.remove_tap, tap)
+            if runtime.uid is not None:
+                await asyncio.to_thread(UidPool(self.paths).release, runtime.uid)
+        self.layout.remove(name)
+
+    # Life cycle
+    async def start(self, spec: InstanceSpec, paused: bool = False) -> None:
+        async with self._lock(spec.name):
+            reaping = self._reaping.get(spec.name)
+            if reaping is not None:
+                await reaping  # the last run's cleanup first
+            runtime = self.layout.read_runtime(spec.name)
+            if spec.name in self.monitors or (runtime is not None and alive(runtime)):
+                raise errors.OpExecError(f"Instance '{spec.name}' is already running")
+            vnc_password = _check_start(spec)
+            self._check_sockets(spec.name)
+            self.layout.ensure()
+            await self._cleanup(spec.name, runtime)
+            self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
+            monitor = await self._launch(spec)
+            try:
+                if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
+                    await monitor.execute("change-vnc-password", {"password": vnc_password})
+                if not paused:
+                    await monitor.execute("cont")
+            except BaseException:
+                await self._kill(monitor)
+                raise
+
+    def _check_sockets(self, name: str) -> None:
+        for path in (self.layout.qmp(name), self.layout.serial(name)):
+            size = len(os.fsencode(path))
+            if size > MAX_SOCKET_PATH:
+                raise errors.OpExecError(
+                    f"Cannot start instance {name}: its socket path {path} is {size} bytes long;"
+                    f" unix sockets allow {MAX_SOCKET_PATH}: use a shorter instance name"
+                )
+
+    async def _launch(self, spec: InstanceSpec) -> Monitor:
+        """Start QEMU (paused), record it, connect its monitor."""
+        hvp = spec.hvparams
+        name = spec.name
+        machine = str(hvp.get("machine_version") or "") or await process.default_machine(
+            str(hvp["kvm_path"])
+        )
+        chroot = (
+            security.prepare_chroot(self.layout.chroot(name)) if hvp.get("use_chroot") else None
+        )
+        taps = await self._make_taps(spec)
+        try:
+            async with security.runas(self.paths, name, hvp) as (runas, uid):
+                launch = cmdline.Launch(
+                    qmp_socket=self.layout.qmp(name),
+                    serial_socket=self.layout.serial(name),
+                    pidfile=self.layout.pidfile(name),
+                    machine=machine,
+                    use_kvm=process.kvm_works(),
+                    taps=tuple(t.fds for t in taps),
+                    runas=runas,
+                    chroot=chroot,
+                    network_port=_network_port(spec),
+                )
+                argv = cmdline.build(spec, launch)
+                fds = [fd for tap in taps for fd in tap.fds]
+                try:
+                    await process.run_daemonized(name, argv, fds)
+                finally:
+                    for tap in taps:
+                        tap.close()
+                runtime = self._record(spec, argv, [t.name for t in taps], uid, chroot)
+                return await self._attach_new(runtime)
+        except BaseException:
+            await self._cleanup(name, self.layout.read_runtime(name))
+            for tap in taps:
+                await asyncio.to_thread(netdev.remove_tap, tap.name)
+            raise
+
+    async def _make_taps(self, spec: InstanceSpec) -> list[netdev.Tap]:
+        taps: list[netdev.Tap] = []
+        try:
+            for nic in spec.nics:
+                tap = netdev.create_tap(
+                    netdev.tap_name(spec.uuid or spec.name, nic.index),
+                    vnet_hdr=bool(spec.hvparams.get("vnet_hdr", True)),
+                )
+                taps.append(tap)
+                await asyncio.to_thread(
+                    netdev.configure_nic, tap.name, nic.mode, nic.link, nic.ip, nic.mac, nic.vlan
+                )
+        except BaseException:
+            for tap in taps:
+                tap.close()
+            raise
+        return taps
+
+    def _record(
+        self,
+        spec: InstanceSpec,
+        argv: list[str],
+        taps: list[str],
+        uid: int | None,
+        chroot: Path | None,
+    ) -> Runtime:
+        pid = process.read_pid(str(self.layout.pidfile(spec.name)))
+        start = process_start(pid) if pid is not None else None
+        if pid is None or start is None:
+            raise errors.OpExecError(f"Failed to start instance {spec.name}: QEMU is gone")
+        runtime = Runtime(
+            name=spec.name,
+            argv=argv,
+            spec=dict(spec.wire),
+            pid=pid,
+            pid_start=start,
+            started=time.time(),
+            memory=spec.memory,
+            vcpus=spec.vcpus,
+            taps=taps,
+            uid=uid,
+            chroot=str(chroot) if chroot is not None else None,
+        )
+        self.layout.write_runtime(runtime)
+        if uid is not None:
+            self.layout.uidfile(spec.name).write_text(f"{uid}\n")
+        return runtime
+
+    async def _attach_new(self, runtime: Runtime) -> Monitor:
+        try:
+            return await self._attach(runtime)
+        except BaseException:
+            process.kill(runtime.pid)
+            raise
+
+    async def stop(self, name: str, timeout: int = 120, force: bool = False) -> None:
+        async with self._lock(name):
+            monitor = self.monitors.get(name)
+            if monitor is None:
+                runtime = self.layout.read_runtime(name)
+                if runtime is not None and alive(runtime):
+                    process.kill(runtime.pid)  # running, but its monitor is lost
+                await self._cleanup(name, runtime)
+            else:
+                acpi = bool(self._hvparams(name).get("acpi", True))
+                if acpi and not force:
+                    await self._powerdown(monitor, timeout)
+                await self._kill(monitor)
+            self.layout.shutdown_mark(name).unlink(missing_ok=True)
+
+    async def _powerdown(self, monitor: Monitor, timeout: int) -> None:
+        """ACPI's power button; wait up to ``timeout`` seconds for the guest."""
+        monitor.stopping = True
+        with contextlib.suppress(errors.OpExecError):
+            await monitor.execute("system_powerdown")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(monitor.exited.wait(), timeout)
+
+    async def _kill(self, monitor: Monitor) -> None:
+        """End QEMU now (QMP quit, SIGKILL if that fails) and wait for the cleanup."""
+        monitor.stopping = True
+        if not monitor.exited.is_set():
+            with contextlib.suppress(errors.OpExecError):
+                await monitor.execute("quit")
+            try:
+                await asyncio.wait_for(monitor.exited.wait(), _QUIT_GRACE)
+            except TimeoutError:
+                process.kill(monitor.pid)
+                await monitor.exited.wait()
+        task = self._reaping.get(monitor.name)
+        if task is not None:
+            await task
+
+    def _hvparams(self, name: str) -> dict[str, Any]:
+        runtime = self.layout.read_runtime(name)
+        return dict((runtime.spec.get("hvparams") if runtime else None) or {})
+
+    async def reboot(self, spec: InstanceSpec, kind: str, timeout: int) -> None:
+        """soft: the guest is reset in place (Ganeti re-executes the same QEMU
+        command line, which the guest sees as a reset); hard: stopped and
+        started again with the instance's current parameters."""
+        monitor = self.monitors.get(spec.name)
+        if monitor is None:
+            raise errors.OpExecError(f"Failed to reboot instance {spec.name}: not running")
+        if kind == REBOOT_SOFT:
+            await monitor.execute("system_reset")
+            return
+        await self.stop(spec.name, timeout)
+        await self.start(spec)
+
+    async def instances_info(self, names: Iterable[str] | None = None) -> list[InstanceInfo]:
+        wanted = set(names) if names is not None else None
+        now = time.time()
+        out = []
+        for name, monitor in sorted(self.monitors.items()):
+            runtime = self.layout.read_runtime(name)
+            if runtime is None or (wanted is not None and name not in wanted):
+                continue
+            out.append(
+                InstanceInfo(
+                    name, runtime.memory, runtime.vcpus, monitor.state, now - runtime.started
+                )
+            )
+        for name in self.layout.user_shutdowns():
+            if name not in self.monitors and (wanted is None or name in wanted):
+                out.append(InstanceInfo(name, 0, 0, STATE_SHUTDOWN, 0.0))
+        return out
+
+    async def node_info(self) -> dict[str, Any]:
+        """The host's memory (QEMU's use is in it already) and what the
+        running guests were given."""
+        used = sum(info.memory for info in await self.instances_info())
+        return {**memory_info(), "instances_memory": used}
+
+    async def console(self, spec: InstanceSpec, node_name: str) -> ConsoleInfo:
+        return console_info(spec, node_name, self.layout.serial(spec.name))
+
+    async def balloon(self, spec: InstanceSpec, memory: int) -> None:
+        monitor = self.monitors.get(spec.name)
+        runtime = self.layout.read_runtime(spec.name)
+        if monitor is None or runtime is None:
+            raise errors.OpExecError(f"Instance '{spec.name}' is not running")
+        await monitor.execute("balloon", {"value": memory * 1024 * 1024})
+        runtime.memory = memory
+        self.layout.write_runtime(runtime)
+
+    # Live migration: built on this class by the migration work (not yet).
+    async def migration_info(self, spec: InstanceSpec) -> Any:
+        raise _no_migration()
+
+    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> None:
+        raise _no_migration()
+
+    async def migrate_instance(
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
+    ) -> None:
+        raise _no_migration()
+
+    async def migration_status(self, spec: InstanceSpec) -> dict[str, Any]:
+        raise _no_migration()
+
+    async def finalize_migration_dst(self, spec: InstanceSpec, info: Any, success: bool) -> None:
+        raise _no_migration()
+
+    async def finalize_migration_src(self, spec: InstanceSpec, success: bool, live: bool) -> None:
+        raise _no_migration()
+
+
+def _no_migration() -> errors.OpExecError:
+    return errors.OpExecError("Live migration of kvm instances is not implemented yet")
+
+
+def _network_port(spec: InstanceSpec) -> int | None:
+    port = spec.wire.get("network_port")
+    return port if isinstance(port, int) and not isinstance(port, bool) else None
+
+
+def _check_start(spec: InstanceSpec) -> str | None:
+    """What must hold before QEMU runs; the VNC password, if one is set."""
+    hvp = spec.hvparams
+    kvm_path = str(hvp.get("kvm_path") or "")
+    if not _executable(kvm_path):
+        raise errors.OpExecError(
+            f"Cannot start instance {spec.name}: the QEMU binary '{kvm_path}' (kvm_path)"
+            " does not exist on this node"
+        )
+    for key in ("kernel_path", "initrd_path"):
+        path = str(hvp.get(key) or "")
+        if path and not os.path.isfile(path):
+            raise errors.OpExecError(
+                f"Cannot start instance {spec.name}: {key} '{path}' does not exist on this node"
+            )
+    password_file = str(hvp.get("vnc_password_file") or "")
+    if not password_file:
+        return None
+    try:
+        with open(password_file) as handle:
+            return handle.readline().rstrip("\n")
+    except OSError as err:
+        raise errors.OpExecError(
+            f"Cannot start instance {spec.name}: cannot read the VNC password file"
+            f" '{password_file}' (vnc_password_file): {err.strerror}"
+        ) from None

@@ -1,0 +1,125 @@
+"""Test guests on the kvm hypervisor object: their instance description and
+their serial console, read line by line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import uuid as uuid_module
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from corral.hvparams import DEFAULTS
+from corral.node.hypervisor.kvm import KvmHypervisor
+from corral.node.hypervisor.kvm.runtime import Layout, alive
+from corral.node.hypervisor.spec import InstanceSpec
+from tests.helpers.guest import guest_initramfs, guest_kernel
+
+MARKER = "CORRAL-GUEST-UP"
+
+
+def guest_spec(name: str, kernel_args: str = "", memory: int = 128, **hvp: Any) -> InstanceSpec:
+    """A test guest booting the busybox initramfs under TCG (KVM hangs here)."""
+    hvparams = {
+        **DEFAULTS["kvm"],
+        "kernel_path": str(guest_kernel()),
+        "initrd_path": str(guest_initramfs()),
+        "kernel_args": f"quiet corral.hostname={name} {kernel_args}".strip(),
+        "root_path": "",
+        "serial_speed": 115200,
+        "kvm_flag": "disabled",
+        **hvp,
+    }
+    uuid = str(uuid_module.uuid5(uuid_module.NAMESPACE_DNS, name))
+    wire = {"name": name, "uuid": uuid, "hypervisor": "kvm", "memory": memory}
+    return InstanceSpec(
+        name=name,
+        uuid=uuid,
+        hypervisor="kvm",
+        os="tiny",
+        memory=memory,
+        vcpus=1,
+        hvparams=hvparams,
+        beparams={},
+        wire={**wire, "hvparams": hvparams, "vcpus": 1},
+    )
+
+
+def kill_leftovers(run_dir: Path) -> None:
+    """SIGKILL every QEMU still recorded under ``run_dir`` (a test's cleanup
+    after a failure that left a guest behind)."""
+    layout = Layout(run_dir)
+    for name in layout.names():
+        runtime = layout.read_runtime(name)
+        if runtime is not None and alive(runtime):
+            os.kill(runtime.pid, signal.SIGKILL)
+
+
+class Serial:
+    """A guest's serial console: every line it printed since we connected."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.lines: list[str] = []
+        self._writer = writer
+        self._changed = asyncio.Condition()
+        self._task = asyncio.create_task(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while line := await reader.readline():
+            async with self._changed:
+                self.lines.append(line.decode(errors="replace").strip())
+                self._changed.notify_all()
+
+    async def wait_for(self, text: str, timeout: float = 60.0, start: int = 0) -> int:
+        """The index of the first line from ``start`` on that contains ``text``."""
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                while True:
+                    for index in range(start, len(self.lines)):
+                        if text in self.lines[index]:
+                            return index
+                    await self._changed.wait()
+        except TimeoutError:
+            tail = "\n".join(self.lines[-20:])
+            raise AssertionError(f"no {text!r} on the console; its last lines:\n{tail}") from None
+
+    async def send(self, text: str) -> None:
+        """Type ``text`` on the console (the guest's shell reads it)."""
+        self._writer.write(text.encode())
+        await self._writer.drain()
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in self.lines)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serial(path: Path) -> AsyncIterator[Serial]:
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    console = Serial(reader, writer)
+    try:
+        yield console
+    finally:
+        await console.close()
+
+
+@contextlib.asynccontextmanager
+async def booted(hv: KvmHypervisor, spec: InstanceSpec) -> AsyncIterator[Serial]:
+    """Start ``spec`` paused, attach to its serial console, let it run, and
+    wait for its marker; the guest is stopped (hard) afterwards."""
+    await hv.start(spec, paused=True)
+    try:
+        async with serial(hv.layout.serial(spec.name)) as console:
+            await hv.monitors[spec.name].execute("cont")
+            await console.wait_for(MARKER)
+            yield console
+    finally:
+        await hv.stop(spec.name, force=True)

@@ -1,0 +1,178 @@
+"""QEMU's command line built from an instance (corral.node.hypervisor.kvm.cmdline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import errors
+from corral.hvparams import DEFAULTS
+from corral.node.hypervisor.kvm import cmdline
+from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
+
+RUN = Path("/run/kvm")
+
+
+def spec(
+    disks: tuple[DiskSpec, ...] = (), nics: tuple[NicSpec, ...] = (), **hvp: Any
+) -> InstanceSpec:
+    return InstanceSpec(
+        name="inst1.example.com",
+        uuid="0b2c8f1e-uuid",
+        hypervisor="kvm",
+        os="debootstrap",
+        memory=256,
+        vcpus=2,
+        hvparams={**DEFAULTS["kvm"], **hvp},
+        beparams={},
+        disks=disks,
+        nics=nics,
+    )
+
+
+def launch(**kw: Any) -> cmdline.Launch:
+    values: dict[str, Any] = {
+        "qmp_socket": RUN / "ctrl/inst1.qmp",
+        "serial_socket": RUN / "ctrl/inst1.serial",
+        "pidfile": RUN / "pid/inst1",
+        "machine": "pc-i440fx-7.2",
+        "use_kvm": False,
+        **kw,
+    }
+    return cmdline.Launch(**values)
+
+
+def disk(index: int, mode: str = "rw", shared: bool = False) -> DiskSpec:
+    return DiskSpec(index, f"u{index}", Path(f"/srv/d{index}"), mode, 1024, "file", shared)
+
+
+def option(argv: list[str], name: str) -> list[str]:
+    """Every value of option ``name``."""
+    return [argv[i + 1] for i, word in enumerate(argv) if word == name]
+
+
+def test_basics() -> None:
+    argv = cmdline.build(spec(), launch())
+    assert argv[0] == "/usr/bin/kvm"
+    assert option(argv, "-name") == ["inst1.example.com"]
+    assert option(argv, "-m") == ["256"]
+    assert option(argv, "-smp") == ["2"]
+    assert option(argv, "-uuid") == ["0b2c8f1e-uuid"]
+    assert option(argv, "-machine") == ["pc-i440fx-7.2"]
+    assert option(argv, "-pidfile") == ["/run/kvm/pid/inst1"]
+    assert "-daemonize" in argv and "-S" in argv
+    assert option(argv, "-qmp") == ["unix:/run/kvm/ctrl/inst1.qmp,server=on,wait=off"]
+    assert option(argv, "-serial") == ["unix:/run/kvm/ctrl/inst1.serial,server=on,wait=off"]
+    assert option(argv, "-display") == ["none"] and "-vnc" not in argv
+    assert option(argv, "-nic") == ["none"]
+    assert option(argv, "-sandbox") == [cmdline.SANDBOX]
+    assert "-runas" not in argv and "-chroot" not in argv and "-no-acpi" not in argv
+
+
+@pytest.mark.parametrize(
+    ("flag", "kvm_works", "accel"),
+    [("", True, "kvm"), ("", False, "tcg"), ("enabled", False, "kvm"), ("disabled", True, "tcg")],
+)
+def test_accel(flag: str, kvm_works: bool, accel: str) -> None:
+    argv = cmdline.build(spec(kvm_flag=flag), launch(use_kvm=kvm_works))
+    assert option(argv, "-accel") == [accel]
+
+
+def test_direct_kernel_boot_append_line() -> None:
+    hvp = {"kernel_path": "/k", "initrd_path": "/i", "kernel_args": "ro quiet"}
+    argv = cmdline.build(spec(serial_speed=115200, **hvp), launch())
+    assert option(argv, "-kernel") == ["/k"] and option(argv, "-initrd") == ["/i"]
+    assert option(argv, "-append") == ["root=/dev/vda1 ro quiet console=ttyS0,115200"]
+    assert "-boot" not in argv
+    argv = cmdline.build(spec(serial_console=False, root_path="", **hvp), launch())
+    assert option(argv, "-append") == ["ro quiet"]
+    assert option(argv, "-serial") == ["none"]
+
+
+@pytest.mark.parametrize(("order", "letter"), [("disk", "c"), ("cdrom", "d"), ("network", "n")])
+def test_boot_from_disk(order: str, letter: str) -> None:
+    argv = cmdline.build(spec(kernel_path="", boot_order=order), launch())
+    assert option(argv, "-boot") == [letter] and "-kernel" not in argv
+
+
+def test_disks_per_type_cache_and_read_only() -> None:
+    disks = (disk(0), disk(1, mode="ro"), disk(2, shared=True))
+    argv = cmdline.build(spec(disks, disk_cache="writeback"), launch())
+    assert option(argv, "-drive") == [
+        "file=/srv/d0,format=raw,if=none,id=disk0,aio=threads,cache=writeback",
+        "file=/srv/d1,format=raw,if=none,id=disk1,aio=threads,cache=writeback,readonly=on",
+        "file=/srv/d2,format=raw,if=none,id=disk2,aio=threads,cache=none",
+    ]
+    assert option(argv, "-device")[1:] == [
+        "virtio-blk-pci,drive=disk0,id=disk0-dev",
+        "virtio-blk-pci,drive=disk1,id=disk1-dev",
+        "virtio-blk-pci,drive=disk2,id=disk2-dev",
+    ]
+    argv = cmdline.build(spec((disk(0),), disk_type="ide", disk_aio="native"), launch())
+    assert option(argv, "-drive") == [
+        "file=/srv/d0,format=raw,if=none,id=disk0,aio=native,cache=none"
+    ]
+    assert "ide-hd,drive=disk0,id=disk0-dev" in option(argv, "-device")
+    argv = cmdline.build(spec((disk(0),), disk_type="scsi-hd"), launch())
+    assert option(argv, "-device")[1:] == ["lsi,id=scsi", "scsi-hd,drive=disk0,id=disk0-dev"]
+    with pytest.raises(errors.OpExecError, match="disk_type 'mtd' is not implemented"):
+        cmdline.build(spec((disk(0),), disk_type="mtd"), launch())
+
+
+def test_nics_on_passed_tap_files() -> None:
+    nics = (
+        NicSpec(0, "n0", "aa:00:00:11:22:33", "bridged", "br0"),
+        NicSpec(1, "n1", "aa:00:00:44:55:66", "routed", ""),
+    )
+    argv = cmdline.build(spec(nics=nics, vhost_net=True), launch(taps=((7,), (8, 9))))
+    assert option(argv, "-netdev") == [
+        "tap,id=netdev0,fd=7,vhost=on",
+        "tap,id=netdev1,fds=8:9,vhost=on",
+    ]
+    assert option(argv, "-device")[1:] == [
+        "virtio-net-pci,netdev=netdev0,mac=aa:00:00:11:22:33",
+        "virtio-net-pci,netdev=netdev1,mac=aa:00:00:44:55:66",
+    ]
+    argv = cmdline.build(spec(nics=nics[:1], nic_type="e1000"), launch(taps=((7,),)))
+    assert option(argv, "-netdev") == ["tap,id=netdev0,fd=7"]
+    assert option(argv, "-device")[1:] == ["e1000,netdev=netdev0,mac=aa:00:00:11:22:33"]
+
+
+def test_vnc_display_from_network_port() -> None:
+    argv = cmdline.build(spec(vnc_bind_address="127.0.0.1"), launch(network_port=11005))
+    assert option(argv, "-vnc") == ["127.0.0.1:5105"] and "-display" not in argv
+    assert option(argv, "-device")[-1] == "usb-tablet"
+    hvp = {"vnc_bind_address": "::1", "vnc_password_file": "/etc/pw"}
+    argv = cmdline.build(spec(**hvp), launch(network_port=5901))
+    assert option(argv, "-vnc") == ["[::1]:1,password=on"]
+    argv = cmdline.build(spec(vnc_bind_address="0.0.0.0"), launch(network_port=5902))
+    assert option(argv, "-vnc") == [":2"]
+    argv = cmdline.build(spec(vnc_bind_address="127.0.0.1"), launch(network_port=None))
+    assert option(argv, "-vnc") == ["none"]
+
+
+def test_misc_parameters() -> None:
+    hvp = {
+        "acpi": False,
+        "reboot_behavior": "exit",
+        "cpu_type": "qemu64",
+        "machine_version": "pc-q35-7.2",
+        "use_localtime": True,
+        "keymap": "de",
+        "kvm_extra": "-device  virtio-rng-pci -no-hpet",
+    }
+    argv = cmdline.build(spec(**hvp), launch(machine="pc-q35-7.2"))
+    assert "-no-acpi" in argv and "-no-reboot" in argv
+    assert option(argv, "-cpu") == ["qemu64"]
+    assert option(argv, "-rtc") == ["base=localtime"]
+    assert option(argv, "-k") == ["de"]
+    # kvm_extra comes last, split on spaces (empty words dropped)
+    assert argv[-3:] == ["-device", "virtio-rng-pci", "-no-hpet"]
+
+
+def test_security_options() -> None:
+    argv = cmdline.build(spec(), launch(runas="5000:5000", chroot=Path("/run/kvm/chroot/i")))
+    assert option(argv, "-runas") == ["5000:5000"]
+    assert option(argv, "-chroot") == ["/run/kvm/chroot/i"]
