@@ -17,6 +17,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
+from corral.master.services import ports
 from corral.master.services.params import filled_beparams
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import instance as opi
@@ -423,6 +424,16 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         return nodes, nodes
 
     async def exec(self) -> Any:
+        if self.hypervisor not in ports.NEEDS_PORT:
+            return await self._exec()
+        with ports.reserved_port(self.cfg) as port:
+            self.instance.network_port = port
+            result = await self._exec()
+            self.tx.commit()
+            self.tx = self.cfg.transaction()
+            return result
+
+    async def _exec(self) -> Any:
         inst = self.instance
         # What an earlier, interrupted add of this name left behind goes first.
         await intents.settle_name(self.master, inst.name, self.warn)

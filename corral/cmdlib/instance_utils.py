@@ -167,6 +167,7 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
         "primary_node": inst.primary_node,
         "secondary_nodes": inst.secondary_nodes,
         "hypervisor": inst.hypervisor,
+        "network_port": inst.network_port,
         "beparams": be,
         "hvparams": filled_hvparams(cluster, inst),
         "memory": be["maxmem"],

@@ -222,10 +222,13 @@ def _in(ranges: Iterable[tuple[int, int]], uid: int) -> bool:
 
 
 def _status_uids(pid_dir: Path) -> list[int]:
-    """The real, effective, saved and filesystem uids of a process ([] if gone)."""
+    """The real, effective, saved and filesystem uids of a process ([] if gone,
+    or a zombie: it holds nothing, and the init of a container may reap late)."""
     try:
         with open(pid_dir / "status", "rb") as status:
             for line in status:
+                if line.startswith(b"State:") and line.split()[1:2] == [b"Z"]:
+                    return []
                 if line.startswith(b"Uid:"):
                     return [int(field) for field in line.split()[1:]]
     except OSError as err:

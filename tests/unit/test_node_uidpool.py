@@ -302,3 +302,17 @@ def test_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert U.UidPool(paths).lock_dir == tmp_path / "var/run/ganeti/uid-pool"
     monkeypatch.setenv(U.LOCK_DIR_ENV, str(tmp_path / "shared"))
     assert U.UidPool(paths).lock_dir == tmp_path / "shared"
+
+
+def test_a_zombie_holds_no_uid(
+    tmp_path: Path, base: int, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    # A dead process nobody has reaped yet (a daemonized QEMU whose new parent,
+    # a container's init, reaps late) must not keep its uid taken.
+    pool = make_pool(tmp_path, f"{base}-{base}")
+    proc = sleep_as(base, sleepers)
+    assert U.uid_has_process(base)
+    os.kill(proc.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped: a zombie
+    assert not U.uid_has_process(base)
+    assert pool.take_now("inst1").uid == base
