@@ -156,6 +156,7 @@ RPC_TMO_URGENT: Final = 60
 RPC_TMO_FAST: Final = 5 * 60
 RPC_TMO_NORMAL: Final = 15 * 60
 RPC_TMO_SLOW: Final = 3600
+RPC_TMO_1DAY: Final = 86400  # OS installation (debootstrap over a slow mirror)
 
 # Query result statuses (per cell).
 RS_NORMAL: Final = 0

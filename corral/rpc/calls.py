@@ -87,7 +87,7 @@ _OS_TABLE = (
     ),
     RpcCall(
         "instance_os_add",
-        C.RPC_TMO_SLOW,
+        C.RPC_TMO_1DAY,
         ("inst", "osparams", "reinstall", "debug", "secret_names"),
         "Run the OS create script",
     ),
