@@ -27,6 +27,7 @@ BENCHMARKS = (
     "multinode",
     "move",
     "kvm",
+    "kvm_migration",
 )
 
 

@@ -21,14 +21,20 @@ from corral.master.services.allocator.requests import Relocate
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
-from corral.storage import templates
+from corral.storage import names, templates
+
+# Hypervisors that live-migrate disks only the source has, and those
+# templates (Corral's extension: they copy the disks while the guest runs).
+COPYING_MIGRATION = {"kvm": frozenset({names.DT_FILE})}
 
 
 def check_movable(inst: Instance, failover: bool) -> None:
-    """Refuse an instance whose disk template keeps its disks on one node:
-    the one place that asks the template table whether disks are shared."""
+    """Refuse an instance whose disk template keeps its disks on one node
+    (but a migration that copies them): the one place that asks the
+    template table whether disks are shared."""
     template = templates.DISK_TEMPLATES.get(inst.disk_template)
-    if template is None or not template.shared:
+    copies = inst.disk_template in COPYING_MIGRATION.get(inst.hypervisor, ())
+    if template is None or not (template.shared or (copies and not failover)):
         text = "failovers" if failover else "migrations"
         raise errors.OpPrereqError(
             f"Instance's disk layout '{inst.disk_template}' does not allow {text}",
@@ -204,6 +210,11 @@ class LUInstanceMigrate(_MoveLU):
         await super().check_prereq()
         self.live = False
         self.current_memory = 0
+        await self._check_mode()
+        if self.failover:
+            check_movable(self.instance, True)  # fell back: the disks must be shared
+
+    async def _check_mode(self) -> None:
         if self.failover or self.cleanup:
             return
         if filled_beparams(self.cfg.cluster, self.instance)["always_failover"]:

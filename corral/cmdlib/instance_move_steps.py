@@ -16,6 +16,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.client import RpcResult
 
@@ -34,6 +35,8 @@ class Mover:
         self.source = lu.cfg.lookup(Node, source_uuid)
         self.target = target
         self.migration_info: Any = None
+        self.accepted: Any = None
+        self.disks: MigratedDisks | None = None
 
     # Helpers
     def feedback(self, message: str) -> None:
@@ -109,6 +112,10 @@ class Mover:
                 f" {res.fail_msg}"
             )
         self.migration_info = res.payload
+        if copied_disks(inst):
+            # Corral's extension: disks only the source has are copied too.
+            self.disks = MigratedDisks(self.lu, self.source, target)
+            await self.disks.create()
         self.feedback(f"* preparing {target.name} to accept the instance")
         res = await self._call(
             target, "accept_instance", [self._desc(), self.migration_info, target.secondary_ip]
@@ -116,17 +123,23 @@ class Mover:
         if res.failed:
             log.error("Instance pre-migration failed, trying to revert: %s", res.fail_msg)
             await self._fail("Pre-migration failed, aborting", "pre-migrate", res.fail_msg)
+        self.accepted = res.payload
         self.feedback(f"* migrating instance to {target.name}")
         res = await self._call(
             self.source,
             "instance_migrate",
-            [self.cfg.cluster.name, self._desc(), target.secondary_ip, live],
+            [self.cfg.cluster.name, self._desc(), target.secondary_ip, live, self.accepted],
         )
         if res.failed:
             await self._fail("Migration failed, aborting", "migrate", res.fail_msg)
         await self._wait_transfer()
         await self._finalize(live)
         self._set_primary(target)
+        if self.disks is not None:
+            # The configuration names the target before the source's disks go.
+            self.lu.tx.commit()
+            self.lu.tx = self.cfg.transaction()
+            await self.disks.remove_source()
         self.feedback("* done")
 
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
@@ -172,6 +185,9 @@ class Mover:
             if status != C.HV_MIGRATION_ACTIVE:
                 self.feedback("* memory transfer complete")
                 return
+            progress = _ram_progress(res.payload)
+            if progress:
+                self.feedback(f"* memory transfer progress: {progress}")
             await asyncio.sleep(_STATUS_POLL)
 
     async def _finalize(self, live: bool) -> None:
@@ -208,6 +224,8 @@ class Mover:
             log.error(
                 "Aborting migration failed on source node %s: %s", self.source.name, src.fail_msg
             )
+        if self.disks is not None:
+            await self.disks.remove_target()
         return dst, src
 
     # Cleanup
@@ -300,3 +318,11 @@ class Mover:
         )
         if res.failed:
             self.lu.warn(f"Could not finalize the instance on node {target.name}: {res.fail_msg}")
+
+
+def _ram_progress(status: Any) -> str:
+    """``transferred/total MiB`` of a migration status, if the hypervisor says."""
+    if not isinstance(status, dict) or not status.get("total_ram"):
+        return ""
+    done, total = int(status.get("transferred_ram") or 0), int(status["total_ram"])
+    return f"{done // 2**20}/{total // 2**20} MiB of RAM sent"

@@ -38,7 +38,9 @@ MIGRATION_CALLS = (
     RpcCall(
         "instance_migrate",
         C.RPC_TMO_SLOW,
-        ("cluster_name", "instance", "target", "live"),
+        # accepted: the target's answer to accept_instance (Corral's addition:
+        # the port the target chose, ...).
+        ("cluster_name", "instance", "target", "live", "accepted"),
         "Send the running instance to the target",
     ),
     RpcCall(

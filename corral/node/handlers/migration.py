@@ -33,9 +33,9 @@ async def migration_info(ctx: NodeContext, instance: dict[str, Any]) -> Any:
 @rpc_handler("accept_instance")
 async def accept_instance(
     ctx: NodeContext, instance: dict[str, Any], info: Any, target: str
-) -> None:
+) -> Any:
     hv, spec = _typed(ctx, instance)
-    await hv.accept_instance(spec, info, target)
+    return await hv.accept_instance(spec, info, target)
 
 
 @rpc_handler("instance_finalize_migration_dst")
@@ -48,10 +48,15 @@ async def finalize_dst(
 
 @rpc_handler("instance_migrate")
 async def instance_migrate(
-    ctx: NodeContext, cluster_name: str, instance: dict[str, Any], target: str, live: bool
+    ctx: NodeContext,
+    cluster_name: str,
+    instance: dict[str, Any],
+    target: str,
+    live: bool,
+    accepted: Any,
 ) -> None:
     hv, spec = _typed(ctx, instance)
-    await hv.migrate_instance(cluster_name, spec, target, bool(live))
+    await hv.migrate_instance(cluster_name, spec, target, bool(live), accepted)
 
 
 @rpc_handler("instance_finalize_migration_src")

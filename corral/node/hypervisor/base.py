@@ -109,14 +109,16 @@ class Hypervisor(ABC):
         """What the target needs to accept the instance (opaque to the master)."""
 
     @abstractmethod
-    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> None:
-        """Prepare this node (the target, address ``target``) to receive the instance."""
+    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> Any:
+        """Prepare this node (the target, address ``target``) to receive the
+        instance; what the source needs to send it there (opaque to the master)."""
 
     @abstractmethod
     async def migrate_instance(
-        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool, accepted: Any = None
     ) -> None:
-        """Start sending the running instance to the node at ``target``."""
+        """Start sending the running instance to the node at ``target``
+        (``accepted``: the target's answer to accept_instance)."""
 
     @abstractmethod
     async def migration_status(self, spec: InstanceSpec) -> dict[str, Any]:

@@ -209,7 +209,7 @@ class FakeHypervisor(Hypervisor):
         self._write({**_carried(info), "name": spec.name, "state": _INCOMING})
 
     async def migrate_instance(
-        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool, accepted: Any = None
     ) -> None:
         await self._gate("migrate", spec.name)
         self._write({**self._running(spec.name), "state": _MIGRATING})

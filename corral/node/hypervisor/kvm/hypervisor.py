@@ -23,6 +23,7 @@ from corral.node import netdev
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
 from corral.node.hypervisor.kvm import cmdline, process, security
 from corral.node.hypervisor.kvm.console import console_info
+from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
 from corral.node.hypervisor.spec import (
@@ -64,6 +65,7 @@ class KvmHypervisor(Hypervisor):
         self.monitors: dict[str, Monitor] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaping: dict[str, asyncio.Task[None]] = {}
+        self.migrations = Migrations(self)
 
     @classmethod
     def problem(cls, paths: Paths) -> str | None:
@@ -96,6 +98,7 @@ class KvmHypervisor(Hypervisor):
                     continue
             log.info("Instance %s died while noded was down; cleaning up", name)
             await self._cleanup(name, runtime)
+        await self.migrations.resume()
 
     async def close(self) -> None:
         for monitor in list(self.monitors.values()):
@@ -136,6 +139,12 @@ class KvmHypervisor(Hypervisor):
 
     # Life cycle
     async def start(self, spec: InstanceSpec, paused: bool = False) -> None:
+        await self.start_with(spec, paused)
+
+    async def start_with(
+        self, spec: InstanceSpec, paused: bool, extra: tuple[str, ...] = ()
+    ) -> Monitor:
+        """Start ``spec`` with ``extra`` QEMU options (a migration's incoming ones)."""
         async with self._lock(spec.name):
             reaping = self._reaping.get(spec.name)
             if reaping is not None:
@@ -148,7 +157,7 @@ class KvmHypervisor(Hypervisor):
             self.layout.ensure()
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
-            monitor = await self._launch(spec)
+            monitor = await self._launch(spec, extra)
             try:
                 if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
                     await monitor.execute("change-vnc-password", {"password": vnc_password})
@@ -157,6 +166,7 @@ class KvmHypervisor(Hypervisor):
             except BaseException:
                 await self._kill(monitor)
                 raise
+            return monitor
 
     def _check_sockets(self, name: str) -> None:
         for path in (self.layout.qmp(name), self.layout.serial(name)):
@@ -167,7 +177,7 @@ class KvmHypervisor(Hypervisor):
                     f" unix sockets allow {MAX_SOCKET_PATH}: use a shorter instance name"
                 )
 
-    async def _launch(self, spec: InstanceSpec) -> Monitor:
+    async def _launch(self, spec: InstanceSpec, extra: tuple[str, ...] = ()) -> Monitor:
         """Start QEMU (paused), record it, connect its monitor."""
         hvp = spec.hvparams
         name = spec.name
@@ -191,7 +201,7 @@ class KvmHypervisor(Hypervisor):
                     chroot=chroot,
                     network_port=_network_port(spec),
                 )
-                argv = cmdline.build(spec, launch)
+                argv = [*cmdline.build(spec, launch), *extra]
                 fds = [fd for tap in taps for fd in tap.fds]
                 try:
                     await process.run_daemonized(name, argv, fds)
@@ -352,30 +362,28 @@ class KvmHypervisor(Hypervisor):
         runtime.memory = memory
         self.layout.write_runtime(runtime)
 
-    # Live migration: built on this class by the migration work (not yet).
+    # Live migration: see .migration
     async def migration_info(self, spec: InstanceSpec) -> Any:
-        raise _no_migration()
+        return await self.migrations.info(spec)
 
-    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> None:
-        raise _no_migration()
+    async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> Any:
+        return await self.migrations.accept(spec, info, target)
 
     async def migrate_instance(
-        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool
+        self, cluster_name: str, spec: InstanceSpec, target: str, live: bool, accepted: Any = None
     ) -> None:
-        raise _no_migration()
+        if not isinstance(accepted, dict):
+            raise errors.OpExecError("Migration needs the target's answer to accept_instance")
+        await self.migrations.migrate(spec, live, {**accepted, "address": target})
 
     async def migration_status(self, spec: InstanceSpec) -> dict[str, Any]:
-        raise _no_migration()
+        return await self.migrations.status(spec)
 
     async def finalize_migration_dst(self, spec: InstanceSpec, info: Any, success: bool) -> None:
-        raise _no_migration()
+        await self.migrations.finalize_dst(spec, success)
 
     async def finalize_migration_src(self, spec: InstanceSpec, success: bool, live: bool) -> None:
-        raise _no_migration()
-
-
-def _no_migration() -> errors.OpExecError:
-    return errors.OpExecError("Live migration of kvm instances is not implemented yet")
+        await self.migrations.finalize_src(spec, success)
 
 
 def _network_port(spec: InstanceSpec) -> int | None:

@@ -1,0 +1,133 @@
+"""The certificates of a migration stream, as QEMU's ``tls-creds-x509`` reads them.
+
+Both ends show the node's own certificate (signed by the cluster CA) and
+check the other's against the cluster CA (``verify-peer``): only a node of
+the cluster can send a guest, and only to one.  QEMU wants a directory with
+fixed file names; it is made for one migration, readable only by the QEMU
+that loads it, and removed as soon as QEMU has loaded it (QEMU keeps the
+credentials in memory from then on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from corral import errors
+from corral.crypto.certs import cert_info
+from corral.paths import Paths
+
+CREDS_ID = "corral-migtls"
+ENDPOINT_SERVER = "server"
+ENDPOINT_CLIENT = "client"
+# QEMU's file names per endpoint (its crypto/tlscredsx509.h).
+CA_FILE = "ca-cert.pem"
+ROLE_FILES = {
+    ENDPOINT_SERVER: ("server-cert.pem", "server-key.pem"),
+    ENDPOINT_CLIENT: ("client-cert.pem", "client-key.pem"),
+}
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----\n?", re.DOTALL)
+
+
+def split_pem(data: bytes) -> tuple[bytes, bytes]:
+    """``(certificates, key)`` of a PEM file holding both (the node's server.pem)."""
+    certs, keys = b"", b""
+    for match in _PEM_BLOCK.finditer(data):
+        block = match.group(0).rstrip(b"\n") + b"\n"
+        if b"PRIVATE KEY" in match.group(1):
+            keys += block
+        elif match.group(1) == b"CERTIFICATE":
+            certs += block
+    if not certs or not keys:
+        raise errors.OpExecError("The node's certificate file lacks a certificate or its key")
+    return certs, keys
+
+
+def node_identity(paths: Paths) -> str:
+    """The name in this node's certificate (what the other end verifies)."""
+    name = cert_info(paths.server_pem)["subject"]
+    if not name:
+        raise errors.OpExecError(f"The node certificate {paths.server_pem} names no node")
+    return str(name)
+
+
+def write_creds(paths: Paths, directory: Path, endpoint: str, uid: int = 0) -> None:
+    """Fill the new directory ``directory`` (0700) for ``endpoint``, owned by ``uid``."""
+    certs, key = split_pem(paths.server_pem.read_bytes())
+    cert_name, key_name = ROLE_FILES[endpoint]
+    directory.mkdir(mode=0o700)
+    for name, data in (
+        (CA_FILE, paths.ca_cert.read_bytes()),
+        (cert_name, certs),
+        (key_name, key),
+    ):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        if uid:
+            os.chown(directory / name, uid, uid)
+    if uid:
+        os.chown(directory, uid, uid)
+
+
+def object_props(seen_as: str, endpoint: str) -> dict[str, object]:
+    """The QMP ``object-add`` arguments of the credentials (``seen_as``: the
+    directory as the QEMU process sees it)."""
+    return {
+        "qom-type": "tls-creds-x509",
+        "id": CREDS_ID,
+        "dir": seen_as,
+        "endpoint": endpoint,
+        "verify-peer": True,
+    }
+
+
+def object_option(seen_as: str, endpoint: str) -> str:
+    """The same object as QEMU's ``-object`` command-line value."""
+    return f"tls-creds-x509,id={CREDS_ID},dir={seen_as},endpoint={endpoint},verify-peer=on"
+
+
+@contextlib.contextmanager
+def client_creds(paths: Paths, pid: int, chroot: str | None) -> Iterator[str]:
+    """The client credentials for the running QEMU ``pid`` while the block
+    runs (it loads them with ``object-add``); yields the directory as QEMU
+    sees it.  Owned by QEMU's user; inside its chroot if it has one, whose
+    root is opened for traversal (never listing) only meanwhile."""
+    uid = process_uid(pid)
+    if chroot is None:
+        base = Path(tempfile.mkdtemp(prefix="corral-migtls-"))
+        seen_as = str(base / "creds")
+    else:
+        base = Path(chroot) / f".migtls-{os.urandom(4).hex()}"
+        base.mkdir(mode=0o700)
+        seen_as = f"/{base.name}/creds"
+    directory = base / "creds"
+    if uid:
+        os.chown(base, uid, uid)
+    try:
+        write_creds(paths, directory, ENDPOINT_CLIENT, uid)
+        if chroot is not None and uid:
+            os.chmod(chroot, 0o711)
+        yield seen_as
+    finally:
+        if chroot is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(chroot, 0o700)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def process_uid(pid: int) -> int:
+    """The effective uid of process ``pid`` (QEMU after ``-runas``)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("Uid:"):
+                    return int(line.split()[2])
+    except FileNotFoundError:
+        pass
+    raise errors.OpExecError(f"The QEMU process {pid} is gone")

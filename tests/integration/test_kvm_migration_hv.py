@@ -1,0 +1,218 @@
+"""Live migration between two kvm hypervisors (two node roots on loopback,
+each with its certificate under one cluster CA), driven step by step as the
+master drives them; real QEMU guests under TCG, real TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from corral import constants as C
+from corral import errors
+from corral.crypto import certs
+from corral.node.hypervisor.kvm import KvmHypervisor
+from corral.node.hypervisor.kvm.migration_tls import ENDPOINT_CLIENT, object_props
+from corral.node.hypervisor.spec import STATE_RUNNING, InstanceSpec
+from corral.paths import Paths
+from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, kill_leftovers, serial
+
+pytestmark = pytest.mark.slow
+
+ADDRESS = "127.0.0.1"
+COUNT = re.compile(r"CORRAL-GUEST-COUNT (\d+)")
+
+
+@pytest.fixture
+def roots() -> Iterator[tuple[Path, Path]]:
+    """Two node roots (short: QEMU's socket paths) with certificates of one CA."""
+    base = Path(tempfile.mkdtemp(prefix="kvmig", dir="/tmp"))
+    ca_cert, ca_key = certs.make_ca("cluster.example.com", 30)
+    made = (base / "a", base / "b")
+    try:
+        for index, root in enumerate(made, 1):
+            paths = Paths(root)
+            paths.data_dir.mkdir(parents=True)
+            certs.write_pem(paths.ca_cert, ca_cert, private=False)
+            certs.write_node_cert(paths, ca_cert, ca_key, f"node{index}.example.com", ADDRESS)
+        yield made
+    finally:
+        for root in made:
+            kill_leftovers(Paths(root).run_dir)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+async def pair(roots: tuple[Path, Path]) -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
+    hvs = (KvmHypervisor(Paths(roots[0])), KvmHypervisor(Paths(roots[1])))
+    for hv in hvs:
+        await hv.resume()
+    try:
+        yield hvs
+    finally:
+        for hv in hvs:
+            for name in list(hv.monitors):
+                await hv.stop(name, force=True)
+            await hv.close()
+
+
+def last_count(console: Serial) -> int:
+    found = [int(m.group(1)) for line in console.lines if (m := COUNT.search(line))]
+    return found[-1] if found else -1
+
+
+async def migrate(
+    src: KvmHypervisor, dst: KvmHypervisor, spec: InstanceSpec, live: bool = True
+) -> dict[str, object]:
+    """The master's steps up to a finished transfer; the last status."""
+    info = await src.migration_info(spec)
+    accepted = await dst.accept_instance(spec, info, ADDRESS)
+    # The target listens on Ganeti's migration_port.
+    assert accepted["port"] == spec.hvparams["migration_port"]
+    await src.migrate_instance("cluster.example.com", spec, ADDRESS, live, accepted)
+    return await ended(src, spec)
+
+
+async def ended(src: KvmHypervisor, spec: InstanceSpec, timeout: float = 120) -> dict[str, object]:
+    """Poll the source's status as the master does, until it is not active."""
+    async with asyncio.timeout(timeout):
+        while (status := await src.migration_status(spec))["status"] == C.HV_MIGRATION_ACTIVE:
+            await asyncio.sleep(0.05)
+    return status
+
+
+async def test_live_migration_keeps_the_guest_counting(
+    pair: tuple[KvmHypervisor, KvmHypervisor],
+) -> None:
+    src, dst = pair
+    spec = guest_spec("mig1", "corral.counter=1", migration_downtime=100)
+    await src.start(spec, paused=True)
+    async with serial(src.layout.serial(spec.name)) as before:
+        await src.monitors[spec.name].execute("cont")
+        await before.wait_for("CORRAL-GUEST-COUNT 5")
+        status = await migrate(src, dst, spec)
+        assert status["status"] == C.HV_MIGRATION_COMPLETED, status
+        counted = last_count(before)
+    info = await src.migration_info(spec)  # the source still has it, paused
+    await dst.finalize_migration_dst(spec, info, True)
+    await src.finalize_migration_src(spec, True, True)
+    assert spec.name not in src.monitors and src.layout.names() == []
+    assert dst.monitors[spec.name].state == STATE_RUNNING
+    async with serial(dst.layout.serial(spec.name)) as after:
+        # The counter goes on from where it was: no new boot, no reset.
+        await after.wait_for(f"CORRAL-GUEST-COUNT {counted + 3}")
+        assert after.count(MARKER) == 0
+    assert not list(dst.layout.base.glob("ctrl/*.incoming"))
+    assert not list(dst.layout.base.glob("ctrl/*.migtls"))
+
+
+async def test_failed_migration_leaves_the_source_running(
+    pair: tuple[KvmHypervisor, KvmHypervisor],
+) -> None:
+    src, dst = pair
+    spec = guest_spec("mig2", "corral.counter=1")
+    await src.start(spec)
+    info = await src.migration_info(spec)
+    accepted = await dst.accept_instance(spec, info, ADDRESS)
+    target_pid = dst.layout.read_runtime(spec.name).pid  # type: ignore[union-attr]
+    await dst.stop(spec.name, force=True)  # the target's QEMU is gone
+    await src.migrate_instance("cluster.example.com", spec, ADDRESS, True, accepted)
+    assert (await ended(src, spec))["status"] == "failed"
+    await dst.finalize_migration_dst(spec, info, False)
+    await src.finalize_migration_src(spec, False, True)
+    assert src.monitors[spec.name].state == STATE_RUNNING
+    assert dst.layout.names() == [] and target_pid
+    async with serial(src.layout.serial(spec.name)) as console:
+        await console.wait_for("CORRAL-GUEST-COUNT")
+
+
+async def test_peer_without_a_cluster_certificate_cannot_send(
+    pair: tuple[KvmHypervisor, KvmHypervisor], tmp_path: Path
+) -> None:
+    """A sender whose certificate another CA signed is refused by the target,
+    and so is one without TLS."""
+    src, dst = pair
+    spec = guest_spec("mig3")
+    await src.start(spec)
+    info = await src.migration_info(spec)
+    accepted = await dst.accept_instance(spec, info, ADDRESS)
+    rogue_ca, rogue_key = certs.make_ca("rogue", 30)
+    creds = tmp_path / "rogue"
+    creds.mkdir()
+    cert, key = certs.make_signed_cert(
+        rogue_ca, rogue_key, "node9", 30, server=True, client=True, ips=[ADDRESS]
+    )
+    # It trusts the cluster CA too (the target's certificate passes its
+    # check): only the target's check of the sender refuses it.
+    trusted = dst.paths.ca_cert.read_bytes() + rogue_ca
+    for name, data in (
+        ("ca-cert.pem", trusted),
+        ("client-cert.pem", cert),
+        ("client-key.pem", key),
+    ):
+        (creds / name).write_bytes(data)
+    monitor = src.monitors[spec.name]
+    await monitor.execute(
+        "object-add", {**object_props(str(creds), ENDPOINT_CLIENT), "id": "rogue"}
+    )
+    await monitor.execute(
+        "migrate-set-parameters", {"tls-creds": "rogue", "tls-hostname": accepted["tls_hostname"]}
+    )
+    await monitor.execute("migrate", {"uri": f"tcp:{ADDRESS}:{accepted['port']}"})
+    async with asyncio.timeout(60):
+        while (await monitor.execute("query-migrate"))["status"] not in ("failed", "cancelled"):
+            await asyncio.sleep(0.05)
+    await monitor.execute("migrate-set-parameters", {"tls-creds": ""})
+    await monitor.execute("migrate", {"uri": f"tcp:{ADDRESS}:{accepted['port']}"})
+    async with asyncio.timeout(60):
+        while (await monitor.execute("query-migrate"))["status"] not in ("failed", "cancelled"):
+            await asyncio.sleep(0.05)
+    # The target received nothing: it refuses to run what it has.
+    if spec.name in dst.monitors:
+        with pytest.raises(errors.OpExecError, match="not received completely"):
+            await dst.finalize_migration_dst(spec, info, True)
+    await dst.finalize_migration_dst(spec, info, False)
+    assert dst.layout.names() == []
+    assert monitor.state == STATE_RUNNING
+
+
+async def test_missing_bridge_is_refused_before_qemu_starts(
+    pair: tuple[KvmHypervisor, KvmHypervisor],
+) -> None:
+    _, dst = pair
+    spec = guest_spec("mig4")
+    wire = dict(spec.wire)
+    wire["nics"] = [{"mac": "aa:00:00:11:22:33", "mode": "bridged", "link": "nobr4711"}]
+    info = {"spec": wire, "machine": "pc"}
+    with pytest.raises(errors.OpExecError, match="NIC 0"):
+        await dst.accept_instance(spec, info, ADDRESS)
+    assert dst.layout.names() == [] and not dst.monitors
+
+
+async def test_jailed_guest_migrates(pair: tuple[KvmHypervisor, KvmHypervisor]) -> None:
+    """A QEMU chrooted and unprivileged on both ends: the source loads its TLS
+    credentials from inside its chroot, which is root's alone again after."""
+    src, dst = pair
+    spec = guest_spec(
+        "jail2", "corral.counter=1", use_chroot=True, security_model="user",
+        security_domain="nobody",
+    )  # fmt: skip
+    await src.start(spec)
+    chroot = src.layout.chroot(spec.name)
+    status = await migrate(src, dst, spec)
+    assert status["status"] == C.HV_MIGRATION_COMPLETED, status
+    assert chroot.stat().st_mode & 0o777 == 0o700 and list(chroot.iterdir()) == []
+    info = await src.migration_info(spec)
+    await dst.finalize_migration_dst(spec, info, True)
+    await src.finalize_migration_src(spec, True, True)
+    pid = dst.monitors[spec.name].pid
+    assert Path(os.readlink(f"/proc/{pid}/root")) == dst.layout.chroot(spec.name)
+    async with serial(dst.layout.serial(spec.name)) as after:
+        await after.wait_for("CORRAL-GUEST-COUNT")
+        assert after.count(MARKER) == 0
