@@ -22,7 +22,10 @@ from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
 
-_STATUS_POLL = 1.0  # seconds between migration status queries (Ganeti's)
+# Seconds between migration status queries (Ganeti: 1 s, which made every
+# migration up to 1 s longer than its transfer), and between progress lines.
+_STATUS_POLL = 0.2
+_PROGRESS_EVERY = 1.0
 
 
 class Mover:
@@ -172,6 +175,8 @@ class Mover:
 
     async def _wait_transfer(self) -> None:
         self.feedback("* starting memory transfer")
+        loop = asyncio.get_running_loop()
+        reported = loop.time()
         while True:
             res = await self._call(self.source, "instance_get_migration_status", [self._desc()])
             status = None if res.failed else res.payload.get("status")
@@ -186,7 +191,8 @@ class Mover:
                 self.feedback("* memory transfer complete")
                 return
             progress = _ram_progress(res.payload)
-            if progress:
+            if progress and loop.time() - reported >= _PROGRESS_EVERY:
+                reported = loop.time()
                 self.feedback(f"* memory transfer progress: {progress}")
             await asyncio.sleep(_STATUS_POLL)
 

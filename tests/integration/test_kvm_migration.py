@@ -273,7 +273,9 @@ def test_target_noded_killed_mid_migration(bed: testbed.Testbed) -> None:
     before = console(node1, "kill2")
     before.wait_for(COUNT.pattern)
     job_id = submit_migration(bed, "kill2", node2.name)
-    wait_until(lambda: "starting memory transfer" in job_field(bed, job_id), 120, "transfer")
+    # The job log reports the transfer's progress (MiB of RAM sent).
+    wait_until(lambda: "memory transfer progress: " in job_field(bed, job_id), 120, "progress")
+    assert re.search(r"memory transfer progress: \d+/\d+ MiB of RAM sent", job_field(bed, job_id))
     noded = running_pid(node2.paths.pid_file("corral-noded"))
     assert noded is not None
     os.kill(noded, signal.SIGKILL)
