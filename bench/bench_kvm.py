@@ -42,7 +42,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +59,8 @@ from bench.common import (
 )
 from bench.kvm_serial import SocketWatch
 from corral.node.hypervisor.kvm.runtime import Layout
-from tests.helpers.cluster import TestCluster, running_cluster
-from tests.helpers.guest import guest_initramfs, guest_kernel
-from tests.helpers.kvm_guest import MARKER, kill_leftovers
-from tests.helpers.osdef import make_os
+from tests.helpers.cluster import TestCluster
+from tests.helpers.kvm_guest import MARKER, kvm_cluster
 
 NAME = "kvm"
 READY = "CORRAL-GUEST-READY"
@@ -74,34 +71,6 @@ DAEMONS = ("corral-masterd", "corral-noded")
 INFO_DAEMONS = ("corral-rapi",)
 TICKS = os.sysconf("SC_CLK_TCK")
 WAIT = 300.0  # ten TCG guests booting at once on two cores take a while
-
-
-def hvparams() -> str:
-    return ",".join(
-        (
-            f"kernel_path={guest_kernel()}",
-            f"initrd_path={guest_initramfs()}",
-            "kernel_args=quiet",
-            "kvm_flag=disabled",  # KVM hangs stock guests on this machine kind
-            "serial_speed=115200",
-        )
-    )
-
-
-@contextlib.contextmanager
-def kvm_cluster() -> Iterator[TestCluster]:
-    """A kvm cluster under a short /tmp root; every guest killed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="kb", dir="/tmp"))
-    run_dir = None
-    try:
-        with running_cluster(root, "--enabled-hypervisors=kvm", "-H", f"kvm:{hvparams()}") as cl:
-            run_dir = cl.paths.run_dir
-            make_os(cl.paths, "tiny")
-            yield cl
-    finally:
-        if run_dir is not None:
-            kill_leftovers(run_dir)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def gnt(cluster: TestCluster, *args: str) -> None:
@@ -235,7 +204,7 @@ def startup(args: argparse.Namespace) -> tuple[Figure, dict[str, Any]]:
         "not measured",
     )
     samples: list[tuple[float, float, float]] = []
-    with kvm_cluster() as cluster:
+    with kvm_cluster("kb") as cluster:
         add_guest(cluster, GUEST)
         layout = Layout(cluster.paths.run_dir)
         layout.ensure()  # noded makes it at its first start: watched before that
@@ -344,7 +313,7 @@ def idle(args: argparse.Namespace) -> tuple[Figure, dict[str, Any]]:
         "not measured",
     )
     windows = []
-    with kvm_cluster() as cluster:
+    with kvm_cluster("kb") as cluster:
         qemus = start_idle_guests(cluster, IDLE_GUESTS)
         pids = {d: daemon_pid(cluster, d) for d in (*DAEMONS, *INFO_DAEMONS)}
         for run in range(args.runs):

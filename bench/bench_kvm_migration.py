@@ -44,8 +44,7 @@ from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import migration_tls as tls
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cluster import TestCluster, running_cluster
-from tests.helpers.guest import guest_initramfs, guest_kernel
-from tests.helpers.kvm_guest import kill_leftovers
+from tests.helpers.kvm_guest import cluster_hvparams, kill_leftovers
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
 from tests.helpers.osdef import make_os
@@ -58,25 +57,13 @@ WAIT = 300.0
 NODE2 = "node2.example.com"
 
 
-def hvparams() -> str:
-    return ",".join(
-        (
-            f"kernel_path={guest_kernel()}",
-            f"initrd_path={guest_initramfs()}",
-            "kernel_args=quiet",
-            "kvm_flag=disabled",  # KVM hangs stock guests on this machine kind
-            "serial_speed=115200",
-        )
-    )
-
-
 @contextlib.contextmanager
 def two_nodes() -> Iterator[tuple[TestCluster, Noded]]:
     root = Path(tempfile.mkdtemp(prefix="kmb", dir="/tmp"))  # short: socket paths
     run_dirs: list[Path] = []
     try:
         with running_cluster(
-            root / "n1", "--enabled-hypervisors=kvm", "-H", f"kvm:{hvparams()}"
+            root / "n1", "--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams()}"
         ) as cl:
             run_dirs.append(cl.paths.run_dir)
             node2 = add_node(cl, root / "n2", NODE2)
@@ -177,7 +164,8 @@ async def time_by_hand(
             await target.execute("migrate-set-capabilities", caps)
             await target.execute("migrate-set-parameters", {"tls-creds": tls.CREDS_ID})
             await target.execute("migrate-incoming", {"uri": "tcp:127.0.0.1:0"})
-            port = (await target.execute("query-migrate"))["socket-address"][0]["port"]
+            incoming: Any = await target.execute("query-migrate")
+            port = incoming["socket-address"][0]["port"]
             await source.execute("object-add", tls.object_props(str(creds_src), "client"))
             await source.execute("migrate-set-capabilities", caps)
             await source.execute(
@@ -191,16 +179,19 @@ async def time_by_hand(
             )
             await source.execute("migrate", {"uri": f"tcp:127.0.0.1:{port}"})
             async for event in events:
-                status = event["data"]["status"]
+                data: Any = event["data"]
+                status = data["status"]
                 if status in ("failed", "cancelled"):
                     raise RuntimeError(f"the migration by hand {status}")
                 if status == "completed":
                     break
             target_events = EventListener(("MIGRATION",))
             target.register_listener(target_events)
-            if (await target.execute("query-migrate"))["status"] != "completed":
+            state: Any = await target.execute("query-migrate")
+            if state["status"] != "completed":
                 async for event in target_events:
-                    if event["data"]["status"] == "completed":
+                    done: Any = event["data"]
+                    if done["status"] == "completed":
                         break
             await target.execute("cont")
             elapsed = time.perf_counter() - start

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import uuid as uuid_module
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.runtime import Layout, alive
 from corral.node.hypervisor.spec import InstanceSpec
+from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.guest import guest_initramfs, guest_kernel
+from tests.helpers.osdef import make_os
 
 MARKER = "CORRAL-GUEST-UP"
 
@@ -123,3 +127,35 @@ async def booted(hv: KvmHypervisor, spec: InstanceSpec) -> AsyncIterator[Serial]
             yield console
     finally:
         await hv.stop(spec.name, force=True)
+
+
+def cluster_hvparams(kernel_args: str = "quiet") -> str:
+    """``gnt-cluster init -H kvm:...`` for the test guest: direct kernel boot
+    of the test initramfs under TCG (KVM hangs stock guests on this machine)."""
+    return ",".join(
+        (
+            f"kernel_path={guest_kernel()}",
+            f"initrd_path={guest_initramfs()}",
+            f"kernel_args={kernel_args}",
+            "kvm_flag=disabled",
+            "serial_speed=115200",
+        )
+    )
+
+
+@contextlib.contextmanager
+def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster]:
+    """A kvm cluster with the corral-tiny OS, under a root in /tmp short enough
+    for QEMU's unix socket paths; every guest killed and the root removed after."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    run_dir = None
+    try:
+        init = ("--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams(kernel_args)}")
+        with running_cluster(root, *init) as cl:
+            run_dir = cl.paths.run_dir
+            make_os(cl.paths, "tiny")
+            yield cl
+    finally:
+        if run_dir is not None:
+            kill_leftovers(run_dir)
+        shutil.rmtree(root, ignore_errors=True)

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cluster import TestCluster, running_cluster, unique_loopback
+from tests.helpers.cluster import TestCluster, unique_loopback
 from tests.helpers.console import Console
-from tests.helpers.guest import guest_initramfs, guest_kernel
 from tests.helpers.instances import add, ok
 from tests.helpers.kvm_guest import MARKER, guest_spec
+from tests.helpers.kvm_guest import kvm_cluster as kvm_guest_cluster
 from tests.helpers.noded import Noded, make_node_root, running_noded
-from tests.helpers.osdef import make_os
 from tests.integration.test_instance_console import ESCAPE, console_process, finish, read_until
 
 NAME = "guest1.example.com"
@@ -73,24 +72,11 @@ async def test_a_command_typed_through_the_relay_runs_in_the_guest(noded: Noded)
 @pytest.fixture
 def kvm_cluster() -> Iterator[TestCluster]:
     """A cluster of kvm guests booting the test initramfs to its shell (TCG)."""
-    short = Path(tempfile.mkdtemp(prefix="h6c", dir="/tmp"))
-    hvparams = ",".join(
-        (
-            f"kernel_path={guest_kernel()}",
-            f"initrd_path={guest_initramfs()}",
-            "kvm_flag=disabled",  # KVM hangs guests on this machine kind
-            "serial_speed=115200",
-        )
-    )
-    try:
-        with running_cluster(short, "--enabled-hypervisors=kvm", "-H", f"kvm:{hvparams}") as cl:
-            make_os(cl.paths, "tiny")
-            try:
-                yield cl
-            finally:
-                cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", NAME)
-    finally:
-        shutil.rmtree(short, ignore_errors=True)
+    with kvm_guest_cluster("h6c", kernel_args="ro") as cl:
+        try:
+            yield cl
+        finally:
+            cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", NAME)
 
 
 @pytest.mark.slow

@@ -17,11 +17,10 @@ import pytest
 from corral.daemons.util import running_pid, start_daemon
 from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.kvm.runtime import Layout
-from tests.helpers.cluster import TestCluster, new_root, running_cluster
-from tests.helpers.guest import guest_initramfs, guest_kernel
+from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, ok, rows
-from tests.helpers.kvm_guest import MARKER, kill_leftovers
-from tests.helpers.osdef import make_os
+from tests.helpers.kvm_guest import MARKER
+from tests.helpers.kvm_guest import kvm_cluster as kvm_guest_cluster
 from tests.helpers.waiting import wait_until
 
 COUNT = "CORRAL-GUEST-COUNT"
@@ -59,25 +58,9 @@ def short_tmp() -> Iterator[Path]:
 
 
 @pytest.fixture
-def kvm_cluster(short_tmp: Path) -> Iterator[TestCluster]:
-    hvparams = ",".join(
-        (
-            f"kernel_path={guest_kernel()}",
-            f"initrd_path={guest_initramfs()}",
-            "kernel_args=corral.counter=1",
-            "kvm_flag=disabled",  # KVM hangs guests on this machine kind
-            "serial_speed=115200",
-        )
-    )
-    run_dir = None
-    try:
-        with running_cluster(short_tmp, "--enabled-hypervisors=kvm", "-H", f"kvm:{hvparams}") as cl:
-            run_dir = cl.paths.run_dir
-            make_os(cl.paths, "tiny")
-            yield cl
-    finally:
-        if run_dir is not None:
-            kill_leftovers(run_dir)
+def kvm_cluster() -> Iterator[TestCluster]:
+    with kvm_guest_cluster("kvm", "corral.counter=1") as cl:
+        yield cl
 
 
 def add_guest(cl: TestCluster, name: str, *args: str) -> None:
