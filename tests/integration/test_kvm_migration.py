@@ -34,7 +34,8 @@ from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-COUNT = re.compile(r"CORRAL-GUEST-COUNT (\d+)")
+# Up to the end of its line: a read may end in the middle of the number.
+COUNT = re.compile(r"CORRAL-GUEST-COUNT (\d+)\r?\n")
 HVPARAMS = ",".join(
     (
         f"kernel_path={guest_kernel()}",
@@ -272,6 +273,11 @@ def test_target_noded_killed_mid_migration(bed: testbed.Testbed) -> None:
     add(bed, "kill2", node1.name, "-t", "diskless", "-H", "kvm:migration_bandwidth=8")
     before = console(node1, "kill2")
     before.wait_for(COUNT.pattern)
+    # Closed before the migration: a console that falls behind (a loaded
+    # machine) while the guest migrates leaves the guest's serial port stuck on
+    # the target (QEMU 7.2 does not carry the port's pending write across).
+    before.close()
+    counted = max(int(m.group(1)) for m in COUNT.finditer(before.seen()))
     job_id = submit_migration(bed, "kill2", node2.name)
     # The job log reports the transfer's progress (MiB of RAM sent).
     wait_until(lambda: "memory transfer progress: " in job_field(bed, job_id), 120, "progress")
@@ -284,8 +290,6 @@ def test_target_noded_killed_mid_migration(bed: testbed.Testbed) -> None:
         assert "Could not finalize instance migration" in job_field(bed, job_id, "opresult")
     finally:
         restart_noded(bed, node2)
-    before.close()
-    counted = max(int(m.group(1)) for m in COUNT.finditer(before.seen()))
     assert placement(bed, "kill2") == (node1.name, "ERROR_down")
     out = ok(bed.gnt("instance", "migrate", "-f", "--cleanup", "kill2"))
     assert f"instance running on secondary node ({node2.name}), updating config" in out, out
