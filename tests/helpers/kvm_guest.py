@@ -18,6 +18,7 @@ from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.runtime import Layout, alive
 from corral.node.hypervisor.spec import InstanceSpec
+from corral.paths import Paths
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.guest import guest_initramfs, guest_kernel
 from tests.helpers.osdef import make_os
@@ -144,18 +145,21 @@ def cluster_hvparams(kernel_args: str = "quiet") -> str:
 
 
 @contextlib.contextmanager
-def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster]:
-    """A kvm cluster with the corral-tiny OS, under a root in /tmp short enough
-    for QEMU's unix socket paths; every guest killed and the root removed after."""
+def short_root(prefix: str) -> Iterator[Path]:
+    """A root in /tmp short enough for QEMU's unix socket paths (108 bytes);
+    every guest still recorded under it killed, and the root removed, after."""
     root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    run_dir = None
     try:
-        init = ("--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams(kernel_args)}")
-        with running_cluster(root, *init) as cl:
-            run_dir = cl.paths.run_dir
-            make_os(cl.paths, "tiny")
-            yield cl
+        yield root
     finally:
-        if run_dir is not None:
-            kill_leftovers(run_dir)
+        kill_leftovers(Paths(root).run_dir)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster]:
+    """A kvm cluster with the corral-tiny OS under a :func:`short_root`."""
+    init = ("--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams(kernel_args)}")
+    with short_root(prefix) as root, running_cluster(root, *init) as cl:
+        make_os(cl.paths, "tiny")
+        yield cl

@@ -4,11 +4,9 @@ real QEMU guests under TCG."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, ok, rows
-from tests.helpers.kvm_guest import MARKER
+from tests.helpers.kvm_guest import MARKER, short_root
 from tests.helpers.kvm_guest import kvm_cluster as kvm_guest_cluster
 from tests.helpers.waiting import wait_until
 
@@ -49,12 +47,8 @@ class Console:
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
-    """A directory short enough for QEMU's socket paths below a cluster root."""
-    path = Path(tempfile.mkdtemp(prefix="kvm", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with short_root("kvm") as root:
+        yield root
 
 
 @pytest.fixture

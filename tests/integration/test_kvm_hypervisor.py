@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import shutil
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -26,7 +24,8 @@ from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING, STATE_SHUTDOWN, NicSpec
 from corral.node.uidpool import uid_has_process
 from corral.paths import Paths
-from tests.helpers.kvm_guest import MARKER, booted, guest_spec, kill_leftovers, serial
+from tests.helpers.kvm_guest import MARKER, booted, guest_spec, serial
+from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.noded import free_port
 from tests.helpers.waiting import wait_until_async
@@ -37,13 +36,8 @@ POOL = (61731, 61732)
 
 @pytest.fixture
 def short_root() -> Iterator[Path]:
-    """A root short enough for QEMU's unix socket paths (108 bytes)."""
-    root = Path(tempfile.mkdtemp(prefix="kvm", dir="/tmp"))
-    try:
+    with kvm_short_root("kvm") as root:
         yield root
-    finally:
-        kill_leftovers(Paths(root).run_dir)  # after a failure that left a guest
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from corral import errors
 from corral.crypto import certs
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.migration_tls import ENDPOINT_CLIENT, object_props
+from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.spec import STATE_RUNNING, InstanceSpec
 from corral.paths import Paths
 from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, kill_leftovers, serial
@@ -85,6 +86,13 @@ async def ended(src: KvmHypervisor, spec: InstanceSpec, timeout: float = 120) ->
         while (status := await src.migration_status(spec))["status"] == C.HV_MIGRATION_ACTIVE:
             await asyncio.sleep(0.05)
     return status
+
+
+async def refused(monitor: Monitor, timeout: float = 60) -> None:
+    """Poll the sender's migration, as the master does, until the target refused it."""
+    async with asyncio.timeout(timeout):
+        while (await monitor.execute("query-migrate"))["status"] not in ("failed", "cancelled"):
+            await asyncio.sleep(0.05)
 
 
 async def test_live_migration_keeps_the_guest_counting(
@@ -165,14 +173,10 @@ async def test_peer_without_a_cluster_certificate_cannot_send(
         "migrate-set-parameters", {"tls-creds": "rogue", "tls-hostname": accepted["tls_hostname"]}
     )
     await monitor.execute("migrate", {"uri": f"tcp:{ADDRESS}:{accepted['port']}"})
-    async with asyncio.timeout(60):
-        while (await monitor.execute("query-migrate"))["status"] not in ("failed", "cancelled"):
-            await asyncio.sleep(0.05)
+    await refused(monitor)
     await monitor.execute("migrate-set-parameters", {"tls-creds": ""})
     await monitor.execute("migrate", {"uri": f"tcp:{ADDRESS}:{accepted['port']}"})
-    async with asyncio.timeout(60):
-        while (await monitor.execute("query-migrate"))["status"] not in ("failed", "cancelled"):
-            await asyncio.sleep(0.05)
+    await refused(monitor)
     # The target received nothing: it refuses to run what it has.
     if spec.name in dst.monitors:
         with pytest.raises(errors.OpExecError, match="not received completely"):
