@@ -22,6 +22,7 @@ from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
 from corral.node.handlers import get_handler
 from corral.node.hypervisor import available
+from corral.node.impexp import service as impexp_service
 from corral.node.join_server import Membership, serve_join
 from corral.node.limits import ConnectionLimits
 from corral.node.listener import GuardedTCPSite, fd_limit
@@ -114,6 +115,8 @@ def make_app(ctx: NodeContext) -> web.Application:
     add_console_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
     app.on_startup.append(functools.partial(_hypervisors_up, paths=ctx.paths))
+    app.on_startup.append(functools.partial(_impexp_up, ctx=ctx))
+    app.on_cleanup.append(_impexp_down)
     app.on_cleanup.append(functools.partial(_hypervisors_down, paths=ctx.paths))
     return app
 
@@ -122,6 +125,17 @@ async def _hypervisors_up(_: web.Application, *, paths: Paths) -> None:
     """Take up the instances that kept running while noded was down."""
     for hypervisor in available(paths):
         await hypervisor.resume()
+
+
+async def _impexp_up(_: web.Application, *, ctx: NodeContext) -> None:
+    """Remove what the streams and moves of a previous noded left behind."""
+    await asyncio.to_thread(impexp_service.startup, ctx)
+
+
+async def _impexp_down(_: web.Application) -> None:
+    """Stop the streams: their scripts run in sessions of their own, which
+    would outlive noded."""
+    impexp_service.shutdown()
 
 
 async def _hypervisors_down(_: web.Application, *, paths: Paths) -> None:

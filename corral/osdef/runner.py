@@ -8,9 +8,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from corral import constants as C
@@ -110,3 +111,64 @@ async def run_script(
     finally:
         os.close(fd)
     return code, tail(log_path) if code != 0 else ""
+
+
+# Piped scripts (``export``, ``import``): their data goes through a pipe that
+# the import/export engine reads or writes in threads, not through the event
+# loop; so these helpers block, and run in those threads.
+
+
+def spawn_piped(
+    osdef: OSDefinition,
+    script: str,
+    env: dict[str, str],
+    *,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """Start ``script`` as :func:`run_script` does (exactly ``env``, umask 077,
+    cwd in the OS directory, a session of its own), on the given descriptors."""
+    return subprocess.Popen(
+        [str(osdef.script(script))],
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=tuple(pass_fds),
+        env=env,
+        cwd=str(osdef.path),
+        start_new_session=True,
+        umask=C.SCRIPT_UMASK,
+    )
+
+
+def kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the script and everything it started (its session's process group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def copy_lines(
+    source: int, log_fd: int, secrets: Sequence[str], on_line: Callable[[str], None]
+) -> None:
+    """Copy the script's messages from ``source`` to its log until the end,
+    secrets replaced; each line (scrubbed) also goes to ``on_line``."""
+    hidden = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+    carry = b""
+    while chunk := os.read(source, 65536):
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < _MAX_LINE:
+            carry = data
+            continue
+        cut = cut or len(data)
+        text = _scrub(data[:cut], hidden)
+        os.write(log_fd, text)
+        for line in text.decode("utf-8", "replace").splitlines():
+            on_line(line)
+        carry = data[cut:]
+    if carry:
+        text = _scrub(carry, hidden)
+        os.write(log_fd, text)
+        on_line(text.decode("utf-8", "replace"))

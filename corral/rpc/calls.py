@@ -138,6 +138,7 @@ def _all_calls() -> tuple[RpcCall, ...]:
     from corral.rpc.calls_admin import ADMIN_CALLS
     from corral.rpc.calls_console import CONSOLE_CALLS
     from corral.rpc.calls_fanout import FANOUT_CALLS
+    from corral.rpc.calls_impexp import IMPEXP_CALLS
     from corral.rpc.calls_membership import MEMBERSHIP_CALLS
     from corral.rpc.calls_migration import MIGRATION_CALLS
     from corral.rpc.calls_storage import STORAGE_CALLS
@@ -154,6 +155,7 @@ def _all_calls() -> tuple[RpcCall, ...]:
         *MIGRATION_CALLS,
         *TRANSFER_CALLS,
         *CONSOLE_CALLS,
+        *IMPEXP_CALLS,
     )
 
 

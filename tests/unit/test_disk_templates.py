@@ -28,9 +28,10 @@ CORRAL = Path(__file__).resolve().parents[2] / "corral"
 # Where a template name may be spelled: the names module, and the table's
 # Literal type (mypy needs literals there; a test below checks it).
 TABLE = {CORRAL / "storage" / "names.py", CORRAL / "storage" / "templates.py"}
-# Same spelling, other namespaces: Ganeti's storage types (ST_FILE is "file"...)
-# and the "drbd" data collector.
+# Same spelling, other namespaces: Ganeti's storage types (ST_FILE is "file"...),
+# the "drbd" data collector and the "file" end of an import/export stream.
 OTHER_NAMESPACES = {
+    CORRAL / "impexp_kinds.py",
     CORRAL / "cmdlib" / "node_storage.py",
     CORRAL / "cli" / "gnt_node.py",
     CORRAL / "opcodes" / "node.py",

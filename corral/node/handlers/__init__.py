@@ -15,6 +15,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     fanout,
     files,
     hooks,
+    impexp,
     info,
     instance,
     membership,

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.node.impexp import exports
 
 
 @rpc_handler("export_list")
 async def export_list(ctx: NodeContext) -> list[str]:
-    """The exports in the node's export directory (one directory each)."""
-    directory = ctx.paths.export_dir
-    if not directory.is_dir():
-        return []
-    return sorted(p.name for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """The exports in the node's export directory (one directory each; those
+    still being built, ``<name>.new``, are not listed)."""
+    return await asyncio.to_thread(exports.listing, ctx.paths)
+
+
+@rpc_handler("export_info")
+async def export_info(ctx: NodeContext, name: Any) -> str:
+    """The text of ``<export dir>/<name>/config.ini``."""
+    return await asyncio.to_thread(exports.info, ctx.paths, name)
+
+
+@rpc_handler("finalize_export")
+async def finalize_export(ctx: NodeContext, instance_name: Any, config_text: Any) -> None:
+    """Write ``config.ini`` into ``<instance>.new/`` and make it the export."""
+    await asyncio.to_thread(exports.finalize, ctx.paths, instance_name, config_text)
+
+
+@rpc_handler("export_remove")
+async def export_remove(ctx: NodeContext, name: Any) -> None:
+    """Remove the export ``name`` (and a leftover ``<name>.new``)."""
+    await asyncio.to_thread(exports.remove, ctx.paths, name)
