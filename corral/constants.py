@@ -209,3 +209,17 @@ HV_STATE_SHUTDOWN: Final = "shutdown"
 HV_MIGRATION_ACTIVE: Final = "active"
 HV_MIGRATION_COMPLETED: Final = "completed"
 HV_MIGRATION_FAILED_STATUSES: Final = frozenset(("cancelled", "failed"))
+
+# Exports and inter-cluster moves (Ganeti's EXPORT_MODE_*, IEC_*, RIE_*).
+EXPORT_MODE_LOCAL: Final = "local"
+EXPORT_MODE_REMOTE: Final = "remote"
+EXPORT_MODES: Final = frozenset((EXPORT_MODE_LOCAL, EXPORT_MODE_REMOTE))
+IEC_NONE: Final = "none"
+# Ganeti's default compression tools, plus zstd which Corral's nodes also run.
+IEC_DEFAULT_TOOLS: Final = ("gzip", "gzip-fast", "gzip-slow", "zstd")
+RIE_VERSION: Final = 0
+RIE_HANDSHAKE: Final = "Hi, I'm Ganeti"
+RIE_CERT_VALIDITY: Final = 24 * 3600  # s: a move's X509 certificate
+RIE_CONNECT_TIMEOUT: Final = 180  # s: an inter-cluster export to connect
+DISK_TRANSFER_CONNECT_TIMEOUT: Final = 60  # s: a transfer between a cluster's nodes
+X509_CERT_SIGNATURE_HEADER: Final = "X-Ganeti-Signature"

@@ -22,7 +22,8 @@ from corral.storage import templates
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
 
-COMPRESSION_TOOLS = ["gzip", "gzip-fast", "gzip-slow"]
+# Ganeti's default tools and Corral's zstd: what exports and moves may use.
+COMPRESSION_TOOLS = list(C.IEC_DEFAULT_TOOLS)
 
 
 def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:

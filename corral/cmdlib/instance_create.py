@@ -11,9 +11,11 @@ from typing import Any
 from corral import capabilities, errors
 from corral import constants as C
 from corral import params as P
+from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_intents as intents
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib.backup_common import check_compression_tool
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
@@ -176,17 +178,29 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
 
     def check_arguments(self) -> None:
         op = self.op
-        if op.mode != "create":
-            raise errors.OpPrereqError(
-                f"Instance creation mode '{op.mode}' is not supported by Corral yet; only 'create'",
-                C.ECODE_INVAL,
-            )
         check_hostname_syntax(op.instance_name)
         if op.ip_check and not op.name_check:
             raise errors.OpPrereqError(
                 "Cannot do IP address check without a name check", C.ECODE_INVAL
             )
-        if not op.os_type and not op.no_install:
+        check_compression_tool(op.compress)
+        # What the OS scripts get (set by _check_os when there is an OS).
+        self.osparams: dict[str, Any] = {}
+        self.hidden_osparams: list[str] = []
+        self.import_source: imp.LocalSource | None = None
+        self.remote_source: imp.RemoteSource | None = None
+        self.src_node: Node | None = None
+        if op.mode == imp.MODE_IMPORT:
+            # The rest waits for the export's values (before_locks).
+            imp.check_import_arguments(self)
+            return
+        if op.mode == imp.MODE_REMOTE_IMPORT:
+            self.remote_source = imp.check_remote_arguments(self)
+        self._check_arguments()
+
+    def _check_arguments(self) -> None:
+        op = self.op
+        if op.mode == "create" and not op.os_type and not op.no_install:
             raise errors.OpPrereqError(
                 "No OS given (-o); an OS is needed unless --no-install", C.ECODE_INVAL
             )
@@ -206,6 +220,18 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             check_tag(tag)
 
     def expand_names(self) -> None:
+        if self.op.mode == imp.MODE_IMPORT:
+            self.src_node = imp.source_node(self)
+            return  # the rest once the export is read
+        self._expand_names()
+
+    async def before_locks(self) -> None:
+        if self.op.mode == imp.MODE_IMPORT:
+            self.import_source = await imp.read_export(self, self.src_node)
+            self._check_arguments()
+            self._expand_names()
+
+    def _expand_names(self) -> None:
         cluster = self.cfg.cluster
         if self.disk_template not in cluster.enabled_disk_templates:
             raise errors.OpPrereqError(
@@ -220,6 +246,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 f"Hypervisor '{self.hypervisor}' is not enabled", C.ECODE_STATE
             )
         self.hvparams = P.check_hvparams(self.hypervisor, self.op.hvparams)
+        if self.op.identify_defaults:
+            imp.revert_to_defaults(self)
         hv_os = cluster.os_hvp.get(self.op.os_type or "", {}).get(self.hypervisor, {})
         hv_cluster = cluster.hvparams.get(self.hypervisor, {})
         P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
@@ -237,8 +265,12 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.needed_locks[C.LEVEL_INSTANCE] = [self.op.instance_name]
         # As Ganeti: every node while the allocator chooses (the others are released then).
         nodes: list[str] | str = ALL_SET if self.allocator else [self.pnode.uuid]
-        self.needed_locks[C.LEVEL_NODE] = nodes
         self.needed_locks[C.LEVEL_NODE_RES] = nodes
+        # An import reads from its source node too (Ganeti locks it).
+        source = self.import_source.node.uuid if self.import_source else None
+        if isinstance(nodes, list) and source is not None and source not in nodes:
+            nodes = [*nodes, source]
+        self.needed_locks[C.LEVEL_NODE] = nodes
         self.share_locks[C.LEVEL_NODE] = True
 
     async def check_prereq(self) -> None:
@@ -417,6 +449,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
         env["ADD_MODE"] = self.op.mode
+        if self.import_source is not None:
+            env.update(imp.hook_env(self.import_source))
         return env
 
     def build_hooks_nodes(self) -> tuple[list[str], list[str]]:
@@ -467,7 +501,11 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # Said in Ganeti's order; the config is committed when the unit succeeds.
         self.feedback(f"adding instance {inst.name} to cluster config")
         # As Ganeti, diskless instances get no OS installation.
-        if not self.op.no_install and self.op.os_type and inst.disks:
+        if self.import_source is not None and inst.disks:
+            await imp.import_local(self, inst, self.import_source)
+        elif self.remote_source is not None and inst.disks:
+            await imp.import_remote(self, inst, self.remote_source)
+        elif not self.op.no_install and self.op.os_type and inst.disks:
             self.feedback("* running the instance OS create scripts...")
             await self._node_call(
                 "instance_os_add",

@@ -15,47 +15,14 @@ from typing import Any
 
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
+from corral.master.services.impexp import format_progress, format_seconds
 from corral.objects import Disk, Node
 from corral.rpc.client import RpcResult
 
-MIB = 1024 * 1024
 # How long a status call waits for the copy to end: the progress interval.
 STATUS_WAIT = 1.0
 # A transfer the target is given but nobody uses for this long expires there.
 TRANSFER_TTL = 600.0
-
-
-def format_seconds(secs: float) -> str:
-    """Ganeti's FormatSeconds: "2d 9h 19m 49s", "3s"."""
-    rest = round(secs)
-    parts: list[str] = []
-    if rest > 0:
-        for unit, one in (("d", 86400), ("h", 3600), ("m", 60)):
-            count, rest = divmod(rest, one)
-            if count or parts:
-                parts.append(f"{count}{unit}")
-    parts.append(f"{rest}s")
-    return " ".join(parts)
-
-
-def format_mib(mib: float) -> str:
-    """Ganeti's FormatUnit(value, "h")."""
-    if mib < 1024:
-        return f"{round(mib)}M"
-    if mib < 1024 * 1024:
-        return f"{mib / 1024:.1f}G"
-    return f"{mib / 1024 / 1024:.1f}T"
-
-
-def format_progress(sent: int, size: int, seconds: float) -> str:
-    """Ganeti's FormatProgress: amount, throughput, percentage, ETA."""
-    rate = sent / MIB / seconds if seconds > 0 else 0.0
-    parts = [format_mib(sent / MIB), f"{rate:.1f} MiB/s"]
-    if size:
-        parts.append(f"{sent * 100 // size}%")
-    if rate > 0:
-        parts.append(f"ETA {format_seconds((size - sent) / MIB / rate)}")
-    return ", ".join(parts)
 
 
 class DiskCopy:

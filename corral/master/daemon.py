@@ -9,6 +9,9 @@ from collections.abc import Callable
 
 # Importing the logical-unit modules registers them.
 from corral.cmdlib import (  # noqa: F401
+    backup_export,
+    backup_prepare,
+    backup_remove,
     cluster,
     cluster_verify,
     group,

@@ -51,7 +51,7 @@ class OpInstanceCreate(OpCode):
     hvparams: Params = Field(default_factory=dict)
     hypervisor: Hypervisor | None = None
     iallocator: NonEmptyStr | None = None
-    identify_defaults: bool = not_built(False)
+    identify_defaults: bool = False
     ip_check: bool = True
     conflicts_check: bool = True
     mode: Literal["import", "create", "remote-import"]
@@ -65,14 +65,14 @@ class OpInstanceCreate(OpCode):
     pnode_uuid: NonEmptyStr | None = None
     snode: NonEmptyStr | None = None
     snode_uuid: NonEmptyStr | None = None
-    source_handshake: list[Any] | None = not_built()
-    source_instance_name: NonEmptyStr | None = not_built()
-    source_shutdown_timeout: NonNegInt = not_built(120)
-    source_x509_ca: NonEmptyStr | None = not_built()
-    src_node: NonEmptyStr | None = not_built()
-    src_node_uuid: NonEmptyStr | None = not_built()
-    src_path: NonEmptyStr | None = not_built()
-    compress: str = not_built("none")
+    source_handshake: list[Any] | None = None
+    source_instance_name: NonEmptyStr | None = None
+    source_shutdown_timeout: NonNegInt = 120
+    source_x509_ca: NonEmptyStr | None = None
+    src_node: NonEmptyStr | None = None
+    src_node_uuid: NonEmptyStr | None = None
+    src_path: NonEmptyStr | None = None
+    compress: str = "none"
     start: bool = True
     forthcoming: bool = not_built(False)
     commit: bool = not_built(False)

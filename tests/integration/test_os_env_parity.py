@@ -1,6 +1,7 @@
 """Environment parity with Ganeti 3.0.2: an OS definition and hooks that dump
-their environment, driven through an instance's life (add, shutdown, rename,
-reinstall, startup, shutdown, remove) by the real commands, and compared with
+their environment, driven through an instance's life (add, shutdown, export,
+rename, reinstall, startup, shutdown, remove; then an import of the export
+under the second name, and a rename) by the real commands, and compared with
 what a real Ganeti 3.0.2 cluster gave the same scripts
 (``tests/data/ganeti-3.0.2-env``, copied from the project's shared reference).
 
@@ -30,6 +31,7 @@ NODE = "node1.ganeti.test"
 OS = "envdump"
 NAME1 = "envinst1.ganeti.test"
 NAME2 = "envinst2.ganeti.test"
+NAME3 = "envinst3.ganeti.test"
 ADD = [
     "add",
     "-t",
@@ -50,6 +52,21 @@ ADD = [
     "--no-ip-check",
     NAME1,
 ]
+IMPORT = [
+    "import",
+    "-n",
+    NODE,
+    "--src-node",
+    NODE,
+    "--src-dir",
+    NAME1,
+    "-t",
+    "file",
+    "--net",
+    "0:ip=198.18.1.11",
+    "--no-name-check",
+    "--no-ip-check",
+]
 HOOKED = (
     "instance-add",
     "instance-rename",
@@ -61,10 +78,19 @@ HOOKED = (
 # What /bin/sh adds by itself (the reference was recorded with bash).
 SHELL_VARS = {"PWD", "SHLVL", "_", "OLDPWD"}
 # Random values: only their names are compared.
-VOLATILE = re.compile(r"(UUID|_CTIME|_MTIME|_MAC|^INSTANCE_PRIMARY_NODE)$")
+# EXP_SIZE_FD: whichever descriptor the size pipe got (Ganeti's 11 is incidental too).
+VOLATILE = re.compile(r"(UUID|_CTIME|_MTIME|_MAC|^INSTANCE_PRIMARY_NODE|^EXP_SIZE_FD)$")
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Values that are paths: below the test root here, below / in the reference.
-ROOTED = {"DISK_0_PATH", "PWD", "GANETI_DATA_DIR"}
+ROOTED = {
+    "DISK_0_PATH",
+    "PWD",
+    "GANETI_DATA_DIR",
+    "EXPORT_DEVICE",
+    "EXPORT_DISK_PATH",
+    "IMPORT_DEVICE",
+    "IMPORT_DISK_PATH",
+}
 
 
 def dump_script(dumps: Path, kind: str, extra: str = "") -> str:
@@ -148,6 +174,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     cl = new_root(base)
     cl.cluster_name, cl.node_name = CLUSTER, NODE
     scripts = {s: dump_script(dumps, f"os-{s}") for s in ("export", "import", "rename", "verify")}
+    # The data goes through export and import as an OS would send it.
+    scripts["export"] += 'exec cat "$EXPORT_DEVICE"\n'
+    scripts["import"] += 'exec cat > "$IMPORT_DEVICE"\n'
     scripts["create"] = dump_script(
         dumps,
         "os-create",
@@ -167,18 +196,24 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     try:
         init = cl.init("--master-ip", cl.node_ip, "-N", "link=gnt-br0")
         assert init.rc == 0, init.stderr
+        rename = ["rename", "-f", "--no-name-check", "--no-ip-check"]
+        # As the reference: an export of the first instance, later imported
+        # under the second name (a NIC of its own), then renamed.
         steps = {
-            "add": ADD,
-            "shutdown1": ["shutdown", NAME1],
-            "rename": ["rename", "-f", "--no-name-check", "--no-ip-check", NAME1, NAME2],
-            "reinstall": ["reinstall", "-f", NAME2],
-            "startup": ["startup", NAME2],
-            "shutdown2": ["shutdown", NAME2],
-            "remove": ["remove", "-f", NAME2],
+            "add": ("instance", ADD),
+            "shutdown1": ("instance", ["shutdown", NAME1]),
+            "export": ("backup", ["export", "-n", NODE, NAME1]),
+            "rename": ("instance", [*rename, NAME1, NAME2]),
+            "reinstall": ("instance", ["reinstall", "-f", NAME2]),
+            "startup": ("instance", ["startup", NAME2]),
+            "shutdown2": ("instance", ["shutdown", NAME2]),
+            "remove": ("instance", ["remove", "-f", NAME2]),
+            "import": ("backup", [*IMPORT, NAME2]),
+            "rename2": ("instance", [*rename, NAME2, NAME3]),
         }
         results = {}
-        for step, args in steps.items():
-            results[step] = result = cl.gnt("instance", *args)
+        for step, (command, args) in steps.items():
+            results[step] = result = cl.gnt(command, *args)
             assert result.rc == 0, (step, result.stdout, result.stderr)
         with cl.client() as client:
             answer = client.query("node", ["name", "uuid"])
@@ -190,11 +225,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
 # OS scripts
 def test_each_script_ran_as_often_as_in_ganeti(run: Run) -> None:
-    # verify: at add and at reinstall; create: at add and at reinstall; rename once.
-    assert run.runs("os-verify") == 2
+    # verify: at add, reinstall and import; create: at add and reinstall;
+    # rename: at both renames and after the import; export, import: one disk.
+    assert run.runs("os-verify") == 3
     assert run.runs("os-create") == 2
-    assert run.runs("os-rename") == 1
-    assert run.runs("os-export") == run.runs("os-import") == 0
+    assert run.runs("os-rename") == 3
+    assert run.runs("os-export") == run.runs("os-import") == 1
 
 
 def test_verify_at_add_gets_every_parameter_and_nothing_else(run: Run) -> None:
@@ -372,7 +408,66 @@ def test_instance_hook_environment(
 
 
 def test_each_hook_ran_once_per_operation(run: Run) -> None:
+    twice = ("instance-stop", "instance-add", "instance-rename")
     for hpath in HOOKED:
         for phase in ("pre", "post"):
-            runs = 2 if hpath == "instance-stop" else 1
+            runs = 2 if hpath in twice else 1
             assert run.runs(f"hook-{hpath}-{phase}") == runs, (hpath, phase)
+
+
+# Export and import (the reference: envinst1 exported, imported as envinst2
+# with a NIC of its own, renamed to envinst3)
+def test_export_environment(run: Run) -> None:
+    env = run.env("os-export", 0)
+    assert_same(env, reference("os-export.1"), run.cl.paths.root)
+    assert env["EXPORT_DEVICE"] == env["DISK_0_PATH"] == env["EXPORT_DISK_PATH"]
+    assert env["EXP_SIZE_FD"].isdigit()
+
+
+def test_import_environment(run: Run) -> None:
+    env = run.env("os-import", 0)
+    assert_same(env, reference("os-import.1"), run.cl.paths.root)
+    assert env["IMPORT_DEVICE"] == env["DISK_0_PATH"] == env["IMPORT_DISK_PATH"]
+    assert env["EXP_SIZE_FD"].isdigit()
+    # The export's private parameter came with it; the secret never did.
+    assert env["OSP_PRIVATE_NOTE"] == "privvalue" and "OSP_SECRET_TOKEN" not in env
+
+
+def test_rename_after_import_environment(run: Run) -> None:
+    env = run.env("os-rename", 1)
+    assert_same(env, reference("os-rename.1"), run.cl.paths.root)
+    assert (env["INSTANCE_NAME"], env["OLD_INSTANCE_NAME"]) == (NAME2, NAME1)
+
+
+def test_rename_of_the_imported_instance(run: Run) -> None:
+    env = run.env("os-rename", 2)
+    assert_same(env, reference("os-rename.2"), run.cl.paths.root)
+    assert (env["INSTANCE_NAME"], env["OLD_INSTANCE_NAME"]) == (NAME3, NAME2)
+
+
+def test_imported_instance_seen_by_its_scripts(run: Run) -> None:
+    envs = [run.env("os-import", 0), run.env("os-rename", 1), run.env("os-rename", 2)]
+    for key in ("INSTANCE_UUID", "INSTANCE_CTIME", "DISK_0_UUID", "NIC_0_UUID", "NIC_0_MAC"):
+        assert len({env[key] for env in envs}) == 1, key
+    # A new instance, with new disks: not the exported one's.
+    assert envs[0]["INSTANCE_UUID"] != run.env("os-export", 0)["INSTANCE_UUID"]
+
+
+def corral_export_paths(env: dict[str, str], root: Path) -> dict[str, str]:
+    """SRC_* with Ganeti's export directory: Corral keeps exports in
+    /srv/ganeti/export (below the root), Debian's Ganeti in /var/lib/ganeti/export."""
+    ours = f"{root}/srv/ganeti/export/"
+    return {
+        k: v.replace(ours, "/var/lib/ganeti/export/") if "SRC_" in k else v for k, v in env.items()
+    }
+
+
+@pytest.mark.parametrize("phase", ["pre", "post"])
+def test_import_hook_environment(run: Run, phase: str) -> None:
+    env = run.env(f"hook-instance-add-{phase}", 1)
+    want = reference(f"hook-instance-add-{phase}.2")
+    assert_same(corral_export_paths(env, run.cl.paths.root), want, run.cl.paths.root)
+    dump = run.env("os-export", 0)["DISK_0_UUID"]
+    export = run.cl.paths.export_dir / NAME1
+    assert env["GANETI_SRC_IMAGES"] == str([f"{export}/{dump}"])
+    assert (env["GANETI_SRC_NODE"], env["GANETI_SRC_PATH"]) == (NODE, str(export))
