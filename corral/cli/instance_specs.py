@@ -56,8 +56,10 @@ def unit(value: str) -> int:
 
 
 # Options
-def add_create_options(p: argparse.ArgumentParser) -> None:
-    """The options of ``gnt-instance add`` (Ganeti's COMMON_CREATE_OPTS and add_opts)."""
+def add_create_options(p: argparse.ArgumentParser, mode: str = "create") -> None:
+    """The options of ``gnt-instance add`` (Ganeti's COMMON_CREATE_OPTS and
+    add_opts), or with ``mode="import"`` of ``gnt-backup import`` (its
+    import_opts instead of add_opts)."""
     p.add_argument("-B", "--backend-parameters", dest="beparams", type=key_val("-B"),
                    default={})  # fmt: skip
     p.add_argument("--disk", dest="disks", action="append", type=ident_key_val("--disk"))
@@ -78,16 +80,27 @@ def add_create_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--os-size", dest="sd_size", type=unit)
     p.add_argument("--opportunistic-locking", action="store_true")
     p.add_argument("--tags")
+    if mode == "import":
+        p.add_argument("--identify-defaults", action="store_true")
+        p.add_argument("--src-dir", metavar="<dir>")
+        p.add_argument("--src-node", metavar="<node>")
+        p.add_argument("--compress", default="none")
+    else:
+        _add_only_options(p)
+    p.add_argument("--ignore-ipolicy", action="store_true")
+    p.add_argument("--helper-startup-timeout", type=int)
+    p.add_argument("--helper-shutdown-timeout", type=int)
+
+
+def _add_only_options(p: argparse.ArgumentParser) -> None:
+    """Ganeti's add_opts that gnt-backup import lacks."""
     p.add_argument("--forthcoming", action="store_true")
     p.add_argument("--commit", action="store_true")
     p.add_argument("--no-start", dest="start", action="store_false")
     p.add_argument("-o", "--os-type", dest="os")
     p.add_argument("--force-variant", action="store_true")
     p.add_argument("--no-install", action="store_true")
-    p.add_argument("--ignore-ipolicy", action="store_true")
     p.add_argument("-c", "--communication", dest="instance_communication", type=boolean)
-    p.add_argument("--helper-startup-timeout", type=int)
-    p.add_argument("--helper-shutdown-timeout", type=int)
 
 
 def add_modify_options(p: argparse.ArgumentParser) -> None:
@@ -155,28 +168,31 @@ def nics_from(specs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     return nics
 
 
-def disks_from(opts: argparse.Namespace) -> list[dict[str, Any]]:
-    """``--disk``/``-s`` options as the opcode's disk list (Ganeti's checks)."""
+def disks_from(opts: argparse.Namespace, mode: str = "create") -> list[dict[str, Any]]:
+    """``--disk``/``-s`` options as the opcode's disk list (Ganeti's checks; an
+    import may give none: the export's are taken)."""
     if opts.disk_template == DT_DISKLESS:
         if opts.disks or opts.sd_size is not None:
             raise _invalid("Diskless instance but disk information passed")
         return []
-    if not opts.disks and not opts.sd_size:
+    if not opts.disks and not opts.sd_size and mode == "create":
         raise _invalid("No disk information specified")
     if opts.disks and opts.sd_size is not None:
         raise _invalid("Please use either the '--disk' or '-s' option")
-    specs = opts.disks or [("0", {"size": opts.sd_size})]
+    specs = opts.disks or ([("0", {"size": opts.sd_size})] if opts.sd_size is not None else [])
+    if not specs:
+        return []
     try:
         count = max(int(index) + 1 for index, _ in specs)
     except ValueError as err:
         raise _invalid(f"Invalid disk index passed: {err}") from None
     disks: list[dict[str, Any]] = [{}] * count
     for index_text, params in specs:
-        disks[int(index_text)] = _disk_spec(int(index_text), params)
+        disks[int(index_text)] = _disk_spec(int(index_text), params, mode)
     return disks
 
 
-def _disk_spec(index: int, params: Any) -> dict[str, Any]:
+def _disk_spec(index: int, params: Any, mode: str = "create") -> dict[str, Any]:
     if not isinstance(params, dict):
         raise _invalid(f"Invalid disk/{index} value: expected dict, got {params}")
     if "size" in params:
@@ -189,6 +205,8 @@ def _disk_spec(index: int, params: Any) -> dict[str, Any]:
     elif "adopt" in params:
         if "spindles" in params:
             raise _invalid("spindles is not a valid option when adopting a disk")
+        if mode == "import":
+            raise _invalid("Disk adoption not allowed for instance import")
         params["size"] = 0
     else:
         raise _invalid(f"Missing size or adoption source for disk {index}")
@@ -197,21 +215,49 @@ def _disk_spec(index: int, params: Any) -> dict[str, Any]:
     return params
 
 
-def create_opcode(opts: argparse.Namespace, name: str) -> dict[str, Any]:
-    """OP_INSTANCE_CREATE from ``gnt-instance add``'s options (GenericInstanceCreate)."""
-    if opts.forthcoming and opts.commit:
+def _mode_fields(opts: argparse.Namespace, mode: str) -> dict[str, Any]:
+    """The fields that differ between a creation and an import (Ganeti's
+    GenericInstanceCreate: an import never starts, installs or sets an OS)."""
+    if mode == "create":
+        return {
+            "start": opts.start,
+            "os_type": opts.os,
+            "force_variant": opts.force_variant,
+            "compress": "none",
+            "no_install": opts.no_install,
+            "identify_defaults": False,
+            "instance_communication": bool(opts.instance_communication),
+        }
+    return {
+        "start": False,
+        "os_type": None,
+        "force_variant": False,
+        "src_node": opts.src_node,
+        "src_path": opts.src_dir,
+        "compress": opts.compress,
+        "no_install": None,
+        "identify_defaults": opts.identify_defaults,
+        "instance_communication": False,
+    }
+
+
+def create_opcode(opts: argparse.Namespace, name: str, mode: str = "create") -> dict[str, Any]:
+    """OP_INSTANCE_CREATE from ``gnt-instance add``'s options, or with
+    ``mode="import"`` from ``gnt-backup import``'s (GenericInstanceCreate)."""
+    forthcoming, commit = getattr(opts, "forthcoming", False), getattr(opts, "commit", False)
+    if forthcoming and commit:
         raise _invalid("Creating an instance only forthcoming and commiting it are mutally"
                        " exclusive")  # fmt: skip
     pnode, _, snode = (opts.node or "").partition(":")
     hypervisor, hvparams = opts.hypervisor or (None, {})
-    nics = nics_from(opts.nics) if opts.nics else ([] if opts.no_nics else [{}])
-    disks = disks_from(opts)
+    nics = nics_from(opts.nics) if opts.nics else ([] if opts.no_nics or mode != "create" else [{}])
+    disks = disks_from(opts, mode)
     T.force_dict_type(opts.beparams, T.BE_PARAMETER_TYPES)
     T.force_dict_type(hvparams, T.HV_PARAMETER_TYPES)
     return {
         "OP_ID": "OP_INSTANCE_CREATE",
-        "forthcoming": opts.forthcoming,
-        "commit": opts.commit,
+        "forthcoming": forthcoming,
+        "commit": commit,
         "instance_name": name,
         "disks": disks,
         "disk_template": opts.disk_template,
@@ -232,17 +278,11 @@ def create_opcode(opts: argparse.Namespace, name: str) -> dict[str, Any]:
         "osparams": opts.osparams,
         "osparams_private": opts.osparams_private,
         "osparams_secret": opts.osparams_secret,
-        "mode": "create",
+        "mode": mode,
         "opportunistic_locking": opts.opportunistic_locking,
-        "start": opts.start,
-        "os_type": opts.os,
-        "force_variant": opts.force_variant,
-        "compress": "none",
+        **_mode_fields(opts, mode),
         "tags": opts.tags.split(",") if opts.tags is not None else [],
-        "no_install": opts.no_install,
-        "identify_defaults": False,
         "ignore_ipolicy": opts.ignore_ipolicy,
-        "instance_communication": bool(opts.instance_communication),
         "helper_startup_timeout": opts.helper_startup_timeout,
         "helper_shutdown_timeout": opts.helper_shutdown_timeout,
     }

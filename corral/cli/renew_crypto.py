@@ -1,12 +1,15 @@
 """gnt-cluster renew-crypto: a new RAPI certificate, generated
 (``--new-rapi-certificate``) or given as a file (``--rapi-certificate``),
-then corral-rapi restarted to serve it.  Ganeti's other renewals (cluster and
-node certificates, confd key, SPICE, domain secret, SSH keys) are refused as
-not built yet.
+then corral-rapi restarted to serve it; a new cluster domain secret, generated
+(``--new-cluster-domain-secret``) or given as a file
+(``--cluster-domain-secret``), then sent to every node.  Ganeti's other
+renewals (cluster and node certificates, confd key, SPICE, SSH keys) are
+refused as not built yet.
 
 Only corral-rapi is restarted, not every daemon as Ganeti does: it is the only
-one that uses the certificate.  cryptography is imported only when a
-certificate is handled (the gnt-* commands start fast).
+one that uses the certificate; the domain secret is read afresh by each
+operation that needs it, so nothing is restarted for it.  cryptography is
+imported only when a certificate is handled (the gnt-* commands start fast).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
     from corral.paths import Paths
 
 _RAPI_DAEMON = "corral-rapi"
+# Bounds of a domain secret given as a file: Ganeti makes 40 hex digits; a
+# short one would be a weak HMAC key, a huge one is not a secret file.
+_SECRET_MIN = 16
+_SECRET_LIMIT = 4096
 
 # Ganeti's renew-crypto options that Corral does not build yet: flag, dest,
 # the value's name (None: a flag without a value).
@@ -33,8 +40,6 @@ _NOT_BUILT = (
     ("--new-node-certificates", "new_node_cert", None),
     ("--new-ssh-keys", "new_ssh_keys", None),
     ("--new-confd-hmac-key", "new_confd_hmac_key", None),
-    ("--new-cluster-domain-secret", "new_cluster_domain_secret", None),
-    ("--cluster-domain-secret", "cluster_domain_secret", "FILE"),
     ("--new-spice-certificate", "new_spice_cert", None),
     ("--spice-certificate", "spice_cert", "FILE"),
     ("--spice-ca-certificate", "spice_cacert", "FILE"),
@@ -72,6 +77,18 @@ def add_command(sub: Any) -> None:
         metavar="FILE",
         help="File containing new RAPI certificate (and its private key)",
     )
+    p.add_argument(
+        "--new-cluster-domain-secret",
+        dest="new_cluster_domain_secret",
+        action="store_true",
+        help="Create a new cluster domain secret",
+    )
+    p.add_argument(
+        "--cluster-domain-secret",
+        dest="cluster_domain_secret",
+        metavar="FILE",
+        help="Load new cluster domain secret from file",
+    )
     common.add_force(p)
     for flag, dest, metavar in _NOT_BUILT:
         if metavar:
@@ -85,12 +102,13 @@ def add_command(sub: Any) -> None:
 
 
 def cmd_renew_crypto(opts: argparse.Namespace) -> int:
-    """Replace the RAPI certificate and restart corral-rapi (on the master)."""
+    """Replace the RAPI certificate and restart corral-rapi, and/or replace the
+    cluster domain secret and send it to all nodes (on the master)."""
     refused = [flag for flag, dest, _ in _NOT_BUILT if getattr(opts, dest) not in (None, False)]
     if refused:
         print(
             f"Failure: 'gnt-cluster renew-crypto {' '.join(refused)}' is not built in Corral yet;"
-            " only --new-rapi-certificate and --rapi-certificate are",
+            " only the RAPI certificate and cluster domain secret options are",
             file=sys.stderr,
         )
         return C.EXIT_FAILURE
@@ -102,6 +120,13 @@ def cmd_renew_crypto(opts: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return C.EXIT_FAILURE
+    if opts.new_cluster_domain_secret and opts.cluster_domain_secret:
+        print(
+            "Only one of the --new-cluster-domain-secret and --cluster-domain-secret"
+            " options can be specified at the same time.",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
     pem = None
     if opts.rapi_cert:
         try:
@@ -109,10 +134,22 @@ def cmd_renew_crypto(opts: argparse.Namespace) -> int:
         except errors.X509CertError as err:
             print(f"Unable to load X509 certificate from {opts.rapi_cert}: {err}", file=sys.stderr)
             return C.EXIT_FAILURE
+    secret = None
+    if opts.cluster_domain_secret:
+        try:
+            secret = read_domain_secret(opts.cluster_domain_secret)
+        except errors.GenericError as err:
+            print(
+                f"Can't load new cluster domain secret from {opts.cluster_domain_secret}: {err}",
+                file=sys.stderr,
+            )
+            return C.EXIT_FAILURE
     if not opts.force and not common.confirm(_QUESTION):
         return C.EXIT_FAILURE
     if opts.new_rapi_cert or pem is not None:
         _replace_rapi_cert(pem)
+    if opts.new_cluster_domain_secret or secret is not None:
+        _replace_domain_secret(opts, secret)
     print(_DONE)
     return C.EXIT_SUCCESS
 
@@ -153,6 +190,30 @@ def read_rapi_pem(filename: str) -> bytes:
     return data
 
 
+def read_domain_secret(filename: str) -> bytes:
+    """The content of ``filename`` if it can serve as a cluster domain secret:
+    one line of printable ASCII (the form Ganeti's LUs read with
+    ReadOneLineFile(strict=True)), at least 16 characters; GenericError else."""
+    try:
+        with open(filename, "rb") as file:
+            data = file.read(_SECRET_LIMIT + 1)
+    except OSError as err:
+        raise errors.GenericError(err.strerror or str(err)) from None
+    lines = data.splitlines()
+    secret = lines[0].strip() if lines else b""
+    if len(data) > _SECRET_LIMIT:
+        raise errors.GenericError(f"the file is longer than {_SECRET_LIMIT} bytes")
+    if not secret:
+        raise errors.GenericError("No data in one-liner file")
+    if any(line.strip() for line in lines[1:]):
+        raise errors.GenericError("Too many lines in one-liner file")
+    if not all(32 < byte < 127 for byte in secret):
+        raise errors.GenericError("the secret must be printable ASCII without blanks")
+    if len(secret) < _SECRET_MIN:
+        raise errors.GenericError(f"the secret is shorter than {_SECRET_MIN} characters")
+    return secret + b"\n"
+
+
 def _check_servable(filename: str) -> None:
     """X509CertError unless corral-rapi's TLS set-up accepts the file (OpenSSL
     refuses e.g. keys too weak for its security level)."""
@@ -189,6 +250,23 @@ def _replace_rapi_cert(pem: bytes | None) -> None:
     finally:
         print(f"Starting daemon '{_RAPI_DAEMON}' on {master}")
         start_rapi(paths, node_ip)
+
+
+def _replace_domain_secret(opts: argparse.Namespace, secret: bytes | None) -> None:
+    """Write the domain secret (None: a new random one) on the master, then
+    send it to every node with OP_CLUSTER_REDIST_CONF."""
+    client = common.get_client()
+    # As for the certificate: masterd's answer makes sure this is the master.
+    client.call("QueryConfigValues", ["master_node"])
+    from corral.crypto.certs import make_domain_secret, write_pem
+    from corral.paths import Paths
+
+    print("Updating certificates and keys")
+    # write_pem: atomically, mode 0600 (the file holds one line, not PEM).
+    write_pem(Paths.from_env().cluster_domain_secret, secret or make_domain_secret())
+    print("Copying the cluster domain secret to all nodes")
+    op = {**common.common_op_fields(opts), "OP_ID": "OP_CLUSTER_REDIST_CONF"}
+    common.poll_job(client, client.submit_job([op]))
 
 
 def _write(paths: Paths, pem: bytes | None, names: list[str], node_ip: str) -> None:

@@ -155,9 +155,14 @@ class ClusterCalls:
         return Request("GET", path(JOB, job_id))
 
     @call
-    def cancel_job(self, job_id: int | str, dry_run: bool = False) -> Request[list[Any]]:
-        """Cancel a job: ``[success, message]``."""
-        return Request("DELETE", path(JOB, job_id), args(("dry-run", dry_run or None)))
+    def cancel_job(
+        self, job_id: int | str, dry_run: bool = False, kill: bool = False
+    ) -> Request[list[Any]]:
+        """Cancel a job: ``[success, message]``. ``kill`` (Corral's extension,
+        ``gnt-job cancel --kill``) cancels a running job too; Ganeti's server
+        ignores it and cancels only jobs not yet running."""
+        query = args(("dry-run", dry_run or None), ("kill", kill or None))
+        return Request("DELETE", path(JOB, job_id), query)
 
     @call
     def wait_for_job_change(

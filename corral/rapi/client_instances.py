@@ -305,9 +305,12 @@ class InstanceCalls:
         destination_x509_ca: str | None = None,
         compress: str | None = None,
         reason: str | None = None,
+        long_sleep: bool | None = None,
     ) -> Request[int]:
         """Export an instance (``destination``: a node, or the remote disks'
-        info); a job."""
+        info); a job. ``long_sleep`` (not in Ganeti's client; its RAPI passes
+        it on) lets a running instance whose disks cannot be snapshotted stay
+        shut down for the whole transfer."""
         body = {
             "destination": destination,
             "mode": mode,
@@ -317,6 +320,7 @@ class InstanceCalls:
                 x509_key_name=x509_key_name,
                 destination_x509_ca=destination_x509_ca,
                 compress=compress,
+                long_sleep=long_sleep,
             ),
         }
         return job("PUT", path(INSTANCE + "/export", instance), args(reason=reason), body)

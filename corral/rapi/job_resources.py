@@ -31,7 +31,9 @@ async def get_job(call: Call) -> Any:
 
 
 async def cancel_job(call: Call) -> Any:
-    return await call.luxi.call("CancelJob", int(call.items[0]))
+    # ?kill=1 (Corral's, as gnt-job cancel --kill): a running job too; move-instance
+    # uses it to stop one side of a move when the other side failed.
+    return await call.luxi.call("CancelJob", int(call.items[0]), call.flag("kill"))
 
 
 def _wait_params(call: Call) -> tuple[Any, Any, Any]:
@@ -84,7 +86,7 @@ RESOURCES = [
         "/2/jobs/{job_id}",
         {
             "GET": method(get_job, "A job's status, opcodes, log and results"),
-            "DELETE": method(cancel_job, "Cancel a job", WRITERS),
+            "DELETE": method(cancel_job, "Cancel a job (?kill=1: a running one too)", WRITERS),
         },
     ),
     Resource(

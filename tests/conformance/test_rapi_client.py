@@ -450,6 +450,11 @@ job("moves/redist-conf", W.RedistributeConfig)
 job("moves/migrate", W.MigrateInstance, inst)
 job("moves/failover", W.FailoverInstance, inst)
 job("moves/migrate-node", W.MigrateNode, node)
+# Exports: prepare (nothing to do for a local one); the export of the running
+# file instance reaches the LU, which refuses it as Ganeti's does (no snapshots,
+# and the client cannot ask for --long-sleep).
+job("export/prepare", W.PrepareExport, inst, "local")
+job("export/local", W.ExportInstance, inst, "local", node, shutdown=True)
 
 # Resources whose operation Corral does not have yet: 501, whoever asks.
 missing = [
@@ -459,8 +464,6 @@ missing = [
     ("DeactivateInstanceDisks", W.DeactivateInstanceDisks, [inst], {}),
     ("RecreateInstanceDisks", W.RecreateInstanceDisks, [inst], {}),
     ("ReplaceInstanceDisks", W.ReplaceInstanceDisks, [inst], {}),
-    ("PrepareExport", W.PrepareExport, [inst, "local"], {}),
-    ("ExportInstance", W.ExportInstance, [inst, "local", node], {}),
     ("CreateNetwork", W.CreateNetwork, ["net1", "192.0.2.0/24"], {}),
     ("ConnectNetwork", W.ConnectNetwork, ["net1", "default", "bridged", "br0"], {}),
     ("DisconnectNetwork", W.DisconnectNetwork, ["net1", "default"], {}),
@@ -590,10 +593,18 @@ def test_moves_run_as_jobs(instance_answers: dict[str, Any]) -> None:
     assert "jobs" in done(a, "moves/migrate-node")[0], a["moves/migrate-node"]
 
 
+def test_local_export(instance_answers: dict[str, Any]) -> None:
+    a = instance_answers
+    assert done(a, "export/prepare") == [None]
+    failed = a["export/local"]["failed"]
+    assert failed.startswith("OpPrereqError: ('Not all disks could be snapshotted"), failed
+    assert "--long-sleep option; aborting', 'wrong_state')" in failed
+
+
 def test_missing_operations_are_501(instance_answers: dict[str, Any]) -> None:
     a = instance_answers
     missing = sorted(key for key in a if key.startswith("missing/") and key != "missing/read-only")
-    assert len(missing) == 12
+    assert len(missing) == 10
     for key in missing:
         # Once Corral has the operation, the call belongs in a test of its own.
         assert refused(a, key) == 501, (key, a[key])

@@ -84,6 +84,11 @@ SAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
         {"amount": 1, "dry_run": True},
     ),
     ("post", "/2/instances/{instance_name}/reinstall"): ("", {"start": True}),
+    ("put", "/2/instances/{instance_name}/prepare-export"): ("mode=local", None),
+    ("put", "/2/instances/{instance_name}/export"): (
+        "",
+        {"mode": "local", "destination": "{node_name}", "dry_run": True},
+    ),
     ("put", "/2/instances/{instance_name}/tags"): ("tag=oa", None),
     ("delete", "/2/instances/{instance_name}/tags"): ("tag=oa", None),
     ("put", "/2/nodes/{node_name}/role"): ("", "regular"),
@@ -204,6 +209,8 @@ def _call(
 ) -> Answer:
     url = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
     query, body = SAMPLES.get((method, path), ("", None))
+    if isinstance(body, dict):  # placeholders in a body's values too
+        body = {k: v.format(**values) if isinstance(v, str) else v for k, v in body.items()}
     # dry-run=1 wherever a query is allowed (reinstall takes a body or a query).
     dry = method != "get" and not path.endswith("/reinstall")
     query = "&".join(filter(None, [query, "dry-run=1" if dry else ""]))

@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_new_rapi_certificate_is_served(tmp_path: Path) -> None:
         assert new_pid is not None and new_pid != old_pid
         stat = cl.paths.rapi_pem.stat()
         assert (stat.st_mode & 0o777, stat.st_uid) == (0o600, 0)
-        with pytest.raises(urllib.request.URLError) as failure:
+        with pytest.raises(urllib.error.URLError) as failure:
             get_version(cl, old_ca)
         assert isinstance(failure.value.reason, ssl.SSLCertVerificationError)
         # The new certificate names the node's address: verification passes.
@@ -189,8 +190,6 @@ NOT_BUILT = [
     ["--new-node-certificates"],
     ["--new-ssh-keys"],
     ["--new-confd-hmac-key"],
-    ["--new-cluster-domain-secret"],
-    ["--cluster-domain-secret", "/etc/hostname"],
     ["--new-spice-certificate"],
     ["--spice-certificate", "/etc/hostname", "--spice-ca-certificate", "/etc/hostname"],
     ["--ssh-key-type", "rsa"],

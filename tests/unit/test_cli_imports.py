@@ -10,6 +10,7 @@ import sys
 import pytest
 
 COMMANDS = [
+    ("gnt_backup", "list"),
     ("gnt_cluster", "info"),
     ("gnt_debug", "locks"),
     ("gnt_filter", "list"),

@@ -232,6 +232,32 @@ function opError(result) {
   return JSON.stringify(result);
 }
 
+// An import/export job's progress lines (Ganeti's wording) and a disk's last line.
+const PROGRESS_LINE = /^(disk\/\d+|Disk \d+) sent (\S+), ([\d.]+ MiB\/s)(?:, (\d+)%)?(?:, ETA (.+))?$/;
+const TRANSFER_END = /^(disk\/\d+|Disk \d+) (finished|failed to) /;
+
+/** One bar per disk still transferring, from the job's latest progress lines. */
+function renderProgress(job) {
+  const bars = new Map();
+  for (const log of job.oplog || []) {
+    for (const [, , , message] of log) {
+      if (typeof message !== "string") continue;
+      const sent = PROGRESS_LINE.exec(message);
+      const ended = TRANSFER_END.exec(message);
+      if (sent) bars.set(sent[1], sent);
+      else if (ended) bars.delete(ended[1]);
+    }
+  }
+  $("job-progress").replaceChildren(...[...bars.values()].map(([, name, amount, rate, pct, eta]) => {
+    const bar = el("progress", { max: 100 });
+    if (pct !== undefined) bar.value = Number(pct);
+    const text = [pct !== undefined ? `${pct}%` : "", amount, rate, eta ? `ETA ${eta}` : ""];
+    return el("div", { className: "transfer", data: { disk: name } },
+      el("span", { className: "disk" }, name), bar,
+      el("span", { className: "figures" }, text.filter(Boolean).join(" ")));
+  }));
+}
+
 function renderJobDetail(job) {
   $("job-id").textContent = String(job.id);
   $("job-status").textContent = job.status;
@@ -244,6 +270,7 @@ function renderJobDetail(job) {
         typeof message === "string" ? message : JSON.stringify(message))),
   );
   $("job-log").replaceChildren(...(entries.length ? entries : [el("li", { className: "empty" }, "(no log entries)")]));
+  renderProgress(job);
   const failed = job.status === "error" || job.status === "canceled";
   $("job-result").hidden = !failed;
   $("job-result").textContent = failed ? (job.opresult || []).map(opError).join("\n") : "";
