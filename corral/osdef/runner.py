@@ -34,7 +34,8 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
         return ""
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def kill_session(proc: asyncio.subprocess.Process | subprocess.Popen[bytes]) -> None:
+    """Kill the script and everything it started (its session's process group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -44,26 +45,43 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 _MAX_LINE = 1 << 20
 
 
-def _scrub(data: bytes, secrets: list[bytes]) -> bytes:
-    for secret in secrets:
-        data = data.replace(secret, b"<redacted>")
-    return data
+class _Scrubber:
+    """Cuts a script's output at line ends (so no secret is split) and
+    replaces the secret values in it."""
 
+    def __init__(self, secrets: Sequence[str]) -> None:
+        # Longest first: a value containing another is replaced whole.
+        self._hidden = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+        self._carry = b""
 
-async def _copy_output(stream: asyncio.StreamReader, fd: int, secrets: list[bytes]) -> None:
-    """Copy the script's output to its log, line by line, secrets replaced."""
-    carry = b""
-    while chunk := await stream.read(65536):
-        data = carry + chunk
+    def _scrub(self, data: bytes) -> bytes:
+        for secret in self._hidden:
+            data = data.replace(secret, b"<redacted>")
+        return data
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The whole lines that ``chunk`` completes, scrubbed (maybe none)."""
+        data = self._carry + chunk
         cut = data.rfind(b"\n") + 1
         if cut == 0 and len(data) < _MAX_LINE:
-            carry = data
-            continue
+            self._carry = data
+            return b""
         cut = cut or len(data)
-        os.write(fd, _scrub(data[:cut], secrets))
-        carry = data[cut:]
-    if carry:
-        os.write(fd, _scrub(carry, secrets))
+        self._carry = data[cut:]
+        return self._scrub(data[:cut])
+
+    def rest(self) -> bytes:
+        """What is left after the last line end, scrubbed."""
+        data, self._carry = self._carry, b""
+        return self._scrub(data)
+
+
+async def _copy_output(stream: asyncio.StreamReader, fd: int, secrets: Sequence[str]) -> None:
+    """Copy the script's output to its log, line by line, secrets replaced."""
+    scrubber = _Scrubber(secrets)
+    while chunk := await stream.read(65536):
+        os.write(fd, scrubber.feed(chunk))
+    os.write(fd, scrubber.rest())
 
 
 async def run_script(
@@ -100,12 +118,10 @@ async def run_script(
             return 127, tail(log_path)
         assert proc.stdout is not None
         try:
-            # Longest first: a value containing another is replaced whole.
-            hidden = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
-            await _copy_output(proc.stdout, fd, hidden)
+            await _copy_output(proc.stdout, fd, secrets)
             code = await proc.wait()
         except asyncio.CancelledError:
-            _kill_group(proc)
+            kill_session(proc)
             await proc.wait()
             raise
     finally:
@@ -143,32 +159,18 @@ def spawn_piped(
     )
 
 
-def kill_session(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the script and everything it started (its session's process group)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
 def copy_lines(
     source: int, log_fd: int, secrets: Sequence[str], on_line: Callable[[str], None]
 ) -> None:
     """Copy the script's messages from ``source`` to its log until the end,
     secrets replaced; each line (scrubbed) also goes to ``on_line``."""
-    hidden = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
-    carry = b""
+    scrubber = _Scrubber(secrets)
     while chunk := os.read(source, 65536):
-        data = carry + chunk
-        cut = data.rfind(b"\n") + 1
-        if cut == 0 and len(data) < _MAX_LINE:
-            carry = data
-            continue
-        cut = cut or len(data)
-        text = _scrub(data[:cut], hidden)
-        os.write(log_fd, text)
-        for line in text.decode("utf-8", "replace").splitlines():
-            on_line(line)
-        carry = data[cut:]
-    if carry:
-        text = _scrub(carry, hidden)
-        os.write(log_fd, text)
-        on_line(text.decode("utf-8", "replace"))
+        _write_lines(log_fd, scrubber.feed(chunk), on_line)
+    _write_lines(log_fd, scrubber.rest(), on_line)
+
+
+def _write_lines(log_fd: int, text: bytes, on_line: Callable[[str], None]) -> None:
+    os.write(log_fd, text)
+    for line in text.decode("utf-8", "replace").splitlines():
+        on_line(line)

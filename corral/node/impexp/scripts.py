@@ -143,3 +143,22 @@ class ScriptRun:
         # Not once reaped: its process group id may belong to another by now.
         if self.proc is not None and self.proc.returncode is None:
             kill_session(self.proc)
+
+
+class ScriptPipe:
+    """The engine's end of a script's data pipe (``fd``, set once the script
+    runs); closing it stops the script."""
+
+    def __init__(self, script: ScriptRun) -> None:
+        self.script = script
+        self.fd = -1
+
+    def kill(self) -> None:
+        """Stop the script (a failure or an abort elsewhere in the stream)."""
+        self.script.kill()
+
+    def close(self) -> None:
+        self.script.kill()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

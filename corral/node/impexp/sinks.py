@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from corral import errors
-from corral.node.impexp.scripts import ScriptRun
+from corral.node.impexp.scripts import ScriptPipe
 from corral.node.impexp.wire import FRAME
 
 ALIGN = 4096
@@ -138,12 +138,8 @@ class FileSink:
             self.fd = -1
 
 
-class ScriptSink:
+class ScriptSink(ScriptPipe):
     """The stdin of the OS import script (started by the engine)."""
-
-    def __init__(self, script: ScriptRun) -> None:
-        self.script = script
-        self.fd = -1
 
     def write(self, data: memoryview | bytes) -> None:
         view = memoryview(data)
@@ -158,16 +154,6 @@ class ScriptSink:
         os.close(self.fd)
         self.fd = -1
         self.script.finish()
-
-    def kill(self) -> None:
-        """Stop the script (a failure or an abort elsewhere in the stream)."""
-        self.script.kill()
-
-    def close(self) -> None:
-        self.script.kill()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 class DiscardSink:

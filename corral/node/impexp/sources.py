@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from corral import errors
-from corral.node.impexp.scripts import ScriptRun
+from corral.node.impexp.scripts import ScriptPipe, ScriptRun
 from corral.node.impexp.wire import FRAME
 
 ALIGN = 4096
@@ -123,12 +123,12 @@ class FileSource:
         self.fd, self.direct = -1, None
 
 
-class ScriptSource:
+class ScriptSource(ScriptPipe):
     """The stdout of the OS export script (started by the engine)."""
 
     def __init__(self, script: ScriptRun, size: int | None) -> None:
-        self.script, self.size = script, size
-        self.fd = -1
+        super().__init__(script)
+        self.size = size
 
     def read(self, buffer: mmap.mmap) -> memoryview:
         view = memoryview(buffer)
@@ -147,16 +147,6 @@ class ScriptSource:
 
     def finish(self) -> None:
         self.script.finish()
-
-    def kill(self) -> None:
-        """Stop the script (a failure or an abort elsewhere in the stream)."""
-        self.script.kill()
-
-    def close(self) -> None:
-        self.script.kill()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 class ZeroSource:
