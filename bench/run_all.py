@@ -26,6 +26,7 @@ BENCHMARKS = (
     "rapi",
     "multinode",
     "move",
+    "backup",
     "kvm",
     "kvm_migration",
 )

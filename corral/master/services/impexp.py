@@ -364,6 +364,14 @@ async def _finish(lu: Unit, ep: Endpoint, reporter: Reporter) -> None:
         await _abort(lu, ep.peer)
 
 
+def _round_length(running: Sequence[Endpoint], delay: float, now: float) -> float:
+    """``delay``, cut short to end when a progress line falls due (they then
+    come every PROGRESS_INTERVAL, not whenever the doubling rounds allow).
+    A line overdue (the transfer stalls, so none was written) is no reason."""
+    due = [ep._progress_at + PROGRESS_INTERVAL - now for ep in running if ep._progress_at]
+    return max(FIRST_POLL, min([delay, *(d for d in due if d > 0)]))
+
+
 async def follow(
     lu: Unit,
     endpoints: list[Endpoint],
@@ -388,14 +396,15 @@ async def follow(
             if not running:
                 return [bool(ep.success) for ep in endpoints]
             began = time.monotonic()
-            await _poll(lu, running, wait=delay)
+            length = _round_length(running, delay, began)
+            await _poll(lu, running, wait=length)
             for ep in running:
                 _step(lu, ep, reporter, connect_timeout)
                 if ep.success is not None:
                     await _finish(lu, ep, reporter)
             # A round cut short without an end (a node that cannot be reached
-            # answers at once) still lasts ``delay``: no storm of warnings.
-            rest = delay - (time.monotonic() - began)
+            # answers at once) still lasts its length: no storm of warnings.
+            rest = length - (time.monotonic() - began)
             if rest > 0 and all(ep.success is None for ep in running):
                 await asyncio.sleep(rest)
             delay = min(POLL_INTERVAL, delay * 2)
