@@ -233,7 +233,8 @@ def creation_body(
         "disk_template": move.dest_disk_template or instance["disk_template"],
         "disks": disks,
         "nics": nics,
-        "os": instance.get("os"),
+        # An instance without an OS has "" (the destination takes None for that).
+        "os": instance.get("os") or None,
         "pnode": move.dest_pnode,
         "snode": move.dest_snode,
         "start": instance["config_state"] == "up",

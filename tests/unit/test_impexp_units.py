@@ -14,6 +14,7 @@ from cryptography import x509
 from corral import errors
 from corral.node.impexp import codec, exports, sources, wire, x509keys
 from corral.paths import Paths
+from tests.helpers.waiting import wait_until
 
 
 @pytest.mark.parametrize("compress", ["gzip", "gzip-fast", "gzip-slow", "zstd"])
@@ -87,8 +88,12 @@ def test_finalize_replaces_the_export(tmp_path: Path) -> None:
     assert exports.info(paths, "inst1") == "[export]\nversion = 0\n"
     assert (paths.export_dir / "inst1" / "d0").read_bytes() == b"newer"
     assert (paths.export_dir / "inst1" / "config.ini").stat().st_mode & 0o777 == 0o600
+    # The replaced export is removed in the background, out of the listing meanwhile.
+    wait_until(lambda: not list(paths.export_dir.glob(".*")), what="the old export removed")
+    assert sorted(p.name for p in paths.export_dir.iterdir()) == ["inst1"]
     exports.new_dir(paths, "inst2")
-    assert exports.purge_unfinished(paths) == ["inst2.new"]
+    (paths.export_dir / ".retired-inst1-0123abcd").mkdir()
+    assert exports.purge_unfinished(paths) == [".retired-inst1-0123abcd", "inst2.new"]
     exports.remove(paths, "inst1")
     assert exports.listing(paths) == []
 
