@@ -1,5 +1,5 @@
-"""gnt-instance move of a 1 GiB file disk between two nodes, against a plain
-TLS copy between the same two node daemons.
+"""gnt-instance move of a 1 GiB file disk between two nodes, against the
+import/export engine's own pipe between the same two node daemons.
 
 The cluster: the usual temporary cluster (``bench/common.py``) plus a second
 real ``corral-noded`` on its own 127.x.y.z address, joined with a token
@@ -13,36 +13,35 @@ then *cold* (dropped from the cache: the source reads the device).  Both
 nodes of this test bed share one disk, so a cold move reads and writes the
 same device at once, which two real nodes do not.  Before each move:
 
-* the baseline: the ``test_tls_copy`` RPC makes the source noded send as many
-  bytes to the target noded over the same kind of connection (HTTPS, mutual
-  TLS under the cluster CA, the same chunk size), from one buffer in memory,
-  and the target reads and drops them (no copy, no disk); its time is the
-  source's, from before it connects to the target's answer;
+* the baseline: the engine's pipe, ``zero`` → ``discard`` from the source's
+  noded to the target's through ``import_start``/``export_start`` (as
+  ``bench_backup`` measures it): the same TLS 1.3 streams, frames and
+  threads as the move's copy, without disk; its time is the exporter's
+  ``elapsed``;
 * the move: one ``OP_INSTANCE_MOVE`` job submitted over luxi and followed
   (WaitForJobChange) to its end: everything the user waits for, i.e. the
-  checks, hooks, the disk created on the target, the stream (read and written
-  with direct I/O, checksummed on both sides, verified), the configuration
-  committed and the source's disk removed.
+  checks, hooks, the disk created on the target, the stream (an export of
+  the disk on the source, an import into the new disk on the target, direct
+  I/O, fsync), the configuration committed and the source's disk removed.
 
 Figures: the medians over the runs of baseline time / move time (the move's
-throughput as a share of the plain copy's), warm and cold.  Target: ≥ 0.70.
+throughput as a share of the engine's pipe), warm and cold.  Target: ≥ 0.70.
 Ganeti 3.0.2: not measured (its move goes through socat and dd, with a
 per-disk daemon).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_backup import pipe_seconds
 from bench.common import Figure, arg_parser, ensure_bytecode, median, write_results
 from corral import constants as C
 from corral.luxi.client import Client
-from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
@@ -70,22 +69,6 @@ def fill(path: Path, size_mib: int) -> None:
             handle.write(block)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def baseline_seconds(source: Noded, target: Noded, size: int) -> float:
-    """The source noded's time to send ``size`` bytes to the target noded."""
-
-    async def run() -> float:
-        async with RpcClient(source.paths, source.port) as rpc:
-            res = await rpc.call_one(
-                source.name, source.address, "test_tls_copy", [target.address, size]
-            )
-        res.raise_if_failed("test_tls_copy")
-        if res.payload["bytes"] != size:
-            raise RuntimeError(f"baseline sent {res.payload['bytes']} bytes, not {size}")
-        return float(res.payload["seconds"])
-
-    return asyncio.run(run())
 
 
 def wait_job(client: Client, job_id: int) -> str:
@@ -139,8 +122,8 @@ def measure(cluster: TestCluster, nodes: dict[str, Noded], runs: int, size_mib: 
     """Per run, a warm and a cold move (each after its own baseline), back and forth."""
     figures = {
         cache: Figure(
-            f"move_vs_tls_{cache}",
-            f"move of a {size_mib} MiB file disk ({cache} source) / plain TLS copy",
+            f"move_vs_pipe_{cache}",
+            f"move of a {size_mib} MiB file disk ({cache} source) / engine pipe",
             "ratio",
             0.70,
             "min",
@@ -148,18 +131,18 @@ def measure(cluster: TestCluster, nodes: dict[str, Noded], runs: int, size_mib: 
         )
         for cache in ("warm", "cold")
     }
-    raw: dict[str, list[float]] = {"tls_copy": [], "move_warm": [], "move_cold": []}
+    raw: dict[str, list[float]] = {"pipe": [], "move_warm": [], "move_cold": []}
     here, there = NODE1, NODE2
     for index in range(runs):
         for cache, figure in figures.items():
-            copy = baseline_seconds(nodes[here], nodes[there], size_mib * MIB)
+            copy = pipe_seconds(nodes[here], nodes[there], size_mib)
             set_cache(disk_file(nodes, here), cache == "warm")
             move = move_seconds(cluster, there)
-            raw["tls_copy"].append(copy)
+            raw["pipe"].append(copy)
             raw[f"move_{cache}"].append(move)
             figure.runs.append(copy / move)
             print(
-                f"run {index + 1} ({cache}): {here} -> {there}: TLS copy"
+                f"run {index + 1} ({cache}): {here} -> {there}: pipe"
                 f" {size_mib / copy:.1f} MiB/s, move {size_mib / move:.1f} MiB/s,"
                 f" ratio {copy / move:.3f}",
                 flush=True,
@@ -168,7 +151,7 @@ def measure(cluster: TestCluster, nodes: dict[str, Noded], runs: int, size_mib: 
     for cache, figure in figures.items():
         figure.notes = (
             f"median move {size_mib / median(raw[f'move_{cache}']):.1f} MiB/s (whole job),"
-            f" median plain TLS copy {size_mib / median(raw['tls_copy']):.1f} MiB/s"
+            f" median engine pipe {size_mib / median(raw['pipe']):.1f} MiB/s"
         )
     return list(figures.values()), raw
 

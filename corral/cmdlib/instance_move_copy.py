@@ -1,28 +1,68 @@
 """The disk copy of ``gnt-instance move``, driven from the master.
 
-The target node creates the disks and accepts a one-time transfer id
-(``transfer_prepare``); the source node streams every disk to it over mutual
-TLS (``transfer_send``); the master follows the copy (``transfer_status``,
-about once a second) and writes Ganeti's progress lines to the job log
-("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").  ``abort`` cancels the copy
-and removes what the target received; the source's disks are only read.
+The target node creates the disks and records them under a one-time
+transfer id (``transfer_prepare``), so that a failure never leaves partial
+disks behind: ``transfer_finish`` keeps or removes them, a transfer unused
+for its time-to-live expires, and a node daemon that died resolves its
+records when it starts again.  The bytes move on the import/export engine
+(:mod:`corral.master.services.impexp`): an import on the target writes each
+disk, an export on the source reads it, and the engine writes Ganeti's
+progress lines to the job log ("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").
+While it copies, the master keeps the transfer alive on the target
+(``transfer_touch``).  ``abort`` removes what the target received; the
+source's disks are only read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from corral import constants as C
 from corral import errors
+from corral import impexp_kinds as K
 from corral.cmdlib.base import LogicalUnit
-from corral.master.services.impexp import format_progress, format_seconds
+from corral.master.services import impexp
+from corral.master.services.impexp import format_seconds
 from corral.objects import Disk, Node
-from corral.rpc.client import RpcResult
 
-# How long a status call waits for the copy to end: the progress interval.
-STATUS_WAIT = 1.0
+if TYPE_CHECKING:
+    from corral.master.context import Master
+    from corral.rpc.client import RpcResult
+
 # A transfer the target is given but nobody uses for this long expires there.
 TRANSFER_TTL = 600.0
+# While the disks are copied the master renews the transfer this often.
+TOUCH_INTERVAL = TRANSFER_TTL / 10
+
+
+def _descriptor(name: str, disks: list[Disk]) -> dict[str, Any]:
+    """The little of an instance descriptor a disk import or export needs:
+    each disk's size (progress) and description (the node finds the disk)."""
+    return {
+        "name": name,
+        "disks": [{"size": d.size, "description": d.description().to_wire()} for d in disks],
+    }
+
+
+class _Log:
+    """The unit as the engine sees it: lines pass through; each disk's last
+    progress line is kept to say how far a failed copy came."""
+
+    def __init__(self, lu: LogicalUnit[Any]) -> None:
+        self.lu = lu
+        self.master: Master = lu.master
+        self.progress: dict[str, str] = {}
+
+    def feedback(self, message: str) -> None:
+        label, sep, rest = message.partition(" sent ")
+        if sep and label.startswith("disk/"):
+            self.progress[label] = rest
+        self.lu.feedback(message)
+
+    def warn(self, message: str) -> None:
+        self.lu.warn(message)
 
 
 class DiskCopy:
@@ -31,17 +71,16 @@ class DiskCopy:
     def __init__(self, lu: LogicalUnit[Any], source: Node, target: Node, disks: list[Disk]) -> None:
         self.lu = lu
         self.source, self.target = source, target
+        self.disk_objs = disks
         self.disks = [d.description().to_wire() for d in disks]
         self.transfer_id = secrets.token_hex(16)
-        self.prepared = self.sending = False
-        self._announced: set[int] = set()
-        self._finished: set[int] = set()
+        self.prepared = False
 
     async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
         return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
 
     async def run(self) -> None:
-        """Copy every disk; OpExecError saying which disk failed, where and how far."""
+        """Copy every disk; OpExecError saying which disks failed, where and how far."""
         if not self.disks:
             return  # a diskless instance: nothing to copy
         tid = self.transfer_id
@@ -52,64 +91,49 @@ class DiskCopy:
                 f"Could not create the disks on node {self.target.name}: {res.fail_msg}"
             )
         self.prepared = True
-        for index in range(len(self.disks)):
-            self.lu.feedback(f"disk/{index} is now listening, starting export")
-        res = await self._call(
-            self.source, "transfer_send", [tid, self.target.primary_ip, self.disks]
-        )
-        res.raise_if_failed(f"Could not start sending the disks on node {self.source.name}")
-        self.sending = True
-        await self._follow()
+        toucher = asyncio.create_task(self._keep_alive())
+        try:
+            await self._copy()
+        finally:
+            toucher.cancel()  # it only sleeps or renews: nothing to wait for
         res = await self._call(self.target, "transfer_finish", [tid, True])
         res.raise_if_failed(f"The disks received on node {self.target.name} are not complete")
         self.prepared = False
-        await self._forget_source()
 
-    async def _follow(self) -> None:
+    async def _copy(self) -> None:
+        # Source and target disks share their descriptions (a file disk keeps
+        # its path); each node resolves them under its own storage.
+        desc = _descriptor(str(self.lu.op.instance_name), self.disk_objs)
+        pairs = [
+            (
+                impexp.Endpoint(self.source, K.DISK, {"index": index}),
+                impexp.Endpoint(self.target, K.DISK, {"index": index}),
+            )
+            for index in range(len(self.disks))
+        ]
+        log = _Log(self.lu)
+        results = await impexp.transfer_within_cluster(log, pairs, desc, desc, C.IEC_NONE)
+        failed = [f"disk/{i}" for i, ok in enumerate(results) if not ok]
+        if failed:
+            how_far = "; ".join(
+                f"{label} sent {log.progress[label]}" if label in log.progress else label
+                for label in failed
+            )
+            raise errors.OpExecError(
+                f"Errors during disk copy from node {self.source.name} to node"
+                f" {self.target.name}: {how_far}"
+            )
+
+    async def _keep_alive(self) -> None:
+        """Renew the transfer on the target while the bytes flow (a large
+        disk may take longer than the time-to-live); failures are the copy's."""
         while True:
-            res = await self._call(self.source, "transfer_status", [self.transfer_id, STATUS_WAIT])
-            if res.failed:
-                raise errors.OpExecError(
-                    f"Lost contact with source node {self.source.name} while copying:"
-                    f" {res.fail_msg}"
-                )
-            status = res.payload
-            self._report(status)
-            if status["state"] == "done":
-                return
-            if status["state"] != "running":
-                raise errors.OpExecError(
-                    f"Errors during disk copy from node {self.source.name} to node"
-                    f" {self.target.name}: {status['error']}"
-                )
-
-    def _report(self, status: dict[str, Any]) -> None:
-        for index, disk in enumerate(status["disks"]):
-            name = f"disk/{index}"
-            if disk["started"] and index not in self._announced:
-                self._announced.add(index)
-                self.lu.feedback(f"{name} is sending data on {self.source.name}")
-            if index in self._finished or not disk["started"]:
-                continue
-            if disk["done"]:
-                self._finished.add(index)
-                self.lu.feedback(f"{name} finished sending data")
-                self.lu.feedback(f"{name} finished receiving data")
-            elif disk["sent"]:
-                progress = format_progress(disk["sent"], disk["size"], disk["seconds"])
-                self.lu.feedback(f"{name} sent {progress}")
-
-    async def _forget_source(self) -> None:
-        if not self.sending:
-            return
-        self.sending = False
-        res = await self._call(self.source, "transfer_finish", [self.transfer_id, False])
-        if res.failed:
-            self.lu.warn(f"Could not end the transfer on node {self.source.name}: {res.fail_msg}")
+            await asyncio.sleep(TOUCH_INTERVAL)
+            await self._call(self.target, "transfer_touch", [self.transfer_id])
 
     async def abort(self) -> None:
-        """Stop the copy and remove the target's partial disks (best effort, warned)."""
-        await self._forget_source()
+        """Remove the target's partial disks (best effort, warned); the
+        engine has stopped both ends of the copy already."""
         if not self.prepared:
             return
         self.prepared = False

@@ -1,11 +1,10 @@
-"""The receiving side of a disk copy between two nodeds.
+"""The target's side of a disk copy between two nodes (``gnt-instance move``).
 
 ``transfer_prepare`` creates the disks and registers a one-time transfer id;
-the source noded then PUTs each disk's bytes to ``/transfer/<id>/<index>``
-on this noded's TLS server (mutual TLS under the cluster CA, as every RPC),
-and the bytes go straight into the disk (with direct I/O, see
-:mod:`corral.node.transfer_io`): no temporary copy.  The answer carries the bytes written and
-their checksum, which the source compares with its own.
+the bytes then arrive through an import of the import/export engine
+(:mod:`corral.node.impexp`), which writes into these very disks (same
+descriptions, same paths); the master renews the transfer while it copies
+(``transfer_touch``).
 
 What a transfer created is recorded on disk (``<data dir>/transfers/<id>.json``)
 until ``transfer_finish`` keeps or removes it, so that partial disks never
@@ -22,7 +21,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,16 +30,13 @@ from aiohttp import web
 from corral import errors
 from corral.fileio import atomic_write
 from corral.node.context import NodeContext
+from corral.node.storage import file as file_storage
 from corral.node.storage import registry
-from corral.node.transfer_io import write_disk
-from corral.node.transfer_stream import new_digest
 from corral.paths import Paths
 from corral.storage.disk import DiskDescription
 
 log = logging.getLogger(__name__)
 
-RECEIVE_PATH = "/transfer/{transfer_id}/{index}"
-DISCARD_PATH = "/transfer-discard"
 RECORD_DIR = "transfers"
 # Transfer ids are made by the master (secrets.token_hex); they name record files.
 _ID = re.compile(r"[0-9a-zA-Z_-]{16,64}")
@@ -68,8 +63,6 @@ class Incoming:
     disks: list[DiskDescription]
     ttl: float
     last_used: float = field(default_factory=time.monotonic)
-    # disk index → the request receiving it (cancelled if the transfer expires)
-    receiving: dict[int, asyncio.Task[Any]] = field(default_factory=dict)
     expiry: asyncio.Task[None] | None = None
 
     def touch(self) -> None:
@@ -137,8 +130,6 @@ async def _expire(paths: Paths, incoming: Incoming) -> None:
         "Transfer %s unused for %g s: removing its disks", incoming.transfer_id, incoming.ttl
     )
     incoming.expiry = None
-    for task in incoming.receiving.values():
-        task.cancel()
     await _drop(paths, incoming, keep=False)
 
 
@@ -162,8 +153,6 @@ async def finish(paths: Paths, transfer_id: str, success: bool) -> bool:
             return True
         return False
     if success:
-        if incoming.receiving:
-            raise errors.OpExecError(f"Transfer {transfer_id} is still receiving data")
         for disk in incoming.disks:
             problem = await asyncio.to_thread(registry.template_of(paths, disk).verify, disk)
             if problem:
@@ -197,93 +186,20 @@ def resolve_leftovers(paths: Paths) -> None:
             resolve_record(path, paths)
 
 
-def _reply(success: bool, payload: Any, status: int = 200) -> web.Response:
-    return web.json_response([success, payload], status=status)
-
-
-def _reader(request: web.Request, incoming: Incoming) -> Callable[[], Awaitable[bytes]]:
-    """The next piece of the request's body, the transfer marked as used."""
-
-    async def read_some() -> bytes:
-        piece = await request.content.readany()
+def touch(transfer_id: str) -> bool:
+    """Mark the transfer as used (the master copies into its disks); whether it is known."""
+    incoming = _INCOMING.get(transfer_id)
+    if incoming is not None:
         incoming.touch()
-        return piece
-
-    return read_some
-
-
-def _target(request: web.Request) -> tuple[Incoming, int, DiskDescription]:
-    tid = request.match_info["transfer_id"]
-    incoming = _INCOMING.get(tid)
-    if incoming is None:
-        raise web.HTTPNotFound(text=json.dumps([False, f"No transfer {tid!r} on this node"]))
-    try:
-        index = int(request.match_info["index"])
-        if index < 0:
-            raise IndexError(index)
-        disk = incoming.disks[index]
-    except (ValueError, IndexError):
-        raise web.HTTPBadRequest(text=json.dumps([False, "No such disk in the transfer"])) from None
-    if index in incoming.receiving:
-        raise web.HTTPConflict(text=json.dumps([False, f"Disk {index} is already being received"]))
-    return incoming, index, disk
-
-
-async def receive(ctx: NodeContext, request: web.Request) -> web.Response:
-    """``PUT /transfer/<id>/<index>``: write the body into the disk; its size and digest."""
-    incoming, index, disk = _target(request)
-    length = request.content_length
-    if length is None:
-        return _reply(False, "A transfer needs a Content-Length", 411)
-    task = asyncio.current_task()
-    assert task is not None
-    incoming.receiving[index] = task
-    incoming.touch()
-    digest = new_digest()
-    try:
-        template = registry.template_of(ctx.paths, disk)
-        written = await write_disk(template, disk, _reader(request, incoming), length, digest)
-    except errors.GenericError as err:
-        log.warning("Receiving disk %d of transfer %s failed: %s", index, incoming.transfer_id, err)
-        return _reply(False, f"{disk.iv_name or 'disk'}: {err}")
-    finally:
-        incoming.receiving.pop(index, None)
-        incoming.touch()
-    return _reply(True, {"bytes": written, "digest": digest.hexdigest()})
-
-
-async def discard(request: web.Request) -> web.Response:
-    """``PUT /transfer-discard``: read the body and drop it (the plain-TLS baseline)."""
-    received = 0
-    while piece := await request.content.readany():
-        received += len(piece)
-    return _reply(True, {"bytes": received})
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _guarded(ctx: NodeContext, handler: Handler) -> Handler:
-    """``handler`` for clients of the current cluster only (as every RPC)."""
-
-    async def guarded(request: web.Request) -> web.StreamResponse:
-        membership = ctx.membership
-        if membership is not None and not membership.authenticated(request):
-            return _reply(False, "Not a client of this node's cluster", 403)
-        return await handler(request)
-
-    return guarded
+    return incoming is not None
 
 
 def add_routes(app: web.Application, ctx: NodeContext) -> None:
-    """Serve the transfer endpoints on noded's app; resolve dead transfers at start."""
-
-    async def _receive(request: web.Request) -> web.StreamResponse:
-        return await receive(ctx, request)
+    """When noded starts: resolve the transfers a dead noded left, and
+    finish the removals of disk files it had begun."""
 
     async def _startup(_: web.Application) -> None:
         await asyncio.to_thread(resolve_leftovers, ctx.paths)
+        await asyncio.to_thread(file_storage.remove_leftovers, ctx.paths)
 
-    app.router.add_put(RECEIVE_PATH, _guarded(ctx, _receive))
-    app.router.add_put(DISCARD_PATH, _guarded(ctx, discard))
     app.on_startup.append(_startup)

@@ -66,8 +66,6 @@ _TABLE = (
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
     RpcCall("hooks_runner", C.RPC_TMO_NORMAL, ("hpath", "phase", "env"), "Run hooks"),
     RpcCall("test_delay", _delay_timeout, ("duration",), "Sleep (for tests)"),
-    RpcCall("test_tls_copy", C.RPC_TMO_SLOW, ("target", "size"), "Send bytes to a node (bench)"),
-    RpcCall("test_transfer_gate", C.RPC_TMO_URGENT, ("closed",), "Pause disk sends (for tests)"),
     RpcCall("export_list", C.RPC_TMO_FAST, (), "The exports kept on the node"),
     RpcCall(
         "upload_file",

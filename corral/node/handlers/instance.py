@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from corral import errors
@@ -69,5 +70,6 @@ async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -
     """Free memory for instances and free space in the file storage directory."""
     info = await get_hypervisor(hypervisor, ctx.paths).node_info()
     directory = storage_path(ctx.paths, storage_dir, strictly=False)
-    total, free = file_storage.free_mib(directory)
+    # In a thread: it may wait for a removed disk's blocks to be freed.
+    total, free = await asyncio.to_thread(file_storage.free_mib, directory)
     return {**info, "storage_total": total, "storage_free": free}

@@ -15,6 +15,7 @@ from typing import Any
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.node.storage import file as file_storage
 from corral.node.storage import registry
 from corral.node.storage.dirs import SSCONF_KEYS, template_dirs
 
@@ -79,6 +80,8 @@ def _files(top: Path) -> list[Path]:
     except (FileNotFoundError, NotADirectoryError):
         return out
     for entry in entries:
+        if entry.name.startswith(file_storage.REMOVING):
+            continue  # a removed disk's blocks being freed: no orphan
         if entry.is_dir(follow_symlinks=False):
             try:
                 out += sorted(Path(e.path) for e in os.scandir(entry.path) if not e.is_dir())
