@@ -14,10 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from corral.crypto import rie
 from tests.helpers.backup import (
@@ -31,6 +27,7 @@ from tests.helpers.backup import (
     run_job,
     submit,
 )
+from tests.helpers.certs import self_signed_pem
 from tests.helpers.instances import add, ok
 from tests.helpers.jobs import wait_final
 from tests.helpers.multinode import cluster_with_nodes
@@ -50,6 +47,9 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
             scripts = {"export": DUMP, "import": RESTORE}
             make_os(node.paths, "dumper", variants=None, scripts=scripts)
         yield bed
+
+
+DAY = datetime.timedelta(days=1)
 
 
 @dataclass
@@ -158,33 +158,20 @@ def test_remote_export_to_listening_imports(bed: Bed) -> None:
         node_call(bed.nodes[NODE1], "x509_cert_remove", source_key)
 
 
-def _expired_cert() -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE2)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=2))
-        .not_valid_after(now - datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
 def _spoiled(bed: Bed, dest: Destination, prep: dict[str, Any], what: str) -> dict[str, Any]:
     """The export's fields with one piece of the destination's data spoiled."""
     cds = rie.read_domain_secret(bed.cl.paths)
     header, pem = dest.signed_ca.split("\n\n", 1)
     if what == "tampered CA":  # the signature kept, the certificate swapped
-        return {"destination_x509_ca": f"{header}\n\n{_expired_cert()}"}
+        return {"destination_x509_ca": f"{header}\n\n{self_signed_pem(NODE2, -2 * DAY, -DAY)}"}
     if what == "wrong domain secret":
         return {"destination_x509_ca": rie.sign_x509_cert(pem, OTHER_CDS, "abc")}
     if what == "expired certificate":
-        return {"destination_x509_ca": rie.sign_x509_cert(_expired_cert(), cds, "abc")}
+        return {
+            "destination_x509_ca": rie.sign_x509_cert(
+                self_signed_pem(NODE2, -2 * DAY, -DAY), cds, "abc"
+            )
+        }
     if what == "tampered host":
         info = [list(i) for i in dest.disk_info]
         info[0][0] = "127.0.0.1"

@@ -12,11 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.helpers.certs import self_signed_pem
 from tests.helpers.noded import start_noded
 from tests.helpers.tmpfs import tmpfs
 from tests.integration.test_impexp_node import (
@@ -52,20 +49,8 @@ def expired_key(base: Path) -> Path:
     """A per-move key directory whose certificate expired an hour ago."""
     directory = base / "x509-20200101000000-0badc0de"
     directory.mkdir(parents=True, mode=0o700)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(hours=2))
-        .not_valid_after(now - datetime.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "cert").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    hour = datetime.timedelta(hours=1)
+    (directory / "cert").write_text(self_signed_pem("old", -2 * hour, -hour))
     (directory / "key").write_bytes(b"unused")
     return directory
 

@@ -12,35 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from corral import errors
 from corral.crypto import certs, rie
 from corral.paths import Paths
+from tests.helpers.certs import self_signed_pem
 
 CDS = b"0123456789abcdef0123456789abcdef01234567"
 OTHER = b"ffffffffffffffffffffffffffffffffffffffff"
-
-
-def _cert(not_before: datetime.timedelta, not_after: datetime.timedelta) -> str:
-    """A self-signed certificate valid from now+not_before to now+not_after."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "node1.example.com")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now + not_before)
-        .not_valid_after(now + not_after)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 @pytest.fixture(scope="module")
@@ -133,12 +112,12 @@ def test_signed_certificate_refused(cert_pem: str) -> None:
 
 def test_expired_or_future_certificate_refused() -> None:
     day = datetime.timedelta(days=1)
-    expired = rie.sign_x509_cert(_cert(-2 * day, -day), CDS, "abc")
+    expired = rie.sign_x509_cert(self_signed_pem("node1.example.com", -2 * day, -day), CDS, "abc")
     with pytest.raises(
         errors.OpPrereqError, match=r"Invalid destination X509 CA \(Certificate is expired"
     ):
         rie.load_signed_x509_cert(expired, CDS)
-    future = rie.sign_x509_cert(_cert(day, 2 * day), CDS, "abc")
+    future = rie.sign_x509_cert(self_signed_pem("node1.example.com", day, 2 * day), CDS, "abc")
     with pytest.raises(errors.OpPrereqError, match="Certificate not yet valid"):
         rie.load_signed_x509_cert(future, CDS)
 
