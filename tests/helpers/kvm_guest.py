@@ -161,5 +161,9 @@ def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster
     """A kvm cluster with the corral-tiny OS under a :func:`short_root`."""
     init = ("--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams(kernel_args)}")
     with short_root(prefix) as root, running_cluster(root, *init) as cl:
-        make_os(cl.paths, "tiny")
-        yield cl
+        try:
+            make_os(cl.paths, "tiny")
+            yield cl
+        finally:
+            # Guests outlive their noded by design: a failed test's are killed here.
+            kill_leftovers(cl.paths.run_dir)
