@@ -24,6 +24,7 @@ from tests.integration.test_impexp_node import (
     instance,
     make_disk,
     opts,
+    start,
     start_pair,
     status,
     until,
@@ -103,22 +104,8 @@ async def test_full_destination_is_a_clear_error(fresh_pair: Pair) -> None:
     inst = instance(name, [8])
     make_disk(pair.one.paths, inst, 0, os.urandom(8 * MIB))
     with tmpfs(pair.two.paths.export_dir, "2m"):
-        o = opts()
-        imp = await call(
-            pair.two, "import_start", o, inst, "disk/0", "file", {"export": name, "dump": "d0"}
-        )
-        port = (await status(pair.two, imp))["listen_port"]
-        exp = await call(
-            pair.one,
-            "export_start",
-            o,
-            pair.two.address,
-            port,
-            inst,
-            "disk/0",
-            "disk",
-            {"index": 0},
-        )
+        dump = ("file", {"export": name, "dump": "d0"})
+        imp, exp = await start(pair.one, pair.two, inst, ("disk", {"index": 0}), dump, opts())
         st_imp = await finished(pair.two, imp)
         st_exp = await finished(pair.one, exp)
         assert st_imp["exit_status"] != 0

@@ -167,6 +167,22 @@ def drop_cache(path: Path) -> None:
         os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
+async def start(
+    src: Noded,
+    dst: Noded,
+    inst: dict[str, Any],
+    source: tuple[str, dict[str, Any]],
+    dest: tuple[str, dict[str, Any]],
+    o: dict[str, Any],
+) -> tuple[str, str]:
+    """Start a stream from ``src`` to ``dst``: the import's and the export's names."""
+    imp = await call(dst, "import_start", o, inst, "disk/0", *dest)
+    port = (await status(dst, imp))["listen_port"]
+    assert isinstance(port, int) and port > 0
+    exp = await call(src, "export_start", o, dst.address, port, inst, "disk/0", *source)
+    return imp, exp
+
+
 async def transfer(
     src: Noded,
     dst: Noded,
@@ -176,11 +192,7 @@ async def transfer(
     **kw: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One stream from ``src`` to ``dst``: the final status of both ends."""
-    o = opts(**kw)
-    imp = await call(dst, "import_start", o, inst, "disk/0", *dest)
-    port = (await status(dst, imp))["listen_port"]
-    assert isinstance(port, int) and port > 0
-    exp = await call(src, "export_start", o, dst.address, port, inst, "disk/0", *source)
+    imp, exp = await start(src, dst, inst, source, dest, opts(**kw))
     out = await finished(src, exp), await finished(dst, imp)
     await call(src, "impexp_cleanup", exp)
     await call(dst, "impexp_cleanup", imp)
