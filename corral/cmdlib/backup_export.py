@@ -76,7 +76,7 @@ class LUBackupExport(InstanceLU):
         super().expand_names()
         if self.op.mode == C.EXPORT_MODE_LOCAL:
             wanted = self.op.target_node_uuid or self.op.target_node
-            node = self.cfg.lookup(Node, wanted)
+            node = self.expand(Node, wanted)
             self.op.target_node, self.op.target_node_uuid = node.name, node.uuid
             self.dst_node = node
 

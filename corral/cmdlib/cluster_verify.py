@@ -175,17 +175,23 @@ class LUClusterVerifyGroup(_VerifyLU):
     def expand_names(self) -> None:
         # node uuid → why it did not answer node_verify
         self.unanswered: dict[str, str] = {}
-        self.group = self.cfg.lookup(NodeGroup, self.op.group_name)
-        self.nodes = [n for n in self.cfg.nodes() if n.group == self.group.uuid]
+        self.group = self.expand(NodeGroup, self.op.group_name)
+        self.nodes: list[Node] = []
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODEGROUP] = [self.group.uuid]
-        self.needed_locks[C.LEVEL_NODE] = [n.uuid for n in self.nodes]
-        # Shared node-res locks wait for adds under way: their disks are no orphans.
-        self.needed_locks[C.LEVEL_NODE_RES] = [n.uuid for n in self.nodes]
         self.share_locks[C.LEVEL_NODEGROUP] = True
         self.share_locks[C.LEVEL_NODE] = True
         self.share_locks[C.LEVEL_NODE_RES] = True
+
+    def declare_level(self, level: str) -> None:
+        # The members are read under the group's lock (assigning nodes takes it).
+        if level == C.LEVEL_NODE:
+            self.nodes = [n for n in self.cfg.nodes() if n.group == self.group.uuid]
+            self.needed_locks[C.LEVEL_NODE] = [n.uuid for n in self.nodes]
+        elif level == C.LEVEL_NODE_RES:
+            # Shared node-res locks wait for adds under way: their disks are no orphans.
+            self.needed_locks[C.LEVEL_NODE_RES] = [n.uuid for n in self.nodes]
 
     def build_hooks_env(self) -> dict[str, Any]:
         env: dict[str, Any] = {"CLUSTER_TAGS": " ".join(sorted(self.cfg.cluster.tags))}

@@ -254,7 +254,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         if self.allocator is None:
-            self.pnode = self.cfg.lookup(Node, self.op.pnode_uuid or self.op.pnode or "")
+            self.pnode = self.expand(Node, self.op.pnode_uuid or self.op.pnode or "")
         elif self.template.adopts:
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script; give the node (-n)",

@@ -13,7 +13,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import ALL_SET
-from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services import allocator
@@ -66,20 +66,21 @@ class _MoveLU(InstanceLU):
     def expand_names(self) -> None:
         super().expand_names()
         if self.op.target_node is not None:
-            self.target = self.cfg.lookup(Node, self.op.target_node)
+            self.target = self.expand(Node, self.op.target_node)
             self.op.target_node, self.op.target_node_uuid = self.target.name, self.target.uuid
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
         # Without a target the allocator (or, cleaning up, the search for
         # where the instance runs) looks at every node.
-        if self.target is None:
-            nodes: list[str] | str = ALL_SET
-        else:
-            nodes = [self.instance.primary_node, self.target.uuid]
+        nodes = ALL_SET if self.target is None else INSTANCE_NODES
         self.needed_locks[C.LEVEL_NODE] = nodes
         self.share_locks[C.LEVEL_NODE] = True
         self.needed_locks[C.LEVEL_NODE_RES] = nodes
+
+    def node_locks(self) -> list[str]:
+        assert self.target is not None
+        return [self.current_instance().primary_node, self.target.uuid]
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -111,6 +112,8 @@ class _MoveLU(InstanceLU):
     async def _choose_target(self) -> None:
         if self.target is None:
             self.target = await self._run_allocator()
+        else:
+            self.target = self.cfg.lookup(Node, self.target.uuid)  # as it is under its lock
         if self.target.uuid == self.source_uuid:
             raise errors.OpPrereqError(
                 f"Cannot migrate instance {self.instance.name} to its primary ({self.pnode.name})",

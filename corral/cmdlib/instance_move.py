@@ -18,7 +18,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_copy import DiskCopy
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services.params import filled_beparams
@@ -60,14 +60,16 @@ class LUInstanceMove(InstanceLU):
 
     def expand_names(self) -> None:
         super().expand_names()
-        self.target = self.cfg.lookup(Node, self.op.target_node)
+        self.target = self.expand(Node, self.op.target_node)
         self.op.target_node, self.op.target_node_uuid = self.target.name, self.target.uuid
 
     def declare_locks(self) -> None:
-        nodes = list(dict.fromkeys([self.instance.primary_node, self.target.uuid]))
         self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
-        self.needed_locks[C.LEVEL_NODE] = nodes
-        self.needed_locks[C.LEVEL_NODE_RES] = nodes
+        self.needed_locks[C.LEVEL_NODE] = INSTANCE_NODES
+        self.needed_locks[C.LEVEL_NODE_RES] = INSTANCE_NODES
+
+    def node_locks(self) -> list[str]:
+        return [self.current_instance().primary_node, self.target.uuid]
 
     async def check_prereq(self) -> None:
         await super().check_prereq()

@@ -264,7 +264,7 @@ class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
     node: Node
 
     def expand_names(self) -> None:
-        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
     def build_hooks_env(self) -> dict[str, Any]:

@@ -20,6 +20,9 @@ from corral.objects.filter_rule import FilterRule
 
 T = TypeVar("T", bound=ConfigObject)
 
+# What users call the objects of each table, in messages ("Node group 'x' not known").
+KIND_NAMES: dict[str, str] = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}
+
 _CLASSES: dict[str, type[ConfigObject]] = {
     cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, FilterRule)
 }
@@ -113,9 +116,7 @@ class ConfigManager:
         """The object with this name (or uuid), or a clear unknown-entity error."""
         obj = self.find(cls, name_or_uuid) or self.get(cls, name_or_uuid)
         if obj is None:
-            what = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}.get(
-                cls.TABLE, cls.__name__
-            )
+            what = KIND_NAMES.get(cls.TABLE, cls.__name__)
             raise errors.OpPrereqError(f"{what} '{name_or_uuid}' not known", C.ECODE_NOENT)
         return obj
 

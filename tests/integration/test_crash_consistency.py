@@ -9,19 +9,18 @@ disk file, no instance in the config, no record of the add, a clean
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from corral.daemons.util import running_pid, start_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.gate import Gate
 from tests.helpers.instances import add, files_under, ok, rows
 from tests.helpers.jobs import wait_final
 from tests.helpers.osdef import make_os
@@ -32,26 +31,9 @@ INTENTS = "instance-intents"
 STAMP = re.compile(r"^\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4} ")
 
 
-@dataclass
-class Gate:
-    started: Path  # written by the create script when it runs
-    fifo: Path  # the script reads it: blocks until the test writes
-
-    def script(self) -> str:
-        return f'#!/bin/sh\necho "$INSTANCE_NAME" > "{self.started}"\nread line < "{self.fifo}"\n'
-
-    def release(self) -> None:
-        """Let a waiting script go on (nothing to do if none waits)."""
-        with contextlib.suppress(OSError):  # ENXIO: no script reads the FIFO
-            fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
-            os.write(fd, b"go\n")
-            os.close(fd)
-
-
 @pytest.fixture
 def gated(tmp_path: Path) -> Iterator[tuple[TestCluster, Gate]]:
-    gate = Gate(tmp_path / "started", tmp_path / "gate")
-    os.mkfifo(gate.fifo)
+    gate = Gate.make(tmp_path)
     with running_cluster(tmp_path) as cl:
         make_os(cl.paths, "gated", variants=None, scripts={"create": gate.script()})
         try:
