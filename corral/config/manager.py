@@ -134,15 +134,24 @@ class ConfigManager:
     def _apply(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
         now = time.time()
         change = ConfigChange()
+        # Staged copies carry the serial they were read at: the store compares.
+        staged = [(obj, obj.serial_no, obj.mtime) for obj in upserts]
         for obj in upserts:
-            current = self._objects[obj.TABLE].get(obj.uuid)
-            if current is not None:
-                obj.serial_no = current.serial_no + 1
+            known = obj.uuid in self._objects[obj.TABLE]
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no if known else None
+            if known:
+                obj.serial_no += 1
                 obj.mtime = now
             change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
         for obj in deletes:
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no
             change.deletes.setdefault(obj.TABLE, []).append(obj.uuid)
-        self._store.commit(change, self.serial + 1)
+        try:
+            self._store.commit(change, self.serial + 1)
+        except BaseException:
+            for obj, serial_no, mtime in staged:
+                obj.serial_no, obj.mtime = serial_no, mtime
+            raise
         self.serial += 1
         for obj in deletes:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)

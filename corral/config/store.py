@@ -32,13 +32,23 @@ _SCHEMA = [
 
 @dataclass
 class ConfigChange:
-    """Everything one logical unit changed: rows to write and rows to delete."""
+    """Everything one logical unit changed: rows to write and rows to delete.
+
+    ``expected`` says, per table and uuid, which serial number the unit read
+    (None: the object must not exist yet); the store refuses the whole change
+    if any row differs, so no job ever writes over another job's change.
+    """
 
     upserts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     deletes: dict[str, list[str]] = field(default_factory=dict)
+    expected: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes)
+
+
+class ConfigConflict(errors.ConfigurationError):
+    """A change was refused: what it read was changed meanwhile."""
 
 
 class ConfigStore(Protocol):
@@ -49,7 +59,9 @@ class ConfigStore(Protocol):
         ...
 
     def commit(self, change: ConfigChange, serial: int) -> None:
-        """Write one change atomically, together with the new cluster serial."""
+        """Write one change atomically, together with the new cluster serial,
+        if the store still holds cluster serial ``serial - 1`` and every object
+        serial ``change.expected`` names (else ConfigConflict, nothing written)."""
         ...
 
     def close(self) -> None: ...
@@ -99,6 +111,7 @@ class SqliteConfigStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._check_expected(change, serial - 1)
             # Deletes first: a removed object's name may be reused in the same change.
             for table, uuids in change.deletes.items():
                 db.executemany(f"DELETE FROM {table} WHERE uuid = ?", ((u,) for u in uuids))
@@ -112,12 +125,37 @@ class SqliteConfigStore:
                 )
             db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
             db.execute("COMMIT")
+        except ConfigConflict:
+            sqlite_faults.rollback(db)
+            raise
         except BaseException as err:
             sqlite_faults.rollback(db)
             message = sqlite_faults.describe(err, "the configuration", self.path)
             if message is not None:
                 raise errors.OpExecError(message, C.ECODE_ENVIRON) from err
             raise
+
+    def _check_expected(self, change: ConfigChange, serial: int) -> None:
+        """Compare what the change was based on with what the store holds."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'serial_no'").fetchone()
+        stored = int(row[0]) if row else 0
+        if stored != serial:
+            raise ConfigConflict(
+                f"The configuration is at serial {stored}, not {serial}: another"
+                " process wrote it; restart the master daemon"
+            )
+        for table, serials in change.expected.items():
+            for uuid, wanted in serials.items():
+                row = self._db.execute(
+                    f"SELECT name, serial_no FROM {table} WHERE uuid = ?", (uuid,)
+                ).fetchone()
+                found = None if row is None else int(row[1])
+                if found != wanted:
+                    name = row[0] if row else uuid
+                    raise ConfigConflict(
+                        f"Configuration object updated since it has been read: {table}"
+                        f" '{name}' is at serial {found}, the change read {wanted}"
+                    )
 
     def close(self) -> None:
         self._db.close()

@@ -474,3 +474,78 @@ def test_master_node_missing_is_a_configuration_error(tmp_path: Path) -> None:
             _ = cfg.master_node
     finally:
         cfg.close()
+
+
+# Compare-and-set: a change based on what another transaction changed since is refused
+
+
+def _state(cfg: ConfigManager, db_path: Path) -> tuple[int, dict[str, tuple[str, int, float]]]:
+    return cfg.serial, disk_rows(db_path, "nodes")
+
+
+def test_an_update_read_before_another_commit_is_refused(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    stale = cfg.get(Node, other.uuid).copy_for_update()  # type: ignore[union-attr]
+    fresh = cfg.get(Node, other.uuid).copy_for_update()  # type: ignore[union-attr]
+    fresh.tags = ["first"]
+    tx = cfg.transaction()
+    tx.update(fresh)
+    tx.commit()
+    before = _state(cfg, db_path)
+    stale.tags = ["second"]
+    tx = cfg.transaction()
+    tx.update(stale)
+    with pytest.raises(errors.ConfigurationError, match="updated since it has been read"):
+        tx.commit()
+    # Nothing of the refused change anywhere; the first one kept.
+    assert _state(cfg, db_path) == before
+    assert cfg.get(Node, other.uuid).tags == ["first"]  # type: ignore[union-attr]
+    assert stale.serial_no == 1  # the refused copy is as it was read
+    cfg.close()
+    assert reopen(db_path).get(Node, other.uuid).tags == ["first"]  # type: ignore[union-attr]
+
+
+def test_a_removal_read_before_another_commit_is_refused(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    stale = cfg.get(Node, other.uuid)
+    assert stale is not None
+    fresh = stale.copy_for_update()
+    fresh.tags = ["kept"]
+    tx = cfg.transaction()
+    tx.update(fresh)
+    tx.commit()
+    tx = cfg.transaction()
+    tx.remove(stale)
+    with pytest.raises(errors.ConfigurationError, match="updated since it has been read"):
+        tx.commit()
+    assert cfg.get(Node, other.uuid) is not None
+    assert other.uuid in disk_rows(db_path, "nodes")
+
+
+def test_the_store_refuses_a_change_whose_reads_are_stale(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    """The store itself compares (another backend must too): the serial a row
+    was read at, a row that must not exist yet, and the cluster serial."""
+    other = objects[3]
+    store = SqliteConfigStore(db_path)
+    try:
+        row = {**other.model_dump(), "tags": ["x"], "serial_no": 2}
+        wrong_row = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: 7}})
+        with pytest.raises(errors.ConfigurationError, match="at serial 1, the change read 7"):
+            store.commit(wrong_row, cfg.serial + 1)
+        exists = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: None}})
+        with pytest.raises(errors.ConfigurationError, match="at serial 1, the change read None"):
+            store.commit(exists, cfg.serial + 1)
+        right = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: 1}})
+        with pytest.raises(errors.ConfigurationError, match="another process wrote it"):
+            store.commit(right, cfg.serial + 2)
+        assert disk_rows(db_path, "nodes")[other.uuid][1] == 1
+        store.commit(right, cfg.serial + 1)
+        assert disk_rows(db_path, "nodes")[other.uuid][1] == 2
+    finally:
+        store.close()
