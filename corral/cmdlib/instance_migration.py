@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import intents
 from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
@@ -196,6 +197,7 @@ class LUInstanceFailover(_MoveLU):
 
     async def exec(self) -> Any:
         assert self.target is not None
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         await mover.failover(self.op.shutdown_timeout, self.op.ignore_consistency)
         return None
@@ -264,6 +266,7 @@ class LUInstanceMigrate(_MoveLU):
         }
 
     async def exec(self) -> Any:
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         if self.failover:
             assert self.target is not None

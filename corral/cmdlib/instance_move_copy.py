@@ -9,7 +9,8 @@ records when it starts again.  The bytes move on the import/export engine
 disk, an export on the source reads it, and the engine writes Ganeti's
 progress lines to the job log ("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").
 While it copies, the master keeps the transfer alive on the target
-(``transfer_touch``).  ``abort`` removes what the target received; the
+(``transfer_touch``).  The move's record (:mod:`corral.cmdlib.intents`)
+removes what the target received when the move fails or is interrupted; the
 source's disks are only read.
 """
 
@@ -24,7 +25,6 @@ from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib.base import LogicalUnit
 from corral.master.services import impexp
-from corral.master.services.impexp import format_seconds
 from corral.objects import Disk, Node
 
 if TYPE_CHECKING:
@@ -74,7 +74,6 @@ class DiskCopy:
         self.disk_objs = disks
         self.disks = [d.description().to_wire() for d in disks]
         self.transfer_id = secrets.token_hex(16)
-        self.prepared = False
 
     async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
         return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
@@ -90,7 +89,6 @@ class DiskCopy:
             raise errors.OpExecError(
                 f"Could not create the disks on node {self.target.name}: {res.fail_msg}"
             )
-        self.prepared = True
         toucher = asyncio.create_task(self._keep_alive())
         try:
             await self._copy()
@@ -98,7 +96,6 @@ class DiskCopy:
             toucher.cancel()  # it only sleeps or renews: nothing to wait for
         res = await self._call(self.target, "transfer_finish", [tid, True])
         res.raise_if_failed(f"The disks received on node {self.target.name} are not complete")
-        self.prepared = False
 
     async def _copy(self) -> None:
         # Source and target disks share their descriptions (a file disk keeps
@@ -130,19 +127,3 @@ class DiskCopy:
         while True:
             await asyncio.sleep(TOUCH_INTERVAL)
             await self._call(self.target, "transfer_touch", [self.transfer_id])
-
-    async def abort(self) -> None:
-        """Remove the target's partial disks (best effort, warned); the
-        engine has stopped both ends of the copy already."""
-        if not self.prepared:
-            return
-        self.prepared = False
-        res = await self._call(self.target, "transfer_finish", [self.transfer_id, False])
-        if res.failed:
-            self.lu.warn(
-                f"Could not remove the partial disks on node {self.target.name}: {res.fail_msg};"
-                f" the node removes them itself once the transfer is unused for"
-                f" {format_seconds(TRANSFER_TTL)} or when its node daemon starts again"
-            )
-        else:
-            self.lu.log_info(f"Removed the partial disks on node {self.target.name}")
