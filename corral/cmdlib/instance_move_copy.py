@@ -9,9 +9,11 @@ records when it starts again.  The bytes move on the import/export engine
 disk, an export on the source reads it, and the engine writes Ganeti's
 progress lines to the job log ("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").
 While it copies, the master keeps the transfer alive on the target
-(``transfer_touch``).  The move's record (:mod:`corral.cmdlib.intents`)
-removes what the target received when the move fails or is interrupted; the
-source's disks are only read.
+(``transfer_touch``).  A failed copy names the cause each failed disk's
+end reported ("disk/0 failed to receive data on node2: No space left ...").
+The move's record (:mod:`corral.cmdlib.intents`) removes what the target
+received when the move fails or is interrupted; the source's disks are only
+read.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from corral.master.services import impexp
 from corral.objects import Disk, Node
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
     from corral.rpc.client import RpcResult
 
 # A transfer the target is given but nobody uses for this long expires there.
@@ -46,23 +47,19 @@ def _descriptor(name: str, disks: list[Disk]) -> dict[str, Any]:
     }
 
 
-class _Log:
-    """The unit as the engine sees it: lines pass through; each disk's last
-    progress line is kept to say how far a failed copy came."""
+class _Causes(impexp.Reporter):
+    """The copy's job log lines; and why each disk failed: the error of the
+    end that failed first (its peer, aborted then, says only that)."""
 
-    def __init__(self, lu: LogicalUnit[Any]) -> None:
-        self.lu = lu
-        self.master: Master = lu.master
-        self.progress: dict[str, str] = {}
+    def __init__(self) -> None:
+        self.causes: dict[str, str] = {}
 
-    def feedback(self, message: str) -> None:
-        label, sep, rest = message.partition(" sent ")
-        if sep and label.startswith("disk/"):
-            self.progress[label] = rest
-        self.lu.feedback(message)
-
-    def warn(self, message: str) -> None:
-        self.lu.warn(message)
+    def finished(self, lu: impexp.Unit, ep: impexp.Endpoint) -> None:
+        super().finished(lu, ep)
+        if ep.success or ep.aborted or ep.label in self.causes:
+            return
+        verb = "send" if ep.mode == impexp.EXPORT else "receive"
+        self.causes[ep.label] = f"{ep.label} failed to {verb} data on {ep.node.name}: {ep.message}"
 
 
 class DiskCopy:
@@ -79,7 +76,7 @@ class DiskCopy:
         return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
 
     async def run(self) -> None:
-        """Copy every disk; OpExecError saying which disks failed, where and how far."""
+        """Copy every disk; OpExecError saying which disks failed, where and why."""
         if not self.disks:
             return  # a diskless instance: nothing to copy
         tid = self.transfer_id
@@ -108,17 +105,16 @@ class DiskCopy:
             )
             for index in range(len(self.disks))
         ]
-        log = _Log(self.lu)
-        results = await impexp.transfer_within_cluster(log, pairs, desc, desc, C.IEC_NONE)
+        causes = _Causes()
+        results = await impexp.transfer_within_cluster(
+            self.lu, pairs, desc, desc, C.IEC_NONE, causes
+        )
         failed = [f"disk/{i}" for i, ok in enumerate(results) if not ok]
         if failed:
-            how_far = "; ".join(
-                f"{label} sent {log.progress[label]}" if label in log.progress else label
-                for label in failed
-            )
+            why = "; ".join(causes.causes.get(label, f"{label} failed") for label in failed)
             raise errors.OpExecError(
                 f"Errors during disk copy from node {self.source.name} to node"
-                f" {self.target.name}: {how_far}"
+                f" {self.target.name}: {why}"
             )
 
     async def _keep_alive(self) -> None:
