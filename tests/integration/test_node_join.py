@@ -193,6 +193,24 @@ def test_a_token_joins_once(cl: TestCluster, tmp_path: Path) -> None:
         node.stop()
 
 
+def test_a_failed_join_leaves_the_token_usable(cl: TestCluster, tmp_path: Path) -> None:
+    good = testbed.make_token(cl.paths)
+    wrong_ca = J.parse_token(good)
+    wrong_ca.ca_fingerprint = "0" * 64
+    node = _joining_with(cl, tmp_path / "node2", wrong_ca.text())
+    try:
+        # The node refuses at the very end of the exchange: nothing was changed...
+        failed(add(cl, node), "is not the one named in this node's join token")
+        assert_untouched(cl, node)
+        # ...and the token still joins a node.
+        join_server.save_token(node.paths, good)
+        ok(add(cl, node))
+        assert NODE2 in node_names(cl)
+        ok(cl.gnt("node", "remove", NODE2))
+    finally:
+        node.stop()
+
+
 def test_token_command_and_bad_ttl(cl: TestCluster) -> None:
     out = ok(cl.gnt("node", "join-token", "--ttl", "60")).strip()
     token = J.parse_token(out)
