@@ -266,13 +266,17 @@ class LUInstanceMigrate(_MoveLU):
         }
 
     async def exec(self) -> Any:
+        if self.cleanup:
+            # What an interrupted migration left waits for this repair: it is
+            # settled once the unit committed (its lock released).
+            await Mover(self, self.source_uuid, self.target).cleanup()
+            intents.resolve_in_background(self.master)
+            return None
         await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         if self.failover:
             assert self.target is not None
             await mover.failover(C.DEFAULT_SHUTDOWN_TIMEOUT, False)
-        elif self.cleanup:
-            await mover.cleanup()
         else:
             await mover.migrate(self.live, self.current_memory, self.op.allow_runtime_changes)
         return None

@@ -46,6 +46,7 @@ class Mover:
         # A failover's record while it runs (see failover).
         self.intent: intents.Intent
         self.record: Path | None = None
+        self.source_removed = False  # a migration removed the source's disk copies
 
     # Helpers
     def feedback(self, message: str) -> None:
@@ -140,7 +141,27 @@ class Mover:
 
     # Migration
     async def migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
-        """Ganeti's _ExecMigration for disks every node sees."""
+        """Ganeti's _ExecMigration.  Disks only the source has are copied too;
+        recorded (:mod:`corral.cmdlib.intents`), so that the copies a failure
+        or masterd's death leaves go once it is clear which node runs it."""
+        if not copied_disks(self.instance):
+            await self._migrate(live, current_memory, allow_runtime_changes)
+            return
+        master = self.lu.master
+        intent = intents.Intent.for_instance(intents.MIGRATE, self.instance, self._target().uuid)
+        record = await intents.write(master.paths, intent)
+        try:
+            await self._migrate(live, current_memory, allow_runtime_changes)
+        except BaseException:
+            say = intents.Say.of(self.lu)
+            await asyncio.shield(intents.conclude(master, record, intent, say))
+            raise
+        if self.source_removed:
+            intents.drop(record)
+        else:
+            intents.release(master, record)
+
+    async def _migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
         inst, target = self.instance, self._target()
         self.feedback(f"Migrating instance {inst.name}")
         self.feedback("* checking disk consistency between source and target")
@@ -179,7 +200,7 @@ class Mover:
             # The configuration names the target before the source's disks go.
             self.lu.tx.commit()
             self.lu.tx = self.cfg.transaction()
-            await self.disks.remove_source()
+            self.source_removed = await self.disks.remove_source()
         self.feedback("* done")
 
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:

@@ -28,6 +28,11 @@ Kinds:
   ``stopping``), undone: the instance starts again on the source if it
   stopped there; after (phase ``starting``), finished: the configuration
   names the target, which runs the instance.
+- ``migrate`` (of disks only the source has, which the target gets copies
+  of): once the instance runs only on the node the configuration names (or
+  nowhere), the other node's disks go.  While both hold it, or it runs where
+  the configuration does not say, the operator repairs that first, as in
+  Ganeti (``gnt-instance migrate --cleanup``); the record waits till then.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ INTENT_DIR = "instance-intents"
 RETRY_FIRST = 1.0
 RETRY_MAX = 15.0
 
-ADD, MOVE, EXPORT, FAILOVER = "add", "move", "export", "failover"
+ADD, MOVE, EXPORT, FAILOVER, MIGRATE = "add", "move", "export", "failover", "migrate"
 # Failover phases: the target was not yet asked to start the instance, or was.
 STOPPING, STARTING = "stopping", "starting"
 
@@ -361,6 +366,37 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
     return await _start(master, inst, node, say, line)
 
 
+async def _settle_migrate(master: Master, it: Intent, say: Say) -> bool:
+    """Remove the disks of the node that does not hold the instance, once
+    that is clear."""
+    cfg = master.cfg
+    inst = cfg.get(Instance, it.uuid)
+    source, target = _node(cfg, it.source), _node(cfg, it.node)
+    if inst is None:
+        # Removed since: whichever node was its primary lost its disks then.
+        done = await _remove_disks(master, source, it.disks, it.name, say)
+        return await _remove_disks(master, target, it.disks, it.name, say) and done
+    found = {}
+    for node in (source, target):
+        if node is not None:
+            found[node.uuid] = await _running(master, node, inst)
+    if None in found.values():
+        return False  # a node cannot tell: next time
+    where = {uuid for uuid, running in found.items() if running}
+    if not where <= {inst.primary_node}:
+        say.warn(
+            f"Instance {inst.name} runs on {', '.join(_name(cfg, u) for u in sorted(where))}"
+            f" but belongs to {_name(cfg, inst.primary_node)}: run 'gnt-instance migrate"
+            f" --cleanup {inst.name}'"
+        )
+        return False
+    done = True
+    for node in (source, target):
+        if node is not None and node.uuid != inst.primary_node:
+            done = await _remove_disks(master, node, it.disks, it.name, say) and done
+    return done
+
+
 def _name(cfg: ConfigManager, uuid: str) -> str:
     node = cfg.get(Node, uuid)
     return node.name if node is not None else uuid
@@ -372,6 +408,7 @@ KINDS: dict[str, Settler] = {
     MOVE: _settle_move,
     EXPORT: _settle_export,
     FAILOVER: _settle_failover,
+    MIGRATE: _settle_migrate,
 }
 
 
@@ -533,6 +570,10 @@ def _left(cfg: ConfigManager, it: Intent) -> list[tuple[str, str]]:
     if it.kind == MOVE:
         committed = inst is not None and inst.primary_node == it.node
         return [(it.source if committed else it.node, f"disks left by {what} are not removed yet")]
+    if it.kind == MIGRATE:
+        owner = inst.primary_node if inst is not None else ""
+        return [(node, f"disks left by {what} are not removed yet")
+                for node in (it.source, it.node) if node != owner]  # fmt: skip
     if it.kind == EXPORT and it.export:
         return [(it.node, f"unfinished export {it.export}.new left by {what} is not removed yet")]
     return []

@@ -2,7 +2,8 @@
 failover: once it runs again, what the operation left is finished or undone
 (the instance runs again, the target's copies are gone, nothing is left and
 ``gnt-cluster verify`` is clean).  Where a node cannot be reached yet, verify
-reports what is left there until it can.
+reports what is left there until it can.  (A migration's copies: see
+test_kvm_migration.py, the only hypervisor that copies disks.)
 
 The operations are held at gates: exports of the source node pause after
 their first frame (``test_impexp_gate``) and the fake hypervisor's start
