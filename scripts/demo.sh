@@ -85,8 +85,9 @@ echo "== RAPI: PUT /2/instances/db1.demo.corral/startup, then wait for the job"
 rapi 'c.wait_for_job(c.startup_instance("db1.demo.corral"))["status"]'
 echo "== RAPI: GET /2/instances/db1.demo.corral: status"; rapi 'c.get_instance("db1.demo.corral")["status"]'
 echo "== A second node joins: a one-time token from the master, given to the new node's noded"
-TOKEN=$($G/gnt-node join-token)
-CORRAL_ROOT="$NODE2_ROOT" $G/corral-noded -b 127.0.0.2 -p "${CORRAL_DEMO_PORT:-18811}" --join-token "$TOKEN"
+# On standard input ("--join-token -"): a token on the command line would show in ps.
+$G/gnt-node join-token |
+    CORRAL_ROOT="$NODE2_ROOT" $G/corral-noded -b 127.0.0.2 -p "${CORRAL_DEMO_PORT:-18811}" --join-token -
 $G/gnt-node add --node-ip 127.0.0.2 node2.demo.corral
 echo "== gnt-node list"; $G/gnt-node list
 echo "== gnt-instance failover db1 (the fake hypervisor hands it over)"; $G/gnt-instance failover -f db1.demo.corral

@@ -27,6 +27,7 @@ from corral.cmdlib.cluster_verify_instances import (
     InstanceChecks,
     disk_args,
     disks_by_node,
+    interrupted_leftovers,
     other_notes,
     storage_files_nodes,
 )
@@ -233,6 +234,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             checks.instance(inst, wanted)
         self.feedback("* Verifying orphan volumes")
         checks.orphan_files()
+        interrupted_leftovers(self.report, self.cfg, self.master.paths, images)
         if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
             # Ganeti checks that secondaries could take over their primaries'
             # instances: Corral's templates have no secondary nodes, so none is due.
@@ -257,6 +259,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             NV.INSTANCELIST: hypervisors,
             NV.OSLIST: None,
             NV.STORAGE: storage,
+            NV.UNFINISHED_EXPORTS: None,
         }
 
     async def _gather(

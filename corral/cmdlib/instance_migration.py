@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import intents
 from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
@@ -199,6 +200,7 @@ class LUInstanceFailover(_MoveLU):
 
     async def exec(self) -> Any:
         assert self.target is not None
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         await mover.failover(self.op.shutdown_timeout, self.op.ignore_consistency)
         return None
@@ -267,12 +269,17 @@ class LUInstanceMigrate(_MoveLU):
         }
 
     async def exec(self) -> Any:
+        if self.cleanup:
+            # What an interrupted migration left waits for this repair: it is
+            # settled once the unit committed (its lock released).
+            await Mover(self, self.source_uuid, self.target).cleanup()
+            intents.resolve_in_background(self.master)
+            return None
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         if self.failover:
             assert self.target is not None
             await mover.failover(C.DEFAULT_SHUTDOWN_TIMEOUT, False)
-        elif self.cleanup:
-            await mover.cleanup()
         else:
             await mover.migrate(self.live, self.current_memory, self.op.allow_runtime_changes)
         return None

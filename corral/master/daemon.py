@@ -18,12 +18,12 @@ from corral.cmdlib import (  # noqa: F401
     instance,
     instance_console,
     instance_create,
-    instance_intents,
     instance_migration,
     instance_move,
     instance_operation,
     instance_query,
     instance_set_params,
+    intents,
     node,
     node_membership,
     node_moves,
@@ -120,8 +120,8 @@ async def serve(
     # otherwise walk it again and again while a big query allocates its rows.
     gc.freeze()
     queue.start()
-    # What interrupted instance adds left on the nodes (see recover_job).
-    instance_intents.resolve_in_background(master)
+    # What interrupted operations left on the nodes (see recover_job).
+    intents.resolve_in_background(master)
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:
@@ -130,7 +130,7 @@ async def serve(
         log.info("corral-masterd stopping")
         await server.close()
         await queue.shutdown(SHUTDOWN_GRACE)
-        await instance_intents.stop_background(master)
+        await intents.stop_background(master)
         await distributor.stop()
         await rpc.close()
         store.close()
