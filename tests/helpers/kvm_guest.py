@@ -167,3 +167,8 @@ def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster
         finally:
             # Guests outlive their noded by design: a failed test's are killed here.
             kill_leftovers(cl.paths.run_dir)
+
+
+if __name__ == "__main__":
+    # The README's kvm example: `gnt-cluster modify -H "kvm:$(python -m tests.helpers.kvm_guest)"`.
+    print(cluster_hvparams())
