@@ -373,8 +373,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             if mac in ("auto", "generate"):
                 mac = U.generate_mac(cluster.mac_prefix, taken)
             elif mac in taken:
+                # An import keeps the export's MACs unless told otherwise.
+                hint = f"; use --net {idx}:mac=generate for a new one" if self.import_source else ""
                 raise errors.OpPrereqError(
-                    f"MAC address {mac} already in use in cluster", C.ECODE_NOTUNIQUE
+                    f"MAC address {mac} already in use in cluster{hint}", C.ECODE_NOTUNIQUE
                 )
             else:
                 taken.add(mac)
