@@ -173,6 +173,7 @@ class Mover:
                 f" {res.fail_msg}"
             )
         self.migration_info = res.payload
+        live = self._check_live(live)
         if copied_disks(inst):
             # Corral's extension: disks only the source has are copied too.
             self.disks = MigratedDisks(self.lu, self.source, target)
@@ -253,6 +254,16 @@ class Mover:
                 reported = loop.time()
                 self.feedback(f"* memory transfer progress: {progress}")
             await asyncio.sleep(_STATUS_POLL)
+
+    def _check_live(self, live: bool) -> bool:
+        """Live, unless the source's hypervisor says the instance cannot safely
+        move while it runs (``not_live`` in its migration info: the reason)."""
+        info = self.migration_info
+        reason = info.get("not_live") if isinstance(info, dict) else None
+        if live and reason:
+            self.lu.warn(f"Migrating instance {self.instance.name} paused, not live: {reason}")
+            return False
+        return live
 
     async def _finalize(self, live: bool) -> None:
         """Finalize on both nodes; the primary changes only if both succeeded."""
