@@ -21,50 +21,16 @@ migrates it paused.  Ganeti 3.0.2 migrates such guests live.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 from bench.common import Figure, arg_parser, write_results
 from corral import constants as C
-from corral.crypto import certs
-from corral.node.hypervisor.kvm import KvmHypervisor
-from corral.paths import Paths
 from tests.helpers.cluster import unique_loopback
-from tests.helpers.kvm_guest import guest_spec, kill_leftovers, serial
+from tests.helpers.kvm_guest import guest_spec, hypervisor_pair, serial
 
 NAME = "kvm_tcg_migration"
-
-
-@contextlib.asynccontextmanager
-async def hypervisor_pair(address: str) -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
-    """Two kvm hypervisors on short roots, certificates under one CA."""
-    base = Path(tempfile.mkdtemp(prefix="kvtcg", dir="/tmp"))
-    ca_cert, ca_key = certs.make_ca("cluster.example.com", 30)
-    roots = (base / "a", base / "b")
-    for index, root in enumerate(roots, 1):
-        paths = Paths(root)
-        paths.data_dir.mkdir(parents=True)
-        certs.write_pem(paths.ca_cert, ca_cert, private=False)
-        certs.write_node_cert(paths, ca_cert, ca_key, f"node{index}.example.com", address)
-    hvs = (KvmHypervisor(Paths(roots[0])), KvmHypervisor(Paths(roots[1])))
-    try:
-        for hv in hvs:
-            await hv.resume()
-        yield hvs
-    finally:
-        for hv in hvs:
-            for name in list(hv.monitors):
-                await hv.stop(name, force=True)
-            await hv.close()
-        for root in roots:
-            kill_leftovers(Paths(root).run_dir)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 async def one_run(index: int, live: bool, address: str) -> bool:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,8 @@ from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.migration_tls import ENDPOINT_CLIENT, object_props
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.spec import STATE_RUNNING, InstanceSpec
-from corral.paths import Paths
 from tests.helpers.cluster import unique_loopback
-from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, kill_leftovers, serial
+from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, hypervisor_pair, serial
 
 pytestmark = pytest.mark.slow
 
@@ -34,36 +31,9 @@ COUNT = re.compile(r"CORRAL-GUEST-COUNT (\d+)")
 
 
 @pytest.fixture
-def roots() -> Iterator[tuple[Path, Path]]:
-    """Two node roots (short: QEMU's socket paths) with certificates of one CA."""
-    base = Path(tempfile.mkdtemp(prefix="kvmig", dir="/tmp"))
-    ca_cert, ca_key = certs.make_ca("cluster.example.com", 30)
-    made = (base / "a", base / "b")
-    try:
-        for index, root in enumerate(made, 1):
-            paths = Paths(root)
-            paths.data_dir.mkdir(parents=True)
-            certs.write_pem(paths.ca_cert, ca_cert, private=False)
-            certs.write_node_cert(paths, ca_cert, ca_key, f"node{index}.example.com", ADDRESS)
-        yield made
-    finally:
-        for root in made:
-            kill_leftovers(Paths(root).run_dir)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-async def pair(roots: tuple[Path, Path]) -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
-    hvs = (KvmHypervisor(Paths(roots[0])), KvmHypervisor(Paths(roots[1])))
-    for hv in hvs:
-        await hv.resume()
-    try:
+async def pair() -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
+    async with hypervisor_pair(ADDRESS) as hvs:
         yield hvs
-    finally:
-        for hv in hvs:
-            for name in list(hv.monitors):
-                await hv.stop(name, force=True)
-            await hv.close()
 
 
 def last_count(console: Serial) -> int:
