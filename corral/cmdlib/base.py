@@ -119,6 +119,12 @@ class LogicalUnit(ABC, Generic[OpT]):
         for entry in self._expanded:
             entry.check(self.cfg)
 
+    async def checkpoint(self) -> None:
+        """Commit what the unit changed so far and go on in a new transaction
+        (an operation whose later steps need the first ones durable)."""
+        await self.tx.commit()
+        self.tx = self.cfg.transaction()
+
     # Helpers for the units
     def feedback(self, message: str) -> None:
         self.ctx.feedback(message)

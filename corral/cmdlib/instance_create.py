@@ -465,8 +465,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         with ports.reserved_port(self.cfg) as port:
             self.instance.network_port = port
             result = await self._exec()
-            self.tx.commit()
-            self.tx = self.cfg.transaction()
+            await self.checkpoint()
             return result
 
     async def _exec(self) -> Any:

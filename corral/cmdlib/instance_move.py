@@ -130,7 +130,7 @@ class LUInstanceMove(InstanceLU):
                 intents.conclude(self.master, record, intent, intents.Say.of(self))
             )
             raise
-        self._commit_move()
+        await self._commit_move()
         removed = await self._remove_source_disks(source)
         try:
             if inst.admin_state == ADMIN_UP:
@@ -185,12 +185,11 @@ class LUInstanceMove(InstanceLU):
             f" {res.fail_msg}"
         )
 
-    def _commit_move(self) -> None:
+    async def _commit_move(self) -> None:
         """Name the target as primary node, durably, before the source's disks go
         (the file disks keep their logical_id: the same path on the target)."""
         inst = self.updated()
         inst.primary_node = self.target.uuid
         self.tx.update(inst)
-        self.tx.commit()
-        self.tx = self.cfg.transaction()
+        await self.checkpoint()
         self.instance = inst

@@ -132,7 +132,7 @@ class Mover:
         await intents.write(self.lu.master.paths, self.intent, self.record)
         res = await self._call(target, "instance_start", [self._desc(), False])
         if res.failed:
-            self.lu.tx.commit()  # the instance now belongs to the target
+            await self.lu.tx.commit()  # the instance now belongs to the target
             intents.drop(self.record)
             self.record = None
             raise errors.OpExecError(
@@ -199,8 +199,7 @@ class Mover:
         self._set_primary(target)
         if self.disks is not None:
             # The configuration names the target before the source's disks go.
-            self.lu.tx.commit()
-            self.lu.tx = self.cfg.transaction()
+            await self.lu.checkpoint()
             self.source_removed = await self.disks.remove_source()
         self.feedback("* done")
 

@@ -353,7 +353,7 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
         assert isinstance(moved, Instance)
         moved.primary_node = it.node
         tx.update(moved)
-        tx.commit()
+        await tx.commit()
         inst = moved
         say.info(f"Instance {inst.name} now belongs to node {_name(cfg, it.node)}")
     node = _node(cfg, inst.primary_node)

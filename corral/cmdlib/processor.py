@@ -95,7 +95,7 @@ class Processor:
         if lu.op.dry_run:
             return None
         result = await lu.exec()
-        changed = lu.tx.commit()
+        changed = await lu.tx.commit()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
         if changed:

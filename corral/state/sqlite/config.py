@@ -55,6 +55,7 @@ class SqliteConfigStore:
         self._worker = Worker("config-store")
         self._db = self._worker.submit(_connect, path)
         self._committed = asyncio.Condition()
+        self._closed = False
 
     @classmethod
     def create(cls, path: Path, change: ConfigChange) -> None:
@@ -93,6 +94,9 @@ class SqliteConfigStore:
         return found
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         await self._worker.run(self._db.close)
         self._worker.close()
 

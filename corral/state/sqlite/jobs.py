@@ -266,6 +266,7 @@ class SqliteJobStore:
         self._writer = Worker("job-store-write")
         self._reader = Worker("job-store-read")
         self._file = self._writer.submit(_JobsFile, path)
+        self._closed = False
 
     async def insert_new(
         self, count: int, build: Callable[[list[int]], list[dict[str, Any]]], fence: int
@@ -300,6 +301,9 @@ class SqliteJobStore:
         return await self._reader.run(self._file.finished_before, timestamp)
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         await self._reader.run(self._file.close_reader)
         await self._writer.run(self._file.close_writer)
         self._reader.close()

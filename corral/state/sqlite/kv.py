@@ -51,6 +51,7 @@ class _StateFile:
         self.path = path
         self.worker = Worker(name)
         self.db = self.worker.submit(_connect, path)
+        self.closed = False
 
     def write(self, body: Any, *args: Any) -> Any:
         """``body(db, *args)`` in one write transaction (in the worker's thread)."""
@@ -71,6 +72,9 @@ class _StateFile:
         return result
 
     async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         await self.worker.run(self.db.close)
         self.worker.close()
 
