@@ -39,7 +39,7 @@ class QueueHarness:
 
     def __init__(self, tmp_path: Path, max_running: int = 20) -> None:
         self.db_path = tmp_path / "queue.db"
-        self.drain_file = tmp_path / "queue-drain"
+        self.drained = False
         self.max_running = max_running
         self.store = SqliteJobStore(self.db_path)
         self.gates: dict[str, asyncio.Event] = {}
@@ -51,10 +51,10 @@ class QueueHarness:
         self.lock_priorities: list[tuple[str, int]] = []
         self.queue = JobQueue(
             self.store,
-            self.drain_file,
             self.execute,
             lambda: self.max_running,
             lambda owner, prio: self.lock_priorities.append((owner, prio)),
+            drained=lambda: self.drained,
         )
         self.closed = False
 
