@@ -1,5 +1,5 @@
 """Logical units for node groups: add, remove, rename, change parameters,
-assign nodes, verify disks (``gnt-group``).  Group evacuation comes later."""
+assign nodes, verify disks (``gnt-group``; evacuation: group_evacuate)."""
 
 from __future__ import annotations
 

@@ -6,31 +6,8 @@ import gc
 import logging
 from collections.abc import Callable
 
-# Importing the logical-unit modules registers them.
-from corral.cmdlib import (  # noqa: F401
-    backup_export,
-    backup_prepare,
-    backup_remove,
-    cluster,
-    cluster_verify,
-    group,
-    instance,
-    instance_console,
-    instance_create,
-    instance_migration,
-    instance_move,
-    instance_operation,
-    instance_query,
-    instance_set_params,
-    intents,
-    node,
-    node_membership,
-    node_moves,
-    node_storage,
-    operating_system,
-    tags,
-    test,
-)
+import corral.cmdlib.units  # noqa: F401  (registers every logical unit)
+from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.jobs.queue import JobQueue
