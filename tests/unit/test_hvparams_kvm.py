@@ -13,7 +13,7 @@ import pytest
 from corral import errors
 from corral import hvparams as HV
 from corral import params as P
-from corral.cli import typed_params
+from corral import paramtypes as typed_params
 from corral.hvparams import kvm, rows
 
 # Ganeti 3.0.2's constants.HVC_DEFAULTS[HT_KVM], written out (the conformance
