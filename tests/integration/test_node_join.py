@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ def assert_untouched(cl: TestCluster, node: Noded) -> None:
     assert not list(node.paths.data_dir.glob("ssconf_*"))
 
 
-async def _post(address: str, port: int, path: str, body: object) -> tuple[int, object]:
+async def _post(address: str, port: int, path: str, body: object) -> tuple[int, Any]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     reader, writer = await asyncio.open_connection(address, port, ssl=ctx)
@@ -83,7 +84,7 @@ async def _post(address: str, port: int, path: str, body: object) -> tuple[int, 
     return int(head.split()[1]), json.loads(payload)
 
 
-def post(node: Noded, path: str, body: object) -> tuple[int, object]:
+def post(node: Noded, path: str, body: object) -> tuple[int, Any]:
     return asyncio.run(_post(node.address, node.port, path, body))
 
 

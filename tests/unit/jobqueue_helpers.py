@@ -100,7 +100,7 @@ class QueueHarness:
     async def row(self, job_id: int, *fields: str) -> list[Any]:
         row = (await self.queue.query_jobs([job_id], list(fields)))[0]
         assert row is not None, f"job {job_id} unknown"
-        return row
+        return list(row)
 
     async def wait_status(
         self, job_id: int, wanted: frozenset[str] | set[str] = FINAL, timeout: float = 3.0
@@ -110,7 +110,7 @@ class QueueHarness:
         deadline = loop.time() + timeout
         while True:
             status = await self.status(job_id)
-            if status in wanted:
+            if status is not None and status in wanted:
                 return status
             if loop.time() > deadline:
                 raise AssertionError(f"job {job_id} stuck in {status}, wanted {sorted(wanted)}")
