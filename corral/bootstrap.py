@@ -210,8 +210,6 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
 
 def created_files(paths: Paths) -> list[Path]:
     """What init creates and destroy removes (hooks, OS dirs and logs stay)."""
-    from corral.master.join_tokens import TOKENS_FILE
-
     databases = (paths.config_db, paths.state_db)
     return [
         *(db.with_name(db.name + suffix) for db in databases for suffix in ("", "-wal", "-shm")),
@@ -222,8 +220,6 @@ def created_files(paths: Paths) -> list[Path]:
         paths.client_pem,
         paths.rapi_pem,
         paths.cluster_domain_secret,
-        paths.data_dir / TOKENS_FILE,
-        paths.data_dir / f"{TOKENS_FILE}.lock",
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
     ]

@@ -234,7 +234,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             checks.instance(inst, wanted)
         self.feedback("* Verifying orphan volumes")
         checks.orphan_files()
-        interrupted_leftovers(self.report, self.cfg, self.master.paths, images)
+        interrupted_leftovers(self.report, self.cfg, self.master.durable, images)
         if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
             # Ganeti checks that secondaries could take over their primaries'
             # instances: Corral's templates have no secondary nodes, so none is due.

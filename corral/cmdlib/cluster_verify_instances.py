@@ -22,8 +22,8 @@ from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
+    from corral.master.durable import DurableState
     from corral.objects import Cluster
-    from corral.paths import Paths
 
 
 def _template(inst: Instance) -> templates.DiskTemplate | None:
@@ -167,15 +167,15 @@ class InstanceChecks:
 
 
 def interrupted_leftovers(
-    report: Reporter, cfg: ConfigManager, paths: Paths, images: dict[str, NodeImage]
+    report: Reporter, cfg: ConfigManager, state: DurableState, images: dict[str, NodeImage]
 ) -> None:
     """What interrupted operations left on the group's nodes: the records
     masterd has not settled yet (:mod:`corral.cmdlib.intents`), and unfinished
     exports (``<instance>.new``) that no record covers."""
-    for found in intents.findings(cfg, paths):
+    for found in intents.findings(cfg, state):
         if found.node in images:
             report(found.ecode, found.itype, found.item, found.text, warning=found.warning)
-    covered = intents.unfinished_exports(paths)
+    covered = intents.unfinished_exports(state)
     for uuid, img in sorted(images.items(), key=lambda item: item[1].node.name):
         names = [] if img.answer is None else img.answer.get(NV.UNFINISHED_EXPORTS) or []
         for name in names:

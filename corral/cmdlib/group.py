@@ -1,5 +1,5 @@
 """Logical units for node groups: add, remove, rename, change parameters,
-assign nodes, verify disks (``gnt-group``).  Group evacuation comes later."""
+assign nodes, verify disks (``gnt-group``; evacuation: group_evacuate)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
-from corral.cli.info import nice_sort
-from corral.cli.typed_params import force_dict_type
 from corral.cmdlib.base import LogicalUnit
 from corral.config.manager import ConfigManager
 from corral.master.services.ndparams import updated_ndparams
 from corral.master.services.params import filled_beparams
+from corral.nicesort import nice_sort
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import group as opg
 from corral.params import DISK_DT_DEFAULTS
+from corral.paramtypes import force_dict_type
 from corral.storage import names as N
 
 # Templates whose instances have disks on several nodes kept in sync: such an

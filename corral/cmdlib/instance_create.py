@@ -475,7 +475,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         await intents.settle_name(self.master, inst.name, say)
         record = None
         if inst.disks or self.op.start:
-            record = await intents.write(self.master.paths, intents.Intent.of(inst))
+            record = await intents.write(self.master, intents.Intent.of(inst))
         try:
             await self._create(inst)
         except BaseException:

@@ -118,7 +118,7 @@ class LUInstanceMove(InstanceLU):
         intent = intents.Intent.for_instance(
             intents.MOVE, inst, target.uuid, restart=was_running, transfer=copy.transfer_id
         )
-        record = await intents.write(self.master.paths, intent)
+        record = await intents.write(self.master, intent)
         try:
             self.log_info(f"Shutting down instance {inst.name} on source node {source.name}")
             await self._shutdown(source)
@@ -145,7 +145,7 @@ class LUInstanceMove(InstanceLU):
                     )
         finally:
             if removed:
-                intents.drop(record)
+                intents.drop(self.master, record)
             else:
                 intents.release(self.master, record)
         return None

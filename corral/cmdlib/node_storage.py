@@ -13,8 +13,8 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli.info import nice_sort
 from corral.cmdlib.base import ALL_SET, LogicalUnit
+from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node
 from corral.opcodes import node as opn
 from corral.storage import names as N

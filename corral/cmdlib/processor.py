@@ -99,6 +99,9 @@ class Processor:
             changed = await lu.tx.commit()
         finally:
             lu.tx.abandon()
+            # What the unit's end dropped from the durable state (its intent
+            # records) is gone from disk too before the job is reported done.
+            await self.master.durable.flush()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
         if changed:

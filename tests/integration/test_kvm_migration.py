@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyroute2 import NetNS
+from pyroute2 import NetNS  # type: ignore[import-untyped]
 
 from corral import testbed
 from corral.daemons.util import running_pid, start_daemon
