@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors, uidpool
+from corral import hypervisors as H
 from corral.paths import Paths
 from corral.storage.names import DEFAULT_ENABLED
 
@@ -44,7 +45,7 @@ class InitOptions:
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
-    enabled_hypervisors: list[str] = field(default_factory=lambda: ["fake"])
+    enabled_hypervisors: list[str] = field(default_factory=lambda: list(H.DEFAULT_ENABLED))
     enabled_disk_templates: list[str] = field(default_factory=lambda: list(DEFAULT_ENABLED))
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None

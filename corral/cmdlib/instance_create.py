@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any
 
-from corral import capabilities, errors
+from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
 from corral.cmdlib import instance_import as imp
@@ -460,7 +460,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         return nodes, nodes
 
     async def exec(self) -> Any:
-        if self.hypervisor not in ports.NEEDS_PORT:
+        if not hypervisors.needs_port(self.hypervisor):
             return await self._exec()
         with ports.reserved_port(self.cfg) as port:
             self.instance.network_port = port

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from corral import capabilities, errors
+from corral import capabilities, errors, hypervisors
 from corral.node.hypervisor import hypervisor_class
 from corral.paths import Paths
 from corral.storage import templates
@@ -88,7 +88,7 @@ def report(
     }
     return {
         capabilities.REPORT_HYPERVISORS: {
-            name: hypervisor_problem(paths, name) for name in capabilities.HYPERVISORS
+            name: hypervisor_problem(paths, name) for name in hypervisors.HYPERVISORS
         },
         capabilities.REPORT_DISK_TEMPLATES: {
             name: disk_template_problem(paths, name, storage_dirs)

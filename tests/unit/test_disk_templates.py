@@ -6,7 +6,6 @@ outside what it may touch."""
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,9 +21,9 @@ from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.paths import Paths
 from corral.storage import names, templates
 from corral.storage.disk import DiskDescription
+from tests.helpers.source_literals import CORRAL, spelled_outside
 
 MIB = 1024 * 1024
-CORRAL = Path(__file__).resolve().parents[2] / "corral"
 # Where a template name may be spelled: the names module, and the table's
 # Literal type (mypy needs literals there; a test below checks it).
 TABLE = {CORRAL / "storage" / "names.py", CORRAL / "storage" / "templates.py"}
@@ -41,34 +40,9 @@ OTHER_NAMESPACES = {
 OTHER_USES = {(CORRAL / "params.py", "rbd")}
 
 
-def _literals(path: Path) -> list[tuple[int, str]]:
-    """The string constants of a module that are not docstrings."""
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        (node.lineno, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-        if id(node) not in docstrings
-    ]
-
-
 def test_no_template_name_is_spelled_outside_the_table() -> None:
-    spelled = [
-        f"{path.relative_to(CORRAL.parent)}:{line}: {value!r}"
-        for path in sorted(CORRAL.rglob("*.py"))
-        if path not in TABLE | OTHER_NAMESPACES
-        for line, value in _literals(path)
-        if value in names.GANETI_DISK_TEMPLATES and (path, value) not in OTHER_USES
-    ]
-    assert spelled == []
+    allowed = TABLE | OTHER_NAMESPACES
+    assert spelled_outside(names.GANETI_DISK_TEMPLATES, allowed, OTHER_USES) == []
 
 
 def test_the_tables_agree() -> None:

@@ -15,8 +15,6 @@ from contextlib import contextmanager
 from corral.config.manager import ConfigManager
 
 FIRST_PORT = 11000  # Ganeti's FIRST_DRBD_PORT, where its port counter starts
-# Hypervisors whose instances get a port (Ganeti's HTS_REQ_PORT).
-NEEDS_PORT = frozenset({"kvm", "xen-hvm"})
 
 _IN_FLIGHT: set[int] = set()
 
