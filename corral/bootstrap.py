@@ -131,10 +131,10 @@ def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
 
     dirs = _storage_dirs(paths, opts)
     for template in map(templates.DISK_TEMPLATES.get, opts.enabled_disk_templates):
-        directory = template and template.storage_dir(dirs)
-        if directory:
+        unit = None if template is None else template.capacity_unit(dirs)
+        if template is not None and template.file_based and unit is not None:
             # As Ganeti: a storage directory that does not exist yet is made.
-            paths.from_wire(directory).mkdir(mode=0o750, parents=True, exist_ok=True)
+            paths.from_wire(unit.key).mkdir(mode=0o750, parents=True, exist_ok=True)
     capabilities.check_reports(
         {opts.node_name: report(paths, dirs.file_storage_dir, dirs.shared_file_storage_dir)},
         opts.enabled_hypervisors,

@@ -382,12 +382,12 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
 
 def _dir_moved(name: str, cluster: Cluster, file_dir: str, shared_dir: str) -> bool:
-    """Whether template ``name`` keeps its disks in a directory that changes."""
+    """Whether template ``name`` keeps its disks in a storage unit that changes."""
     template = templates.DISK_TEMPLATES.get(name)
     if template is None:
         return False
-    old = template.storage_dir(cluster)
-    new = template.storage_dir(templates.StorageDirs(file_dir, shared_dir))
+    old = template.capacity_unit(cluster)
+    new = template.capacity_unit(templates.StorageDirs(file_dir, shared_dir))
     return old != new
 
 

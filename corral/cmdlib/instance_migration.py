@@ -28,12 +28,11 @@ from corral.storage import templates
 def check_movable(inst: Instance, failover: bool) -> None:
     """Refuse an instance whose disk template keeps its disks on one node
     (but a live migration by a hypervisor that copies them, Corral's
-    extension): the one place that asks the template table whether disks are shared."""
+    extension): the one place that asks the template how it moves."""
     template = templates.DISK_TEMPLATES.get(inst.disk_template)
     kind = hypervisors.kind(inst.hypervisor)
-    copyable = template is not None and not template.shared and not template.adopts
-    copies = kind is not None and kind.copies_disks and copyable
-    if template is None or not (template.shared or (copies and not failover)):
+    copies = kind is not None and kind.copies_disks
+    if template is None or not template.moves.allows(failover=failover, hypervisor_copies=copies):
         text = "failovers" if failover else "migrations"
         raise errors.OpPrereqError(
             f"Instance's disk layout '{inst.disk_template}' does not allow {text}",

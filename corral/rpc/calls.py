@@ -56,7 +56,7 @@ def _delay_timeout(args: Sequence[Any]) -> float:
 
 _TABLE = (
     RpcCall("version", C.RPC_TMO_URGENT, (), "The node's protocol version"),
-    RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_paths",), "Memory, CPU and storage"),
+    RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_units",), "Memory, CPU and storage"),
     RpcCall(
         "node_capabilities",
         C.RPC_TMO_URGENT,
@@ -125,7 +125,7 @@ _INSTANCE_TABLE = (
     RpcCall(
         "hypervisor_info",
         C.RPC_TMO_URGENT,
-        ("hypervisor", "storage_dir"),
+        ("hypervisor", "storage_unit"),
         "Memory and storage as the hypervisor and storage see them",
     ),
 )
