@@ -136,7 +136,7 @@ def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
             # As Ganeti: a storage directory that does not exist yet is made.
             paths.from_wire(unit.key).mkdir(mode=0o750, parents=True, exist_ok=True)
     capabilities.check_reports(
-        {opts.node_name: report(paths, dirs.file_storage_dir, dirs.shared_file_storage_dir)},
+        {opts.node_name: report(paths, templates.capacity_units(dirs))},
         opts.enabled_hypervisors,
         opts.enabled_disk_templates,
     )

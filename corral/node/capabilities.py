@@ -9,7 +9,7 @@ refuses to enable what some node lacks (``corral.capabilities.check_reports``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from corral import capabilities, errors, hypervisors
@@ -17,6 +17,7 @@ from corral.node.hypervisor import hypervisor_class
 from corral.node.storage.registry import NODE_TEMPLATES
 from corral.paths import Paths
 from corral.storage import templates
+from corral.storage.units import StorageUnit
 
 
 def hypervisor_problem(paths: Paths, name: str) -> str | None:
@@ -27,32 +28,31 @@ def hypervisor_problem(paths: Paths, name: str) -> str | None:
         return err.message
 
 
-def disk_template_problem(paths: Paths, name: str, units: Mapping[str, str | None]) -> str | None:
+def disk_template_problem(paths: Paths, name: str, keys: Mapping[str, str]) -> str | None:
     """Why this node cannot serve disk template ``name``, or None if it can;
-    ``units``: template → the key of its storage unit (its cluster directory)."""
+    ``keys``: storage type → the key of the cluster's storage unit of that type."""
     cls = NODE_TEMPLATES.get(name)
     if cls is None or name not in templates.DISK_TEMPLATES:
         return "not implemented by Corral"
-    return cls(paths).unit_problem(units.get(name))
+    return cls(paths).unit_problem(keys.get(cls.STORAGE_TYPE))
 
 
-def report(
-    paths: Paths, file_storage_dir: str, shared_file_storage_dir: str | None = None
-) -> dict[str, Any]:
-    """The node's capability report (see the module's docstring) with these
-    cluster directories (production paths; the shared one by default Ganeti's)."""
-    shared = shared_file_storage_dir or paths.to_wire(paths.shared_file_storage_dir)
-    dirs = templates.StorageDirs(file_storage_dir, shared)
-    units: dict[str, str | None] = {
-        name: unit.key
-        for name, template in templates.DISK_TEMPLATES.items()
-        if (unit := template.capacity_unit(dirs)) is not None
-    }
+def report(paths: Paths, units: Iterable[StorageUnit]) -> dict[str, Any]:
+    """The node's capability report (see the module's docstring), the templates
+    checked against the cluster's storage ``units`` (their keys production paths)."""
+    keys = {unit.storage_type: unit.key for unit in units}
     return {
         capabilities.REPORT_HYPERVISORS: {
             name: hypervisor_problem(paths, name) for name in hypervisors.HYPERVISORS
         },
         capabilities.REPORT_DISK_TEMPLATES: {
-            name: disk_template_problem(paths, name, units) for name in templates.DISK_TEMPLATES
+            name: disk_template_problem(paths, name, keys) for name in templates.DISK_TEMPLATES
         },
     }
+
+
+def report_wire(paths: Paths, units: object) -> dict[str, Any]:
+    """:func:`report` for storage units sent as ``[[type, key], ...]``."""
+    if not isinstance(units, list):
+        raise errors.OpExecError(f"Invalid storage units {units!r}: expected a list")
+    return report(paths, [StorageUnit.from_wire(unit) for unit in units])

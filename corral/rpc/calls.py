@@ -60,7 +60,7 @@ _TABLE = (
     RpcCall(
         "node_capabilities",
         C.RPC_TMO_URGENT,
-        ("file_storage_dir", "shared_file_storage_dir"),
+        ("storage_units",),
         "Hypervisors the node can run, disk templates it can serve",
     ),
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),

@@ -170,6 +170,13 @@ class LazyHolders(Mapping[Resource, str]):
         return len(self._all())
 
 
+def capacity_units(dirs: ClusterDirs) -> list[StorageUnit]:
+    """The storage units of the implemented templates whose space is counted,
+    in the table's order: what a node must serve for them."""
+    units = (template.capacity_unit(dirs) for template in DISK_TEMPLATES.values())
+    return [unit for unit in units if unit is not None]
+
+
 def default_unit(dirs: ClusterDirs) -> StorageUnit:
     """The storage unit the nodes' capacity reports show by default: the file
     storage directory."""

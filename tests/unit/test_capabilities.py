@@ -16,6 +16,7 @@ from corral.node.hypervisor import CLASSES, get_hypervisor
 from corral.opcodes.types import Hypervisor
 from corral.paths import Paths
 from corral.storage import templates
+from corral.storage.units import StorageUnit
 from tests.helpers.source_literals import CORRAL, spelled_outside
 
 # Same spelling, other namespaces: QEMU's "kvm" accelerator, kvm's "chroot" directory.
@@ -56,14 +57,27 @@ def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.file_storage_dir.mkdir(parents=True)
     paths.shared_file_storage_dir.mkdir(parents=True)
-    report = node_caps.report(paths, paths.to_wire(paths.file_storage_dir))
+    dirs = templates.StorageDirs(
+        paths.to_wire(paths.file_storage_dir), paths.to_wire(paths.shared_file_storage_dir)
+    )
+    report = node_caps.report(paths, templates.capacity_units(dirs))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == dict.fromkeys(templates.DISK_TEMPLATES)
     assert report[capabilities.REPORT_HYPERVISORS] == dict.fromkeys(hypervisors.HYPERVISORS)
     assert set(templates.DISK_TEMPLATES) <= set(templates.GANETI_DISK_TEMPLATES)
 
 
 def test_a_missing_file_storage_directory_is_reported(tmp_path: Path) -> None:
-    report = node_caps.report(Paths(tmp_path), "/srv/elsewhere", "/srv/shared")
+    dirs = templates.StorageDirs("/srv/elsewhere", "/srv/shared")
+    assert templates.capacity_units(dirs) == [
+        StorageUnit("file", "/srv/elsewhere"),
+        StorageUnit("sharedfile", "/srv/shared"),
+    ]
+    # The call's arguments: the storage units, as [type, key].
+    report = node_caps.report_wire(Paths(tmp_path), [["file", "/srv/elsewhere"]])
+    assert report[capabilities.REPORT_DISK_TEMPLATES]["sharedfile"] == (
+        "no shared file storage directory is set"
+    )
+    report = node_caps.report(Paths(tmp_path), templates.capacity_units(dirs))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == {
         "diskless": None,
         "file": "the file storage directory /srv/elsewhere does not exist",

@@ -76,20 +76,13 @@ async def node_info(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any
 
 
 @rpc_handler("node_capabilities")
-async def node_capabilities(
-    ctx: NodeContext, file_storage_dir: str, shared_file_storage_dir: str
-) -> dict[str, Any]:
+async def node_capabilities(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any]:
     """The hypervisors this node can run and the disk templates it can serve
-    (with these as the cluster's file and shared file storage directories)."""
-    for value in (file_storage_dir, shared_file_storage_dir):
-        if not isinstance(value, str):
-            raise errors.OpExecError(f"node_capabilities: {value!r} is not a path")
+    (with ``storage_units``, ``[type, key]`` each, as the cluster's)."""
     # Imported here: the hypervisors import this module.
     from corral.node import capabilities
 
-    return await asyncio.to_thread(
-        capabilities.report, ctx.paths, file_storage_dir, shared_file_storage_dir
-    )
+    return await asyncio.to_thread(capabilities.report_wire, ctx.paths, storage_units)
 
 
 @rpc_handler("node_verify")
