@@ -18,7 +18,7 @@ from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
 from corral.rpc import node_verify as NV
-from corral.storage import templates
+from corral.storage import reservations, templates
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
@@ -154,8 +154,7 @@ class InstanceChecks:
         an instance on that node (for a shared directory: of any instance)."""
         owned = {
             (resource.node, resource.value)
-            for resource in templates.holders(self.instances)
-            if resource.kind == templates.RES_PATH
+            for resource in reservations.holders(self.instances, templates.RES_PATH)
         }
         for uuid, img in sorted(self.images.items(), key=lambda item: item[1].node.name):
             listed = {} if img.answer is None else img.answer.get(NV.STORAGE_FILES, {})

@@ -279,7 +279,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             raise errors.OpPrereqError(
                 f"Instance '{op.instance_name}' is already in the cluster", C.ECODE_EXISTS
             )
-        self.holders = templates.LazyHolders(self.cfg.instances)
+        self.ledger = U.ledger(self, op.instance_name)
         if self.allocator is not None:
             await self._allocate(self.allocator)
         placement.check_primary(self.pnode)
@@ -322,7 +322,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         (which refuses what is not an adoptable block device)."""
         where = self._placement()
         descriptions = [
-            self.template.new_disk(where, idx, {**spec, "size": 0}, self.holders)
+            self.template.new_disk(where, idx, {**spec, "size": 0}, self.ledger)
             .description()
             .to_wire()
             for idx, spec in enumerate(self.disk_specs)
@@ -381,7 +381,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             nics.append(NIC(mac=mac, ip=ip, name=spec["name"], nicparams=spec["nicparams"]))
         where = self._placement()
         disks = [
-            self.template.new_disk(where, idx, {**d, "driver": self.op.file_driver}, self.holders)
+            self.template.new_disk(where, idx, {**d, "driver": self.op.file_driver}, self.ledger)
             for idx, d in enumerate(self.disk_specs)
         ]
         return Instance(
@@ -445,17 +445,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         return nodes, nodes
 
     async def exec(self) -> Any:
-        if not hypervisors.needs_port(self.hypervisor):
-            return await self._exec()
-        with ports.reserved_port(self.cfg) as port:
-            self.instance.network_port = port
-            result = await self._exec()
-            self.tx.commit()
-            self.tx = self.cfg.transaction()
-            return result
-
-    async def _exec(self) -> Any:
         inst = self.instance
+        if hypervisors.needs_port(self.hypervisor):
+            inst.network_port = ports.allocate_port(self.ledger)
         # What an earlier, interrupted add of this name left behind goes first.
         say = intents.Say.of(self)
         await intents.settle_name(self.master, inst.name, say)

@@ -213,7 +213,7 @@ class LUInstanceSetParams(InstanceLU):
     def _apply_disks(self) -> None:
         new = self.new
         template = templates.get(new.disk_template)
-        holders = templates.LazyHolders(self.cfg.instances)
+        ledger = U.ledger(self, new.name)
         for action, index, params in self.disk_mods:
             if not template.has_disks and action != MODIFY:
                 raise errors.OpPrereqError(
@@ -239,7 +239,7 @@ class LUInstanceSetParams(InstanceLU):
                 where = templates.Placement(
                     new.name, new.primary_node, self.cfg.cluster, tuple(new.secondary_nodes)
                 )
-                disk = template.new_disk(where, idx, spec, holders)
+                disk = template.new_disk(where, idx, spec, ledger)
                 new.disks.append(disk)
                 self.new_disks.append(disk)
                 self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])

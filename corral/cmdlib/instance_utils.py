@@ -14,6 +14,7 @@ from corral.master.services.params import filled_beparams, filled_hvparams, fill
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
 from corral.storage import templates
+from corral.storage.reservations import JobLedger
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
@@ -316,6 +317,12 @@ async def check_node_resources(
             f" {info['storage_free']} MiB in {unit.key}",
             C.ECODE_NORES,
         )
+
+
+def ledger(lu: LogicalUnit[Any], instance: str) -> JobLedger:
+    """What the unit's instance ``instance`` may hold alone (disks' devices,
+    ports): it reserves there what it takes, until the unit's job ends."""
+    return JobLedger(lu.cfg.reservations, str(lu.ctx.job_id), instance, lu.cfg.instances)
 
 
 async def check_hvparams_on_nodes(

@@ -17,6 +17,7 @@ from corral import errors
 from corral.config.store import ConfigChange, ConfigStore
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
+from corral.storage.reservations import Reservations
 
 T = TypeVar("T", bound=ConfigObject)
 
@@ -49,6 +50,8 @@ class ConfigManager:
         self._ips: dict[str, str] = {}
         for inst in self._all(Instance):
             self._index_nics(inst, add=True)
+        # What running jobs reserved for instances they have not committed yet.
+        self.reservations = Reservations()
 
     def add_listener(self, callback: Callable[[ConfigManager, set[str]], None]) -> None:
         """Call ``callback(cfg, changed_tables)`` after every commit."""

@@ -16,7 +16,15 @@ from corral import constants as C
 from corral import errors
 from corral.objects.disk import Disk
 from corral.storage import names as N
-from corral.storage.strategy import RES_DEVICE, DiskTemplate, Mirroring, Moves, Placement, Resource
+from corral.storage.strategy import (
+    RES_DEVICE,
+    DiskTemplate,
+    Ledger,
+    Mirroring,
+    Moves,
+    Placement,
+    Resource,
+)
 
 
 class BlockDevTemplate(DiskTemplate):
@@ -26,8 +34,11 @@ class BlockDevTemplate(DiskTemplate):
     mirroring: ClassVar[Mirroring] = Mirroring.EXTERNAL
     moves: ClassVar[Moves] = Moves(failover=True, migrate=True)
     adopts: ClassVar[bool] = True
+    holds: ClassVar[frozenset[str]] = frozenset({RES_DEVICE})
 
-    def logical_id(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[str]:
+    def logical_id(
+        self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger
+    ) -> list[str]:
         """``[manual, <the adopted device>]``."""
         return [N.BLOCKDEV_DRIVER_MANUAL, os.path.normpath(str(spec["adopt"]))]
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from corral import errors
 from corral.storage import names as N
-from corral.storage.strategy import DiskTemplate, Mirroring, Moves, Placement
+from corral.storage.strategy import DiskTemplate, Ledger, Mirroring, Moves, Placement
 
 
 class DisklessTemplate(DiskTemplate):
@@ -19,5 +19,7 @@ class DisklessTemplate(DiskTemplate):
     moves: ClassVar[Moves] = Moves(failover=True, migrate=True)
     has_disks: ClassVar[bool] = False
 
-    def logical_id(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[str]:
+    def logical_id(
+        self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger
+    ) -> list[str]:
         raise errors.ProgrammerError("A diskless instance has no disks")

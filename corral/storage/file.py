@@ -20,7 +20,7 @@ from corral.storage.strategy import (
     RES_PATH,
     ClusterDirs,
     DiskTemplate,
-    Holders,
+    Ledger,
     Mirroring,
     Moves,
     Placement,
@@ -35,6 +35,7 @@ class FileBasedTemplate(DiskTemplate):
     growable: ClassVar[bool] = True
     file_based: ClassVar[bool] = True
     unit_setting: ClassVar[UnitSetting | None] = "file_storage_dir"
+    holds: ClassVar[frozenset[str]] = frozenset({RES_PATH})
 
     def directory(self, dirs: ClusterDirs) -> str:
         """The cluster directory this template's disks live in."""
@@ -42,7 +43,9 @@ class FileBasedTemplate(DiskTemplate):
         assert unit is not None  # every file-based template names its directory
         return unit.key
 
-    def logical_id(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[str]:
+    def logical_id(
+        self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger
+    ) -> list[str]:
         driver = spec.get("driver") or N.FILE_DRIVERS[0]
         unique = uuidlib.uuid4()
         directory = self.directory(where.dirs)
@@ -58,9 +61,9 @@ class FileBasedTemplate(DiskTemplate):
         node = None if self.mirroring is Mirroring.EXTERNAL else disk.holders(primary)[0]
         return [Resource(RES_PATH, path, node)]
 
-    def check_held(self, disk: Disk, primary: str, holders: Holders) -> None:
-        """Nothing to check: a new path holds a fresh uuid, which no other disk's
-        can (checking would scan every instance of the cluster)."""
+    def reserve(self, disk: Disk, primary: str, ledger: Ledger) -> None:
+        """Nothing to reserve: a new path holds a fresh uuid, which no other
+        disk's can (checking would scan every instance of the cluster)."""
 
     def renamed(self, disk: Disk, new_name: str) -> list[str] | None:
         """The same file in ``<dir>/<new_name>/``."""

@@ -6,11 +6,16 @@ secondary nodes an instance needs, how an instance may change nodes
 (:class:`Moves`), where its disks take their space (a storage unit), and
 how it makes a disk: its logical_id, the nodes that hold it, its children,
 and what it holds in the configuration that no other disk may hold (a file's
-path, an adopted device; a mirrored template's ports).  What a disk holds is
-derived from the configuration (:meth:`DiskTemplate.held`): a new disk is
-checked against what the others hold, and removing a disk from the
-configuration releases what it held (there is no pool to give anything back
-to, unlike Ganeti's ``tcpudp_port_pool``).
+path, an adopted device; a mirrored template's ports).
+
+What a disk holds is derived from the configuration (:meth:`DiskTemplate.held`),
+so removing a disk or its instance from the configuration releases it: there
+is no pool to give anything back to, unlike Ganeti's ``tcpudp_port_pool``.
+A new disk allocates what it holds through the job's :class:`Ledger` (a
+value no other disk holds, such as a port) or takes it there (a value
+given, such as a device to adopt, refused when another disk holds it); the
+ledger keeps it reserved until the job ends, by when the disk's instance is
+committed, holding it, or not (:mod:`corral.storage.reservations`).
 
 The nodes' side of a template is :mod:`corral.node.storage`.
 """
@@ -91,9 +96,12 @@ class Placement:
     secondaries: tuple[str, ...] = ()
 
 
-# Kinds of what a disk may hold alone.
+# Kinds of what a disk (or an instance) may hold alone.
 RES_PATH = "path"  # a file's production path
 RES_DEVICE = "device"  # an adopted block device
+# A network port, from one range for the whole cluster (Ganeti's: kvm's VNC
+# displays and DRBD's links take ports from the same pool).
+RES_PORT = "port"
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,24 @@ class Resource:
     node: str | None = None  # the node it is unique on; None: the whole cluster
 
 
-# Who holds each resource: resource → the name of the instance holding it.
-Holders = Mapping[Resource, str]
+class Ledger(Protocol):
+    """What a job sees of the resources disks and instances hold alone: those
+    of the configuration's instances and those other running jobs reserved.
+    What the job takes or allocates stays reserved for it until it ends."""
+
+    def holder(self, resource: Resource) -> str | None:
+        """The instance holding ``resource`` (or a running job's new one), or None."""
+        ...
+
+    def take(self, resource: Resource) -> str | None:
+        """Reserve ``resource`` for this job; if another instance holds it,
+        reserve nothing and return that instance's name."""
+        ...
+
+    def allocate(self, kind: str, node: str | None, first: int) -> int:
+        """Reserve and return a value of ``kind`` on ``node`` that nothing holds:
+        one more than the highest held, from ``first`` on (Ganeti's AllocatePort)."""
+        ...
 
 
 class DiskTemplate(ABC):
@@ -130,6 +154,8 @@ class DiskTemplate(ABC):
     # the storage unit the disks take their space in; None: Corral does not
     # count their space (diskless, adopted devices).
     unit_setting: ClassVar[UnitSetting | None] = None
+    # The kinds of resource (RES_*) a disk holds alone (see :meth:`held`).
+    holds: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def counts_space(self) -> bool:
@@ -168,42 +194,47 @@ class DiskTemplate(ABC):
         return [primary]
 
     @abstractmethod
-    def logical_id(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[str]:
+    def logical_id(
+        self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger
+    ) -> list[str]:
         """The logical_id of new disk ``index`` (``spec``: its checked
-        specification: size, mode, name, and driver or adopt)."""
+        specification: size, mode, name, and driver or adopt); what it names
+        that the disk holds alone (a port) is allocated in ``ledger``."""
 
     def children(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[Disk]:
         """The devices new disk ``index`` is built on (none by default)."""
         return []
 
     def new_disk(
-        self, where: Placement, index: int, spec: Mapping[str, Any], holders: Holders
+        self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger
     ) -> Disk:
-        """Disk ``index`` of a new instance (or one added to it), refused
-        (ECODE_NOTUNIQUE) if it would hold what another disk holds."""
+        """Disk ``index`` of a new instance (or one added to it), what it holds
+        reserved in ``ledger``; refused (ECODE_NOTUNIQUE) if it would hold
+        what another disk holds."""
         disk = Disk(
             size=int(spec["size"]),
             mode=str(spec.get("mode") or "rw"),
             name=spec.get("name") or None,
             dev_type=self.name,
             iv_name=f"disk/{index}",
-            logical_id=self.logical_id(where, index, spec),
+            logical_id=self.logical_id(where, index, spec, ledger),
             nodes=self.disk_nodes(where.primary, where.secondaries),
             children=self.children(where, index, spec),
         )
-        self.check_held(disk, where.primary, holders)
+        self.reserve(disk, where.primary, ledger)
         return disk
 
-    def check_held(self, disk: Disk, primary: str, holders: Holders) -> None:
-        """Refuse (ECODE_NOTUNIQUE) a new disk holding what another disk holds."""
+    def reserve(self, disk: Disk, primary: str, ledger: Ledger) -> None:
+        """Reserve in ``ledger`` what ``disk`` holds alone; refuse
+        (ECODE_NOTUNIQUE) what another disk holds."""
         for resource in self.held(disk, primary):
-            owner = holders.get(resource)
+            owner = ledger.take(resource)
             if owner is not None:
                 raise self.taken(resource, owner)
 
     def held(self, disk: Disk, primary: str) -> list[Resource]:
-        """What ``disk`` (of an instance whose primary node is ``primary``) holds
-        alone; nothing by default."""
+        """What ``disk`` (of an instance whose primary node is ``primary``)
+        holds alone, of the kinds in :attr:`holds`; nothing by default."""
         return []
 
     def taken(self, resource: Resource, owner: str) -> errors.OpPrereqError:

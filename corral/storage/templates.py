@@ -13,8 +13,8 @@ a node reports, per template, whether it can serve it
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from corral import constants as C
 from corral import errors
@@ -26,9 +26,10 @@ from corral.storage.names import GANETI_DISK_TEMPLATES
 from corral.storage.strategy import (
     RES_DEVICE,
     RES_PATH,
+    RES_PORT,
     ClusterDirs,
     DiskTemplate,
-    Holders,
+    Ledger,
     Mirroring,
     Moves,
     Placement,
@@ -37,17 +38,15 @@ from corral.storage.strategy import (
 )
 from corral.storage.units import StorageUnit
 
-if TYPE_CHECKING:
-    from corral.objects.instance import Instance
-
 __all__ = [
     "DISK_TEMPLATES",
     "GANETI_DISK_TEMPLATES",
     "RES_DEVICE",
     "RES_PATH",
+    "RES_PORT",
     "ClusterDirs",
     "DiskTemplate",
-    "Holders",
+    "Ledger",
     "Mirroring",
     "Moves",
     "Placement",
@@ -133,41 +132,6 @@ def check_implemented(name: str, doing: str = "use") -> DiskTemplate:
         f" {','.join(GANETI_DISK_TEMPLATES)}",
         C.ECODE_INVAL,
     )
-
-
-def holders(instances: Iterable[Instance]) -> dict[Resource, str]:
-    """What the disks of ``instances`` hold alone, each with its instance's name."""
-    out: dict[Resource, str] = {}
-    for inst in instances:
-        for disk in inst.disks:
-            template = DISK_TEMPLATES.get(disk.dev_type)
-            for resource in [] if template is None else template.held(disk, inst.primary_node):
-                out[resource] = inst.name
-    return out
-
-
-class LazyHolders(Mapping[Resource, str]):
-    """:func:`holders` of the instances ``instances()`` returns, computed when
-    first asked (a template whose disks cannot clash never asks: no scan of
-    every instance for it)."""
-
-    def __init__(self, instances: Callable[[], Iterable[Instance]]) -> None:
-        self._instances = instances
-        self._found: dict[Resource, str] | None = None
-
-    def _all(self) -> dict[Resource, str]:
-        if self._found is None:
-            self._found = holders(self._instances())
-        return self._found
-
-    def __getitem__(self, resource: Resource) -> str:
-        return self._all()[resource]
-
-    def __iter__(self) -> Iterator[Resource]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
 
 
 def capacity_units(dirs: ClusterDirs) -> list[StorageUnit]:

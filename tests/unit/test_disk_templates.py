@@ -9,24 +9,27 @@ assembling and removing disks, and refusing what lies outside what it may touch.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, ClassVar, get_args
+from typing import Any, get_args
 
 import pytest
 
 from corral import constants as C
 from corral import errors
+from corral.master.services import ports
 from corral.node.storage import registry
 from corral.node.storage.base import CHUNK, Capacity, SyncStatus
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.objects import Disk, Instance
 from corral.paths import Paths
-from corral.storage import names, templates
+from corral.storage import names, reservations, templates
 from corral.storage.disk import DiskDescription
-from corral.storage.strategy import DiskTemplate, Mirroring, Moves, Placement, Resource
+from corral.storage.reservations import JobLedger, Reservations
+from corral.storage.strategy import Mirroring, Placement, Resource
 from corral.storage.units import StorageUnit
+from tests.helpers.mirrored import MirroredDouble
 from tests.helpers.source_literals import CORRAL, spelled_outside
 
 MIB = 1024 * 1024
@@ -84,9 +87,13 @@ def test_the_tables_agree() -> None:
 DIRS = templates.StorageDirs("/srv/files", "/srv/shared")
 
 
+def _ledger(*instances: Instance, job: str = "1", name: str = "inst1") -> JobLedger:
+    return JobLedger(Reservations(), job, name, lambda: instances)
+
+
 def _disk(template: str, spec: dict[str, object], index: int = 0) -> Disk:
     where = templates.Placement("inst1", "node-a", DIRS)
-    return templates.get(template).new_disk(where, index, {"size": 8, **spec}, {})
+    return templates.get(template).new_disk(where, index, {"size": 8, **spec}, _ledger())
 
 
 def test_new_disks_have_each_templates_shape() -> None:
@@ -107,31 +114,33 @@ def test_new_disks_have_each_templates_shape() -> None:
     assert templates.get("file").backend_type(file_disk) == "file:loop"
 
 
-def test_a_new_disk_may_not_hold_what_another_holds() -> None:
-    other = Instance(
-        name="other",
+def _instance(name: str, template: str, disks: list[Disk], port: int | None = None) -> Instance:
+    return Instance(
+        name=name,
         primary_node="node-a",
         os="",
         hypervisor="fake",
-        disk_template="blockdev",
-        disks=[_disk("blockdev", {"adopt": "/dev/disk/by-id/x"})],
+        disk_template=template,
+        disks=disks,
+        network_port=port,
     )
-    held = templates.holders([other])
-    assert held == {Resource(templates.RES_DEVICE, "/dev/disk/by-id/x", "node-a"): "other"}
+
+
+def test_a_new_disk_may_not_hold_what_another_holds() -> None:
+    other = _instance("other", "blockdev", [_disk("blockdev", {"adopt": "/dev/disk/by-id/x"})])
+    device = Resource(templates.RES_DEVICE, "/dev/disk/by-id/x", "node-a")
+    assert reservations.holders([other], templates.RES_DEVICE) == {device: "other"}
+    assert reservations.holders([other], templates.RES_PATH) == {}
+    spec = {"size": 1, "adopt": "/dev/disk/by-id/x"}
     with pytest.raises(errors.OpPrereqError) as err:
         templates.get("blockdev").new_disk(
-            templates.Placement("inst1", "node-a", DIRS),
-            0,
-            {"size": 1, "adopt": "/dev/disk/by-id/x"},
-            held,
+            templates.Placement("inst1", "node-a", DIRS), 0, spec, _ledger(other)
         )
     assert err.value.message == "Device /dev/disk/by-id/x is already adopted by instance other"
     assert err.value.ecode == C.ECODE_NOTUNIQUE
     # On another node the device is another one.
     elsewhere = templates.Placement("inst1", "node-b", DIRS)
-    templates.get("blockdev").new_disk(
-        elsewhere, 0, {"size": 1, "adopt": "/dev/disk/by-id/x"}, held
-    )
+    templates.get("blockdev").new_disk(elsewhere, 0, spec, _ledger(other))
     # A file's path is held on its node; a shared file's in the whole cluster.
     file_disk, shared = _disk("file", {}), _disk("sharedfile", {})
     assert templates.get("file").held(file_disk, "node-a") == [
@@ -140,6 +149,55 @@ def test_a_new_disk_may_not_hold_what_another_holds() -> None:
     assert templates.get("sharedfile").held(shared, "node-a") == [
         Resource(templates.RES_PATH, shared.logical_id[1], None)
     ]
+    # What each template's disks hold is declared with it.
+    holds = {name: t.holds for name, t in templates.DISK_TEMPLATES.items()}
+    assert holds == {
+        "diskless": frozenset(),
+        "file": {templates.RES_PATH},
+        "sharedfile": {templates.RES_PATH},
+        "blockdev": {templates.RES_DEVICE},
+    }
+
+
+def test_what_a_running_job_takes_stays_reserved_until_it_ends() -> None:
+    shared = Reservations()
+    first = JobLedger(shared, "1", "new1", list)
+    second = JobLedger(shared, "2", "new2", list)
+    spec = {"size": 1, "adopt": "/dev/disk/by-id/x"}
+    blockdev, where = templates.get("blockdev"), templates.Placement("new1", "node-a", DIRS)
+    blockdev.new_disk(where, 0, spec, first)
+    # Its own job may take the device again (the adoption's second look) ...
+    blockdev.new_disk(where, 0, spec, first)
+    # ... another job may not, while the first runs.
+    with pytest.raises(errors.OpPrereqError, match="already adopted by instance new1"):
+        blockdev.new_disk(where, 0, spec, second)
+    # Ganeti's ports: one more than the highest held or reserved, from 11000 on.
+    assert ports.allocate_port(first) == 11000
+    assert ports.allocate_port(second) == 11001
+    # The first job ends (its instance committed, or not): all it held is free.
+    shared.release("1")
+    assert len(shared) == 1
+    blockdev.new_disk(where, 0, spec, second)
+    assert ports.allocate_port(second) == 11002
+    shared.release("2")
+    assert len(shared) == 0
+
+
+def test_what_instances_hold_is_derived_from_the_configuration() -> None:
+    committed = [
+        _instance("a", "blockdev", [_disk("blockdev", {"adopt": "/dev/disk/y"})], 11005),
+        _instance("b", "diskless", [], 11001),
+    ]
+    ledger = JobLedger(Reservations(), "1", "new", lambda: committed)
+    assert ports.allocate_port(ledger) == 11006
+    assert ledger.holder(Resource(templates.RES_PORT, 11001)) == "b"
+    assert ledger.holder(Resource(templates.RES_DEVICE, "/dev/disk/y", "node-a")) == "a"
+    # Removing an instance from the configuration releases what it held.
+    committed.pop(0)
+    assert ledger.holder(Resource(templates.RES_DEVICE, "/dev/disk/y", "node-a")) is None
+    assert ports.allocate_port(_ledger(*committed)) == 11002
+    # (the port ``ledger`` took stays reserved for its job meanwhile)
+    assert ports.allocate_port(ledger) == 11007
 
 
 def test_holders_are_looked_up_only_when_a_template_asks() -> None:
@@ -149,14 +207,13 @@ def test_holders_are_looked_up_only_when_a_template_asks() -> None:
         asked.append(True)
         return []
 
-    lazy = templates.LazyHolders(instances)
-    _disk("file", {})  # a fresh file path cannot clash: nobody is asked
-    templates.get("file").new_disk(templates.Placement("i", "n", DIRS), 0, {"size": 1}, lazy)
+    ledger = JobLedger(Reservations(), "1", "i", instances)
+    where = templates.Placement("i", "n", DIRS)
+    # A fresh file path cannot clash: nobody is asked.
+    templates.get("file").new_disk(where, 0, {"size": 1}, ledger)
     assert asked == []
-    templates.get("blockdev").new_disk(
-        templates.Placement("i", "n", DIRS), 0, {"size": 1, "adopt": "/dev/disk/y"}, lazy
-    )
-    assert asked == [True] and len(lazy) == 0
+    templates.get("blockdev").new_disk(where, 0, {"size": 1, "adopt": "/dev/disk/y"}, ledger)
+    assert asked == [True]
 
 
 def test_renames_and_moves_follow_the_template() -> None:
@@ -190,42 +247,21 @@ def test_capacity_units_are_the_templates_directories() -> None:
             StorageUnit.from_wire(bad)
 
 
-class _Mirrored(DiskTemplate):
-    """A template with a copy on a secondary node, as issue 26's will be: the
-    seams it needs exist (a test double, not a template of Corral's)."""
-
-    name: ClassVar[str] = "mirrored-test"
-    doc: ClassVar[str] = "test"
-    storage_type: ClassVar[str] = "file"
-    mirroring: ClassVar[Mirroring] = Mirroring.INTERNAL
-    moves: ClassVar[Moves] = Moves(failover=True, migrate=True)
-    secondaries: ClassVar[int] = 1
-
-    def logical_id(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[str]:
-        return [where.instance, str(index)]
-
-    def children(self, where: Placement, index: int, spec: Mapping[str, Any]) -> list[Disk]:
-        return [
-            Disk(
-                size=int(spec["size"]),
-                dev_type="file",
-                logical_id=["loop", f"/d/{node}"],
-                nodes=[node],
-            )
-            for node in (where.primary, *where.secondaries)
-        ]
-
-
 def test_a_mirrored_template_fits_the_seams() -> None:
-    template = _Mirrored()
+    template = MirroredDouble()
     template.check_secondaries(1)
     with pytest.raises(errors.OpPrereqError, match="needs 1 secondary node\\(s\\), 0 given"):
         template.check_secondaries(0)
     with pytest.raises(errors.OpPrereqError, match="give no secondary node"):
         templates.get("file").check_secondaries(1)
     where = Placement("inst1", "node-a", DIRS, ("node-b",))
-    disk = template.new_disk(where, 0, {"size": 4}, {})
+    shared = Reservations()
+    disk = template.new_disk(where, 0, {"size": 4}, JobLedger(shared, "1", "inst1", list))
     assert disk.nodes == ["node-a", "node-b"]
+    # Its port comes from the cluster's one range, reserved until the job ends.
+    assert disk.logical_id == ["node-a", "node-b", "11000"]
+    assert template.held(disk, "node-a") == [Resource(templates.RES_PORT, 11000)]
+    assert ports.allocate_port(JobLedger(shared, "2", "inst2", list)) == 11001
     assert [child.nodes for child in disk.children] == [["node-a"], ["node-b"]]
     # The tree reaches the nodes whole, and comes back the same.
     wire = disk.description().to_wire()
