@@ -32,8 +32,9 @@ STORAGE_TEMPLATES: dict[str, tuple[str, ...]] = {
     storage_type: tuple(t for t, st in N.STORAGE_TYPES.items() if st == storage_type)
     for storage_type in dict.fromkeys(N.STORAGE_TYPES.values())
 }
-# The storage types Corral's nodes report, by the template whose directory they are.
-REPORTED = {ST_FILE: N.DT_FILE, ST_SHARED_FILE: N.DT_SHARED_FILE}
+# The storage types Corral's nodes report: those of the file-based templates,
+# each with its template.
+REPORTED = {t.storage_type: t for t in templates.DISK_TEMPLATES.values() if t.file_based}
 # Ganeti's STS_REPORT_NODE_STORAGE, in its order for messages.
 GANETI_REPORTED = (ST_SHARED_FILE, N.ST_GLUSTER, ST_LVM_VG, ST_FILE, ST_LVM_PV)
 VOLUME_FIELDS = frozenset({"node", "phys", "vg", "name", "size", "instance"})
@@ -126,8 +127,7 @@ class LUNodeQueryStorage(_NodesLU):
             )
 
     async def exec(self) -> Any:
-        template = templates.get(REPORTED[self.storage_type])
-        unit = template.capacity_unit(self.cfg.cluster)
+        unit = REPORTED[self.storage_type].capacity_unit(self.cfg.cluster)
         assert unit is not None  # the reported types are the file-based templates'
         if self.op.name:
             unit = templates.StorageUnit(unit.storage_type, self.op.name)

@@ -17,7 +17,7 @@ from corral.opcodes.types import Hypervisor
 from corral.paths import Paths
 from corral.storage import templates
 from corral.storage.units import StorageUnit
-from tests.helpers.source_literals import CORRAL, spelled_outside
+from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outside
 
 # Same spelling, other namespaces: QEMU's "kvm" accelerator, kvm's "chroot" directory.
 HV_OTHER_USES = {
@@ -39,6 +39,12 @@ def test_every_implemented_hypervisor_runs_on_a_node(tmp_path: Path) -> None:
 def test_no_hypervisor_name_is_spelled_outside_the_table() -> None:
     allowed = {CORRAL / "hypervisors.py"}
     assert spelled_outside(hypervisors.GANETI_HYPERVISORS, allowed, HV_OTHER_USES) == []
+
+
+def test_no_behaviour_is_chosen_by_hypervisor_name() -> None:
+    constants = [name for name in vars(hypervisors) if name.startswith("HT_")]
+    assert len(constants) == len(hypervisors.GANETI_HYPERVISORS)
+    assert compared_outside(constants, {CORRAL / "hypervisors.py"}) == []
 
 
 def test_hypervisor_behaviour_is_declared_in_the_table() -> None:

@@ -30,7 +30,7 @@ from corral.storage.reservations import JobLedger, Reservations
 from corral.storage.strategy import Mirroring, Placement, Resource
 from corral.storage.units import StorageUnit
 from tests.helpers.mirrored import MirroredDouble
-from tests.helpers.source_literals import CORRAL, spelled_outside
+from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outside
 
 MIB = 1024 * 1024
 # Where a template name may be spelled: the names module, and the table's
@@ -51,6 +51,16 @@ OTHER_USES = {(CORRAL / "params.py", "rbd")}
 def test_no_template_name_is_spelled_outside_the_table() -> None:
     allowed = TABLE | OTHER_NAMESPACES
     assert spelled_outside(names.GANETI_DISK_TEMPLATES, allowed, OTHER_USES) == []
+
+
+def test_no_behaviour_is_chosen_by_template_name() -> None:
+    # What sets a template apart is its strategy's to say; only the command
+    # line (which imports no strategy, to start fast) and the instance policy
+    # (Ganeti's checks of the allowed names) compare names.
+    by_name = TABLE | {CORRAL / "cli" / "instance_specs.py", CORRAL / "ipolicy.py"}
+    constants = [name for name in vars(names) if name.startswith("DT_")]
+    assert len(constants) == len(names.GANETI_DISK_TEMPLATES)
+    assert compared_outside(constants, by_name) == []
 
 
 def test_the_tables_agree() -> None:
