@@ -118,10 +118,6 @@ class Ledger(Protocol):
     of the configuration's instances and those other running jobs reserved.
     What the job takes or allocates stays reserved for it until it ends."""
 
-    def holder(self, resource: Resource) -> str | None:
-        """The instance holding ``resource`` (or a running job's new one), or None."""
-        ...
-
     def take(self, resource: Resource) -> str | None:
         """Reserve ``resource`` for this job; if another instance holds it,
         reserve nothing and return that instance's name."""
