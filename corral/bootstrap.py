@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors, uidpool
+from corral import hypervisors as H
 from corral.paths import Paths
 from corral.storage.names import DEFAULT_ENABLED
 
@@ -44,7 +45,7 @@ class InitOptions:
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
-    enabled_hypervisors: list[str] = field(default_factory=lambda: ["fake"])
+    enabled_hypervisors: list[str] = field(default_factory=lambda: list(H.DEFAULT_ENABLED))
     enabled_disk_templates: list[str] = field(default_factory=lambda: list(DEFAULT_ENABLED))
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
@@ -130,12 +131,12 @@ def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
 
     dirs = _storage_dirs(paths, opts)
     for template in map(templates.DISK_TEMPLATES.get, opts.enabled_disk_templates):
-        directory = template and template.storage_dir(dirs)
-        if directory:
+        unit = None if template is None else template.capacity_unit(dirs)
+        if template is not None and template.file_based and unit is not None:
             # As Ganeti: a storage directory that does not exist yet is made.
-            paths.from_wire(directory).mkdir(mode=0o750, parents=True, exist_ok=True)
+            paths.from_wire(unit.key).mkdir(mode=0o750, parents=True, exist_ok=True)
     capabilities.check_reports(
-        {opts.node_name: report(paths, dirs.file_storage_dir, dirs.shared_file_storage_dir)},
+        {opts.node_name: report(paths, templates.capacity_units(dirs))},
         opts.enabled_hypervisors,
         opts.enabled_disk_templates,
     )

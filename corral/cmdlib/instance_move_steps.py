@@ -21,6 +21,7 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.client import RpcResult
+from corral.storage import templates
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Mover:
     def _set_primary(self, node: Node) -> None:
         inst = self.instance.copy_for_update()
         assert isinstance(inst, Instance)
-        inst.primary_node = node.uuid
+        inst.set_primary(node.uuid)
         self.lu.tx.update(inst)
         self.instance = inst
 
@@ -204,10 +205,9 @@ class Mover:
 
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
         target = self._target()
+        unit = templates.default_unit(self.cfg.cluster)
         res = await self._call(
-            target,
-            "hypervisor_info",
-            [self.instance.hypervisor, self.cfg.cluster.file_storage_dir],
+            target, "hypervisor_info", [self.instance.hypervisor, unit.to_wire()]
         )
         res.raise_if_failed(f"Cannot get the resources of node {target.name}")
         free = int(res.payload["memory_free"])

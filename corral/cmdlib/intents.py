@@ -333,7 +333,7 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
         tx = cfg.transaction()
         moved = inst.copy_for_update()
         assert isinstance(moved, Instance)
-        moved.primary_node = it.node
+        moved.set_primary(it.node)
         tx.update(moved)
         await tx.commit()
         inst = moved

@@ -25,6 +25,7 @@ from corral.master.ssconf import ssconf_values
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.opcodes import node_membership as opn
+from corral.storage import templates
 
 
 def _node_ip(name: str, given: str | None) -> str:
@@ -198,7 +199,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
 
         paths, cluster, state = self.master.paths, self.cfg.cluster, self.master.durable
         async with JoinSession(paths, node.name, node.primary_ip, cluster.noded_port) as join:
-            hello = await join.hello(cluster.file_storage_dir)
+            hello = await join.hello(templates.capacity_units(cluster))
             key = join_tokens.key_of(state, hello.get("token_id"))
             join.check_node_proof(key, hello)
             self._check_capabilities(node, hello)

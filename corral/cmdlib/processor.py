@@ -49,6 +49,8 @@ class Processor:
             ctx.notify_start()
             return await self._run(lu)
         finally:
+            # Committed or not, the unit's instances no longer need reserving.
+            self.master.cfg.reservations.release(owner)
             self.master.locks.release(owner)
 
     async def _acquire_locks(self, lu: LogicalUnit[Any], owner: str, ctx: OpContext) -> None:

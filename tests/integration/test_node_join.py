@@ -93,7 +93,9 @@ def test_join_mode_serves_only_the_join(joining: Noded) -> None:
     assert status == 403 and reply == [False, J.NOT_IN_CLUSTER]
     # The hello answers with a certificate request, never the key itself.
     status, reply = post(
-        joining, J.HELLO_PATH, {"master_nonce": "n", "storage_dir": "/x", "node_name": NODE2}
+        joining,
+        J.HELLO_PATH,
+        {"master_nonce": "n", "storage_units": [["file", "/x"]], "node_name": NODE2},
     )
     assert status == 200 and reply[0] is True
     assert "PRIVATE KEY" not in json.dumps(reply)
