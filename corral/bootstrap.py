@@ -253,7 +253,7 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
     """noded first (masterd asks it), then masterd and corral-rapi together."""
-    from corral.daemons.util import start_daemon, start_daemons
+    from corral.process.daemons import start_daemon, start_daemons
 
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
@@ -265,7 +265,7 @@ def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:
-    from corral.daemons.util import start_daemon
+    from corral.process.daemons import start_daemon
 
     start_daemon(rapi_command(paths, node_ip), {"CORRAL_ROOT": str(paths.root)})
 
@@ -276,7 +276,7 @@ def rapi_command(paths: Paths, node_ip: str) -> list[str]:
 
 
 def stop_daemons(paths: Paths) -> None:
-    from corral.daemons.util import stop_daemon
+    from corral.process.daemons import stop_daemon
 
     stop_daemon(paths, RAPI)
     stop_daemon(paths, MASTERD)

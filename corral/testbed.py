@@ -38,9 +38,9 @@ from typing import Protocol
 import corral
 from corral import constants as C
 from corral.cli.common import poll_job
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
+from corral.process.daemons import start_daemon, stop_daemon
 
 REPO_ROOT = Path(corral.__file__).resolve().parent.parent
 DAEMONS = ("corral-rapi", "corral-masterd", "corral-noded")

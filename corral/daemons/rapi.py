@@ -8,9 +8,9 @@ import sys
 
 from corral import constants as C
 from corral.daemons.limit_options import add_limit_options, connection_limits
-from corral.daemons.privileges import DEFAULT_RAPI_USER
-from corral.daemons.util import run_daemon
 from corral.paths import Paths
+from corral.process.daemons import run_daemon
+from corral.process.privileges import DEFAULT_RAPI_USER
 
 NAME = "corral-rapi"
 

@@ -31,7 +31,7 @@ from corral.fileio import atomic_write
 from corral.node import join_protocol as J
 
 if TYPE_CHECKING:
-    from corral.node.listener import GuardedTCPSite
+    from corral.http.listener import GuardedTCPSite
     from corral.paths import Paths
 
 log = logging.getLogger(__name__)

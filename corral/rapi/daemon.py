@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from corral.daemons.privileges import drop_privileges, lookup_user
-from corral.daemons.util import listen_error
-from corral.node.limits import ConnectionLimits
-from corral.node.listener import GuardedTCPSite, fd_limit
+from corral.http.limits import ConnectionLimits
+from corral.http.listener import GuardedTCPSite, fd_limit
 from corral.paths import Paths
+from corral.process.daemons import listen_error
+from corral.process.privileges import drop_privileges, lookup_user
 from corral.rapi.luxi import LuxiPool
 from corral.rapi.server import RapiServer
 from corral.rapi.throttle import LoginThrottle

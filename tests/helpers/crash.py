@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from corral.cmdlib.intents import PREFIX
-from corral.daemons.util import running_pid, start_daemon
 from corral.node.hypervisor.fake import GATES_DIR
 from corral.paths import Paths
+from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import TestCluster
 from tests.helpers.offline_config import durable_values
 from tests.helpers.waiting import wait_until

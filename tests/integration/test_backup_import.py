@@ -31,8 +31,8 @@ from cryptography.x509.oid import NameOID
 from corral.cmdlib.instance_import import CONNECT_TIMEOUT_ENV
 from corral.cmdlib.intents import PREFIX
 from corral.crypto import rie
-from corral.daemons.util import start_daemon
 from corral.paths import Paths
+from corral.process.daemons import start_daemon
 from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query

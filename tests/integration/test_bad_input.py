@@ -12,7 +12,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.daemons.util import running_pid
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import Result, TestCluster, new_root, running_cluster
 from tests.helpers.jobs import RawLuxi, cluster_state, wait_final
 

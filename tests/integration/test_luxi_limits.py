@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import pytest
 
-from corral.daemons.util import running_pid, start_daemon, stop_daemon
 from corral.luxi import protocol
+from corral.process.daemons import running_pid, start_daemon, stop_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.jobs import RawLuxi
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from corral import testbed
-from corral.daemons.util import running_pid
 from corral.paths import Paths
+from corral.process.daemons import running_pid
 from tests.helpers.noded import daemon_env
 from tests.helpers.waiting import wait_until
 

@@ -29,8 +29,8 @@ import ssl
 
 from aiohttp import web
 
-from corral.daemons.util import FD_LIMIT_CAP
-from corral.node.limits import ConnectionLimits
+from corral.http.limits import ConnectionLimits
+from corral.process.daemons import FD_LIMIT_CAP
 
 log = logging.getLogger(__name__)
 
