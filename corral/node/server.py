@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
+from corral.daemons.accepting import fd_limit
 from corral.daemons.util import ReadyCallback, listen_error, one_line
 from corral.node import join_protocol as J
 from corral.node.console_relay import add_routes as add_console_routes
@@ -25,7 +26,7 @@ from corral.node.hypervisor import available
 from corral.node.impexp import service as impexp_service
 from corral.node.join_server import Membership, serve_join
 from corral.node.limits import ConnectionLimits
-from corral.node.listener import GuardedTCPSite, fd_limit
+from corral.node.listener import GuardedTCPSite
 from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
 from corral.rpc.calls import CALLS
