@@ -98,7 +98,8 @@ class HttpConnection(asyncio.Protocol):
         tls = self._settings.tls
         protocol: asyncio.BaseProtocol = self
         if tls is not None:
-            protocol = ServerTls(self, self, tls, self._settings.limits.handshake_timeout)
+            limits = self._settings.limits
+            protocol = ServerTls(self, self, tls, limits.handshake_timeout, limits.request_timeout)
         connect = self._loop.connect_accepted_socket(lambda: protocol, sock)
         self._starting = self._loop.create_task(connect)
         self._starting.add_done_callback(lambda task: self._started(task, sock))
@@ -217,7 +218,10 @@ class HttpConnection(asyncio.Protocol):
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as err:
-                self._refuse(400, f"Bad request: {err}")
+                if self.phase is Phase.LINGER:  # answered already
+                    self.close()
+                else:
+                    self._refuse(400, f"Bad request: {err}")
                 return
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
@@ -355,7 +359,11 @@ class HttpConnection(asyncio.Protocol):
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
             self.waiting_since = None  # a new wait begins
-            self._enter(Phase.IDLE, self._settings.limits.idle_timeout)
+            limits = self._settings.limits
+            if self._h11.trailing_data[0]:  # the next request's head began already
+                self._enter(Phase.HEAD, limits.request_timeout)
+            else:
+                self._enter(Phase.IDLE, limits.idle_timeout)
         elif linger:
             self._enter(Phase.LINGER, self._settings.limits.request_timeout)
         else:

@@ -21,8 +21,6 @@ BUFFER_SIZE = 4 * 1024
 # Encrypted data received but not yet read beyond which the socket is not
 # read any more (asyncio's default: 256 KiB).
 READ_HIGH_WATER = 64 * 1024
-# Seconds a TLS close (close_notify, flushing what is left) may take.
-SHUTDOWN_TIMEOUT = 2.0
 
 
 class SocketOwner(Protocol):
@@ -46,7 +44,10 @@ class ServerTls(sslproto.SSLProtocol):
         owner: SocketOwner,
         context: ssl.SSLContext,
         handshake_timeout: float,
+        shutdown_timeout: float,
     ) -> None:
+        """TLS for ``app``; ``shutdown_timeout``: seconds a close may take
+        (sending what is left, close_notify both ways)."""
         super().__init__(
             asyncio.get_running_loop(),
             app,
@@ -56,7 +57,7 @@ class ServerTls(sslproto.SSLProtocol):
             None,  # type: ignore[arg-type]
             server_side=True,
             ssl_handshake_timeout=handshake_timeout,  # type: ignore[arg-type]
-            ssl_shutdown_timeout=SHUTDOWN_TIMEOUT,
+            ssl_shutdown_timeout=shutdown_timeout,
         )
         self._set_read_buffer_limits(READ_HIGH_WATER)  # type: ignore[attr-defined]
         self._owner: SocketOwner | None = owner
