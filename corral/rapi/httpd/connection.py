@@ -81,6 +81,7 @@ class HttpConnection(asyncio.Protocol):
         # Since when the connection waits on its client (None: it does not).
         self.waiting_since: float | None = self._loop.time()
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self._silent: socket.socket | None = None  # accepted, nothing received yet
         self._starting: asyncio.Task[object] | None = None
         self._socket: asyncio.Transport | None = None  # under TLS, if any
         self._transport: asyncio.Transport | None = None  # what HTTP reads and writes
@@ -94,7 +95,25 @@ class HttpConnection(asyncio.Protocol):
     # -- life cycle ------------------------------------------------------------
 
     def start(self, sock: socket.socket) -> None:
-        """Take over the accepted ``sock``."""
+        """Take over the accepted ``sock``.  TLS begins once the client sends
+        its first bytes: until then the connection costs only its socket
+        (a TLS session waiting for a handshake holds some 50 KiB)."""
+        if self._settings.tls is None:
+            self._connect(sock)
+            return
+        self._silent = sock
+        self._loop.add_reader(sock.fileno(), self._spoke)
+        self._deadline = self._loop.call_later(
+            self._settings.limits.handshake_timeout, self._expired
+        )
+
+    def _spoke(self) -> None:
+        sock, self._silent = self._silent, None
+        if sock is not None:
+            self._loop.remove_reader(sock.fileno())
+            self._connect(sock)
+
+    def _connect(self, sock: socket.socket) -> None:
         tls = self._settings.tls
         protocol: asyncio.BaseProtocol = self
         if tls is not None:
@@ -140,6 +159,7 @@ class HttpConnection(asyncio.Protocol):
     def abort(self) -> None:
         """Close at once, whatever the phase."""
         transport, sock, starting = self._transport, self._socket, self._starting
+        silent = self._silent
         self._lost()
         if transport is not None:
             transport.abort()
@@ -147,6 +167,9 @@ class HttpConnection(asyncio.Protocol):
             sock.abort()
         elif starting is not None:
             starting.cancel()
+        elif silent is not None:
+            self._loop.remove_reader(silent.fileno())
+            silent.close()
 
     def close(self) -> None:
         """Close once what was written is sent (within the request time-out)."""
@@ -162,10 +185,11 @@ class HttpConnection(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()
         self._wake()
-        # No cycle through the transports: the memory goes back at once, not
-        # at the garbage collector's next full pass.
-        self._transport = self._socket = None
-        self._request = None
+        # No cycle through the transports or the cancelled request (whose
+        # error's traceback holds this connection): the memory goes back at
+        # once, not at the garbage collector's next full pass.
+        self._transport = self._socket = self.task = None
+        self._request = self._silent = None
 
     def _enter(self, phase: Phase, timeout: float | None = None) -> None:
         """Move to ``phase``, whose wait (if any) ends ``timeout`` s from now."""
