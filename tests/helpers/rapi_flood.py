@@ -130,7 +130,8 @@ class Flood:
                 writer.write(data[offset : offset + 1])
                 await writer.drain()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(reader.read(65536), self.pace)
+                    async with asyncio.timeout(self.pace):
+                        await reader.read(65536)
         else:
             while await reader.read(65536):
                 pass
@@ -228,8 +229,12 @@ async def _main(opts: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     stop = loop.run_in_executor(None, sys.stdin.read)  # until stdin closes
     running = asyncio.create_task(flood.run(stop))
-    await flood.ready()
-    print("ready", flush=True)
+    ready = asyncio.create_task(flood.ready())
+    await asyncio.wait([ready, running], return_when=asyncio.FIRST_COMPLETED)
+    if ready.done():
+        print("ready", flush=True)
+    else:
+        ready.cancel()
     await running
     print(f"reopened {flood.reopened}", flush=True)
 

@@ -49,6 +49,9 @@ class Phase(enum.Enum):
 
 # The phases in which the connection waits on its client.
 WAITING = frozenset(Phase) - {Phase.BUSY, Phase.CLOSED}
+# Of those, the ones in which the client sends nothing (once it spoke, a
+# connection in its handshake is no longer silent).
+SILENT = frozenset({Phase.HANDSHAKE, Phase.IDLE, Phase.CLOSING})
 
 
 class Owner(Protocol):
@@ -82,6 +85,7 @@ class HttpConnection(asyncio.Protocol):
         self.waiting_since: float | None = self._loop.time()
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self._silent: socket.socket | None = None  # accepted, nothing received yet
+        self._spoken = False  # the client sent its first bytes
         self._starting: asyncio.Task[object] | None = None
         self._socket: asyncio.Transport | None = None  # under TLS, if any
         self._transport: asyncio.Transport | None = None  # what HTTP reads and writes
@@ -111,7 +115,19 @@ class HttpConnection(asyncio.Protocol):
         sock, self._silent = self._silent, None
         if sock is not None:
             self._loop.remove_reader(sock.fileno())
+            self._spoken = True
+            self.waiting_since = self._loop.time()  # from now on it waits in another way
+            self._settings.owner.update(self)
             self._connect(sock)
+
+    @property
+    def active(self) -> bool:
+        """Whether the client is sending something (a handshake, a request) or
+        reading, rather than doing nothing: such connections are closed for
+        newcomers only after the idle ones."""
+        if self.phase is Phase.HANDSHAKE:
+            return self._spoken or self._settings.tls is None
+        return self.phase not in SILENT
 
     def _connect(self, sock: socket.socket) -> None:
         tls = self._settings.tls
@@ -225,6 +241,7 @@ class HttpConnection(asyncio.Protocol):
         if self.phase in (Phase.CLOSING, Phase.CLOSED) or self._transport is None:
             return
         if self.phase is Phase.IDLE:
+            self.waiting_since = None  # from now on it waits in another way
             self._enter(Phase.HEAD, self._settings.limits.request_timeout)
         self._h11.receive_data(data)
         if self.task is None:

@@ -4,10 +4,13 @@ oldest waiting one closed for a newcomer, bursts held in the kernel's backlog.
 - At most ``max_connections`` connections are open, at most
   ``max_unauthenticated`` of them without valid credentials so far.
 - A newcomer beyond a bound closes the connection that has waited on its
-  client the longest (see corral.rapi.limits), an unauthenticated one first,
-  if it has waited ``EVICTABLE_AFTER`` at least.  Otherwise (a burst of young
-  connections, or every connection busy) accepting pauses: the newcomers wait
-  in the kernel's backlog, not reset, until a connection ends or grows old.
+  client the longest (see corral.rapi.limits), if it has waited
+  ``EVICTABLE_AFTER`` at least: an unauthenticated one first, and of those one
+  whose client does nothing (sent nothing yet, idle between requests) before
+  one whose client is sending or reading, however slowly.  Otherwise (a burst of young
+  connections, or every connection busy) accepting pauses: the newcomer waits,
+  accepted but not yet served, and the next ones in the kernel's backlog, none
+  reset, until a connection ends or grows old.
 - When accept fails for want of descriptors, the oldest waiting connection
   goes whatever its age; with none, accepting pauses briefly.
 - Stopping closes everything within ``STOP_GRACE`` seconds: requests in
@@ -36,6 +39,9 @@ ACCEPT_BATCH = 64
 PAUSE_CHECK = 0.25
 
 _Waiting = OrderedDict[HttpConnection, None]
+# Classes of waiting connections, (authenticated, active), in the order in
+# which they are closed for newcomers.
+_CLASSES = ((False, False), (False, True), (True, False), (True, True))
 
 
 class Listener:
@@ -65,7 +71,7 @@ class Listener:
         self._authenticated: set[HttpConnection] = set()
         self._unauthenticated: set[HttpConnection] = set()
         # Connections waiting on their client, by class, the longest waiting first.
-        self._waiting: dict[bool, _Waiting] = {False: OrderedDict(), True: OrderedDict()}
+        self._waiting: dict[tuple[bool, bool], _Waiting] = {c: OrderedDict() for c in _CLASSES}
 
     @property
     def name(self) -> str:
@@ -130,7 +136,7 @@ class Listener:
             self._parked = None
             conn = HttpConnection(self._settings, peer)
             self._unauthenticated.add(conn)
-            self._waiting[False][conn] = None
+            self.update(conn)
             conn.start(sock)
 
     def _out_of_resources(self, err: OSError) -> bool:
@@ -158,12 +164,14 @@ class Listener:
         return True
 
     def _oldest(self, min_wait: float, authenticated_too: bool = True) -> HttpConnection | None:
-        """The connection that has waited on its client the longest, if for
-        ``min_wait`` s at least; an unauthenticated one first."""
+        """The connection to close for a newcomer (see the module's doc): the
+        first class's that has waited on its client the longest, if for
+        ``min_wait`` s at least."""
         now = self._loop.time()
-        classes = (False, True) if authenticated_too else (False,)
-        for authenticated in classes:
-            waiting = self._waiting[authenticated]
+        for authenticated, active in _CLASSES:
+            if authenticated and not authenticated_too:
+                break
+            waiting = self._waiting[authenticated, active]
             if waiting:
                 conn = next(iter(waiting))
                 since = conn.waiting_since
@@ -217,19 +225,20 @@ class Listener:
 
     def update(self, conn: HttpConnection) -> None:
         """Keep count of ``conn``'s class and wait (see connection.Owner)."""
+        cls = (conn.authenticated, conn.active)
+        for other, waiting in self._waiting.items():
+            if other != cls or conn.phase is Phase.CLOSED:
+                waiting.pop(conn, None)
         if conn.phase is Phase.CLOSED:
             self._authenticated.discard(conn)
             self._unauthenticated.discard(conn)
-            for waiting in self._waiting.values():
-                waiting.pop(conn, None)
             self._resume()
             return
         if conn.authenticated and conn in self._unauthenticated:
             self._unauthenticated.remove(conn)
             self._authenticated.add(conn)
-            self._waiting[False].pop(conn, None)
             self._resume()
-        waiting = self._waiting[conn.authenticated]
+        waiting = self._waiting[cls]
         if conn.waiting_since is None:
             waiting.pop(conn, None)
         elif conn not in waiting:
