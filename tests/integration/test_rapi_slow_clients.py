@@ -172,29 +172,35 @@ def test_newcomers_close_the_connections_that_waited_longest(bounded: TestCluste
     kept = writer.connection()
     kept.request("GET", "/2/info", headers={"Authorization": writer.auth or ""})
     assert kept.getresponse().read()
-    # Unauthenticated connections up to the bound, the oldest first: idle ones,
-    # then ones that never start their handshake.
+    # Unauthenticated connections up to the bound, the oldest first: ones
+    # sending the start of a request, ones idle after their handshake, ones
+    # that never start their handshake.
+    sending = [tls_socket(bounded) for _ in range(5)]
+    for sock in sending:
+        sock.sendall(b"GET /2/info HTTP/1.1\r\nHost: rapi\r\n")
     idle = [tls_socket(bounded) for _ in range(MAX_UNAUTHENTICATED // 2)]
     silent = [
         socket.create_connection((bounded.node_ip, RAPI_PORT), timeout=30)
-        for _ in range(MAX_UNAUTHENTICATED - len(idle))
+        for _ in range(MAX_UNAUTHENTICATED - len(sending) - len(idle))
     ]
     held = [Peer(sock) for sock in [*idle, *silent]]
+    busy = [Peer(sock) for sock in sending]
     newcomers: list[Peer] = []
     try:
-        # Each newcomer gets in by closing the one that waited longest.
+        # Each newcomer gets in by closing the one that waited longest of
+        # those whose client does nothing.
         newcomers += [Peer(tls_socket(bounded)) for _ in range(5)]
         assert Rapi(bounded).get("/2/info")["name"] == bounded.cluster_name
         wait_until(lambda: sum(peer.poll() for peer in held) >= 6, 30, "six closed")
         pattern = [peer.poll() for peer in held]
         assert pattern == [True] * 6 + [False] * (len(held) - 6), pattern
-        assert not any(peer.poll() for peer in newcomers)
+        assert not any(peer.poll() for peer in [*busy, *newcomers])
         # The authenticated connection was left alone.
         kept.request("GET", "/2/info", headers={"Authorization": writer.auth or ""})
         assert kept.getresponse().status == 200
     finally:
         kept.close()
-        for peer in [*held, *newcomers]:
+        for peer in [*held, *busy, *newcomers]:
             peer.close()
 
 
