@@ -126,6 +126,10 @@ class Listener:
                         return
                     continue
                 sock.setblocking(False)
+                # asyncio sets this only for sockets made as IPPROTO_TCP, and
+                # an accepted one says 0: without it, an answer after the TLS
+                # session tickets waits 40 ms for the client's delayed ACK.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._parked = (sock, str(address[0]))
             if not self._room():
                 # The newcomer waits, accepted but not served; the next ones
