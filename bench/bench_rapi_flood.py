@@ -10,17 +10,18 @@ memory owes nothing to the runs before) and measures, in this order:
   ``TIMEOUT`` s, and its latency is from connecting to the whole answer;
 * *burst*: ``BURST`` (500) GETs of ``/2/info`` started at once, each on its
   own connection: how many were answered 200;
-* *flood*: a separate process (``tests/helpers/rapi_flood.py``) opens
-  ``--flood`` (1,000) connections without credentials, a quarter of each
-  kind: TCP without a handshake, TLS then nothing, a request head one byte
-  every 5 s, a request body one byte every 5 s; every connection the server
-  closes is opened again at once.  Once all have been open, the legitimate
+* then, for each of two floods: a separate process
+  (``tests/helpers/rapi_flood.py``) opens ``--flood`` (1,000) connections
+  without credentials, each sending a request body one byte every 5 s
+  (*bodies*, the issue's attack), or a quarter of each kind (*mixed*: TCP
+  without a handshake, TLS then nothing, a head one byte every 5 s, a body
+  one byte every 5 s); every connection the server closes is opened again at
+  once.  Once all have been open (or after ``READY_TIMEOUT``), the legitimate
   GETs run again for ``--seconds``: answered share, p99 latency (an
   unanswered request counts as ``TIMEOUT``), corral-rapi's largest RSS
   (sampled 10 times a second) and every process's CPU share over the window;
-* *burst under flood*: the burst again, the flood still on;
-* *stop under flood*: SIGTERM to corral-rapi, the flood still on, until the
-  process is gone (a pidfd says when).
+  the burst again; then SIGTERM to corral-rapi, the flood still on, until the
+  process is gone (a pidfd says when), and corral-rapi is started again.
 
 Targets (issue 20): ≥ 99 % answered, p99 ≤ 200 ms, RSS ≤ 100 MiB under the
 flood; the 500 GETs of a burst all answered; a stop within 1 s.  The
@@ -49,7 +50,6 @@ from bench.common import (
     arg_parser,
     bench_cluster,
     ensure_bytecode,
-    median,
     percentile,
     rss_kib,
     write_results,
@@ -115,12 +115,16 @@ def burst_summary(target: Target) -> dict[str, Any]:
     }
 
 
+# The floods: what share of the connections each kind of client has.
+FLOODS = {"bodies": {"body": 1.0}, "mixed": {kind: 1 / len(KINDS) for kind in KINDS}}
+
+
 class Flood:
     """The hostile clients' process."""
 
-    def __init__(self, cluster: TestCluster, total: int) -> None:
+    def __init__(self, cluster: TestCluster, total: int, shares: dict[str, float]) -> None:
         where = [cluster.node_ip, str(RAPI_PORT), str(cluster.rapi_ca)]
-        per_kind = [f"--{kind}={total // len(KINDS)}" for kind in KINDS]
+        per_kind = [f"--{kind}={round(total * share)}" for kind, share in shares.items()]
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "tests.helpers.rapi_flood", *where, f"--pace={PACE}", *per_kind],
             cwd=REPO_ROOT,
@@ -167,15 +171,27 @@ def stop_seconds(pid: int) -> float:
 
 
 def one_run(cluster: TestCluster, seconds: float, flood_size: int) -> dict[str, Any]:
+    """A run's measurements (corral-rapi is stopped at its start and end)."""
     start_rapi(cluster.paths, cluster.node_ip)
-    pid = rapi_pid(cluster)
     target = Target(cluster.node_ip, RAPI_PORT, str(cluster.rapi_ca))
-    result: dict[str, Any] = {"rss_idle_mib": rss_kib(pid) / 1024}
+    result: dict[str, Any] = {"rss_idle_mib": rss_kib(rapi_pid(cluster)) / 1024}
     result["baseline"] = summary(asyncio.run(_legitimate(target, seconds, lambda: None)))
     result["burst"] = burst_summary(target)
-    flood = Flood(cluster, flood_size)
+    for index, (name, shares) in enumerate(FLOODS.items()):
+        if index:
+            start_rapi(cluster.paths, cluster.node_ip)
+        result[name] = under_flood(cluster, target, Flood(cluster, flood_size, shares), seconds)
+    return result
+
+
+def under_flood(
+    cluster: TestCluster, target: Target, flood: Flood, seconds: float
+) -> dict[str, Any]:
+    """The legitimate GETs, a burst and a stop of corral-rapi during ``flood``."""
+    pid = rapi_pid(cluster)
+    result: dict[str, Any] = {}
     try:
-        result["flood_ready_s"] = flood.ready()
+        result["ready_s"] = flood.ready()
         rss: list[int] = []
         pids = {"corral-rapi": pid, "flood": flood.proc.pid, "legitimate client": os.getpid()}
         pids["corral-masterd"] = int(cluster.paths.pid_file("corral-masterd").read_text())
@@ -187,9 +203,9 @@ def one_run(cluster: TestCluster, seconds: float, flood_size: int) -> dict[str, 
         result["cpu"] = {
             name: round((cpu_seconds(p) - cpu_before[name]) / window, 2) for name, p in pids.items()
         }
-        result["flood"] = summary(outcomes)
+        result["requests"] = summary(outcomes)
         result["rss_max_mib"] = max(rss) / 1024
-        result["burst_under_flood"] = burst_summary(target)
+        result["burst"] = burst_summary(target)
         result["stop_s"] = stop_seconds(pid)
     finally:
         result["reopened"] = flood.stop()
@@ -197,16 +213,14 @@ def one_run(cluster: TestCluster, seconds: float, flood_size: int) -> dict[str, 
 
 
 def make_figures(flood: int) -> dict[str, Figure]:
-    under = f"with {flood:,} slow or idle unauthenticated connections"
-    return {
-        "answered": Figure(
-            "rapi_flood_answered", f"legitimate GETs answered {under}", "%", 99, "min", "n/a"
-        ),
-        "p99": Figure(
-            "rapi_flood_p99", f"legitimate GETs, p99 latency {under}", "ms", 200, "max", "n/a"
-        ),
-        "rss": Figure(
-            "rapi_flood_rss", f"corral-rapi RSS, largest, {under}", "MiB", 100, "max", "n/a"
+    figures = {
+        "baseline_p99": Figure(
+            "rapi_baseline_p99",
+            "legitimate GETs, p99 latency, no hostile client",
+            "ms",
+            200,
+            "max",
+            "n/a",
         ),
         "burst": Figure(
             "rapi_burst_answered",
@@ -216,18 +230,69 @@ def make_figures(flood: int) -> dict[str, Figure]:
             "min",
             "n/a",
         ),
-        "stop": Figure(
-            "rapi_flood_stop", f"corral-rapi stop (SIGTERM to exit) {under}", "s", 1, "max", "n/a"
-        ),
-        "baseline_p99": Figure(
-            "rapi_baseline_p99",
-            "legitimate GETs, p99 latency, no hostile client",
-            "ms",
-            200,
-            "max",
-            "n/a",
-        ),
     }
+    for name in FLOODS:
+        under = f"under {flood:,} hostile connections ({name})"
+        figures |= {
+            f"{name}_answered": Figure(
+                f"rapi_flood_{name}_answered",
+                f"legitimate GETs answered {under}",
+                "%",
+                99,
+                "min",
+                "n/a",
+            ),
+            f"{name}_p99": Figure(
+                f"rapi_flood_{name}_p99",
+                f"legitimate GETs, p99 latency {under}",
+                "ms",
+                200,
+                "max",
+                "n/a",
+            ),
+            f"{name}_rss": Figure(
+                f"rapi_flood_{name}_rss",
+                f"corral-rapi RSS, largest, {under}",
+                "MiB",
+                100,
+                "max",
+                "n/a",
+            ),
+            f"{name}_burst": Figure(
+                f"rapi_flood_{name}_burst",
+                f"{BURST} concurrent GETs answered {under}",
+                "",
+                BURST,
+                "min",
+                "n/a",
+            ),
+            f"{name}_stop": Figure(
+                f"rapi_flood_{name}_stop",
+                f"corral-rapi stop (SIGTERM to exit) {under}",
+                "s",
+                1,
+                "max",
+                "n/a",
+            ),
+        }
+    return figures
+
+
+def fill(figures: dict[str, Figure], runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Put every run's values into ``figures``; per flood, its p99 as a ratio
+    to the p99 with no hostile client (medians, the same runs)."""
+    figures["baseline_p99"].runs = [r["baseline"]["p99_ms"] for r in runs]
+    figures["burst"].runs = [float(r["burst"]["answered"]) for r in runs]
+    ratios = {}
+    for name in FLOODS:
+        figures[f"{name}_answered"].runs = [r[name]["requests"]["answered_pct"] for r in runs]
+        figures[f"{name}_p99"].runs = [r[name]["requests"]["p99_ms"] for r in runs]
+        figures[f"{name}_rss"].runs = [r[name]["rss_max_mib"] for r in runs]
+        figures[f"{name}_burst"].runs = [float(r[name]["burst"]["answered"]) for r in runs]
+        figures[f"{name}_stop"].runs = [r[name]["stop_s"] for r in runs]
+        ratios[name] = round(figures[f"{name}_p99"].median / figures["baseline_p99"].median, 2)
+        figures[f"{name}_p99"].notes = f"{ratios[name]}x the p99 with no hostile client"
+    return ratios
 
 
 def main() -> None:
@@ -245,21 +310,14 @@ def main() -> None:
             result = one_run(cluster, args.seconds, args.flood)
             runs.append(result)
             print(f"run {run + 1}: {result}", flush=True)
-    figures["answered"].runs = [r["flood"]["answered_pct"] for r in runs]
-    figures["p99"].runs = [r["flood"]["p99_ms"] for r in runs]
-    figures["rss"].runs = [r["rss_max_mib"] for r in runs]
-    figures["burst"].runs = [float(r["burst"]["answered"]) for r in runs]
-    figures["stop"].runs = [r["stop_s"] for r in runs]
-    figures["baseline_p99"].runs = [r["baseline"]["p99_ms"] for r in runs]
-    ratio = median(figures["p99"].runs) / median(figures["baseline_p99"].runs)
-    figures["p99"].notes = f"{ratio:.2f}x the p99 without hostile clients, in the same runs"
+    ratios = fill(figures, runs)
     write_results(
         NAME,
         list(figures.values()),
         {
             "runs": args.runs,
             "flood": args.flood,
-            "flood_kinds": list(KINDS),
+            "floods": FLOODS,
             "pace_s": PACE,
             "rate_per_s": RATE,
             "seconds_per_window": args.seconds,
@@ -267,7 +325,7 @@ def main() -> None:
             "burst": BURST,
             "python": sys.version.split()[0],
         },
-        {"runs": runs, "p99_ratio_flood_to_baseline": round(ratio, 2)},
+        {"runs": runs, "p99_ratio_to_baseline": ratios},
     )
 
 

@@ -110,9 +110,10 @@ class RapiServer:
         if header is None:
             raise HttpError(401, headers=_UNAUTHORIZED_HEADERS)
         client = request.peer
-        name = _user_name(header)
+        credentials = _basic_credentials(header)
+        name = credentials[0] if credentials else ""
         await self._wait_turn(client, name, header)
-        user = self._check_credentials(header)
+        user = self._check_credentials(credentials)
         if user is None:
             log.warning("Failed login from %s for %s", client, request.path)
             self.throttle.failed(client, name, header)
@@ -144,8 +145,7 @@ class RapiServer:
         finally:
             self._waiting -= keys
 
-    def _check_credentials(self, header: str) -> User | None:
-        credentials = _basic_credentials(header)
+    def _check_credentials(self, credentials: tuple[str, str] | None) -> User | None:
         if credentials is None:
             return None
         username, password = credentials
@@ -169,15 +169,6 @@ def _basic_credentials(header: str) -> tuple[str, str] | None:
         return None
     username, sep, password = decoded.partition(":")
     return (username, password) if sep else None
-
-
-def _user_name(header: str) -> str:
-    """The user name an ``Authorization`` header tries ("" if it names none)."""
-    try:
-        credentials = _basic_credentials(header)
-    except HttpError:
-        return ""
-    return credentials[0] if credentials else ""
 
 
 def _check_origin(request: Request) -> None:

@@ -173,17 +173,18 @@ def test_newcomers_close_the_connections_that_waited_longest(bounded: TestCluste
     kept.request("GET", "/2/info", headers={"Authorization": writer.auth or ""})
     assert kept.getresponse().read()
     # Unauthenticated connections up to the bound, the oldest first: ones
-    # sending the start of a request, ones idle after their handshake, ones
-    # that never start their handshake.
+    # sending the start of a request, ones that never start their handshake,
+    # ones idle after it (whose handshakes the server finishes after it took
+    # the silent ones in).
     sending = [tls_socket(bounded) for _ in range(5)]
     for sock in sending:
         sock.sendall(b"GET /2/info HTTP/1.1\r\nHost: rapi\r\n")
-    idle = [tls_socket(bounded) for _ in range(MAX_UNAUTHENTICATED // 2)]
     silent = [
         socket.create_connection((bounded.node_ip, RAPI_PORT), timeout=30)
-        for _ in range(MAX_UNAUTHENTICATED - len(sending) - len(idle))
+        for _ in range(MAX_UNAUTHENTICATED // 2)
     ]
-    held = [Peer(sock) for sock in [*idle, *silent]]
+    idle = [tls_socket(bounded) for _ in range(MAX_UNAUTHENTICATED - len(sending) - len(silent))]
+    held = [Peer(sock) for sock in [*silent, *idle]]
     busy = [Peer(sock) for sock in sending]
     newcomers: list[Peer] = []
     try:

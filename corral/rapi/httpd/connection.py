@@ -90,7 +90,11 @@ class HttpConnection(asyncio.Protocol):
         self._socket: asyncio.Transport | None = None  # under TLS, if any
         self._transport: asyncio.Transport | None = None  # what HTTP reads and writes
         self.task: asyncio.Task[None] | None = None  # the request in progress
-        self._deadline: asyncio.TimerHandle | None = None
+        # When the current wait ends (loop time; None: no deadline); the
+        # owner looks at every connection's deadline a few times a second.
+        self.deadline: float | None = None
+        # The owner's record of where it lists this connection.
+        self.listed: tuple[bool, bool] | None = None
         self._wakeup: asyncio.Future[None] | None = None
         self._request: Request | None = None
         self._write_paused = False
@@ -107,9 +111,7 @@ class HttpConnection(asyncio.Protocol):
             return
         self._silent = sock
         self._loop.add_reader(sock.fileno(), self._spoke)
-        self._deadline = self._loop.call_later(
-            self._settings.limits.handshake_timeout, self._expired
-        )
+        self.deadline = self._loop.time() + self._settings.limits.handshake_timeout
 
     def _spoke(self) -> None:
         sock, self._silent = self._silent, None
@@ -214,15 +216,12 @@ class HttpConnection(asyncio.Protocol):
             self.waiting_since = None
         elif self.waiting_since is None:
             self.waiting_since = self._loop.time()
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        if timeout is not None:
-            self._deadline = self._loop.call_later(timeout, self._expired)
+        self.deadline = None if timeout is None else self._loop.time() + timeout
         self._settings.owner.update(self)
 
-    def _expired(self) -> None:
-        self._deadline = None
+    def expire(self) -> None:
+        """The deadline passed (the owner calls this)."""
+        self.deadline = None
         if self.phase is Phase.BODY:
             self._timed_out = True  # the application answers 408
             self._wake()
@@ -240,12 +239,12 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.phase in (Phase.CLOSING, Phase.CLOSED) or self._transport is None:
             return
-        if self.phase is Phase.IDLE:
-            self.waiting_since = None  # from now on it waits in another way
-            self._enter(Phase.HEAD, self._settings.limits.request_timeout)
         self._h11.receive_data(data)
         if self.task is None:
             self._next_request()
+            if self.phase is Phase.IDLE and self.task is None:  # a head begun
+                self.waiting_since = None  # from now on it waits in another way
+                self._enter(Phase.HEAD, self._settings.limits.request_timeout)
         elif self.phase is Phase.BODY:
             self._wake()
         else:

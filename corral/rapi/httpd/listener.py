@@ -13,6 +13,8 @@ oldest waiting one closed for a newcomer, bursts held in the kernel's backlog.
   reset, until a connection ends or grows old.
 - When accept fails for want of descriptors, the oldest waiting connection
   goes whatever its age; with none, accepting pauses briefly.
+- Deadlines are looked at every ``SWEEP`` seconds, for all connections at
+  once: one timer, none per request.
 - Stopping closes everything within ``STOP_GRACE`` seconds: requests in
   progress get that long to finish, waiting clients none.
 """
@@ -37,6 +39,8 @@ ACCEPT_BATCH = 64
 # Seconds between looks at the connections while accepting pauses with none
 # that could be closed (a connection ending resumes it at once).
 PAUSE_CHECK = 0.25
+# Seconds between looks at the connections' deadlines (how late one may act).
+SWEEP = 0.25
 
 _Waiting = OrderedDict[HttpConnection, None]
 # Classes of waiting connections, (authenticated, active), in the order in
@@ -66,6 +70,7 @@ class Listener:
         self._reading = False
         self._stopping = False
         self._resume_timer: asyncio.TimerHandle | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
         # A connection accepted while there was no room, and its peer.
         self._parked: tuple[socket.socket, str] | None = None
         self._authenticated: set[HttpConnection] = set()
@@ -89,11 +94,14 @@ class Listener:
         self._sock = socket.create_server((self._host, self._port), family=family, backlog=BACKLOG)
         self._sock.setblocking(False)
         self._resume()
+        self._sweeper = self._loop.call_later(SWEEP, self._sweep)
 
     async def stop(self) -> None:
         """Stop accepting and close every connection (see the module's doc)."""
         self._stopping = True
         self._pause(None)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._sock is not None:
             self._sock.close()
         if self._parked is not None:
@@ -227,25 +235,32 @@ class Listener:
 
     # -- the connections' states ------------------------------------------------
 
+    def _sweep(self) -> None:
+        """Act on the deadlines that passed."""
+        now = self._loop.time()
+        for conn in [*self._unauthenticated, *self._authenticated]:
+            if conn.deadline is not None and conn.deadline <= now:
+                conn.expire()
+        self._sweeper = self._loop.call_later(SWEEP, self._sweep)
+
     def update(self, conn: HttpConnection) -> None:
         """Keep count of ``conn``'s class and wait (see connection.Owner)."""
-        cls = (conn.authenticated, conn.active)
-        for other, waiting in self._waiting.items():
-            if other != cls or conn.phase is Phase.CLOSED:
-                waiting.pop(conn, None)
-        if conn.phase is Phase.CLOSED:
+        closed = conn.phase is Phase.CLOSED
+        if closed:
             self._authenticated.discard(conn)
             self._unauthenticated.discard(conn)
             self._resume()
-            return
-        if conn.authenticated and conn in self._unauthenticated:
+        elif conn.authenticated and conn in self._unauthenticated:
             self._unauthenticated.remove(conn)
             self._authenticated.add(conn)
             self._resume()
-        waiting = self._waiting[cls]
-        if conn.waiting_since is None:
-            waiting.pop(conn, None)
-        elif conn not in waiting:
-            waiting[conn] = None
-        if conn.phase is Phase.CLOSING:
-            waiting.move_to_end(conn, last=False)  # the first to go
+        waiting = not closed and conn.waiting_since is not None
+        cls = (conn.authenticated, conn.active) if waiting else None
+        if cls != conn.listed:
+            if conn.listed is not None:
+                self._waiting[conn.listed].pop(conn, None)
+            if cls is not None:
+                self._waiting[cls][conn] = None
+            conn.listed = cls
+        if cls is not None and conn.phase is Phase.CLOSING:
+            self._waiting[cls].move_to_end(conn, last=False)  # the first to go
