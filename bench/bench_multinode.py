@@ -34,6 +34,7 @@ commit ratio 10,000/100 ≤ 1.5.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -50,10 +51,11 @@ from bench.common import (
     write_results,
 )
 from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
 from corral.luxi.client import Client
 from corral.objects import Instance
 from corral.rpc.reachability import DEFAULT_QUERY_DEADLINE
+from corral.state.sqlite.config import SqliteConfigStore
+from corral.state.sqlite.kv import SqliteMastership
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.fanout import FanoutBed
 from tests.helpers.waiting import wait_until
@@ -90,18 +92,27 @@ def list_one(cluster: TestCluster, name: str, runs: int) -> list[float]:
     return [list_ms(cluster, name) for _ in range(runs)]
 
 
-def snapshot(cluster: TestCluster, path: Path) -> Path:
-    """A consistent copy of the cluster's configuration (SQLite's backup)."""
-    with sqlite3.connect(cluster.paths.config_db) as src, sqlite3.connect(path) as dst:
-        src.backup(dst)
-    return path
+def snapshot(cluster: TestCluster, directory: Path) -> Path:
+    """A consistent copy of the cluster's configuration and mastership (SQLite's
+    backup) in ``directory``: a master of the copy fences as masterd does."""
+    directory.mkdir()
+    for path in (cluster.paths.config_db, cluster.paths.state_db):
+        with sqlite3.connect(path) as src, sqlite3.connect(directory / path.name) as dst:
+            src.backup(dst)
+    return directory
 
 
-def commit_ms(copies: dict[str, Path], instance: str, runs: int) -> dict[str, list[float]]:
+async def commit_ms(copies: dict[str, Path], instance: str, runs: int) -> dict[str, list[float]]:
     """Per configuration copy: ConfigManager commits of one instance's new tag,
-    timed in this process, the copies taking turns (so that the machine's load
-    drifting over time weighs on all alike), after WARM_UP rounds."""
-    managers = {key: ConfigManager(SqliteConfigStore(path)) for key, path in copies.items()}
+    timed in this process as masterd commits them (the master of each copy),
+    the copies taking turns (so that the machine's load drifting over time
+    weighs on all alike), after WARM_UP rounds."""
+    managers: dict[str, ConfigManager] = {}
+    for key, directory in copies.items():
+        managers[key] = cfg = await ConfigManager.open(SqliteConfigStore(directory / "config.db"))
+        mastership = SqliteMastership(directory / "state.db")
+        cfg.fence = (await mastership.acquire("bench", 600)).token
+        await mastership.close()
     samples: dict[str, list[float]] = {key: [] for key in copies}
     try:
         for run in range(runs + WARM_UP):
@@ -111,12 +122,12 @@ def commit_ms(copies: dict[str, Path], instance: str, runs: int) -> dict[str, li
                 start = time.perf_counter()
                 tx = cfg.transaction()
                 tx.update(inst)
-                tx.commit()
+                await tx.commit()
                 if run >= WARM_UP:
                     samples[key].append((time.perf_counter() - start) * 1000)
     finally:
         for cfg in managers.values():
-            cfg.close()
+            await cfg.close()
     return samples
 
 
@@ -214,12 +225,12 @@ def main() -> None:
             bed.place(placement(nodes, 0, SMALL))
             print(f"{NODES} nodes in {time.perf_counter() - started:.0f} s", flush=True)
             figs["one_small"].runs = list_one(cluster, "inst00042", args.runs)
-            copies = {"small": snapshot(cluster, Path(tmp) / "config-small.db")}
+            copies = {"small": snapshot(cluster, Path(tmp) / "config-small")}
             started = time.perf_counter()
             bed.place(placement(nodes, SMALL, INSTANCES))
             print(f"{INSTANCES} instances in {time.perf_counter() - started:.0f} s", flush=True)
-            copies["big"] = snapshot(cluster, Path(tmp) / "config-big.db")
-            commits = commit_ms(copies, "inst00042", max(COMMITS, args.runs))
+            copies["big"] = snapshot(cluster, Path(tmp) / "config-big")
+            commits = asyncio.run(commit_ms(copies, "inst00042", max(COMMITS, args.runs)))
             with cluster.client() as client:
                 figs["one_big"].runs = list_one(cluster, "inst00042", args.runs)
                 for _ in range(WARM_UP):

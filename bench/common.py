@@ -36,6 +36,7 @@ from typing import Any
 from corral import constants as C
 from corral.luxi.client import Client
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.jobs import wait_job_final
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where results are written: ``bench/results``, unless this variable names
@@ -127,7 +128,7 @@ def wait_all_final(client: Client, job_ids: Sequence[int], timeout: float = 600)
     while pending:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(pending)} jobs still unfinished")
-        wait_final(client, pending[-1], deadline - time.monotonic())
+        wait_job_final(client, pending[-1], deadline - time.monotonic())
         rows = client.query_jobs(pending, ["id", "status"])
         still = []
         for job_id, row in zip(pending, rows, strict=True):
@@ -139,26 +140,6 @@ def wait_all_final(client: Client, job_ids: Sequence[int], timeout: float = 600)
                 still.append(job_id)
         pending = still
     return [statuses[j] for j in job_ids]
-
-
-def wait_final(client: Client, job_id: int, timeout: float = 600) -> str:
-    """Block until one job has a final status (WaitForJobChange); returns it."""
-    deadline = time.monotonic() + timeout
-    prev: Any = None
-    serial = 0  # the last log entry seen: entries already seen do not wake us again
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"job {job_id} still unfinished")
-        result = client.wait_for_job_change(
-            job_id, ["status"], prev, serial, min(remaining, C.LUXI_WFJC_TIMEOUT)
-        )
-        if result == "nochange":
-            continue
-        prev, log = result
-        serial = max([serial, *(entry[0] for entry in log or [])])
-        if prev[0] in FINAL:
-            return str(prev[0])
 
 
 def fill_queue(client: Client, count: int, batch: int = 2500, archive: bool = False) -> list[int]:

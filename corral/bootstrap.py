@@ -168,9 +168,9 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
     # pydantic is needed only here, so it is imported here.
     from corral import params as P
     from corral.config.manager import initial_change
-    from corral.config.store import SqliteConfigStore
     from corral.ipolicy import initial_ipolicy
     from corral.objects import Cluster, Node, NodeGroup
+    from corral.state.sqlite.config import SqliteConfigStore
 
     assert opts.node_ip and opts.master_ip and opts.secondary_ip
     group = NodeGroup(name=C.DEFAULT_NODEGROUP)
@@ -205,17 +205,16 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         uid_pool=opts.uid_pool,
         enabled_user_shutdown=opts.enabled_user_shutdown,
     )
-    SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node])).close()
+    SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node]))
 
 
 def created_files(paths: Paths) -> list[Path]:
     """What init creates and destroy removes (hooks, OS dirs and logs stay)."""
     from corral.master.join_tokens import TOKENS_FILE
 
+    databases = (paths.config_db, paths.state_db)
     return [
-        paths.config_db,
-        paths.config_db.with_name(paths.config_db.name + "-wal"),
-        paths.config_db.with_name(paths.config_db.name + "-shm"),
+        *(db.with_name(db.name + suffix) for db in databases for suffix in ("", "-wal", "-shm")),
         paths.queue_dir,
         paths.ca_cert,
         paths.ca_key,

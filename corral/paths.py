@@ -144,6 +144,11 @@ class Paths:
 
     # Files in the data directory
     @property
+    def state_db(self) -> Path:
+        """The master's small durable state and its mastership (SQLite)."""
+        return self.data_dir / "state.db"
+
+    @property
     def config_db(self) -> Path:
         return self._under(CONFIG_DB)
 

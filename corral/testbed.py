@@ -28,6 +28,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -176,11 +177,20 @@ def start_joining(
     paths: Paths, address: str, port: int, token: str | None, wrap: Wrap = lambda argv: argv
 ) -> None:
     """Start corral-noded without a cluster on ``paths``, waiting to join with
-    ``token``; ``wrap(argv)`` runs it elsewhere (see :class:`Network`)."""
+    ``token``; ``wrap(argv)`` runs it elsewhere (see :class:`Network`).  The
+    token goes through a 0600 file, never the command line (``ps`` shows that)."""
     paths.root.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "corral.daemons.noded", "-b", address, "-p", str(port)]
-    cmd += ["--join-token", token] if token else []
-    start_daemon(wrap(cmd), daemon_env(paths), timeout=60)
+    if not token:
+        start_daemon(wrap(cmd), daemon_env(paths), timeout=60)
+        return
+    fd, name = tempfile.mkstemp(dir=paths.root, prefix=".join-token-")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(token + "\n")
+        start_daemon(wrap([*cmd, "--join-token-file", name]), daemon_env(paths), timeout=60)
+    finally:
+        os.unlink(name)
 
 
 def join(client: Client, nodes: Sequence[tuple[str, str]], **fields: object) -> None:

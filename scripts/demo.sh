@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-export CORRAL_ROOT="$PWD/demo-cluster"
-NODE2_ROOT="$PWD/demo-node2"
+# CORRAL_DEMO_DIR puts the two roots elsewhere (the README's test does).
+DEMO_DIR="${CORRAL_DEMO_DIR:-$PWD}"
+export CORRAL_ROOT="$DEMO_DIR/demo-cluster"
+NODE2_ROOT="$DEMO_DIR/demo-node2"
 G=".venv/bin"
 for root in "$CORRAL_ROOT" "$NODE2_ROOT"; do
   [[ -e $root ]] || continue
@@ -44,23 +46,12 @@ echo "== gnt-cluster verify"; $G/gnt-cluster verify
 echo "== gnt-job list (final)"; $G/gnt-job list
 echo "== gnt-cluster list-tags"; $G/gnt-cluster list-tags
 
-# An OS definition (Ganeti's OS interface, API 20): its create script writes a
-# label into the instance's first disk.
-OS_DIR="$CORRAL_ROOT/srv/ganeti/os/demo"
-mkdir -p "$OS_DIR"
-echo 20 > "$OS_DIR/ganeti_api_version"
-printf 'default\nminimal\n' > "$OS_DIR/variants.list"
-printf 'greeting A word written into the disk\ntoken A secret, never stored\n' > "$OS_DIR/parameters.list"
-cat > "$OS_DIR/create" <<'SCRIPT'
-#!/bin/sh
-echo "installing $INSTANCE_NAME ($OS_VARIANT) on $DISK_0_PATH"
-printf '%s from %s\n' "${OSP_GREETING:-hello}" "$INSTANCE_NAME" | dd of="$DISK_0_PATH" conv=notrunc 2>/dev/null
-SCRIPT
-for script in export import rename verify; do printf '#!/bin/sh\nexit 0\n' > "$OS_DIR/$script"; done
-chmod +x "$OS_DIR"/create "$OS_DIR"/export "$OS_DIR"/import "$OS_DIR"/rename "$OS_DIR"/verify
-# The second node has the same OS definition (gnt-cluster verify compares them).
-mkdir -p "$NODE2_ROOT/srv/ganeti/os"
-cp -a "$OS_DIR" "$NODE2_ROOT/srv/ganeti/os/"
+# An OS definition (Ganeti's OS interface, API 20): examples/os/demo writes a
+# greeting into the instance's first disk.  Every node has its own copy
+# (gnt-cluster verify compares them).
+for root in "$CORRAL_ROOT" "$NODE2_ROOT"; do
+  mkdir -p "$root/srv/ganeti/os" && cp -r examples/os/demo "$root/srv/ganeti/os/"
+done
 echo "== gnt-os list"; $G/gnt-os list
 echo "== gnt-instance add"
 $G/gnt-instance add -t file --disk 0:size=1g -o demo+default -O greeting=bonjour \
@@ -85,8 +76,9 @@ echo "== RAPI: PUT /2/instances/db1.demo.corral/startup, then wait for the job"
 rapi 'c.wait_for_job(c.startup_instance("db1.demo.corral"))["status"]'
 echo "== RAPI: GET /2/instances/db1.demo.corral: status"; rapi 'c.get_instance("db1.demo.corral")["status"]'
 echo "== A second node joins: a one-time token from the master, given to the new node's noded"
-TOKEN=$($G/gnt-node join-token)
-CORRAL_ROOT="$NODE2_ROOT" $G/corral-noded -b 127.0.0.2 -p "${CORRAL_DEMO_PORT:-18811}" --join-token "$TOKEN"
+# On standard input ("--join-token -"): a token on the command line would show in ps.
+$G/gnt-node join-token |
+    CORRAL_ROOT="$NODE2_ROOT" $G/corral-noded -b 127.0.0.2 -p "${CORRAL_DEMO_PORT:-18811}" --join-token -
 $G/gnt-node add --node-ip 127.0.0.2 node2.demo.corral
 echo "== gnt-node list"; $G/gnt-node list
 echo "== gnt-instance failover db1 (the fake hypervisor hands it over)"; $G/gnt-instance failover -f db1.demo.corral

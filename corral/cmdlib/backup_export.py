@@ -6,7 +6,9 @@ Local: every disk is streamed (through the OS export script, or read raw)
 into ``<export dir>/<instance>.new/<disk uuid>`` on the target node, then
 ``config.ini`` is written there and the directory replaces the instance's
 previous export; older exports of the instance on other nodes are removed.
-A failed export leaves no ``.new`` directory and the previous export intact.
+A failed export leaves no ``.new`` directory and the previous export intact,
+and the instance running again if the export shut it down; so does an export
+that masterd's death interrupted (its record, :mod:`corral.cmdlib.intents`).
 
 Remote: the destination's signed disk infos, certificate and the X509 key
 name (made by OP_BACKUP_PREPARE) are checked with the cluster domain secret
@@ -26,6 +28,7 @@ from corral import constants as C
 from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import intents
 from corral.cmdlib.backup_common import (
     check_compression_tool,
     check_node_not_drained,
@@ -76,7 +79,7 @@ class LUBackupExport(InstanceLU):
         super().expand_names()
         if self.op.mode == C.EXPORT_MODE_LOCAL:
             wanted = self.op.target_node_uuid or self.op.target_node
-            node = self.cfg.lookup(Node, wanted)
+            node = self.expand(Node, wanted)
             self.op.target_node, self.op.target_node_uuid = node.name, node.uuid
             self.dst_node = node
 
@@ -161,34 +164,54 @@ class LUBackupExport(InstanceLU):
 
     # Execution
     async def exec(self) -> Any:
+        await intents.settle_before(self)
         inst, op = self.instance, self.op
         restart = op.shutdown and inst.admin_state == ADMIN_UP and not op.remove_instance
-        if op.shutdown:
-            self.feedback(f"Shutting down instance {inst.name}")
-            await self.node_call(
-                "instance_shutdown",
-                [inst.hypervisor, inst.name, op.shutdown_timeout],
-                "Could not shutdown instance",
-            )
+        intent = self._intent(restart)
+        record = await intents.write(self.master.paths, intent)
         try:
+            if op.shutdown:
+                self.feedback(f"Shutting down instance {inst.name}")
+                await self.node_call(
+                    "instance_shutdown",
+                    [inst.hypervisor, inst.name, op.shutdown_timeout],
+                    "Could not shutdown instance",
+                )
             if op.mode == C.EXPORT_MODE_LOCAL:
                 fin_resu, dresults = await self._local_export()
             else:
                 fin_resu, dresults = await self._remote_export()
+            _raise_on_failures(fin_resu, dresults)
         except BaseException:
-            # Also when the job is cancelled: the instance runs again.
-            if restart:
-                await asyncio.shield(self._start_instance(quiet=True))
+            # Also when the job is cancelled: the partial export goes and the
+            # instance runs again, to the end (as after a crash).
+            await asyncio.shield(
+                intents.conclude(self.master, record, intent, intents.Say.of(self))
+            )
             raise
-        if restart:
-            await self._start_instance()
-        _raise_on_failures(fin_resu, dresults)
+        try:
+            if restart:
+                await self._start_instance()
+        finally:
+            intents.drop(record)
         if op.remove_instance:
             self.feedback(f"Removing instance {inst.name}")
             await self._remove_instance()
         if op.mode == C.EXPORT_MODE_LOCAL:
             await self._remove_older_exports()
         return [fin_resu, dresults]
+
+    def _intent(self, restart: bool) -> intents.Intent:
+        """The export's record: what a failure or masterd's death must undo."""
+        inst, op = self.instance, self.op
+        if op.mode == C.EXPORT_MODE_LOCAL:
+            assert self.dst_node is not None
+            return intents.Intent.for_instance(
+                intents.EXPORT, inst, self.dst_node.uuid, restart=restart, export=inst.name
+            )
+        return intents.Intent.for_instance(
+            intents.EXPORT, inst, inst.primary_node, restart=restart, key=self.key_name
+        )
 
     def _script_descriptor(self) -> dict[str, Any]:
         """The instance as the OS export script needs it (its parameters too)."""
@@ -218,16 +241,8 @@ class LUBackupExport(InstanceLU):
             src_end = impexp.Endpoint(self.pnode, kind, args)
             dst_end = impexp.Endpoint(dst, K.FILE, {"export": inst.name, "dump": disk.uuid})
             pairs.append((src_end, dst_end))
-        try:
-            dresults = await impexp.transfer_within_cluster(
-                self, pairs, desc, desc, self.op.compress
-            )
-            fin_resu = all(dresults) and await self._finalize(dst)
-        except BaseException:
-            await asyncio.shield(self._drop_partial(dst))
-            raise
-        if not fin_resu:
-            await self._drop_partial(dst)
+        dresults = await impexp.transfer_within_cluster(self, pairs, desc, desc, self.op.compress)
+        fin_resu = all(dresults) and await self._finalize(dst)
         return fin_resu, dresults
 
     async def _finalize(self, dst: Node) -> bool:
@@ -246,16 +261,6 @@ class LUBackupExport(InstanceLU):
                 f" {res.fail_msg}"
             )
         return not res.failed
-
-    async def _drop_partial(self, dst: Node) -> None:
-        """Remove ``<instance>.new`` (what a failed export wrote); the previous
-        export of the instance stays."""
-        partial = f"{self.instance.name}.new"
-        res = await self.master.rpc.call_one(dst.uuid, dst.primary_ip, "export_remove", [partial])
-        if res.failed:
-            self.warn(
-                f"Could not remove the partial export {partial} on node {dst.name}: {res.fail_msg}"
-            )
 
     async def _remote_export(self) -> tuple[bool, list[bool]]:
         inst, node = self.instance, self.pnode
@@ -300,9 +305,8 @@ class LUBackupExport(InstanceLU):
                 f"Could not remove X509 key {self.key_name} on node {node.name}: {res.fail_msg}"
             )
 
-    async def _start_instance(self, quiet: bool = False) -> None:
-        """Start the instance again after the export (Ganeti's StartInstance);
-        ``quiet``: the export already failed, a failure here is only a warning."""
+    async def _start_instance(self) -> None:
+        """Start the instance again after the export (Ganeti's StartInstance)."""
         inst, node = self.instance, self.pnode
         self.feedback(f"Starting instance {inst.name}")
         res = await self.master.rpc.call_one(
@@ -311,8 +315,7 @@ class LUBackupExport(InstanceLU):
         if not res.failed:
             return
         self.feedback(f"Failed to start instance: {res.fail_msg}")
-        if not quiet:
-            raise errors.OpExecError(f"Could not start instance: {res.fail_msg}")
+        raise errors.OpExecError(f"Could not start instance: {res.fail_msg}")
 
     async def _remove_instance(self) -> None:
         """Ganeti's RemoveInstance: the disks, then the configuration entry."""

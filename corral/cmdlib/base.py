@@ -8,14 +8,18 @@ execute → commit config → post hooks → config-update hook.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from corral import constants as C
+from corral import errors
+from corral.config.manager import KIND_NAMES
 from corral.hooks import HooksMaster, HookSpec, node_addresses
-from corral.objects import Node
+from corral.objects import ConfigObject, Node
 from corral.opcodes.base import OpCode
 
 if TYPE_CHECKING:
-    from corral.config.manager import ConfigTransaction
+    from corral.config.manager import ConfigManager, ConfigTransaction
     from corral.jobs.runner import OpContext
     from corral.master.context import Master
     from corral.rpc.client import RpcResult
@@ -24,6 +28,7 @@ if TYPE_CHECKING:
 ALL_SET = "__all__"
 
 OpT = TypeVar("OpT", bound=OpCode)
+ObjT = TypeVar("ObjT", bound=ConfigObject)
 
 _LU_REGISTRY: dict[str, type[LogicalUnit[Any]]] = {}
 
@@ -47,6 +52,7 @@ class LogicalUnit(ABC, Generic[OpT]):
         self.tx = tx
         self.needed_locks: dict[str, list[str] | str] = {}
         self.share_locks: dict[str, bool] = {}
+        self._expanded: list[_Expanded] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -93,6 +99,32 @@ class LogicalUnit(ABC, Generic[OpT]):
         """Fold post-hook results into the unit's result (cluster verify)."""
         return result
 
+    # Names expanded before the locks, checked again under them
+    def expand(self, cls: type[ObjT], name_or_uuid: str) -> ObjT:
+        """The object the opcode names (by name or uuid), looked up before any
+        lock is held: the processor checks, once the locks are held, that the
+        name still belongs to that object (see :meth:`recheck_expanded`)."""
+        obj = self.cfg.lookup(cls, name_or_uuid)
+        self._expanded.append(_Expanded(cls, obj.name, obj.uuid))
+        return obj
+
+    def recheck_expanded(self) -> None:
+        """Refuse to go on if an object named before the locks were taken was
+        renamed, removed or replaced meanwhile.
+
+        Locks are taken by name (instances) or uuid; a job queued behind a rename
+        or a removal would otherwise act on whatever now carries the name it
+        looked up, or on an object under a name it does not hold the lock of.
+        """
+        for entry in self._expanded:
+            entry.check(self.cfg)
+
+    async def checkpoint(self) -> None:
+        """Commit what the unit changed so far and go on in a new transaction
+        (an operation whose later steps need the first ones durable)."""
+        await self.tx.commit()
+        self.tx = self.cfg.transaction()
+
     # Helpers for the units
     def feedback(self, message: str) -> None:
         self.ctx.feedback(message)
@@ -125,6 +157,32 @@ class LogicalUnit(ABC, Generic[OpT]):
             self.hooks_callback,
         )
         return HooksMaster(self.master, spec)
+
+
+@dataclass(frozen=True)
+class _Expanded:
+    """An object a unit looked up by name before holding its lock."""
+
+    cls: type[ConfigObject]
+    name: str
+    uuid: str
+
+    def check(self, cfg: ConfigManager) -> None:
+        kind = KIND_NAMES.get(self.cls.TABLE, self.cls.__name__)
+        holder = cfg.find(self.cls, self.name)
+        if holder is not None and holder.uuid == self.uuid:
+            return
+        if holder is not None:
+            # Ganeti's words (ExpandInstanceUuidAndName and its kin).
+            raise errors.OpPrereqError(
+                f"The {kind.lower()}s UUID '{holder.uuid}' does not match the expected UUID"
+                f" '{self.uuid}' for {kind.lower()} '{self.name}'. Maybe the {kind.lower()}"
+                " changed since you submitted this job.",
+                C.ECODE_NOTUNIQUE,
+            )
+        current = cfg.get(self.cls, self.uuid)
+        why = f" (renamed to '{current.name}' after this job was submitted)" if current else ""
+        raise errors.OpPrereqError(f"{kind} '{self.name}' not known{why}", C.ECODE_NOENT)
 
 
 def lu_class(op_id: str) -> type[LogicalUnit[Any]] | None:

@@ -370,6 +370,11 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                     U.check_variant(os_name, entry, False)
                 U.check_params_declared(os_name, entry, list(values))
                 holders.append(self.cfg.lookup(Node, node_name))
+        master = self.cfg.master_node
+        if master not in holders:
+            # Ganeti's words (it checks on the master only): parameters of an
+            # OS not installed yet are kept, for when it is.
+            self.log_info(f"OS {os_name} not found on node {master.name}, validation skipped")
         if holders and values:
             public, hidden = ({}, values) if private else (values, {})
             params, names = U.script_osparams(self, os_name, public, hidden, {})

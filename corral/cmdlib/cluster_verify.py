@@ -27,6 +27,7 @@ from corral.cmdlib.cluster_verify_instances import (
     InstanceChecks,
     disk_args,
     disks_by_node,
+    interrupted_leftovers,
     other_notes,
     storage_files_nodes,
 )
@@ -175,17 +176,23 @@ class LUClusterVerifyGroup(_VerifyLU):
     def expand_names(self) -> None:
         # node uuid → why it did not answer node_verify
         self.unanswered: dict[str, str] = {}
-        self.group = self.cfg.lookup(NodeGroup, self.op.group_name)
-        self.nodes = [n for n in self.cfg.nodes() if n.group == self.group.uuid]
+        self.group = self.expand(NodeGroup, self.op.group_name)
+        self.nodes: list[Node] = []
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODEGROUP] = [self.group.uuid]
-        self.needed_locks[C.LEVEL_NODE] = [n.uuid for n in self.nodes]
-        # Shared node-res locks wait for adds under way: their disks are no orphans.
-        self.needed_locks[C.LEVEL_NODE_RES] = [n.uuid for n in self.nodes]
         self.share_locks[C.LEVEL_NODEGROUP] = True
         self.share_locks[C.LEVEL_NODE] = True
         self.share_locks[C.LEVEL_NODE_RES] = True
+
+    def declare_level(self, level: str) -> None:
+        # The members are read under the group's lock (assigning nodes takes it).
+        if level == C.LEVEL_NODE:
+            self.nodes = [n for n in self.cfg.nodes() if n.group == self.group.uuid]
+            self.needed_locks[C.LEVEL_NODE] = [n.uuid for n in self.nodes]
+        elif level == C.LEVEL_NODE_RES:
+            # Shared node-res locks wait for adds under way: their disks are no orphans.
+            self.needed_locks[C.LEVEL_NODE_RES] = [n.uuid for n in self.nodes]
 
     def build_hooks_env(self) -> dict[str, Any]:
         env: dict[str, Any] = {"CLUSTER_TAGS": " ".join(sorted(self.cfg.cluster.tags))}
@@ -227,6 +234,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             checks.instance(inst, wanted)
         self.feedback("* Verifying orphan volumes")
         checks.orphan_files()
+        interrupted_leftovers(self.report, self.cfg, self.master.paths, images)
         if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
             # Ganeti checks that secondaries could take over their primaries'
             # instances: Corral's templates have no secondary nodes, so none is due.
@@ -251,6 +259,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             NV.INSTANCELIST: hypervisors,
             NV.OSLIST: None,
             NV.STORAGE: storage,
+            NV.UNFINISHED_EXPORTS: None,
         }
 
     async def _gather(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from corral.cmdlib import intents
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
@@ -20,7 +21,9 @@ from corral.rpc import node_verify as NV
 from corral.storage import templates
 
 if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
     from corral.objects import Cluster
+    from corral.paths import Paths
 
 
 def _template(inst: Instance) -> templates.DiskTemplate | None:
@@ -161,6 +164,24 @@ class InstanceChecks:
                             f"volume {path} is unknown",
                             warning=True,
                         )
+
+
+def interrupted_leftovers(
+    report: Reporter, cfg: ConfigManager, paths: Paths, images: dict[str, NodeImage]
+) -> None:
+    """What interrupted operations left on the group's nodes: the records
+    masterd has not settled yet (:mod:`corral.cmdlib.intents`), and unfinished
+    exports (``<instance>.new``) that no record covers."""
+    for found in intents.findings(cfg, paths):
+        if found.node in images:
+            report(found.ecode, found.itype, found.item, found.text, warning=found.warning)
+    covered = intents.unfinished_exports(paths)
+    for uuid, img in sorted(images.items(), key=lambda item: item[1].node.name):
+        names = [] if img.answer is None else img.answer.get(NV.UNFINISHED_EXPORTS) or []
+        for name in names:
+            if (uuid, name) not in covered:
+                text = f"unfinished export {name}.new is unknown"
+                report("ENODEORPHANLV", "node", img.node.name, text, warning=True)
 
 
 def other_notes(

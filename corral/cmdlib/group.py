@@ -75,7 +75,7 @@ class _GroupLU(LogicalUnit[Any]):
     group: NodeGroup
 
     def expand_names(self) -> None:
-        self.group = self.cfg.lookup(NodeGroup, self.op.group_name)
+        self.group = self.expand(NodeGroup, self.op.group_name)
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODEGROUP] = [self.group.uuid]
@@ -263,7 +263,7 @@ class LUGroupAssignNodes(_GroupLU):
 
     def expand_names(self) -> None:
         super().expand_names()
-        self.nodes = [self.cfg.lookup(Node, name) for name in self.op.nodes]
+        self.nodes = [self.expand(Node, name) for name in self.op.nodes]
         self.op.node_uuids = [n.uuid for n in self.nodes]
         self.old_groups = {n.group for n in self.nodes}
 

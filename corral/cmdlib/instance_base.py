@@ -10,6 +10,9 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.objects import Instance, Node
 
+# A node level's value meaning "the instance's nodes, read once its lock is held".
+INSTANCE_NODES = "__instance_nodes__"
+
 
 class InstanceLU(LogicalUnit[Any]):
     """Looks up ``op.instance_name``, locks it and its nodes, builds its hooks env."""
@@ -22,23 +25,37 @@ class InstanceLU(LogicalUnit[Any]):
     instance: Instance
 
     def expand_names(self) -> None:
-        self.instance = self.cfg.lookup(Instance, self.op.instance_name)
+        self.instance = self.expand(Instance, self.op.instance_name)
         self.op.instance_uuid = self.instance.uuid
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
-        self.needed_locks[C.LEVEL_NODE] = list(self.instance.all_nodes)
+        self.needed_locks[C.LEVEL_NODE] = INSTANCE_NODES
         self.share_locks[C.LEVEL_NODE] = True
         if self.NEEDS_NODE_RES:
-            self.needed_locks[C.LEVEL_NODE_RES] = list(self.instance.all_nodes)
+            self.needed_locks[C.LEVEL_NODE_RES] = INSTANCE_NODES
 
-    async def check_prereq(self) -> None:
+    def declare_level(self, level: str) -> None:
+        # The nodes are read under the instance's lock: a failover or migration
+        # that ran while this job waited has moved the instance.
+        if self.needed_locks.get(level) == INSTANCE_NODES:
+            self.needed_locks[level] = list(dict.fromkeys(self.node_locks()))
+
+    def node_locks(self) -> list[str]:
+        """The nodes :data:`INSTANCE_NODES` stands for (the instance's lock held)."""
+        return list(self.current_instance().all_nodes)
+
+    def current_instance(self) -> Instance:
+        """The instance as committed now (the unit holds its lock)."""
         current = self.cfg.get(Instance, self.instance.uuid)
         if current is None:
             raise errors.OpPrereqError(
                 f"Instance '{self.instance.name}' was removed", C.ECODE_NOENT
             )
-        self.instance = current
+        return current
+
+    async def check_prereq(self) -> None:
+        self.instance = self.current_instance()
 
     @property
     def pnode(self) -> Node:

@@ -12,9 +12,9 @@ from corral import capabilities, errors
 from corral import constants as C
 from corral import params as P
 from corral.cmdlib import instance_import as imp
-from corral.cmdlib import instance_intents as intents
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import intents
 from corral.cmdlib.backup_common import check_compression_tool
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
@@ -254,7 +254,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         if self.allocator is None:
-            self.pnode = self.cfg.lookup(Node, self.op.pnode_uuid or self.op.pnode or "")
+            self.pnode = self.expand(Node, self.op.pnode_uuid or self.op.pnode or "")
         elif self.template.adopts:
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script; give the node (-n)",
@@ -373,8 +373,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             if mac in ("auto", "generate"):
                 mac = U.generate_mac(cluster.mac_prefix, taken)
             elif mac in taken:
+                # An import keeps the export's MACs unless told otherwise.
+                hint = f"; use --net {idx}:mac=generate for a new one" if self.import_source else ""
                 raise errors.OpPrereqError(
-                    f"MAC address {mac} already in use in cluster", C.ECODE_NOTUNIQUE
+                    f"MAC address {mac} already in use in cluster{hint}", C.ECODE_NOTUNIQUE
                 )
             else:
                 taken.add(mac)
@@ -463,28 +465,28 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         with ports.reserved_port(self.cfg) as port:
             self.instance.network_port = port
             result = await self._exec()
-            self.tx.commit()
-            self.tx = self.cfg.transaction()
+            await self.checkpoint()
             return result
 
     async def _exec(self) -> Any:
         inst = self.instance
         # What an earlier, interrupted add of this name left behind goes first.
-        await intents.settle_name(self.master, inst.name, self.warn)
+        say = intents.Say.of(self)
+        await intents.settle_name(self.master, inst.name, say)
         record = None
         if inst.disks or self.op.start:
-            record = intents.write(self.master.paths, intents.Intent.of(inst))
+            record = await intents.write(self.master.paths, intents.Intent.of(inst))
         try:
             await self._create(inst)
         except BaseException:
-            if record is not None and not await intents.settle(
-                self.master, record, intents.Intent.of(inst), self.warn
-            ):
-                intents.resolve_in_background(self.master)
+            if record is not None:
+                await intents.conclude(self.master, record, intents.Intent.of(inst), say)
             raise
         self.tx.add(inst)
         if record is not None:
-            intents.drop_after_commit(self.master, record, inst.uuid)
+            intents.drop_after_commit(
+                self.master, record, lambda: self.cfg.get(Instance, inst.uuid) is not None
+            )
         return [self.pnode.name]
 
     async def _create(self, inst: Instance) -> None:

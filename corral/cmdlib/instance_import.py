@@ -114,7 +114,7 @@ def check_remote_arguments(lu: LUInstanceCreate) -> RemoteSource:
 def source_node(lu: LUInstanceCreate) -> Node | None:
     """The node named by src_node/src_node_uuid, if any (unknown: OpPrereqError)."""
     name = lu.op.src_node_uuid or lu.op.src_node
-    return None if name is None else lu.cfg.lookup(Node, name)
+    return None if name is None else lu.expand(Node, name)
 
 
 # Reading the export

@@ -4,7 +4,9 @@ Ganeti cannot live-migrate them; Corral does (a deliberate extension): the
 master creates empty disks on the target before it accepts the instance,
 the hypervisor copies them while the guest runs (kvm: an NBD drive-mirror),
 and once the target runs the guest the source's disks go.  A failed
-migration removes the target's copies; the source's stay untouched.
+migration removes the target's copies; the source's stay untouched.  What
+a migration that masterd's death interrupted left goes once it is clear
+which node runs the instance (:mod:`corral.cmdlib.intents`).
 """
 
 from __future__ import annotations
@@ -57,13 +59,17 @@ class MigratedDisks:
                     f"Could not remove a disk copy on node {self.target.name}: {res.fail_msg}"
                 )
 
-    async def remove_source(self) -> None:
-        """Remove the source's disks (the target runs the instance on its copies)."""
+    async def remove_source(self) -> bool:
+        """Remove the source's disks (the target runs the instance on its
+        copies); whether all went."""
         self.created = []
         self.lu.feedback(f"* removing the disks on the source node {self.source.name}")
+        removed = True
         for index, disk in enumerate(self.disks):
             res = await self._call(self.source, "blockdev_remove", disk)
             if res.failed:
+                removed = False
                 self.lu.warn(
                     f"Could not remove disk/{index} on node {self.source.name}: {res.fail_msg}"
                 )
+        return removed

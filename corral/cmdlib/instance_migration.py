@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import intents
 from corral.cmdlib.base import ALL_SET
-from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services import allocator
@@ -66,20 +67,21 @@ class _MoveLU(InstanceLU):
     def expand_names(self) -> None:
         super().expand_names()
         if self.op.target_node is not None:
-            self.target = self.cfg.lookup(Node, self.op.target_node)
+            self.target = self.expand(Node, self.op.target_node)
             self.op.target_node, self.op.target_node_uuid = self.target.name, self.target.uuid
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
         # Without a target the allocator (or, cleaning up, the search for
         # where the instance runs) looks at every node.
-        if self.target is None:
-            nodes: list[str] | str = ALL_SET
-        else:
-            nodes = [self.instance.primary_node, self.target.uuid]
+        nodes = ALL_SET if self.target is None else INSTANCE_NODES
         self.needed_locks[C.LEVEL_NODE] = nodes
         self.share_locks[C.LEVEL_NODE] = True
         self.needed_locks[C.LEVEL_NODE_RES] = nodes
+
+    def node_locks(self) -> list[str]:
+        assert self.target is not None
+        return [self.current_instance().primary_node, self.target.uuid]
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -111,6 +113,8 @@ class _MoveLU(InstanceLU):
     async def _choose_target(self) -> None:
         if self.target is None:
             self.target = await self._run_allocator()
+        else:
+            self.target = self.cfg.lookup(Node, self.target.uuid)  # as it is under its lock
         if self.target.uuid == self.source_uuid:
             raise errors.OpPrereqError(
                 f"Cannot migrate instance {self.instance.name} to its primary ({self.pnode.name})",
@@ -196,6 +200,7 @@ class LUInstanceFailover(_MoveLU):
 
     async def exec(self) -> Any:
         assert self.target is not None
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         await mover.failover(self.op.shutdown_timeout, self.op.ignore_consistency)
         return None
@@ -264,12 +269,17 @@ class LUInstanceMigrate(_MoveLU):
         }
 
     async def exec(self) -> Any:
+        if self.cleanup:
+            # What an interrupted migration left waits for this repair: it is
+            # settled once the unit committed (its lock released).
+            await Mover(self, self.source_uuid, self.target).cleanup()
+            intents.resolve_in_background(self.master)
+            return None
+        await intents.settle_before(self)
         mover = Mover(self, self.source_uuid, self.target)
         if self.failover:
             assert self.target is not None
             await mover.failover(C.DEFAULT_SHUTDOWN_TIMEOUT, False)
-        elif self.cleanup:
-            await mover.cleanup()
         else:
             await mover.migrate(self.live, self.current_memory, self.op.allow_runtime_changes)
         return None

@@ -7,7 +7,9 @@ names the target only once every disk arrived and was verified, then the
 source's disks are removed and the instance started on the target if it is
 marked up.  Any failure before that leaves the source as it was: its disks,
 the configuration, and the instance running again if it was; the target's
-partial disks are removed.
+partial disks are removed.  A record of the move (:mod:`corral.cmdlib.intents`)
+does the same for a move that masterd's death interrupted: finished if the
+configuration names the target, undone if not.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib.instance_base import InstanceLU
+from corral.cmdlib import intents
+from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_copy import DiskCopy
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
 from corral.master.services.params import filled_beparams
@@ -60,14 +63,16 @@ class LUInstanceMove(InstanceLU):
 
     def expand_names(self) -> None:
         super().expand_names()
-        self.target = self.cfg.lookup(Node, self.op.target_node)
+        self.target = self.expand(Node, self.op.target_node)
         self.op.target_node, self.op.target_node_uuid = self.target.name, self.target.uuid
 
     def declare_locks(self) -> None:
-        nodes = list(dict.fromkeys([self.instance.primary_node, self.target.uuid]))
         self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name]
-        self.needed_locks[C.LEVEL_NODE] = nodes
-        self.needed_locks[C.LEVEL_NODE_RES] = nodes
+        self.needed_locks[C.LEVEL_NODE] = INSTANCE_NODES
+        self.needed_locks[C.LEVEL_NODE_RES] = INSTANCE_NODES
+
+    def node_locks(self) -> list[str]:
+        return [self.current_instance().primary_node, self.target.uuid]
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -106,37 +111,59 @@ class LUInstanceMove(InstanceLU):
         return nodes, nodes
 
     async def exec(self) -> Any:
+        await intents.settle_before(self)
         inst, source, target = self.instance, self.pnode, self.target
         was_running = await self.is_running()
-        self.log_info(f"Shutting down instance {inst.name} on source node {source.name}")
-        await self._shutdown(source)
         copy = DiskCopy(self, source, target, inst.disks)
+        intent = intents.Intent.for_instance(
+            intents.MOVE, inst, target.uuid, restart=was_running, transfer=copy.transfer_id
+        )
+        record = await intents.write(self.master.paths, intent)
         try:
+            self.log_info(f"Shutting down instance {inst.name} on source node {source.name}")
+            await self._shutdown(source)
             await copy.run()
         except BaseException:
-            # Also when the job is cancelled: the clean-up runs to its end.
-            await asyncio.shield(self._restore(copy, was_running))
+            # Also when the job is cancelled: the target's copies go and the
+            # source runs again if it ran, to the end (as after a crash).
+            await asyncio.shield(
+                intents.conclude(self.master, record, intent, intents.Say.of(self))
+            )
             raise
-        self._commit_move()
+        await self._commit_move()
+        removed = await self._remove_source_disks(source)
+        try:
+            if inst.admin_state == ADMIN_UP:
+                self.log_info(f"Starting instance {inst.name} on node {target.name}")
+                res = await self.master.rpc.call_one(
+                    target.uuid, target.primary_ip, "instance_start", [self.descriptor(), False]
+                )
+                if res.failed:
+                    raise errors.OpExecError(
+                        f"Could not start instance {inst.name} on node {target.name}:"
+                        f" {res.fail_msg}"
+                    )
+        finally:
+            if removed:
+                intents.drop(record)
+            else:
+                intents.release(self.master, record)
+        return None
+
+    async def _remove_source_disks(self, source: Node) -> bool:
+        """Remove the disks on the original node; whether all went."""
         self.log_info("Removing the disks on the original node")
-        for disk in inst.disks:
+        removed = True
+        for disk in self.instance.disks:
             res = await self.master.rpc.call_one(
                 source.uuid, source.primary_ip, "blockdev_remove", [disk.description().to_wire()]
             )
             if res.failed:
+                removed = False
                 self.warn(
                     f"Could not remove disk {disk.iv_name} on node {source.name}: {res.fail_msg}"
                 )
-        if inst.admin_state == ADMIN_UP:
-            self.log_info(f"Starting instance {inst.name} on node {target.name}")
-            res = await self.master.rpc.call_one(
-                target.uuid, target.primary_ip, "instance_start", [self.descriptor(), False]
-            )
-            if res.failed:
-                raise errors.OpExecError(
-                    f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
-                )
-        return None
+        return removed
 
     async def _shutdown(self, source: Node) -> None:
         inst = self.instance
@@ -158,25 +185,11 @@ class LUInstanceMove(InstanceLU):
             f" {res.fail_msg}"
         )
 
-    def _commit_move(self) -> None:
+    async def _commit_move(self) -> None:
         """Name the target as primary node, durably, before the source's disks go
         (the file disks keep their logical_id: the same path on the target)."""
         inst = self.updated()
         inst.primary_node = self.target.uuid
         self.tx.update(inst)
-        self.tx.commit()
-        self.tx = self.cfg.transaction()
+        await self.checkpoint()
         self.instance = inst
-
-    async def _restore(self, copy: DiskCopy, was_running: bool) -> None:
-        """Undo a failed copy: the target's partial disks go, the source runs again."""
-        await copy.abort()
-        if not was_running:
-            return
-        inst, source = self.instance, self.pnode
-        self.log_info(f"Starting instance {inst.name} again on source node {source.name}")
-        res = await self.master.rpc.call_one(
-            source.uuid, source.primary_ip, "instance_start", [self.descriptor(), False]
-        )
-        if res.failed:
-            self.warn(f"Could not start instance {inst.name} on node {source.name}: {res.fail_msg}")

@@ -9,8 +9,11 @@ records when it starts again.  The bytes move on the import/export engine
 disk, an export on the source reads it, and the engine writes Ganeti's
 progress lines to the job log ("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").
 While it copies, the master keeps the transfer alive on the target
-(``transfer_touch``).  ``abort`` removes what the target received; the
-source's disks are only read.
+(``transfer_touch``).  A failed copy names the cause each failed disk's
+end reported ("disk/0 failed to receive data on node2: No space left ...").
+The move's record (:mod:`corral.cmdlib.intents`) removes what the target
+received when the move fails or is interrupted; the source's disks are only
+read.
 """
 
 from __future__ import annotations
@@ -24,11 +27,9 @@ from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib.base import LogicalUnit
 from corral.master.services import impexp
-from corral.master.services.impexp import format_seconds
 from corral.objects import Disk, Node
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
     from corral.rpc.client import RpcResult
 
 # A transfer the target is given but nobody uses for this long expires there.
@@ -46,23 +47,19 @@ def _descriptor(name: str, disks: list[Disk]) -> dict[str, Any]:
     }
 
 
-class _Log:
-    """The unit as the engine sees it: lines pass through; each disk's last
-    progress line is kept to say how far a failed copy came."""
+class _Causes(impexp.Reporter):
+    """The copy's job log lines; and why each disk failed: the error of the
+    end that failed first (its peer, aborted then, says only that)."""
 
-    def __init__(self, lu: LogicalUnit[Any]) -> None:
-        self.lu = lu
-        self.master: Master = lu.master
-        self.progress: dict[str, str] = {}
+    def __init__(self) -> None:
+        self.causes: dict[str, str] = {}
 
-    def feedback(self, message: str) -> None:
-        label, sep, rest = message.partition(" sent ")
-        if sep and label.startswith("disk/"):
-            self.progress[label] = rest
-        self.lu.feedback(message)
-
-    def warn(self, message: str) -> None:
-        self.lu.warn(message)
+    def finished(self, lu: impexp.Unit, ep: impexp.Endpoint) -> None:
+        super().finished(lu, ep)
+        if ep.success or ep.aborted or ep.label in self.causes:
+            return
+        verb = "send" if ep.mode == impexp.EXPORT else "receive"
+        self.causes[ep.label] = f"{ep.label} failed to {verb} data on {ep.node.name}: {ep.message}"
 
 
 class DiskCopy:
@@ -74,13 +71,12 @@ class DiskCopy:
         self.disk_objs = disks
         self.disks = [d.description().to_wire() for d in disks]
         self.transfer_id = secrets.token_hex(16)
-        self.prepared = False
 
     async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
         return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
 
     async def run(self) -> None:
-        """Copy every disk; OpExecError saying which disks failed, where and how far."""
+        """Copy every disk; OpExecError saying which disks failed, where and why."""
         if not self.disks:
             return  # a diskless instance: nothing to copy
         tid = self.transfer_id
@@ -90,7 +86,6 @@ class DiskCopy:
             raise errors.OpExecError(
                 f"Could not create the disks on node {self.target.name}: {res.fail_msg}"
             )
-        self.prepared = True
         toucher = asyncio.create_task(self._keep_alive())
         try:
             await self._copy()
@@ -98,7 +93,6 @@ class DiskCopy:
             toucher.cancel()  # it only sleeps or renews: nothing to wait for
         res = await self._call(self.target, "transfer_finish", [tid, True])
         res.raise_if_failed(f"The disks received on node {self.target.name} are not complete")
-        self.prepared = False
 
     async def _copy(self) -> None:
         # Source and target disks share their descriptions (a file disk keeps
@@ -111,17 +105,16 @@ class DiskCopy:
             )
             for index in range(len(self.disks))
         ]
-        log = _Log(self.lu)
-        results = await impexp.transfer_within_cluster(log, pairs, desc, desc, C.IEC_NONE)
+        causes = _Causes()
+        results = await impexp.transfer_within_cluster(
+            self.lu, pairs, desc, desc, C.IEC_NONE, causes
+        )
         failed = [f"disk/{i}" for i, ok in enumerate(results) if not ok]
         if failed:
-            how_far = "; ".join(
-                f"{label} sent {log.progress[label]}" if label in log.progress else label
-                for label in failed
-            )
+            why = "; ".join(causes.causes.get(label, f"{label} failed") for label in failed)
             raise errors.OpExecError(
                 f"Errors during disk copy from node {self.source.name} to node"
-                f" {self.target.name}: {how_far}"
+                f" {self.target.name}: {why}"
             )
 
     async def _keep_alive(self) -> None:
@@ -130,19 +123,3 @@ class DiskCopy:
         while True:
             await asyncio.sleep(TOUCH_INTERVAL)
             await self._call(self.target, "transfer_touch", [self.transfer_id])
-
-    async def abort(self) -> None:
-        """Remove the target's partial disks (best effort, warned); the
-        engine has stopped both ends of the copy already."""
-        if not self.prepared:
-            return
-        self.prepared = False
-        res = await self._call(self.target, "transfer_finish", [self.transfer_id, False])
-        if res.failed:
-            self.lu.warn(
-                f"Could not remove the partial disks on node {self.target.name}: {res.fail_msg};"
-                f" the node removes them itself once the transfer is unused for"
-                f" {format_seconds(TRANSFER_TTL)} or when its node daemon starts again"
-            )
-        else:
-            self.lu.log_info(f"Removed the partial disks on node {self.target.name}")

@@ -10,11 +10,14 @@ instance belongs to the target from then on).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.cmdlib import intents
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
@@ -40,6 +43,10 @@ class Mover:
         self.migration_info: Any = None
         self.accepted: Any = None
         self.disks: MigratedDisks | None = None
+        # A failover's record while it runs (see failover).
+        self.intent: intents.Intent
+        self.record: Path | None = None
+        self.source_removed = False  # a migration removed the source's disk copies
 
     # Helpers
     def feedback(self, message: str) -> None:
@@ -66,7 +73,33 @@ class Mover:
 
     # Failover
     async def failover(self, shutdown_timeout: int, ignore_consistency: bool) -> None:
-        """Stop on the source, change the primary, start on the target if marked up."""
+        """Stop on the source, change the primary, start on the target if marked
+        up; recorded, so that a failure or masterd's death leaves the instance
+        running on one of them (:mod:`corral.cmdlib.intents`)."""
+        inst, target, master = self.instance, self._target(), self.lu.master
+        self.intent = intents.Intent.for_instance(
+            intents.FAILOVER,
+            inst,
+            target.uuid,
+            restart=inst.admin_state == ADMIN_UP,
+            phase=intents.STOPPING,
+        )
+        self.record = await intents.write(master.paths, self.intent)
+        try:
+            await self._failover(shutdown_timeout, ignore_consistency)
+        except BaseException:
+            if self.record is not None:
+                say = intents.Say.of(self.lu)
+                await asyncio.shield(intents.conclude(master, self.record, self.intent, say))
+            raise
+
+        def committed() -> bool:
+            current = self.cfg.get(Instance, inst.uuid)
+            return current is None or current.primary_node == target.uuid
+
+        intents.drop_after_commit(master, self.record, committed)
+
+    async def _failover(self, shutdown_timeout: int, ignore_consistency: bool) -> None:
         inst, target = self.instance, self._target()
         self.feedback(f"Failover instance {inst.name}")
         if inst.admin_state == ADMIN_UP:
@@ -94,16 +127,41 @@ class Mover:
             return
         self.feedback(f"* activating the instance's disks on target node {target.name}")
         self.feedback(f"* starting the instance on the target node {target.name}")
+        assert self.record is not None
+        self.intent = dataclasses.replace(self.intent, phase=intents.STARTING)
+        await intents.write(self.lu.master.paths, self.intent, self.record)
         res = await self._call(target, "instance_start", [self._desc(), False])
         if res.failed:
-            self.lu.tx.commit()  # the instance now belongs to the target
+            await self.lu.tx.commit()  # the instance now belongs to the target
+            intents.drop(self.record)
+            self.record = None
             raise errors.OpExecError(
                 f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
             )
 
     # Migration
     async def migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
-        """Ganeti's _ExecMigration for disks every node sees."""
+        """Ganeti's _ExecMigration.  Disks only the source has are copied too;
+        recorded (:mod:`corral.cmdlib.intents`), so that the copies a failure
+        or masterd's death leaves go once it is clear which node runs it."""
+        if not copied_disks(self.instance):
+            await self._migrate(live, current_memory, allow_runtime_changes)
+            return
+        master = self.lu.master
+        intent = intents.Intent.for_instance(intents.MIGRATE, self.instance, self._target().uuid)
+        record = await intents.write(master.paths, intent)
+        try:
+            await self._migrate(live, current_memory, allow_runtime_changes)
+        except BaseException:
+            say = intents.Say.of(self.lu)
+            await asyncio.shield(intents.conclude(master, record, intent, say))
+            raise
+        if self.source_removed:
+            intents.drop(record)
+        else:
+            intents.release(master, record)
+
+    async def _migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
         inst, target = self.instance, self._target()
         self.feedback(f"Migrating instance {inst.name}")
         self.feedback("* checking disk consistency between source and target")
@@ -115,6 +173,7 @@ class Mover:
                 f" {res.fail_msg}"
             )
         self.migration_info = res.payload
+        live = self._check_live(live)
         if copied_disks(inst):
             # Corral's extension: disks only the source has are copied too.
             self.disks = MigratedDisks(self.lu, self.source, target)
@@ -140,9 +199,8 @@ class Mover:
         self._set_primary(target)
         if self.disks is not None:
             # The configuration names the target before the source's disks go.
-            self.lu.tx.commit()
-            self.lu.tx = self.cfg.transaction()
-            await self.disks.remove_source()
+            await self.lu.checkpoint()
+            self.source_removed = await self.disks.remove_source()
         self.feedback("* done")
 
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
@@ -195,6 +253,16 @@ class Mover:
                 reported = loop.time()
                 self.feedback(f"* memory transfer progress: {progress}")
             await asyncio.sleep(_STATUS_POLL)
+
+    def _check_live(self, live: bool) -> bool:
+        """Live, unless the source's hypervisor says the instance cannot safely
+        move while it runs (``not_live`` in its migration info: the reason)."""
+        info = self.migration_info
+        reason = info.get("not_live") if isinstance(info, dict) else None
+        if live and reason:
+            self.lu.warn(f"Migrating instance {self.instance.name} paused, not live: {reason}")
+            return False
+        return live
 
     async def _finalize(self, live: bool) -> None:
         """Finalize on both nodes; the primary changes only if both succeeded."""

@@ -21,7 +21,7 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
 
     def expand_names(self) -> None:
         if self.op.instances:
-            self.wanted = [self.cfg.lookup(Instance, n) for n in self.op.instances]
+            self.wanted = [self.expand(Instance, n) for n in self.op.instances]
         else:
             self.wanted = self.cfg.instances()
 

@@ -28,7 +28,7 @@ class _OneNodeLU(LogicalUnit[Any]):
     node: Node
 
     def expand_names(self) -> None:
-        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid = self.node.uuid
         self.op.node_name = self.node.name
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import secrets
 import socket
 from typing import Any
 
@@ -202,9 +203,17 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             key = await asyncio.to_thread(join_tokens.key_of, root, hello.get("token_id"))
             join.check_node_proof(key, hello)
             self._check_capabilities(node, hello)
-            await asyncio.to_thread(join_tokens.use, root, str(hello["token_id"]))
-            files = await asyncio.to_thread(self._files_for, node, str(hello["csr"]))
-            await join.finish(key, hello, files)
+            # Held while the node is sent its files; used once it accepted them.
+            token_id, holder = str(hello["token_id"]), secrets.token_hex(8)
+            await asyncio.to_thread(join_tokens.reserve, root, token_id, holder)
+            try:
+                files = await asyncio.to_thread(self._files_for, node, str(hello["csr"]))
+                await join.finish(key, hello, files)
+            except BaseException:
+                release = asyncio.to_thread(join_tokens.release, root, token_id, holder)
+                await asyncio.shield(release)
+                raise
+            await asyncio.to_thread(join_tokens.use, root, token_id, holder)
         self.log_info(f"Node {node.name} joined (certificate fingerprint {join.fingerprint})")
 
     def _check_capabilities(self, node: Node, hello: dict[str, Any]) -> None:
@@ -264,7 +273,7 @@ class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
     node: Node
 
     def expand_names(self) -> None:
-        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
     def build_hooks_env(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class _NodeJobsLU(LogicalUnit[Any]):
     node: Node
 
     def expand_names(self) -> None:
-        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
     def submit(self, jobs: list[list[OpCode]]) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class LUNodeEvacuate(_NodeJobsLU):
         self.remote: Node | None = None
         if self.op.remote_node is None:
             return
-        self.remote = self.cfg.lookup(Node, self.op.remote_node_uuid or self.op.remote_node)
+        self.remote = self.expand(Node, self.op.remote_node_uuid or self.op.remote_node)
         self.op.remote_node, self.op.remote_node_uuid = self.remote.name, self.remote.uuid
         if self.remote.uuid == self.node.uuid:
             raise errors.OpPrereqError(

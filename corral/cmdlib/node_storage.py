@@ -71,7 +71,7 @@ class _NodesLU(LogicalUnit[Any]):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        self.wanted = [self.cfg.lookup(Node, name).uuid for name in self.op.nodes]
+        self.wanted = [self.expand(Node, name).uuid for name in self.op.nodes]
 
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_NODE] = self.wanted or ALL_SET
@@ -153,7 +153,7 @@ class _StorageUnitLU(LogicalUnit[Any]):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        self.node = self.cfg.lookup(Node, self.op.node_uuid or self.op.node_name)
+        self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
     def declare_locks(self) -> None:

@@ -61,6 +61,8 @@ class Processor:
             wanted = lu.needed_locks.get(level)
             if wanted is None:
                 continue
+            if isinstance(wanted, str) and wanted != ALL_SET:
+                raise errors.ProgrammerError(f"Locks of level {level} left undeclared: {wanted}")
             names = self._all_names(level) if wanted == ALL_SET else list(wanted)
             await locks.acquire(
                 owner,
@@ -69,6 +71,10 @@ class Processor:
                 shared=lu.share_locks.get(level, False),
                 priority=ctx.priority,
             )
+            # Before the next level is declared from them: the objects named
+            # must still be the ones whose locks are now held.
+            lu.recheck_expanded()
+        lu.recheck_expanded()
 
     def _all_names(self, level: str) -> list[str]:
         cfg = self.master.cfg
@@ -89,7 +95,7 @@ class Processor:
         if lu.op.dry_run:
             return None
         result = await lu.exec()
-        changed = lu.tx.commit()
+        changed = await lu.tx.commit()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
         if changed:

@@ -57,7 +57,7 @@ class _TagsLU(LogicalUnit[Any]):
             raise errors.OpPrereqError(
                 f"{kind.capitalize()} '{self.op.name}' is unknown", C.ECODE_NOENT
             )
-        self.target = self.cfg.lookup(cls, self.op.name)
+        self.target = self.expand(cls, self.op.name)
 
     def declare_locks(self) -> None:
         level = _LOCK_LEVEL.get(self.op.kind)
@@ -69,11 +69,15 @@ class _TagsLU(LogicalUnit[Any]):
 
     _read_only = False
 
-    def _fresh_copy(self) -> ConfigObject:
+    async def check_prereq(self) -> None:
+        # The object as committed now, under its lock.
         current = self.cfg.get(type(self.target), self.target.uuid)
         if current is None:
             raise errors.OpPrereqError(f"'{self.target.name}' was removed", C.ECODE_NOENT)
-        return current.copy_for_update()
+        self.target = current
+
+    def _fresh_copy(self) -> ConfigObject:
+        return self.target.copy_for_update()
 
 
 class LUTagsGet(_TagsLU):
@@ -114,6 +118,7 @@ class LUTagsDel(_TagsWriteLU):
     OPCODE = opt.OpTagsDel
 
     async def check_prereq(self) -> None:
+        await super().check_prereq()
         missing = sorted(set(self.op.tags) - set(self.target.tags))
         if missing:
             raise errors.OpPrereqError(

@@ -63,7 +63,7 @@ class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
 
     def expand_names(self) -> None:
         if self.op.on_node_uuids is None and self.op.on_nodes:
-            self.op.on_node_uuids = [self.cfg.lookup(Node, n).uuid for n in self.op.on_nodes]
+            self.op.on_node_uuids = [self.expand(Node, n).uuid for n in self.op.on_nodes]
 
     def declare_locks(self) -> None:
         if self.op.on_node_uuids and not self.op.no_locks:

@@ -2,23 +2,29 @@
 
 Reads see the last committed state.  A logical unit changes copies of objects
 inside a ``ConfigTransaction``; ``commit`` writes all of them to the store in
-one transaction, bumps their serial numbers and the cluster serial, and only
-then makes them visible.  A unit that fails leaves memory and disk untouched.
+one transaction (off the event loop), bumps their serial numbers and the
+cluster serial, and only then makes them visible.  A unit that fails leaves
+memory and disk untouched.  Commits happen one at a time, in order; each
+carries the master's fence token (``fence``, from its mastership lease).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from corral import constants as C
 from corral import errors
-from corral.config.store import ConfigChange, ConfigStore
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
+from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
 
 T = TypeVar("T", bound=ConfigObject)
+
+# What users call the objects of each table, in messages ("Node group 'x' not known").
+KIND_NAMES: dict[str, str] = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}
 
 _CLASSES: dict[str, type[ConfigObject]] = {
     cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, FilterRule)
@@ -28,9 +34,12 @@ _CLASSES: dict[str, type[ConfigObject]] = {
 class ConfigManager:
     """The committed configuration, kept in memory for fast queries."""
 
-    def __init__(self, store: ConfigStore) -> None:
+    def __init__(self, store: ConfigStore, snapshot: ConfigSnapshot) -> None:
         self._store = store
-        self.serial, tables = store.load()
+        self.serial, tables = snapshot.serial, snapshot.tables
+        # The fence token of this master's writes (masterd sets its lease's).
+        self.fence = NO_FENCE
+        self._commit_lock = asyncio.Lock()
         self._objects: dict[str, dict[str, ConfigObject]] = {}
         self._by_name: dict[str, dict[str, ConfigObject]] = {}
         for table, cls in _CLASSES.items():
@@ -46,6 +55,11 @@ class ConfigManager:
         self._ips: dict[str, str] = {}
         for inst in self._all(Instance):
             self._index_nics(inst, add=True)
+
+    @classmethod
+    async def open(cls, store: ConfigStore) -> ConfigManager:
+        """The configuration as ``store`` holds it."""
+        return cls(store, await store.load())
 
     def add_listener(self, callback: Callable[[ConfigManager, set[str]], None]) -> None:
         """Call ``callback(cfg, changed_tables)`` after every commit."""
@@ -70,8 +84,8 @@ class ConfigManager:
         """The instance whose NIC has this IP, if any."""
         return self._ips.get(ip)
 
-    def close(self) -> None:
-        self._store.close()
+    async def close(self) -> None:
+        await self._store.close()
 
     # Reads
     @property
@@ -113,9 +127,7 @@ class ConfigManager:
         """The object with this name (or uuid), or a clear unknown-entity error."""
         obj = self.find(cls, name_or_uuid) or self.get(cls, name_or_uuid)
         if obj is None:
-            what = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}.get(
-                cls.TABLE, cls.__name__
-            )
+            what = KIND_NAMES.get(cls.TABLE, cls.__name__)
             raise errors.OpPrereqError(f"{what} '{name_or_uuid}' not known", C.ECODE_NOENT)
         return obj
 
@@ -130,18 +142,35 @@ class ConfigManager:
         return ConfigTransaction(self)
 
     # Called by ConfigTransaction.commit
-    def _apply(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+    async def _apply(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        async with self._commit_lock:
+            await self._write(upserts, deletes)
+            self._show(upserts, deletes)
+
+    async def _write(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
         now = time.time()
         change = ConfigChange()
+        # Staged copies carry the serial they were read at: the store compares.
+        staged = [(obj, obj.serial_no, obj.mtime) for obj in upserts]
         for obj in upserts:
-            current = self._objects[obj.TABLE].get(obj.uuid)
-            if current is not None:
-                obj.serial_no = current.serial_no + 1
+            known = obj.uuid in self._objects[obj.TABLE]
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no if known else None
+            if known:
+                obj.serial_no += 1
                 obj.mtime = now
             change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
         for obj in deletes:
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no
             change.deletes.setdefault(obj.TABLE, []).append(obj.uuid)
-        self._store.commit(change, self.serial + 1)
+        try:
+            await self._store.commit(change, self.serial + 1, self.fence)
+        except BaseException:
+            for obj, serial_no, mtime in staged:
+                obj.serial_no, obj.mtime = serial_no, mtime
+            raise
+
+    def _show(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        """Make a committed change visible to readers and listeners."""
         self.serial += 1
         for obj in deletes:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)
@@ -206,14 +235,14 @@ class ConfigTransaction:
         ) or any(o.name == obj.name and o.uuid != obj.uuid for o in staged):
             raise errors.OpPrereqError(f"The name '{obj.name}' is already in use", C.ECODE_EXISTS)
 
-    def commit(self) -> bool:
+    async def commit(self) -> bool:
         """Write the staged changes; returns whether there were any."""
         if self.committed:
             raise errors.ProgrammerError("Transaction committed twice")
         self.committed = True
         if not self.changed:
             return False
-        self._manager._apply(list(self._upserts.values()), list(self._deletes.values()))
+        await self._manager._apply(list(self._upserts.values()), list(self._deletes.values()))
         return True
 
 

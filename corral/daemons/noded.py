@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from pathlib import Path
 
 from corral import constants as C
 from corral.daemons.limit_options import add_limit_options, connection_limits
@@ -27,10 +28,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=C.DEFAULT_NODED_PORT,
         help=f"port to listen on (default {C.DEFAULT_NODED_PORT})",
     )
-    parser.add_argument(
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument(
         "--join-token",
         metavar="TOKEN",
-        help="join token from 'gnt-node join-token' on the master (for a node not in a cluster)",
+        help="join token from 'gnt-node join-token' on the master (for a node not in a"
+        " cluster); '-' reads it from standard input.  A token given here shows in ps:"
+        " prefer '-' or --join-token-file",
+    )
+    given.add_argument(
+        "--join-token-file",
+        metavar="PATH",
+        help="read the join token from the file PATH (keep it 0600)",
     )
     parser.add_argument(
         "--show-join-info",
@@ -44,14 +53,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return opts
 
 
+def _given_token(opts: argparse.Namespace) -> str | None:
+    """The join token given: from a file, standard input ('-'), or the command line."""
+    from corral import errors
+
+    if opts.join_token_file is not None:
+        path = Path(opts.join_token_file)
+        try:
+            text = path.read_text()
+            if path.stat().st_mode & 0o077:
+                print(f"{NAME}: warning: {path} is readable by other users", file=sys.stderr)
+        except (OSError, UnicodeError) as err:
+            why = getattr(err, "strerror", None) or str(err)
+            raise errors.ParameterError(f"Cannot read the join token file {path}: {why}") from None
+        return text.strip()
+    if opts.join_token == "-":
+        return sys.stdin.readline().strip()
+    return str(opts.join_token) if opts.join_token is not None else None
+
+
 def _join_setup(paths: Paths, opts: argparse.Namespace) -> bool:
     """Keep the join token, or show the join information; whether to stop here."""
     from corral import errors
     from corral.node import join_server
 
     try:
-        if opts.join_token is not None:
-            join_server.save_token(paths, opts.join_token)
+        token = _given_token(opts)
+        if token is not None:
+            join_server.save_token(paths, token)
         if opts.show_join_info:
             state = "in a cluster" if join_server.is_joined(paths) else "waiting to join"
             cert = join_server.ensure_identity(paths)

@@ -91,8 +91,8 @@ def recover_job(job: Job) -> None:
     Opcodes that were running (or being canceled) cannot be resumed: they end
     as error (canceled).  Jobs that had not started an opcode run again,
     unless their secret parameters were lost with the old process.  What an
-    interrupted instance add had created on its node is removed once masterd
-    runs (:mod:`corral.cmdlib.instance_intents`).
+    interrupted operation had left on its nodes is settled once masterd runs
+    (:mod:`corral.cmdlib.intents`).
     """
     now = time.time()
     failure: str | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 from collections.abc import Callable
@@ -18,12 +17,12 @@ from corral.cmdlib import (  # noqa: F401
     instance,
     instance_console,
     instance_create,
-    instance_intents,
     instance_migration,
     instance_move,
     instance_operation,
     instance_query,
     instance_set_params,
+    intents,
     node,
     node_membership,
     node_moves,
@@ -34,7 +33,6 @@ from corral.cmdlib import (  # noqa: F401
 )
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
 from corral.jobs.queue import JobQueue
 from corral.jobs.store import JobStore
 from corral.locking import LockManager
@@ -44,11 +42,14 @@ from corral.master import resources
 from corral.master.context import Master
 from corral.master.distribution import SsconfDistributor
 from corral.master.luxi_methods import LuxiMethods
+from corral.master.mastership import MastershipKeeper
 from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
+from corral.state.sqlite.config import SqliteConfigStore
+from corral.state.sqlite.kv import SqliteMastership
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,11 @@ async def serve(
         raise errors.NotClusterError(
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
-    cfg = ConfigManager(SqliteConfigStore(paths.config_db))
+    mastership = SqliteMastership(paths.state_db)
+    keeper = MastershipKeeper(mastership)
+    lease = await keeper.acquire()
+    cfg = await ConfigManager.open(SqliteConfigStore(paths.config_db))
+    cfg.fence = lease.token
     cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
     rpc = RpcClient(
@@ -120,18 +125,21 @@ async def serve(
     # otherwise walk it again and again while a big query allocates its rows.
     gc.freeze()
     queue.start()
-    # What interrupted instance adds left on the nodes (see recover_job).
-    instance_intents.resolve_in_background(master)
+    # What interrupted operations left on the nodes (see recover_job).
+    intents.resolve_in_background(master)
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:
-        await asyncio.Event().wait()
+        await keeper.lost.wait()
     finally:
         log.info("corral-masterd stopping")
         await server.close()
         await queue.shutdown(SHUTDOWN_GRACE)
-        await instance_intents.stop_background(master)
+        await intents.stop_background(master)
         await distributor.stop()
         await rpc.close()
         store.close()
-        cfg.close()
+        await cfg.close()
+        await keeper.release()
+        await mastership.close()
+    raise errors.ConfigurationError(keeper.reason)

@@ -31,7 +31,7 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _LUXID_SOURCE = "luxid"
 
 
-def query_filters(master: Master, args: Any) -> list[list[Any]]:
+async def query_filters(master: Master, args: Any) -> list[list[Any]]:
     """``QueryFilters(uuids, fields)``: a row of values per rule, in luxid's order.
 
     Unknown uuids are left out silently (luxid filters on the uuid field).
@@ -51,7 +51,7 @@ def query_filters(master: Master, args: Any) -> list[list[Any]]:
     ]
 
 
-def replace_filter(master: Master, args: Any) -> str:
+async def replace_filter(master: Master, args: Any) -> str:
     """``ReplaceFilter(uuid, priority, predicates, action, reason)``: add a rule
     (uuid null) or replace, or create, the one with that uuid; returns the uuid."""
     uuid, priority, predicates, action, reason = replace_filter_args(args)
@@ -78,11 +78,11 @@ def replace_filter(master: Master, args: Any) -> str:
     else:
         rule.ctime = current.ctime
         tx.update(rule)
-    tx.commit()
+    await tx.commit()
     return uuid
 
 
-def delete_filter(master: Master, args: Any) -> None:
+async def delete_filter(master: Master, args: Any) -> None:
     """``DeleteFilter(uuid)``: remove a rule; an unknown uuid is an error."""
     uuid = delete_filter_args(args)
     rule = master.cfg.get(FilterRule, uuid)
@@ -90,4 +90,4 @@ def delete_filter(master: Master, args: Any) -> None:
         raise errors.GenericError(f"Filter rule with UUID {uuid} does not exist")
     tx = master.cfg.transaction()
     tx.remove(rule)
-    tx.commit()
+    await tx.commit()

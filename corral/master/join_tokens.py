@@ -1,9 +1,14 @@
 """The master's one-time join tokens (``gnt-node join-token``).
 
 One JSON file, 0600, in the data directory: per token id the hash of its
-secret (:func:`corral.node.join_protocol.token_key`), its expiry and whether it
-was used.  A lock file serialises the command that adds tokens and masterd
-that uses them.  Stdlib only (the gnt-* commands use it).
+secret (:func:`corral.node.join_protocol.token_key`), its expiry, whether it
+was used, and the join exchange that holds it right now.  A join reserves
+its token before it sends the node anything, marks it used once the node
+accepted, and gives it back if the join failed: a failed join leaves the
+token usable, and two joins never share one.  A reservation lapses after
+RESERVE_TTL (a master that died mid-join).  A lock file serialises the
+command that adds tokens and masterd that uses them.  Stdlib only (the gnt-*
+commands use it).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ if TYPE_CHECKING:
 
 TOKENS_FILE = "join-tokens.json"
 DEFAULT_TTL = 3600
+# Seconds a join exchange holds its token at most: longer than the exchange
+# may take (corral.master.services.join_client's time-outs).
+RESERVE_TTL = 300.0
 # Used and expired tokens are kept this long (for clear messages), then dropped.
 _KEEP_AFTER = 7 * 24 * 3600
 
@@ -76,7 +84,8 @@ def create(root: str, ca_fingerprint: str, ttl: int = DEFAULT_TTL) -> str:
     return token.text()
 
 
-def _usable(tokens: dict[str, Any], token_id: object) -> dict[str, Any]:
+def _usable(tokens: dict[str, Any], token_id: object, holder: str | None = None) -> dict[str, Any]:
+    """The token's entry if a join (``holder``, if it reserved it) may use it."""
     entry: dict[str, Any] | None = tokens.get(token_id) if isinstance(token_id, str) else None
     if entry is None:
         raise errors.OpPrereqError(
@@ -96,16 +105,43 @@ def _usable(tokens: dict[str, Any], token_id: object) -> dict[str, Any]:
             " 'gnt-node join-token'",
             C.ECODE_INVAL,
         )
+    reserved = entry.get("reserved")
+    if reserved and reserved["until"] > time.time() and reserved["holder"] != holder:
+        raise errors.OpPrereqError(
+            f"The node's join token ({token_id}) is in use by another join right now;"
+            " a token joins one node: try again once that join ended, or make a new"
+            " token with 'gnt-node join-token'",
+            C.ECODE_STATE,
+        )
     return entry
 
 
 def key_of(root: str, token_id: object) -> bytes:
-    """The key of a usable token; OpPrereqError if it is unknown, used or expired."""
+    """The key of a usable token; OpPrereqError if it is unknown, used,
+    expired or held by another join."""
     with _locked(root) as tokens:
         return bytes.fromhex(_usable(tokens, token_id)["key"])
 
 
-def use(root: str, token_id: str) -> None:
-    """Mark a token used (checking again that it is usable)."""
+def reserve(root: str, token_id: str, holder: str) -> None:
+    """Hold a usable token for the join exchange ``holder`` (checking again
+    that it is usable): no other join can use it until it is used or released."""
     with _locked(root) as tokens:
-        _usable(tokens, token_id)["used"] = True
+        entry = _usable(tokens, token_id, holder)
+        entry["reserved"] = {"holder": holder, "until": time.time() + RESERVE_TTL}
+
+
+def use(root: str, token_id: str, holder: str) -> None:
+    """Mark a token used: the join ``holder`` reserved it for succeeded."""
+    with _locked(root) as tokens:
+        entry = _usable(tokens, token_id, holder)
+        entry["used"] = True
+        entry.pop("reserved", None)
+
+
+def release(root: str, token_id: str, holder: str) -> None:
+    """Give back a token ``holder`` reserved: its join failed, the token stays usable."""
+    with _locked(root) as tokens:
+        entry = tokens.get(token_id)
+        if entry is not None and (entry.get("reserved") or {}).get("holder") == holder:
+            del entry["reserved"]

@@ -101,11 +101,13 @@ class LuxiMethods:
     async def __call__(self, method: str, args: Any) -> Any:
         return await self._table[method](args)
 
-    def _filter_call(self, method: Callable[[Master, Any], Any]) -> Callable[[Any], Awaitable[Any]]:
+    def _filter_call(
+        self, method: Callable[[Master, Any], Awaitable[Any]]
+    ) -> Callable[[Any], Awaitable[Any]]:
         """A filter-rule call of ``corral.master.filter_rules``, for this master."""
 
         async def call(args: Any) -> Any:
-            return method(self.master, args)
+            return await method(self.master, args)
 
         return call
 

@@ -88,7 +88,7 @@ def ensure_identity(paths: Paths) -> bytes:
 
 
 def save_token(paths: Paths, text: str) -> None:
-    """Keep the token given on the command line for the join (0600)."""
+    """Keep the token given to noded for the join (0600)."""
     token = J.parse_token(text)
     if is_joined(paths):
         raise errors.ParameterError(
@@ -168,7 +168,7 @@ class Membership:
         except FileNotFoundError:
             raise errors.OpPrereqError(
                 "No join token was given to this node: start its corral-noded with"
-                f" --join-token TOKEN or write the token to {token_file(self.paths)}",
+                f" --join-token-file PATH or write the token to {token_file(self.paths)}",
                 C.ECODE_STATE,
             ) from None
         return J.parse_token(text)

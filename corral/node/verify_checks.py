@@ -19,6 +19,7 @@ from corral.crypto.cert_check import check_file
 from corral.node.capabilities import disk_template_problem, hypervisor_problem
 from corral.node.handlers.files import upload_allowed
 from corral.node.hypervisor import get_hypervisor
+from corral.node.impexp import exports
 from corral.node.storage import registry
 from corral.osdef.definition import diagnose
 from corral.paths import Paths
@@ -131,6 +132,7 @@ CHECKS: dict[str, Check] = {
     NV.OSLIST: os_list,
     NV.STORAGE: storage,
     NV.DISKS: disk_status,
+    NV.UNFINISHED_EXPORTS: lambda paths, _: exports.unfinished(paths),
 }
 
 

@@ -99,7 +99,7 @@ async def reinstall(call: Call) -> Any:
         ops.append(
             fill_opcode("OP_INSTANCE_STARTUP", {"force": False}, {_NAME: name, "reason": reason})
         )
-    return str(await call.luxi.submit_job(ops))
+    return await call.luxi.submit_job(ops)
 
 
 async def console(call: Call) -> Any:

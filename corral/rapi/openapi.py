@@ -22,9 +22,9 @@ _QUERY_ARGS = {
 def _operation(resource: Resource, verb: str, meth: Method) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {
-            "description": "A job id (a string)" if meth.returns == "job" else "The answer",
+            "description": "A job id (a number)" if meth.returns == "job" else "The answer",
             "content": {
-                "application/json": {"schema": {"type": "string"} if meth.returns == "job" else {}}
+                "application/json": {"schema": {"type": "integer"} if meth.returns == "job" else {}}
             },
         },
         "400": _ERROR,

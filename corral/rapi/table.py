@@ -92,7 +92,7 @@ def opcode(
         if isinstance(body, dict):
             body = {**body, **depends_of(call)}
         op = fill_opcode(op_id, body, {"reason": call.reason(), **static}, rename)
-        return str(await call.luxi.submit_job([op]))
+        return await call.luxi.submit_job([op])
 
     return Method(submit, access, summary, opcode=op_id, returns="job")
 

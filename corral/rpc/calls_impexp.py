@@ -66,5 +66,11 @@ IMPEXP_CALLS = (
         "Write an export's config.ini and make the export the current one",
     ),
     RpcCall("export_remove", C.RPC_TMO_FAST, ("name",), "Remove an export"),
+    RpcCall(
+        "export_discard",
+        C.RPC_TMO_FAST,
+        ("instance_name",),
+        "Remove an unfinished export (<instance>.new): whether there was one",
+    ),
     RpcCall("test_impexp_gate", C.RPC_TMO_URGENT, ("closed",), "Pause exports (for tests)"),
 )

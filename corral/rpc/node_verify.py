@@ -17,6 +17,7 @@ OSLIST: Final = "oslist"  # None → the OS definitions (as os_diagnose)
 STORAGE: Final = "storage"  # {template: dir} → {template: why not servable, or None}
 DISKS: Final = "disks"  # [disk description] → [[state, why]]
 STORAGE_FILES: Final = "storage-files"  # [template] → {template: [file]}
+UNFINISHED_EXPORTS: Final = "unfinished-exports"  # None → [instance] of <instance>.new
 # The answer's key holding {check: why it failed on the node}.
 FAILURES: Final = "failures"
 

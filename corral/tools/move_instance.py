@@ -239,6 +239,8 @@ def creation_body(
         "snode": move.dest_snode,
         "start": instance["config_state"] == "up",
         "ip_check": False,
+        # Ganeti's move-instance always checks the name; Corral's may not.
+        "name_check": move.name_check,
         "iallocator": move.dest_iallocator,
         "hypervisor": instance["hypervisor"],
         "source_handshake": expinfo["handshake"],

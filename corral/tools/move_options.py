@@ -1,5 +1,6 @@
 """move-instance's command line: Ganeti 3.0.2's options, checks and error
-texts, plus Corral's ``--keep-source-instance``; and the moves it asks for."""
+texts, plus Corral's ``--keep-source-instance`` and ``--no-name-check``; and the
+moves it asks for."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class InstanceMove:
     opportunistic_tries: int = 0
     opportunistic_delay: float = DEFAULT_OPPORTUNISTIC_DELAY
     keep_source_instance: bool = False
+    name_check: bool = True
     error_message: str | None = None
 
     @property
@@ -104,6 +106,8 @@ def build_parser(prog: str) -> Parser:
     p.add_argument("--opportunistic-delay", type=int, metavar="<number>")
     p.add_argument("--keep-source-instance", action="store_true",
                    help="Keep the instance on the source cluster (Corral)")  # fmt: skip
+    p.add_argument("--no-name-check", dest="name_check", action="store_false",
+                   help="Do not resolve the instance name on the destination (Corral)")  # fmt: skip
     p.add_argument("args", nargs="*", metavar="<cluster and instance names>")
     return p
 
@@ -179,6 +183,7 @@ def moves_of(opts: argparse.Namespace, names: list[str]) -> list[InstanceMove]:
                 else opts.opportunistic_delay
             ),
             keep_source_instance=opts.keep_source_instance,
+            name_check=opts.name_check,
         )
         for name in names
     ]

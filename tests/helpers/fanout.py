@@ -21,19 +21,18 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
+from corral.config.manager import ConfigManager, ConfigTransaction
 from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.paths import Paths
 from tests.helpers.cluster import TestCluster
 from tests.helpers.multinode import free_address
 from tests.helpers.noded import Noded, daemon_env, make_node_root, start_noded
+from tests.helpers.offline_config import change_offline
 
 MASTERD = "corral-masterd"
 # The OS the instances claim (listing them needs no OS definition).
@@ -64,20 +63,21 @@ class FanoutBed:
             noded = start_noded(paths, address, self.cl.port, *noded_args)
             noded.name = name
             self.nodes[name] = noded
-        with self._config() as cfg:
+
+        def edit(cfg: ConfigManager, tx: ConfigTransaction) -> None:
             group = cfg.master_node.group
-            tx = cfg.transaction()
             for name in names:
                 address = self.nodes[name].address
                 tx.add(Node(name=name, primary_ip=address, secondary_ip=address, group=group))
-            tx.commit()
+
+        self._change(edit)
 
     def place(self, placement: Mapping[str, str], *, running: bool = True) -> None:
         """Add instances (name → primary node's name), admin up, diskless, and
         (``running``) running on their node's fake hypervisor."""
-        with self._config() as cfg:
+
+        def edit(cfg: ConfigManager, tx: ConfigTransaction) -> None:
             uuids = {n.name: n.uuid for n in cfg.nodes()}
-            tx = cfg.transaction()
             for name, node in placement.items():
                 tx.add(
                     Instance(
@@ -89,7 +89,8 @@ class FanoutBed:
                         admin_state=ADMIN_UP,
                     )
                 )
-            tx.commit()
+
+        self._change(edit)
         if running:
             for name, node in placement.items():
                 self.start_fake(node, name)
@@ -107,15 +108,12 @@ class FanoutBed:
         }
         (state_dir / name).write_text(json.dumps(state))
 
-    @contextmanager
-    def _config(self) -> Iterator[ConfigManager]:
-        """The configuration with masterd stopped; masterd starts again afterwards."""
+    def _change(self, edit: Callable[[ConfigManager, ConfigTransaction], None]) -> None:
+        """Change the configuration with masterd stopped; masterd starts again afterwards."""
         stop_daemon(self.cl.paths, MASTERD)
-        cfg = ConfigManager(SqliteConfigStore(self.cl.paths.config_db))
         try:
-            yield cfg
+            change_offline(self.cl.paths, edit)
         finally:
-            cfg.close()
             command = [sys.executable, "-m", "corral.daemons.masterd", *self.masterd_args]
             start_daemon(command, daemon_env(self.cl.paths), timeout=60)
 

@@ -124,3 +124,23 @@ class RawLuxi:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_job_final(client: Client, job_id: int, timeout: float = 600) -> str:
+    """Block until one job has a final status (WaitForJobChange, no polling); returns it."""
+    deadline = time.monotonic() + timeout
+    prev: Any = None
+    serial = 0  # the last log entry seen: entries already seen do not wake us again
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"job {job_id} still unfinished")
+        result = client.wait_for_job_change(
+            job_id, ["status"], prev, serial, min(remaining, C.LUXI_WFJC_TIMEOUT)
+        )
+        if result == "nochange":
+            continue
+        prev, log = result
+        serial = max([serial, *(entry[0] for entry in log or [])])
+        if prev[0] in FINAL:
+            return str(prev[0])

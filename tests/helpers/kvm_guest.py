@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from corral.crypto import certs
 from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.runtime import Layout, alive
@@ -167,3 +168,38 @@ def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster
         finally:
             # Guests outlive their noded by design: a failed test's are killed here.
             kill_leftovers(cl.paths.run_dir)
+
+
+@contextlib.asynccontextmanager
+async def hypervisor_pair(address: str) -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
+    """Two kvm hypervisors on two short node roots whose certificates (for
+    ``address``) one CA signed, as two nodes of a cluster; their guests
+    stopped and the roots removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="kvmig", dir="/tmp"))
+    ca_cert, ca_key = certs.make_ca("cluster.example.com", 30)
+    roots = (base / "a", base / "b")
+    try:
+        for index, root in enumerate(roots, 1):
+            paths = Paths(root)
+            paths.data_dir.mkdir(parents=True)
+            certs.write_pem(paths.ca_cert, ca_cert, private=False)
+            certs.write_node_cert(paths, ca_cert, ca_key, f"node{index}.example.com", address)
+        hvs = (KvmHypervisor(Paths(roots[0])), KvmHypervisor(Paths(roots[1])))
+        try:
+            for hv in hvs:
+                await hv.resume()
+            yield hvs
+        finally:
+            for hv in hvs:
+                for name in list(hv.monitors):
+                    await hv.stop(name, force=True)
+                await hv.close()
+    finally:
+        for root in roots:
+            kill_leftovers(Paths(root).run_dir)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    # The README's kvm example: `gnt-cluster modify -H "kvm:$(python -m tests.helpers.kvm_guest)"`.
+    print(cluster_hvparams())

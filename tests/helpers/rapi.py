@@ -143,12 +143,12 @@ class Rapi:
         return answer.json
 
     def job(self, method: str, path: str, body: Any = None) -> int:
-        """A request that must submit a job; its id (sent as a bare string)."""
+        """A request that must submit a job; its id (a bare JSON number, as Ganeti 3's)."""
         answer = self.request(method, path, body)
         assert answer.status == 200, (method, path, answer.status, answer.body)
         assert answer.content_type == JSON
-        assert isinstance(answer.json, str), answer.json
-        return int(answer.json)
+        assert isinstance(answer.json, int) and not isinstance(answer.json, bool), answer.json
+        return answer.json
 
 
 def tls_socket(cl: TestCluster, source: str | None = None, timeout: float = 30) -> ssl.SSLSocket:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
+from corral.config.manager import ConfigManager, ConfigTransaction
 from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Node
 from corral.paths import Paths
@@ -23,6 +22,7 @@ from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, rows
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import daemon_env
+from tests.helpers.offline_config import change_offline
 
 pytestmark = pytest.mark.slow
 
@@ -41,16 +41,14 @@ def _set_memory(paths: Paths, mib: int) -> None:
 def _set_drained(cl: TestCluster, name: str) -> None:
     """Mark a node drained in the configuration (masterd restarted)."""
     stop_daemon(cl.paths, "corral-masterd")
-    cfg = ConfigManager(SqliteConfigStore(cl.paths.config_db))
-    try:
+
+    def edit(cfg: ConfigManager, tx: ConfigTransaction) -> None:
         node = cfg.lookup(Node, name).copy_for_update()
         assert isinstance(node, Node)
         node.drained = True
-        tx = cfg.transaction()
         tx.update(node)
-        tx.commit()
-    finally:
-        cfg.close()
+
+    change_offline(cl.paths, edit)
     start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
 
 

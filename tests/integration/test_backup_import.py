@@ -272,6 +272,48 @@ def test_export_then_import_under_a_new_name_on_another_node(bed: Bed) -> None:
     remove_exports(bed)
 
 
+def test_import_beside_its_source_needs_a_new_mac(bed: Bed) -> None:
+    """The export's MAC is kept (Ganeti's rule), so while the source exists the
+    import is refused, saying how to get a new MAC; with one it works."""
+    ok(
+        add(
+            bed.cl,
+            "src3",
+            "-t",
+            "file",
+            "--disk=0:size=2m",
+            "-o",
+            "envdump+default",
+            "--net",
+            "0:mac=aa:00:00:33:44:55",
+            "-n",
+            NODE1,
+            "--no-start",
+        )
+    )
+    status, _ = run(
+        bed, {"OP_ID": "OP_BACKUP_EXPORT", "instance_name": "src3", "target_node": NODE2}
+    )
+    assert status == "success"
+    try:
+        fields = {"src_node": NODE2, "src_path": "src3", "pnode": NODE1}
+        status, error = run(bed, import_op("imp3", **fields))  # the export's NICs
+        assert status == "error" and error[0] == "OpPrereqError", error
+        assert error[1] == [
+            "MAC address aa:00:00:33:44:55 already in use in cluster;"
+            " use --net 0:mac=generate for a new one",
+            "resource_not_unique",
+        ]
+        assert_nothing_created(bed, "imp3")
+        status, result = run(bed, import_op("imp3", nics=[{"mac": "generate"}], **fields))
+        assert status == "success", result
+        assert query(bed.cl, ["nic.macs"], "imp3")["imp3"]["nic.macs"] != ["aa:00:00:33:44:55"]
+    finally:
+        for name in ("src3", "imp3"):
+            bed.cl.gnt("instance", "remove", "-f", name)
+        remove_exports(bed)
+
+
 def test_import_of_a_ganeti_export_found_on_any_node(bed: Bed) -> None:
     data = ganeti_export(bed, NODE2)
     # No source node: Ganeti's rule, the export is looked for on every node.

@@ -9,49 +9,27 @@ disk file, no instance in the config, no record of the add, a clean
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import running_pid, start_daemon
+from corral.daemons.util import start_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.crash import UNCLEAN_SHUTDOWN, intent_records, kill_9, verify_findings
+from tests.helpers.gate import Gate
 from tests.helpers.instances import add, files_under, ok, rows
 from tests.helpers.jobs import wait_final
 from tests.helpers.osdef import make_os
 from tests.helpers.waiting import wait_until
 
 NAME = "crash1.example.com"
-INTENTS = "instance-intents"
-STAMP = re.compile(r"^\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4} ")
-
-
-@dataclass
-class Gate:
-    started: Path  # written by the create script when it runs
-    fifo: Path  # the script reads it: blocks until the test writes
-
-    def script(self) -> str:
-        return f'#!/bin/sh\necho "$INSTANCE_NAME" > "{self.started}"\nread line < "{self.fifo}"\n'
-
-    def release(self) -> None:
-        """Let a waiting script go on (nothing to do if none waits)."""
-        with contextlib.suppress(OSError):  # ENXIO: no script reads the FIFO
-            fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
-            os.write(fd, b"go\n")
-            os.close(fd)
 
 
 @pytest.fixture
 def gated(tmp_path: Path) -> Iterator[tuple[TestCluster, Gate]]:
-    gate = Gate(tmp_path / "started", tmp_path / "gate")
-    os.mkfifo(gate.fifo)
+    gate = Gate.make(tmp_path)
     with running_cluster(tmp_path) as cl:
         make_os(cl.paths, "gated", variants=None, scripts={"create": gate.script()})
         try:
@@ -83,10 +61,7 @@ def submit_add(cl: TestCluster) -> int:
 
 
 def kill(cl: TestCluster, daemon: str) -> None:
-    pid = running_pid(cl.paths.pid_file(daemon))
-    assert pid is not None, f"{daemon} is not running"
-    os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: running_pid(cl.paths.pid_file(daemon)) is None, 15, f"{daemon} gone")
+    kill_9(cl.paths.pid_file(daemon))
 
 
 def start(cl: TestCluster, daemon: str) -> None:
@@ -98,19 +73,11 @@ def storage_files(cl: TestCluster) -> dict[str, int]:
     return files_under(cl.paths.file_storage_dir)
 
 
-def intent_records(cl: TestCluster) -> list[Path]:
-    directory = cl.paths.data_dir / INTENTS
-    return sorted(directory.glob("*.json")) if directory.exists() else []
-
-
 def assert_no_orphan(cl: TestCluster, *instances: str) -> None:
     """Only ``instances`` exist: in the config, their disks alone, verify clean."""
     assert [row[0] for row in rows(cl, ["name"])] == list(instances)
-    verify = cl.gnt("cluster", "verify", "--error-codes")
-    lines = [STAMP.sub("", line).strip() for line in verify.stdout.splitlines()]
-    # Ganeti's "- NOTICE" lines (e.g. non-redundant instances) are no findings.
-    findings = [x for x in lines if x.startswith(("- ERROR", "- WARNING"))]
-    assert verify.rc == 0 and not findings, verify.stdout
+    rc, findings = verify_findings(cl)
+    assert rc == 0 and not findings, findings
     assert intent_records(cl) == []
 
 
@@ -126,7 +93,7 @@ def test_kill_9_masterd_mid_add_leaves_no_orphan(gated: tuple[TestCluster, Gate]
     gate.release()
     with cl.client() as client:
         ((status, result),) = wait_final(client, [job], ("opresult",))
-    assert status == "error" and "Unclean master daemon shutdown" in str(result), result
+    assert status == "error" and UNCLEAN_SHUTDOWN in str(result), result
     assert_no_orphan(cl)
     # The name is free and works.
     ok(add(cl, NAME, "-t", "file", "--disk", "0:size=4m", "--no-install", "--no-start"))

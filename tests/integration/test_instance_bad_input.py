@@ -166,6 +166,19 @@ def test_verify_refuses_a_value(cl: TestCluster, unchanged: None) -> None:
     refused(cl.gnt("os", "modify", "-O", "size=huge", "good+other"), "size huge is not acceptable")
 
 
+def test_modify_of_an_os_no_node_has(cl: TestCluster) -> None:
+    """As Ganeti: accepted (parameters may come before the OS), the parameters'
+    check said to be skipped; the hidden and blacklisted lists take any name."""
+    out = ok(cl.gnt("os", "modify", "-O", "mirror=local", "nosuchos"))
+    assert f"OS nosuchos not found on node {cl.node_name}, validation skipped" in out
+    try:
+        ok(cl.gnt("os", "modify", "--blacklisted=yes", "nosuchos"))
+        info = ok(cl.gnt("cluster", "info"))
+        assert "Blacklisted OSes: nosuchos" in info and "mirror: local" in info
+    finally:
+        ok(cl.gnt("os", "modify", "--blacklisted=no", "nosuchos"))
+
+
 def test_blacklisted_os_for_a_new_instance(cl: TestCluster) -> None:
     ok(cl.gnt("os", "modify", "--blacklisted=yes", "plain"))
     try:

@@ -24,7 +24,7 @@ from tests.helpers.instances import add, failed, ok, rows
 from tests.helpers.jobs import cluster_state, wait_final
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import Noded, daemon_env, noded_cmd
-from tests.helpers.tmpfs import tmpfs
+from tests.helpers.tmpfs import fill, tmpfs
 from tests.helpers.waiting import wait_until
 
 NODE1, NODE2, NODE3 = "node1.example.com", "node2.example.com", "node3.example.com"
@@ -242,7 +242,11 @@ def test_target_killed_mid_copy(bed: Bed) -> None:
             status, error = wait_final(client, [job_id], ("opresult",), timeout=120)[0]
         assert status == "error"
         message = json.dumps(error)
-        for text in (f"from node {NODE1} to node {NODE3}", "disk/0 sent", "MiB/s"):
+        # The cause, from the end that failed (the source: its peer went away).
+        for text in (
+            f"from node {NODE1} to node {NODE3}",
+            f"disk/0 failed to send data on {NODE1}: ",
+        ):
             assert text in message, (text, message)
         lines = job_log(bed, job_id)
         assert any(f"Could not remove the partial disks on node {NODE3}" in x for x in lines)
@@ -255,6 +259,33 @@ def test_target_killed_mid_copy(bed: Bed) -> None:
     # Back, the target removes the partial disks it recorded.
     wait_until(lambda: not disk_files(bed, NODE3, "mvk"), timeout=30, what="partial disks gone")
     ok(bed.cl.gnt("instance", "remove", "-f", "mvk"))
+
+
+def test_failed_copy_says_why(bed: Bed) -> None:
+    new_file_instance(bed, "mvs", "16m")
+    contents = fill_disks(bed, "mvs")
+    source, storage = bed.nodes[NODE1], bed.paths(NODE2).file_storage_dir
+    # Room enough when the move begins; none left once the copy is under way.
+    with tmpfs(storage, "24m"):
+        node_call(source, "test_impexp_gate", True)
+        try:
+            job_id = submit_move(bed, "mvs", NODE2)
+            wait_paused(bed, job_id)
+            fill(storage)
+        finally:
+            node_call(source, "test_impexp_gate", False)
+        with bed.cl.client() as client:
+            status, error = wait_final(client, [job_id], ("opresult",), timeout=120)[0]
+        assert status == "error"
+        cause = (
+            f"Errors during disk copy from node {NODE1} to node {NODE2}: disk/0 failed to"
+            f" receive data on {NODE2}: No space left on the device of "
+        )
+        assert cause in json.dumps(error), error
+        assert disk_files(bed, NODE2, "mvs") == []
+    assert pnode(bed, "mvs") == NODE1 and where(bed, "mvs") == {NODE1: "running"}
+    assert [p.read_bytes() for p in disk_files(bed, NODE1, "mvs")] == contents
+    ok(bed.cl.gnt("instance", "remove", "-f", "mvs"))
 
 
 def test_job_cancelled_mid_copy(bed: Bed) -> None:

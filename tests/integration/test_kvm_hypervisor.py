@@ -319,7 +319,7 @@ def test_bridged_nic_with_its_mac(short_root: Path) -> None:
     spec = dataclasses.replace(
         guest_spec("nic1"), nics=(NicSpec(0, "nic-uuid", mac, "bridged", "br0"),)
     )
-    tap = netdev.tap_name(spec.uuid, 0)
+    tap = netdev.tap_name(spec.uuid, 0, str(short_root))
 
     async def scenario() -> tuple[str | None, str | None]:
         hv = KvmHypervisor(Paths(short_root))

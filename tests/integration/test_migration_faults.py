@@ -8,28 +8,22 @@ step on one node until the test removes the gate file."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from corral import constants as C
-from corral.daemons.util import running_pid, start_daemon
 from corral.paths import Paths
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.crash import MASTERD, arm_hv_gate, kill_9, start_masterd, wait_reached
 from tests.helpers.instances import add, ok, rows
 from tests.helpers.jobs import wait_final
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded, start_noded
 from tests.helpers.osdef import make_os
-from tests.helpers.waiting import wait_until
 
 NODE1, NODE2 = "node1.example.com", "node2.example.com"
-GATES = "fake-hypervisor-gates"
 
 
 class Pair:
@@ -66,34 +60,6 @@ def where(pair: Pair, name: str) -> dict[str, str]:
     return out
 
 
-def arm(paths: Paths, name: str, step: str) -> Path:
-    """Set the gate of ``step`` for ``name`` on a node; the gate file."""
-    gate = paths.run_dir / GATES / f"{name}.{step}"
-    gate.parent.mkdir(parents=True, exist_ok=True)
-    gate.touch()
-    return gate
-
-
-def wait_reached(gate: Path) -> None:
-    reached = gate.with_name(gate.name + ".reached")
-    wait_until(reached.exists, timeout=30, what=f"{reached}")
-
-
-def kill_9(pid_file: Path) -> None:
-    pid = running_pid(pid_file)
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: _gone(pid), timeout=15, what=f"process {pid} gone")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def submit_migrate(cl: TestCluster, name: str, target: str) -> int:
     with cl.client() as client:
         op = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": name, "target_node": target}
@@ -109,7 +75,7 @@ def job_info(cl: TestCluster, job_id: int) -> list[Any]:
 def test_target_killed_while_accepting(pair: Pair) -> None:
     cl = pair.cl
     ok(add(cl, "kill1", "-t", "diskless", "-o", "plain", "--no-install", "-n", NODE1))
-    gate = arm(pair.node2.paths, "kill1", "accept")
+    gate = arm_hv_gate(pair.node2.paths, "kill1", "accept")
     job_id = submit_migrate(cl, "kill1", NODE2)
     wait_reached(gate)
     kill_9(pair.node2.paths.pid_file("corral-noded"))
@@ -134,12 +100,12 @@ def test_target_killed_while_accepting(pair: Pair) -> None:
 def _interrupt(pair: Pair, name: str, paths: Paths, step: str) -> None:
     """Start migrating ``name`` to node2, kill masterd at ``step``, start it again."""
     cl = pair.cl
-    gate = arm(paths, name, step)
+    gate = arm_hv_gate(paths, name, step)
     job_id = submit_migrate(cl, name, NODE2)
     wait_reached(gate)
-    kill_9(cl.paths.pid_file("corral-masterd"))
+    kill_9(cl.paths.pid_file(MASTERD))
     gate.unlink()
-    start_daemon([sys.executable, "-m", "corral.daemons.masterd"], cl.env, timeout=30)
+    start_masterd(cl)
     status, _, _ = job_info(cl, job_id)
     assert status == C.JOB_STATUS_ERROR
 

@@ -120,7 +120,10 @@ def test_failed_export_cancels_the_import(tmp_path: Path) -> None:
         make_os(src.paths, OS_NAME, scripts=failing)
         result = corral_move(src, dest, tmp_path, NAME)
         assert result.rc == 1
-        assert "Source error: " in result.stderr and "Cancelling job" in result.stderr
+        assert "Source error: " in result.stderr
+        # The import is cancelled, unless the broken stream already failed it
+        # (which of the two comes first depends on the machine's load).
+        assert "Cancelling job" in result.stderr or "Could not import disk/0" in result.stderr
         assert instances(src) == [NAME] and instances(dest) == []
         assert disk.read_bytes()[: len(data)] == data
         assert unfinished_jobs(src) == [] and unfinished_jobs(dest) == []

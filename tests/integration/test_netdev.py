@@ -83,6 +83,8 @@ def test_tap_names_are_short_stable_and_distinct() -> None:
     # Stable across calls (a restarted noded finds them); never a test bed's
     # device (crl…, br…, v…) nor Ganeti's tapN.
     assert netdev.tap_name("uuid-1", 3) == netdev.tap_name("uuid-1", 3)
+    # Two nodes on one machine (their roots differ) give one guest two taps.
+    assert netdev.tap_name("uuid-1", 0, "/tmp/a") != netdev.tap_name("uuid-1", 0, "/tmp/b")
     assert not any(name.startswith(("crl", "br", "v", "tap")) for name in names)
     with pytest.raises(ValueError):
         netdev.tap_name("uuid-1", 10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import stat
 import subprocess
@@ -25,7 +26,7 @@ from corral.paths import Paths
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import failed, ok
 from tests.helpers.multinode import free_address, start_joining_node
-from tests.helpers.noded import Noded, daemon_env
+from tests.helpers.noded import Noded, daemon_env, noded_cmd
 
 NODE2 = "node2.example.com"
 
@@ -193,6 +194,24 @@ def test_a_token_joins_once(cl: TestCluster, tmp_path: Path) -> None:
         node.stop()
 
 
+def test_a_failed_join_leaves_the_token_usable(cl: TestCluster, tmp_path: Path) -> None:
+    good = testbed.make_token(cl.paths)
+    wrong_ca = J.parse_token(good)
+    wrong_ca.ca_fingerprint = "0" * 64
+    node = _joining_with(cl, tmp_path / "node2", wrong_ca.text())
+    try:
+        # The node refuses at the very end of the exchange: nothing was changed...
+        failed(add(cl, node), "is not the one named in this node's join token")
+        assert_untouched(cl, node)
+        # ...and the token still joins a node.
+        join_server.save_token(node.paths, good)
+        ok(add(cl, node))
+        assert NODE2 in node_names(cl)
+        ok(cl.gnt("node", "remove", NODE2))
+    finally:
+        node.stop()
+
+
 def test_token_command_and_bad_ttl(cl: TestCluster) -> None:
     out = ok(cl.gnt("node", "join-token", "--ttl", "60")).strip()
     token = J.parse_token(out)
@@ -212,6 +231,64 @@ def test_bad_token_on_the_node_command_line(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 1 and "Invalid join token" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "rc", "message"),
+    [
+        (["--join-token-file", "/nonexistent/token"], 1, "Cannot read the join token file"),
+        (["--join-token", "-", "--join-token-file", "t"], 2, "not allowed with"),
+    ],
+)
+def test_bad_token_file_options(tmp_path: Path, args: list[str], rc: int, message: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "corral.daemons.noded", "-b", "127.0.0.1", *args],
+        env={**os.environ, **daemon_env(Paths(tmp_path))},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == rc and message in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("given", ["file", "stdin"])
+def test_a_token_from_a_file_or_stdin_stays_out_of_ps(
+    cl: TestCluster, tmp_path: Path, given: str
+) -> None:
+    token = testbed.make_token(cl.paths)
+    paths = Paths((tmp_path / "node2").absolute())
+    paths.root.mkdir()
+    address = free_address(cl.port, {cl.node_ip})
+    cmd, stdin = noded_cmd(address, cl.port), ""
+    if given == "file":
+        token_file = tmp_path / "node2.token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+        cmd += ["--join-token-file", str(token_file)]
+    else:
+        cmd, stdin = [*cmd, "--join-token", "-"], token + "\n"
+    started = subprocess.run(
+        cmd,
+        input=stdin,
+        env={**os.environ, **daemon_env(paths)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    node = Noded(paths, address, cl.port, NODE2)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert node.pid is not None
+        command_line = Path(f"/proc/{node.pid}/cmdline").read_bytes()
+        assert J.parse_token(token).token_id.encode() not in command_line
+        assert token.split(".")[2].encode() not in command_line
+        ok(add(cl, node))
+        assert NODE2 in node_names(cl)
+        ok(cl.gnt("node", "remove", NODE2))
+    finally:
+        node.stop()
 
 
 class _Relay:

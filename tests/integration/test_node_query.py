@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from corral import constants as C
-from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
+from corral.config.manager import ConfigManager, ConfigTransaction
 from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Node
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.multinode import MASTERD, add_node
 from tests.helpers.noded import daemon_env
+from tests.helpers.offline_config import change_offline
 
 LIVE = ["bootid", "ctotal", "cnos", "cnodes", "csockets", "dtotal", "dfree", "spfree", "sptotal"]
 LIVE += ["mtotal", "mfree", "mnode"]
@@ -42,17 +42,14 @@ def live_cells(cl: TestCluster) -> dict[str, dict[str, list[Any]]]:
 def set_offline(cl: TestCluster, name: str) -> None:
     """Mark a node offline in the configuration (masterd stopped meanwhile)."""
     stop_daemon(cl.paths, MASTERD)
-    cfg = ConfigManager(SqliteConfigStore(cl.paths.config_db))
-    try:
-        node = cfg.find(Node, name)
-        assert node is not None
-        changed = node.model_copy(deep=True)
+
+    def edit(cfg: ConfigManager, tx: ConfigTransaction) -> None:
+        changed = cfg.lookup(Node, name).copy_for_update()
+        assert isinstance(changed, Node)
         changed.offline = True
-        tx = cfg.transaction()
         tx.update(changed)
-        tx.commit()
-    finally:
-        cfg.close()
+
+    change_offline(cl.paths, edit)
     start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
 
 

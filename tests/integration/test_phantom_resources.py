@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from corral.config.manager import ConfigManager
-from corral.config.store import SqliteConfigStore
+from corral.config.manager import ConfigManager, ConfigTransaction
 from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Cluster, Instance
 from tests.helpers.cluster import TestCluster, new_root, running_cluster
 from tests.helpers.instances import add, config_serial, failed, files_under, ok, rows
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import daemon_env
+from tests.helpers.offline_config import change_offline
 from tests.helpers.osdef import make_os
 
 PHANTOM_TEMPLATES = ("plain", "drbd", "rbd", "ext", "gluster")
@@ -62,27 +62,21 @@ def cluster_state(cl: TestCluster) -> tuple[str, int]:
     return ok(cl.gnt("cluster", "info")), config_serial(cl)
 
 
-def edit_config(cl: TestCluster, edit: Callable[[ConfigManager], None]) -> None:
+def edit_config(cl: TestCluster, edit: Callable[[ConfigManager, ConfigTransaction], None]) -> None:
     """Change the configuration directly (masterd stopped meanwhile), as an
     older Corral, which enabled anything, may have left it."""
     stop_daemon(cl.paths, "corral-masterd")
-    cfg = ConfigManager(SqliteConfigStore(cl.paths.config_db))
-    try:
-        edit(cfg)
-    finally:
-        cfg.close()
+    change_offline(cl.paths, edit)
     start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
 
 
 def enable_in_config(cl: TestCluster, hypervisors: list[str], disk_templates: list[str]) -> None:
-    def edit(cfg: ConfigManager) -> None:
+    def edit(cfg: ConfigManager, tx: ConfigTransaction) -> None:
         cluster = cfg.cluster.copy_for_update()
         assert isinstance(cluster, Cluster)
         cluster.enabled_hypervisors = hypervisors
         cluster.enabled_disk_templates = disk_templates
-        tx = cfg.transaction()
         tx.update(cluster)
-        tx.commit()
 
     edit_config(cl, edit)
 
@@ -203,17 +197,15 @@ def test_a_failing_hypervisor_hides_only_its_own_instances(tmp_path: Path) -> No
         make_os(cl.paths, "plain", variants=None)
         ok(add(cl, "up1", "-t", "diskless", "-o", "plain"))
 
-        def lxc_twin(cfg: ConfigManager) -> None:
+        def lxc_twin(cfg: ConfigManager, tx: ConfigTransaction) -> None:
             # An instance of a hypervisor the node lacks, as an old config may hold.
             twin = cfg.lookup(Instance, "up1").model_copy(deep=True)
             twin.uuid, twin.name, twin.hypervisor, twin.nics = "lxc-twin", "lxc1", "lxc", []
             cluster = cfg.cluster.copy_for_update()
             assert isinstance(cluster, Cluster)
             cluster.enabled_hypervisors = ["fake", "lxc"]
-            tx = cfg.transaction()
             tx.update(cluster)
             tx.add(twin)
-            tx.commit()
 
         edit_config(cl, lxc_twin)
         assert rows(cl, ["name", "status", "oper_state"]) == [

@@ -47,6 +47,16 @@ def test_five_nodes_listed(bed: testbed.Testbed) -> None:
     assert len({n.address for n in bed.nodes}) == 5
 
 
+def test_join_tokens_never_on_a_command_line(bed: testbed.Testbed) -> None:
+    for node in bed.nodes[1:]:
+        pid = running_pid(node.paths.pid_file("corral-noded"))
+        assert pid is not None
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"--join-token-file" in argv and not any(b"cj1." in arg for arg in argv), argv
+        # The file it was given is gone; noded's own copy went with the join.
+        assert not list(node.paths.root.glob(".join-token-*"))
+
+
 def test_ssconf_identical_on_all_nodes_after_a_change(bed: testbed.Testbed) -> None:
     ok(bed.gnt("cluster", "add-tags", "bedtag"))
     try:

@@ -2,8 +2,8 @@
 
 Typical use::
 
-    world = QueryWorld(tmp_path)
-    inst = world.instance("web1", nics=[NIC(mac="aa:00:00:00:00:01")])
+    world = await QueryWorld.create(tmp_path)
+    inst = await world.instance("web1", nics=[NIC(mac="aa:00:00:00:00:01")])
     world.answer("node_info", world.node1.uuid, {"bootid": "b"})
     rows = await world.query("instance", ["name", "mac"])
     # rows == [[[0, "web1"], [0, "aa:00:00:00:00:01"]]]
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from corral.config.manager import ConfigManager, initial_change
-from corral.config.store import SqliteConfigStore
 from corral.master import resources
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.rpc.client import RpcResult
+from corral.state.sqlite.config import SqliteConfigStore
 
 
 class FakeRpc:
@@ -49,6 +49,8 @@ class FakeRpc:
 class QueryWorld:
     """A cluster of one group and two nodes (node1 is the master)."""
 
+    cfg: ConfigManager
+
     def __init__(self, tmp_path: Path) -> None:
         self.group = NodeGroup(name="default")
         self.node1 = self._node("node1.example.com", "192.0.2.1", self.group)
@@ -62,32 +64,37 @@ class QueryWorld:
             beparams={"default": {"maxmem": 128, "minmem": 128, "vcpus": 1}},
             nicparams={"default": {"mode": "bridged", "link": "br0", "vlan": ""}},
         )
-        store = SqliteConfigStore.create(
-            tmp_path / "config.db",
-            initial_change([self.cluster, self.group, self.node1, self.node2]),
-        )
-        self.cfg = ConfigManager(store)
+        path = tmp_path / "config.db"
+        initial = initial_change([self.cluster, self.group, self.node1, self.node2])
+        SqliteConfigStore.create(path, initial)
+        self.store = SqliteConfigStore(path)
         self.rpc = FakeRpc()
+
+    @classmethod
+    async def create(cls, tmp_path: Path) -> QueryWorld:
+        world = cls(tmp_path)
+        world.cfg = await ConfigManager.open(world.store)
+        return world
 
     @staticmethod
     def _node(name: str, ip: str, group: NodeGroup, **extra: Any) -> Node:
         return Node(name=name, primary_ip=ip, secondary_ip=ip, group=group.uuid, **extra)
 
-    def close(self) -> None:
-        self.cfg.close()
+    async def close(self) -> None:
+        await self.cfg.close()
 
-    def add(self, *objects: ConfigObject) -> None:
+    async def add(self, *objects: ConfigObject) -> None:
         tx = self.cfg.transaction()
         for obj in objects:
             tx.add(obj)
-        tx.commit()
+        await tx.commit()
 
-    def update(self, obj: ConfigObject) -> None:
+    async def update(self, obj: ConfigObject) -> None:
         tx = self.cfg.transaction()
         tx.update(obj)
-        tx.commit()
+        await tx.commit()
 
-    def instance(self, name: str, node: Node | None = None, **extra: Any) -> Instance:
+    async def instance(self, name: str, node: Node | None = None, **extra: Any) -> Instance:
         """Add a diskless instance on ``node`` (node1 by default)."""
         values: dict[str, Any] = {
             "name": name,
@@ -98,7 +105,7 @@ class QueryWorld:
             **extra,
         }
         inst = Instance(**values)
-        self.add(inst)
+        await self.add(inst)
         return inst
 
     def answer(self, call: str, node: Node, payload: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,9 @@ import pytest
 from corral import constants as C
 from corral import errors
 from corral.config.manager import ConfigManager, initial_change
-from corral.config.store import ConfigChange, SqliteConfigStore
 from corral.objects import Cluster, Node, NodeGroup
+from corral.state.ports import ConfigChange
+from corral.state.sqlite.config import SqliteConfigStore
 
 
 def build_objects() -> tuple[Cluster, NodeGroup, Node, Node]:
@@ -49,15 +51,17 @@ def objects() -> tuple[Cluster, NodeGroup, Node, Node]:
 
 
 @pytest.fixture
-def cfg(db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]) -> ConfigManager:
-    store = SqliteConfigStore.create(db_path, initial_change(list(objects)))
-    manager = ConfigManager(store)
+async def cfg(
+    db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> AsyncIterator[ConfigManager]:
+    SqliteConfigStore.create(db_path, initial_change(list(objects)))
+    manager = await ConfigManager.open(SqliteConfigStore(db_path))
     yield manager
-    manager.close()
+    await manager.close()
 
 
-def reopen(db_path: Path) -> ConfigManager:
-    return ConfigManager(SqliteConfigStore(db_path))
+async def reopen(db_path: Path) -> ConfigManager:
+    return await ConfigManager.open(SqliteConfigStore(db_path))
 
 
 def disk_rows(db_path: Path, table: str) -> dict[str, tuple[str, int, float]]:
@@ -75,7 +79,7 @@ def disk_serial(db_path: Path) -> int:
 # Create and load
 
 
-def test_create_and_load_round_trip(
+async def test_create_and_load_round_trip(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     cluster, group, master, other = objects
@@ -90,11 +94,11 @@ def test_create_and_load_round_trip(
     assert cfg.find(Node, "default") is None  # name indexes are per table
 
 
-def test_reopened_store_sees_the_same_configuration(
+async def test_reopened_store_sees_the_same_configuration(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
-    cfg.close()
-    again = reopen(db_path)
+    await cfg.close()
+    again = await reopen(db_path)
     try:
         assert again.serial == 1
         assert again.cluster.model_dump() == objects[0].model_dump()
@@ -103,24 +107,26 @@ def test_reopened_store_sees_the_same_configuration(
             objects[3].model_dump(),
         ]
     finally:
-        again.close()
+        await again.close()
 
 
-def test_create_refuses_an_existing_file(cfg: ConfigManager, db_path: Path) -> None:
+async def test_create_refuses_an_existing_file(cfg: ConfigManager, db_path: Path) -> None:
     with pytest.raises(errors.ConfigurationError, match="already exists"):
         SqliteConfigStore.create(db_path, ConfigChange())
 
 
-def test_store_uses_wal_mode(cfg: ConfigManager, db_path: Path) -> None:
+async def test_store_uses_wal_mode(cfg: ConfigManager, db_path: Path) -> None:
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db_path.with_name(db_path.name + "-wal").exists()
 
 
-def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> None:
-    store = SqliteConfigStore.create(db_path, initial_change(list(objects)))
+async def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> None:
+    SqliteConfigStore.create(db_path, initial_change(list(objects)))
+    store = SqliteConfigStore(db_path)
     try:
-        serial, tables = store.load()
+        snapshot = await store.load()
+        serial, tables = snapshot.serial, snapshot.tables
         assert serial == 1
         assert set(tables) == {
             "cluster",
@@ -136,42 +142,43 @@ def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> No
         ]
         assert tables["instances"] == []
     finally:
-        store.close()
+        await store.close()
 
 
-def test_config_version_mismatch_is_refused(cfg: ConfigManager, db_path: Path) -> None:
-    cfg.close()
+async def test_config_version_mismatch_is_refused(cfg: ConfigManager, db_path: Path) -> None:
+    await cfg.close()
     with sqlite3.connect(db_path) as db:
         db.execute("UPDATE meta SET value = '2160000' WHERE key = 'config_version'")
     store = SqliteConfigStore(db_path)
     try:
         with pytest.raises(errors.ConfigVersionMismatch):
-            store.load()
+            await store.load()
     finally:
-        store.close()
+        await store.close()
 
 
-def test_an_empty_database_is_not_a_configuration(tmp_path: Path) -> None:
+async def test_an_empty_database_is_not_a_configuration(tmp_path: Path) -> None:
     store = SqliteConfigStore(tmp_path / "empty.db")
     try:
         with pytest.raises(errors.ConfigVersionMismatch):
-            store.load()
+            await store.load()
     finally:
-        store.close()
+        await store.close()
 
 
-def test_a_configuration_without_cluster_is_refused(tmp_path: Path) -> None:
+async def test_a_configuration_without_cluster_is_refused(tmp_path: Path) -> None:
     _, group, _, _ = build_objects()
-    store = SqliteConfigStore.create(tmp_path / "c.db", initial_change([group]))
+    SqliteConfigStore.create(tmp_path / "c.db", initial_change([group]))
+    store = SqliteConfigStore(tmp_path / "c.db")
     with pytest.raises(errors.ConfigurationError, match="no cluster"):
-        ConfigManager(store)
-    store.close()
+        await ConfigManager.open(store)
+    await store.close()
 
 
 # Transactions
 
 
-def test_commit_bumps_object_serial_mtime_and_cluster_serial(
+async def test_commit_bumps_object_serial_mtime_and_cluster_serial(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     _, _, master, other = objects
@@ -184,7 +191,7 @@ def test_commit_bumps_object_serial_mtime_and_cluster_serial(
     tx = cfg.transaction()
     tx.update(changed)
     assert tx.changed
-    assert tx.commit() is True
+    assert await tx.commit() is True
 
     now_node = cfg.get(Node, other.uuid)
     assert now_node is not None
@@ -203,45 +210,45 @@ def test_commit_bumps_object_serial_mtime_and_cluster_serial(
     assert rows[master.uuid][1] == 1
     assert disk_serial(db_path) == 2
 
-    cfg.close()
-    again = reopen(db_path)
+    await cfg.close()
+    again = await reopen(db_path)
     try:
         assert again.serial == 2
         assert again.get(Node, other.uuid) == now_node
     finally:
-        again.close()
+        await again.close()
 
 
-def test_each_commit_bumps_serials_again(cfg: ConfigManager, db_path: Path) -> None:
+async def test_each_commit_bumps_serials_again(cfg: ConfigManager, db_path: Path) -> None:
     for expected in (2, 3, 4):
         cluster = cfg.cluster.copy_for_update()
         cluster.tags.append(f"t{expected}")
         tx = cfg.transaction()
         tx.update(cluster)
-        tx.commit()
+        await tx.commit()
         assert cfg.serial == expected
         assert cfg.cluster.serial_no == expected
     assert cfg.cluster.tags == ["initial", "t2", "t3", "t4"]
     assert disk_serial(db_path) == 4
 
 
-def test_empty_transaction_commits_nothing(cfg: ConfigManager, db_path: Path) -> None:
+async def test_empty_transaction_commits_nothing(cfg: ConfigManager, db_path: Path) -> None:
     tx = cfg.transaction()
     assert not tx.changed
-    assert tx.commit() is False
+    assert await tx.commit() is False
     assert cfg.serial == 1
     assert disk_serial(db_path) == 1
 
 
-def test_a_transaction_commits_once(cfg: ConfigManager) -> None:
+async def test_a_transaction_commits_once(cfg: ConfigManager) -> None:
     tx = cfg.transaction()
     tx.update(cfg.cluster.copy_for_update())
-    tx.commit()
+    await tx.commit()
     with pytest.raises(errors.ProgrammerError):
-        tx.commit()
+        await tx.commit()
 
 
-def test_uncommitted_transaction_changes_nothing(
+async def test_uncommitted_transaction_changes_nothing(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     _, group, master, other = objects
@@ -262,7 +269,7 @@ def test_uncommitted_transaction_changes_nothing(
     assert set(disk_rows(db_path, "nodes")) == {master.uuid, other.uuid}
 
 
-def test_failed_commit_changes_nothing_in_memory_or_on_disk(
+async def test_failed_commit_changes_nothing_in_memory_or_on_disk(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     cluster, _, _, other = objects
@@ -276,7 +283,7 @@ def test_failed_commit_changes_nothing_in_memory_or_on_disk(
     tx.update(good)  # written first, then rolled back
     tx.update(bad)
     with pytest.raises(TypeError):
-        tx.commit()
+        await tx.commit()
 
     assert cfg.serial == 1
     assert cfg.cluster.max_running_jobs == C.DEFAULT_MAX_RUNNING_JOBS
@@ -291,18 +298,18 @@ def test_failed_commit_changes_nothing_in_memory_or_on_disk(
     retry.max_running_jobs = 4
     tx2 = cfg.transaction()
     tx2.update(retry)
-    tx2.commit()
-    cfg.close()
-    again = reopen(db_path)
+    await tx2.commit()
+    await cfg.close()
+    again = await reopen(db_path)
     try:
         assert again.serial == 2
         assert again.cluster.max_running_jobs == 4
         assert again.get(Node, other.uuid) == other
     finally:
-        again.close()
+        await again.close()
 
 
-def test_add_and_remove_objects(
+async def test_add_and_remove_objects(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     _, group, master, other = objects
@@ -310,7 +317,7 @@ def test_add_and_remove_objects(
     tx = cfg.transaction()
     tx.add(new)
     tx.remove(other)
-    tx.commit()
+    await tx.commit()
     assert cfg.find(Node, "node3") == new
     assert new.serial_no == 1  # a new object keeps its first serial
     assert cfg.find(Node, other.name) is None
@@ -319,7 +326,7 @@ def test_add_and_remove_objects(
     assert set(disk_rows(db_path, "nodes")) == {master.uuid, new.uuid}
 
 
-def test_remove_then_update_in_one_transaction_keeps_memory_and_disk_in_step(
+async def test_remove_then_update_in_one_transaction_keeps_memory_and_disk_in_step(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     other = objects[3]
@@ -329,25 +336,25 @@ def test_remove_then_update_in_one_transaction_keeps_memory_and_disk_in_step(
     tx = cfg.transaction()
     tx.remove(other)
     tx.update(changed)  # the last staged action wins
-    tx.commit()
+    await tx.commit()
     in_memory = cfg.get(Node, other.uuid)
     assert in_memory is not None and in_memory.drained
     assert other.uuid in disk_rows(db_path, "nodes")
-    cfg.close()
-    again = reopen(db_path)
+    await cfg.close()
+    again = await reopen(db_path)
     try:
         assert again.get(Node, other.uuid) == in_memory
     finally:
-        again.close()
+        await again.close()
 
 
-def test_update_of_an_unknown_object_is_refused(cfg: ConfigManager) -> None:
+async def test_update_of_an_unknown_object_is_refused(cfg: ConfigManager) -> None:
     stranger = Node(name="x", primary_ip="1.1.1.1", secondary_ip="1.1.1.1", group="g")
     with pytest.raises(errors.ConfigurationError, match="unknown"):
         cfg.transaction().update(stranger)
 
 
-def test_adding_a_known_uuid_is_refused(
+async def test_adding_a_known_uuid_is_refused(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     clone = objects[3].model_copy(update={"name": "node9"})
@@ -355,20 +362,20 @@ def test_adding_a_known_uuid_is_refused(
         cfg.transaction().add(clone)
 
 
-def test_listeners_run_after_each_commit(cfg: ConfigManager) -> None:
+async def test_listeners_run_after_each_commit(cfg: ConfigManager) -> None:
     seen: list[tuple[int, set[str]]] = []
     cfg.add_listener(lambda c, tables: seen.append((c.serial, tables)))
-    cfg.transaction().commit()  # empty: no notification
+    await cfg.transaction().commit()  # empty: no notification
     tx = cfg.transaction()
     tx.update(cfg.cluster.copy_for_update())
-    tx.commit()
+    await tx.commit()
     assert seen == [(2, {"cluster"})]
 
 
 # Names
 
 
-def test_adding_a_used_name_is_already_exists(
+async def test_adding_a_used_name_is_already_exists(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     group = objects[1]
@@ -381,7 +388,7 @@ def test_adding_a_used_name_is_already_exists(
     assert info.value.args == ("The name 'node1.example.com' is already in use", "already_exists")
 
 
-def test_renaming_onto_a_used_name_is_already_exists(
+async def test_renaming_onto_a_used_name_is_already_exists(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     renamed = objects[3].model_copy(update={"name": "node1.example.com"})
@@ -390,7 +397,7 @@ def test_renaming_onto_a_used_name_is_already_exists(
     assert info.value.ecode == C.ECODE_EXISTS
 
 
-def test_two_staged_objects_cannot_share_a_name(
+async def test_two_staged_objects_cannot_share_a_name(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     group = objects[1]
@@ -401,15 +408,15 @@ def test_two_staged_objects_cannot_share_a_name(
     assert info.value.ecode == C.ECODE_EXISTS
 
 
-def test_the_same_name_in_another_table_is_fine(cfg: ConfigManager) -> None:
+async def test_the_same_name_in_another_table_is_fine(cfg: ConfigManager) -> None:
     tx = cfg.transaction()
     tx.add(NodeGroup(name="node1.example.com"))
-    tx.commit()
+    await tx.commit()
     assert cfg.find(NodeGroup, "node1.example.com") is not None
     assert cfg.find(Node, "node1.example.com") is not None
 
 
-def test_a_removed_name_can_be_reused_in_the_same_transaction(
+async def test_a_removed_name_can_be_reused_in_the_same_transaction(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     group, other = objects[1], objects[3]
@@ -419,7 +426,7 @@ def test_a_removed_name_can_be_reused_in_the_same_transaction(
     tx = cfg.transaction()
     tx.remove(other)
     tx.add(replacement)
-    tx.commit()
+    await tx.commit()
     assert cfg.find(Node, other.name) == replacement
     assert cfg.get(Node, other.uuid) is None
     rows = disk_rows(db_path, "nodes")
@@ -427,14 +434,14 @@ def test_a_removed_name_can_be_reused_in_the_same_transaction(
     assert rows[replacement.uuid][0] == other.name
 
 
-def test_rename_updates_the_name_index(
+async def test_rename_updates_the_name_index(
     cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     other = objects[3]
     renamed = other.model_copy(update={"name": "renamed.example.com"}, deep=True)
     tx = cfg.transaction()
     tx.update(renamed)
-    tx.commit()
+    await tx.commit()
     assert cfg.find(Node, "renamed.example.com") == renamed
     assert cfg.find(Node, other.name) is None
     assert cfg.lookup(Node, "renamed.example.com").uuid == other.uuid
@@ -444,18 +451,18 @@ def test_rename_updates_the_name_index(
     # The old name is free again.
     tx = cfg.transaction()
     tx.add(Node(name=other.name, primary_ip="192.0.2.30", secondary_ip="192.0.2.30", group="g"))
-    tx.commit()
+    await tx.commit()
     assert disk_rows(db_path, "nodes")[other.uuid][0] == "renamed.example.com"
-    cfg.close()
-    again = reopen(db_path)
+    await cfg.close()
+    again = await reopen(db_path)
     try:
         assert again.find(Node, "renamed.example.com") is not None
         assert again.find(Node, other.name).uuid != other.uuid  # type: ignore[union-attr]
     finally:
-        again.close()
+        await again.close()
 
 
-def test_lookup_by_name_or_uuid(
+async def test_lookup_by_name_or_uuid(
     cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
 ) -> None:
     group = objects[1]
@@ -465,12 +472,87 @@ def test_lookup_by_name_or_uuid(
         cfg.lookup(NodeGroup, "nope")
 
 
-def test_master_node_missing_is_a_configuration_error(tmp_path: Path) -> None:
+async def test_master_node_missing_is_a_configuration_error(tmp_path: Path) -> None:
     cluster, group, _, other = build_objects()
-    store = SqliteConfigStore.create(tmp_path / "c.db", initial_change([cluster, group, other]))
-    cfg = ConfigManager(store)
+    SqliteConfigStore.create(tmp_path / "c.db", initial_change([cluster, group, other]))
+    cfg = await ConfigManager.open(SqliteConfigStore(tmp_path / "c.db"))
     try:
         with pytest.raises(errors.ConfigurationError, match="master node"):
             _ = cfg.master_node
     finally:
-        cfg.close()
+        await cfg.close()
+
+
+# Compare-and-set: a change based on what another transaction changed since is refused
+
+
+def _state(cfg: ConfigManager, db_path: Path) -> tuple[int, dict[str, tuple[str, int, float]]]:
+    return cfg.serial, disk_rows(db_path, "nodes")
+
+
+async def test_an_update_read_before_another_commit_is_refused(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    stale = cfg.get(Node, other.uuid).copy_for_update()  # type: ignore[union-attr]
+    fresh = cfg.get(Node, other.uuid).copy_for_update()  # type: ignore[union-attr]
+    fresh.tags = ["first"]
+    tx = cfg.transaction()
+    tx.update(fresh)
+    await tx.commit()
+    before = _state(cfg, db_path)
+    stale.tags = ["second"]
+    tx = cfg.transaction()
+    tx.update(stale)
+    with pytest.raises(errors.ConfigurationError, match="updated since it has been read"):
+        await tx.commit()
+    # Nothing of the refused change anywhere; the first one kept.
+    assert _state(cfg, db_path) == before
+    assert cfg.get(Node, other.uuid).tags == ["first"]  # type: ignore[union-attr]
+    assert stale.serial_no == 1  # the refused copy is as it was read
+    await cfg.close()
+    assert (await reopen(db_path)).get(Node, other.uuid).tags == ["first"]  # type: ignore[union-attr]
+
+
+async def test_a_removal_read_before_another_commit_is_refused(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    other = objects[3]
+    stale = cfg.get(Node, other.uuid)
+    assert stale is not None
+    fresh = stale.copy_for_update()
+    fresh.tags = ["kept"]
+    tx = cfg.transaction()
+    tx.update(fresh)
+    await tx.commit()
+    tx = cfg.transaction()
+    tx.remove(stale)
+    with pytest.raises(errors.ConfigurationError, match="updated since it has been read"):
+        await tx.commit()
+    assert cfg.get(Node, other.uuid) is not None
+    assert other.uuid in disk_rows(db_path, "nodes")
+
+
+async def test_the_store_refuses_a_change_whose_reads_are_stale(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    """The store itself compares (another backend must too): the serial a row
+    was read at, a row that must not exist yet, and the cluster serial."""
+    other = objects[3]
+    store = SqliteConfigStore(db_path)
+    try:
+        row = {**other.model_dump(), "tags": ["x"], "serial_no": 2}
+        wrong_row = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: 7}})
+        with pytest.raises(errors.ConfigurationError, match="at serial 1, the change read 7"):
+            await store.commit(wrong_row, cfg.serial + 1, 0)
+        exists = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: None}})
+        with pytest.raises(errors.ConfigurationError, match="at serial 1, the change read None"):
+            await store.commit(exists, cfg.serial + 1, 0)
+        right = ConfigChange(upserts={"nodes": [row]}, expected={"nodes": {other.uuid: 1}})
+        with pytest.raises(errors.ConfigurationError, match="another process wrote it"):
+            await store.commit(right, cfg.serial + 2, 0)
+        assert disk_rows(db_path, "nodes")[other.uuid][1] == 1
+        await store.commit(right, cfg.serial + 1, 0)
+        assert disk_rows(db_path, "nodes")[other.uuid][1] == 2
+    finally:
+        await store.close()

@@ -5,6 +5,8 @@ needs the space waits for that; leftovers of a dead noded unlinked at start."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from corral.node.storage import file as file_storage
 from corral.node.storage.file import REMOVING, FileTemplate
 from corral.paths import Paths
 from corral.storage.disk import DiskDescription
+from tests.helpers.waiting import wait_until
 
 MIB = 1024 * 1024
 
@@ -63,3 +66,45 @@ def test_leftovers_of_a_dead_noded_unlinked(paths: Paths) -> None:
     kept.write_bytes(b"y")
     file_storage.remove_leftovers(paths)
     assert not left.exists() and kept.read_bytes() == b"y"
+
+
+def test_settle_waits_for_an_unlink_whose_thread_has_not_started(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter that comes between a removal's registration and its thread's
+    start waits for it (it once failed: "cannot join thread before it is started")."""
+    real_start = threading.Thread.start
+    go = threading.Event()
+
+    def deferred_start(self: threading.Thread) -> None:
+        if self.name != "disk-remove":
+            real_start(self)
+            return
+        # The removal's thread starts only once the test says so.
+        real_start(threading.Thread(target=lambda: (go.wait(), real_start(self))))
+
+    monkeypatch.setattr(threading.Thread, "start", deferred_start)
+    node = FileTemplate(paths)
+    d0 = disk("d0")
+    node.create(d0)
+    node.remove(d0)
+    outcome: list[object] = []
+
+    def settle() -> None:
+        try:
+            file_storage.settle()
+            outcome.append(hidden(paths))
+        except Exception as err:
+            outcome.append(err)
+
+    waiter = threading.Thread(target=settle)
+    real_start(waiter)
+
+    def waiting() -> bool:
+        frame = sys._current_frames().get(waiter.ident or 0)
+        return frame is not None and frame.f_code.co_name == "wait"
+
+    wait_until(lambda: outcome or waiting(), what="settle() waiting (or failing)")
+    go.set()
+    waiter.join()
+    assert outcome == [[]]  # it waited, then the file was unlinked

@@ -71,6 +71,8 @@ def test_options_become_moves() -> None:
     )
     assert check_options(parser, opts) == ("s", "d", ["a"])
     assert opts.nics == [{"link": "br1"}] and opts.beparams == {"vcpus": 2}
+    assert opts.name_check is True
+    assert parser.parse_args([CA, "--no-name-check", "s", "d", "a"]).name_check is False
 
 
 INSTANCE: dict[str, Any] = {
@@ -121,6 +123,9 @@ def test_creation_body() -> None:
     assert (body["source_handshake"], body["source_x509_ca"]) == ([0, "hmac", "salt"], "signed pem")
     assert (body["source_instance_name"], body["compress"]) == ("a.example.com", "zstd")
     assert body["ip_check"] is False and body["os"] == "debootstrap+default"
+    assert body["name_check"] is True  # as Ganeti's; --no-name-check (Corral's) turns it off
+    unchecked = creation_body(InstanceMove("a", "a", name_check=False), INSTANCE, EXPINFO)
+    assert unchecked["name_check"] is False
     too_many = InstanceMove("a", "a", nics=[{}, {}])
     with pytest.raises(errors.OpPrereqError, match="Can not create new NICs"):
         creation_body(too_many, INSTANCE, EXPINFO)

@@ -3,7 +3,7 @@ calls made only for the fields that need them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,10 +17,10 @@ OK, NODATA, UNAVAIL, OFFLINE = C.RS_NORMAL, C.RS_NODATA, C.RS_UNAVAIL, C.RS_OFFL
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[QueryWorld]:
-    w = QueryWorld(tmp_path)
+async def world(tmp_path: Path) -> AsyncIterator[QueryWorld]:
+    w = await QueryWorld.create(tmp_path)
     yield w
-    w.close()
+    await w.close()
 
 
 def _file_disk(size: int, **extra: object) -> Disk:
@@ -28,7 +28,7 @@ def _file_disk(size: int, **extra: object) -> Disk:
 
 
 async def test_config_fields_need_no_node(world: QueryWorld) -> None:
-    world.instance("web1")
+    await world.instance("web1")
     fields = ["name", "pnode", "admin_state", "disks_active", "forthcoming", "be/vcpus", "mac"]
     assert await world.query("instance", fields) == [
         [
@@ -46,10 +46,10 @@ async def test_config_fields_need_no_node(world: QueryWorld) -> None:
 
 async def test_node_groups_of_primary_and_secondaries(world: QueryWorld) -> None:
     other = NodeGroup(name="other")
-    world.add(other)
+    await world.add(other)
     node3 = world._node("node3.example.com", "192.0.2.3", other)
-    world.add(node3)
-    world.instance("web1", secondary_nodes=[node3.uuid])
+    await world.add(node3)
+    await world.instance("web1", secondary_nodes=[node3.uuid])
     cells = await world.values(
         "instance",
         ["pnode.group", "pnode.group.uuid", "snodes", "snodes.group", "snodes.group.uuid"],
@@ -73,7 +73,7 @@ async def test_nic_fields_and_aliases(world: QueryWorld) -> None:
             network="net-uuid",
         ),
     ]
-    world.instance("web1", nics=nics)
+    await world.instance("web1", nics=nics)
     fields = ["ip", "mac", "bridge", "nic_mode", "nic_link", "nic_network"]
     fields += ["nic.ip/1", "nic.name/1", "nic.vlan/0", "nic.vlan/1", "nic.bridge/1"]
     fields += ["nic.uuid/0", "nic.mac/2", "nic.vlans", "nic.bridges", "nic.networks"]
@@ -102,7 +102,7 @@ async def test_nic_fields_and_aliases(world: QueryWorld) -> None:
 
 async def test_disk_fields(world: QueryWorld) -> None:
     disks = [_file_disk(1024, name="root", spindles=2), _file_disk(512)]
-    world.instance("web1", disks=disks, disk_template="file", disks_active=True)
+    await world.instance("web1", disks=disks, disk_template="file", disks_active=True)
     fields = ["disk.spindles", "disk.spindles/0", "disk.spindles/1", "disk.name/0"]
     fields += ["disk.name/1", "disk.uuid/1", "disk.size/15", "sda_size", "sdb_size"]
     fields += ["disk_usage", "disks_active"]
@@ -125,8 +125,8 @@ async def test_disk_fields(world: QueryWorld) -> None:
 async def test_parameters(world: QueryWorld) -> None:
     cluster = world.cfg.cluster.model_copy(deep=True)
     cluster.osparams = {"debootstrap": {"dhcp": "yes", "arch": "amd64"}}
-    world.update(cluster)
-    world.instance("web1", osparams={"dhcp": "no"}, beparams={"vcpus": 2})
+    await world.update(cluster)
+    await world.instance("web1", osparams={"dhcp": "no"}, beparams={"vcpus": 2})
     fields = ["osparams", "custom_osparams", "hvparams", "beparams", "vcpus", "network_port"]
     cells = await world.values("instance", fields, "web1")
     assert cells["osparams"] == [OK, {"dhcp": "no", "arch": "amd64"}]
@@ -156,12 +156,12 @@ async def test_object_fields_name_the_instance() -> None:
 
 async def test_console_and_state_follow_the_primary_node(world: QueryWorld) -> None:
     node3 = world._node("node3.example.com", "192.0.2.3", world.group, offline=True)
-    world.add(node3)
-    world.instance("up", admin_state="up")
-    world.instance("up2", admin_state="up")
-    world.instance("stopped", admin_state="down")
-    world.instance("down-node", node=world.node2)
-    world.instance("off-node", node=node3)
+    await world.add(node3)
+    await world.instance("up", admin_state="up")
+    await world.instance("up2", admin_state="up")
+    await world.instance("stopped", admin_state="down")
+    await world.instance("down-node", node=world.node2)
+    await world.instance("off-node", node=node3)
     running = {"up": {"memory": 128, "vcpus": 1}, "up2": {"memory": 128, "vcpus": 1}}
     world.answer("all_instances_info", world.node1, running)
     # The node's hypervisor describes the console; an ssh one gets the node's ssh port.

@@ -3,7 +3,7 @@ gives it (RS_OFFLINE, RS_NODATA), and node calls only for live fields."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -33,10 +33,10 @@ LIVE += ["mtotal", "mfree", "mnode"]
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[QueryWorld]:
-    w = QueryWorld(tmp_path)
+async def world(tmp_path: Path) -> AsyncIterator[QueryWorld]:
+    w = await QueryWorld.create(tmp_path)
     yield w
-    w.close()
+    await w.close()
 
 
 async def test_live_fields_from_node_info_and_hypervisor_info(world: QueryWorld) -> None:
@@ -70,7 +70,7 @@ async def test_unreachable_node_has_no_data_and_offline_node_is_offline(
     world: QueryWorld,
 ) -> None:
     node3 = world._node("node3.example.com", "192.0.2.3", world.group, offline=True)
-    world.add(node3)
+    await world.add(node3)
     rows = await world.query("node", ["name", *LIVE])
     by_name = {row[0][1]: row[1:] for row in rows}
     assert by_name["node2.example.com"] == [[NODATA, None]] * len(LIVE)
@@ -102,13 +102,13 @@ async def test_only_live_fields_call_nodes(
 async def test_node_parameters_are_filled(world: QueryWorld) -> None:
     cluster = world.cfg.cluster.model_copy(deep=True)
     cluster.ndparams = {"ssh_port": 2222, "spindle_count": 4}
-    world.update(cluster)
+    await world.update(cluster)
     group = world.group.model_copy(deep=True)
     group.ndparams = {"spindle_count": 8}
-    world.update(group)
+    await world.update(group)
     node = world.node2.model_copy(deep=True)
     node.ndparams = {"oob_program": "/bin/oob"}
-    world.update(node)
+    await world.update(node)
     fields = ["ndparams", "custom_ndparams", "ndp/ssh_port", "ndp/spindle_count", "powered"]
     fields += ["hv_state", "disk_state"]
     one = await world.values("node", fields, "node1.example.com")
@@ -125,12 +125,12 @@ async def test_node_parameters_are_filled(world: QueryWorld) -> None:
 
 async def test_roles_and_instance_lists(world: QueryWorld) -> None:
     drained = world._node("node3.example.com", "192.0.2.3", world.group, drained=True, offline=True)
-    world.add(drained)
+    await world.add(drained)
     node2 = world.node2.model_copy(deep=True)
     node2.master_candidate = False
-    world.update(node2)
+    await world.update(node2)
     for name in ("web10", "web9", "web1"):
-        world.instance(name)
+        await world.instance(name)
     rows = await world.query("node", ["name", "role", "pinst_list", "pinst_cnt"])
     assert rows == [
         [[OK, "node1.example.com"], [OK, "M"], [OK, ["web1", "web9", "web10"]], [OK, 3]],
@@ -141,7 +141,7 @@ async def test_roles_and_instance_lists(world: QueryWorld) -> None:
     assert node3 is not None
     changed = node3.model_copy(deep=True)
     changed.master_candidate = False
-    world.update(changed)
+    await world.update(changed)
     rows = await world.query("node", ["role"], ["=", "name", "node3.example.com"])
     assert rows == [[[OK, "D"]]]
 
@@ -151,7 +151,7 @@ async def test_group_parameters_are_filled(world: QueryWorld) -> None:
     group.ndparams = {"ssh_port": 2022}
     group.diskparams = {"plain": {"stripes": 2}}
     group.ipolicy = {"vcpu-ratio": 2.0}
-    world.update(group)
+    await world.update(group)
     fields = ["ndparams", "custom_ndparams", "ndp/ssh_port", "diskparams", "custom_diskparams"]
     fields += ["ipolicy", "custom_ipolicy", "node_list"]
     cells = await world.values("group", fields, "default")

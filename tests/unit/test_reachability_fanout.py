@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +14,17 @@ OK = C.RS_NORMAL
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[QueryWorld]:
-    world = QueryWorld(tmp_path)
+async def world(tmp_path: Path) -> AsyncIterator[QueryWorld]:
+    world = await QueryWorld.create(tmp_path)
     try:
-        world.instance("a1", admin_state="up")
-        world.instance("b1", node=world.node2, admin_state="up")
+        await world.instance("a1", admin_state="up")
+        await world.instance("b1", node=world.node2, admin_state="up")
         for call in ("all_instances_info", "instances_info"):
             world.answer(call, world.node1, {"a1": {"memory": 128, "vcpus": 1}})
             world.answer(call, world.node2, {"b1": {"memory": 64, "vcpus": 1}})
         yield world
     finally:
-        world.close()
+        await world.close()
 
 
 def called(world: QueryWorld) -> list[tuple[str, list[str]]]:

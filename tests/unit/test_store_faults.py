@@ -13,8 +13,9 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.config.store import ConfigChange, SqliteConfigStore
 from corral.jobs.store import JobStore
+from corral.state.ports import ConfigChange
+from corral.state.sqlite.config import SqliteConfigStore
 from tests.helpers.tmpfs import fill, remount, tmpfs
 from tests.helpers.waiting import wait_until_async
 from tests.unit.jobqueue_helpers import QueueHarness, gated
@@ -95,24 +96,25 @@ def _change(name: str, value: int) -> ConfigChange:
     return ConfigChange(upserts={"nodes": [{**row, "pad": "x" * value}]})
 
 
-def test_config_store_full_disk_changes_nothing(disk: Path) -> None:
+async def test_config_store_full_disk_changes_nothing(disk: Path) -> None:
     path = disk / "config.db"
-    store = SqliteConfigStore.create(path, _change("node1", 10))
+    SqliteConfigStore.create(path, _change("node1", 10))
+    store = SqliteConfigStore(path)
     try:
         filler = fill(disk)
         with pytest.raises(errors.OpExecError) as info:
-            store.commit(_change("node2", 400_000), 2)
+            await store.commit(_change("node2", 400_000), 2, 0)
         assert info.value.args == (
             f"Cannot write the configuration {path}: {NO_SPACE}; free space and retry",
             C.ECODE_ENVIRON,
         )
-        serial, tables = store.load()
-        assert serial == 1 and [n["name"] for n in tables["nodes"]] == ["node1"]
+        snapshot = await store.load()
+        assert snapshot.serial == 1 and [n["name"] for n in snapshot.tables["nodes"]] == ["node1"]
         filler.unlink()
-        store.commit(_change("node2", 10), 2)
-        assert store.load()[0] == 2
+        await store.commit(_change("node2", 10), 2, 0)
+        assert (await store.load()).serial == 2
     finally:
-        store.close()
+        await store.close()
     # What a reader sees on disk: the last good change, nothing half-written.
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -497,6 +497,7 @@ async def transfer_within_cluster(
     instance_desc_src: dict[str, Any],
     instance_desc_dst: dict[str, Any],
     compress: str,
+    reporter: Reporter | None = None,
 ) -> list[bool]:
     """Copy ``pairs`` of (source, destination) ends, not yet started, between
     nodes of this cluster; success per pair (Ganeti's TransferInstanceData).
@@ -504,6 +505,7 @@ async def transfer_within_cluster(
     Pair ``i`` is "disk/i".  Imports start first; each export then sends to
     its import's node (primary address) with the cluster's certificates and a
     fresh magic per disk.  Every end is cleaned up, also on cancellation.
+    ``reporter`` words the job log lines (default: :class:`Reporter`'s).
     """
     base = secrets.token_hex(6)
     name = str(instance_desc_src.get("name", ""))
@@ -542,6 +544,7 @@ async def transfer_within_cluster(
             ends,
             [ep.label for ep in ends],
             connect_timeout=C.DISK_TRANSFER_CONNECT_TIMEOUT,
+            on_update=reporter,
         )
         return [ok[2 * i] and ok[2 * i + 1] for i in range(len(pairs))]
     finally:

@@ -7,7 +7,7 @@ from typing import Any
 
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
-from corral.node.impexp import exports
+from corral.node.impexp import exports, service
 
 
 @rpc_handler("export_list")
@@ -33,3 +33,12 @@ async def finalize_export(ctx: NodeContext, instance_name: Any, config_text: Any
 async def export_remove(ctx: NodeContext, name: Any) -> None:
     """Remove the export ``name`` (and a leftover ``<name>.new``)."""
     await asyncio.to_thread(exports.remove, ctx.paths, name)
+
+
+@rpc_handler("export_discard")
+async def export_discard(ctx: NodeContext, instance_name: Any) -> bool:
+    """Stop the imports writing ``<instance>.new`` and remove it (an export
+    that will not be finished); whether there was one."""
+    exports.check_name(instance_name, "instance name")
+    service.abort_writers(ctx.paths.export_dir / f"{instance_name}{exports.NEW}")
+    return await asyncio.to_thread(exports.discard_unfinished, ctx.paths, instance_name)

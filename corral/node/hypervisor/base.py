@@ -106,7 +106,8 @@ class Hypervisor(ABC):
     # and finalize_migration_dst (both; success=False aborts).
     @abstractmethod
     async def migration_info(self, spec: InstanceSpec) -> Any:
-        """What the target needs to accept the instance (opaque to the master)."""
+        """What the target needs to accept the instance (opaque to the master,
+        but for ``not_live``: why the instance must be paused to move, if it must)."""
 
     @abstractmethod
     async def accept_instance(self, spec: InstanceSpec, info: Any, target: str) -> Any:

@@ -10,7 +10,7 @@ the source hands its state out (``migration_info``), the target keeps it as
 the source marks it ``migrating``, and the finalize steps keep one of them.
 
 Test gates: a file ``<run dir>/fake-hypervisor-gates/<instance>.<step>``
-makes the step (``accept``, ``migrate``, ``finalize_src``, ``finalize_dst``)
+makes the step (``start``, ``accept``, ``migrate``, ``finalize_src``, ``finalize_dst``)
 stop, once, before it acts: it creates ``<...>.reached`` and waits until the
 gate file is removed.
 
@@ -69,6 +69,7 @@ class FakeHypervisor(Hypervisor):
         return self.state_dir / name
 
     async def start(self, spec: InstanceSpec, paused: bool = False) -> None:
+        await self._gate("start", spec.name)
         path = self._file(spec.name)
         if path.exists():
             raise errors.OpExecError(f"Instance '{spec.name}' is already running")

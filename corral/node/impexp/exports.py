@@ -132,6 +132,28 @@ def remove(paths: Paths, name: object) -> None:
         raise errors.OpExecError(f"No export {name} on this node")
 
 
+def discard_unfinished(paths: Paths, instance: object) -> bool:
+    """Remove ``<instance>.new`` (an export that will not be finished);
+    whether there was one."""
+    path = paths.export_dir / (check_name(instance, "instance name") + NEW)
+    if not path.is_dir():
+        return False
+    shutil.rmtree(path)
+    return True
+
+
+def unfinished(paths: Paths) -> list[str]:
+    """The exports being built (``<instance>.new``), by instance name."""
+    directory = paths.export_dir
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p.name.removesuffix(NEW)
+        for p in directory.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name.endswith(NEW)
+    )
+
+
 def listing(paths: Paths) -> list[str]:
     """The finished exports (exports being built end in ``.new``)."""
     directory = paths.export_dir

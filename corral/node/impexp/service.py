@@ -246,6 +246,14 @@ async def cleanup(name: object) -> None:
     _drop_written(stream)
 
 
+def abort_writers(directory: Path) -> None:
+    """Stop the imports writing files in ``directory`` (about to be removed)."""
+    for name, path in list(_WRITTEN.items()):
+        stream = _STREAMS.get(name)
+        if stream is not None and path.parent == directory:
+            stream.abort()
+
+
 def startup(ctx: NodeContext) -> None:
     """At noded's start: remove what dead streams and moves left behind."""
     exports.purge_unfinished(ctx.paths)

@@ -40,18 +40,20 @@ _IFF_MULTI_QUEUE = 0x0100
 _IFREQ = "16sH"
 
 
-def tap_name(instance: str, index: int) -> str:
-    """The tap of NIC ``index`` of ``instance`` (its uuid, or its name).
+def tap_name(instance: str, index: int, node: str = "") -> str:
+    """The tap of NIC ``index`` of ``instance`` (its uuid, or its name) on ``node``.
 
-    ``ct`` + 12 base32 characters of the SHA-256 of ``instance`` + the NIC's
-    index: 15 characters (IFNAMSIZ), the same after a restart of noded, and
-    different for two instances unless 60 bits of hashes collide.
+    ``ct`` + 12 base32 characters of the SHA-256 of ``instance`` and ``node``
+    + the NIC's index: 15 characters (IFNAMSIZ), the same after a restart of
+    noded, and different for two instances unless 60 bits of hashes collide.
+    ``node`` (noded's root) tells apart the nodes that share one machine (a
+    test bed): a guest migrating between two of them has a tap on each at once.
     """
     if not instance:
         raise ValueError("A tap name needs the instance's uuid or name")
     if not 0 <= index <= MAX_INDEX:
         raise ValueError(f"NIC index {index} is not in 0..{MAX_INDEX}")
-    digest = hashlib.sha256(instance.encode()).digest()
+    digest = hashlib.sha256(f"{instance}\0{node}".encode()).digest()
     code = base64.b32encode(digest).decode().lower()[:_HASH_CHARS]
     return f"{TAP_PREFIX}{code}{index}"
 

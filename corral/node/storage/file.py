@@ -30,7 +30,9 @@ MIB = 1024 * 1024
 # Whatever needs the space back (a new disk, a grown one, the free space a
 # node reports) first waits for the unlinks still running.
 REMOVING = ".removing-"
-_UNLINKING: set[threading.Thread] = set()
+# One event per unlink under way, set when it is over (an event, not the
+# thread: a waiter may come between registering a thread and starting it).
+_UNLINKING: set[threading.Event] = set()
 _UNLINKING_LOCK = threading.Lock()
 # Held while an instance directory is made and filled, and while a removal
 # takes it away once empty: a directory is never removed under a new disk.
@@ -81,25 +83,27 @@ def remove(path: Path, top: Path | None = None) -> None:
 
 
 def _unlink_later(path: Path) -> None:
+    done = threading.Event()
+
     def run() -> None:
         try:
             path.unlink(missing_ok=True)
         finally:
             with _UNLINKING_LOCK:
-                _UNLINKING.discard(thread)
+                _UNLINKING.discard(done)
+            done.set()
 
-    thread = threading.Thread(target=run, name="disk-remove", daemon=True)
     with _UNLINKING_LOCK:
-        _UNLINKING.add(thread)
-    thread.start()
+        _UNLINKING.add(done)
+    threading.Thread(target=run, name="disk-remove", daemon=True).start()
 
 
 def settle() -> None:
     """Wait until the space of the removed disk files is free again."""
     with _UNLINKING_LOCK:
-        running = list(_UNLINKING)
-    for thread in running:
-        thread.join()
+        pending = list(_UNLINKING)
+    for done in pending:
+        done.wait()
 
 
 def remove_leftovers(paths: Paths) -> None:

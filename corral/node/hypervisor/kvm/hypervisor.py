@@ -221,7 +221,7 @@ class KvmHypervisor(Hypervisor):
         try:
             for nic in spec.nics:
                 tap = netdev.create_tap(
-                    netdev.tap_name(spec.uuid or spec.name, nic.index),
+                    netdev.tap_name(spec.uuid or spec.name, nic.index, str(self.paths.root)),
                     vnet_hdr=bool(spec.hvparams.get("vnet_hdr", True)),
                 )
                 taps.append(tap)

@@ -1,0 +1,600 @@
+"""Crash consistency: a durable record of every operation under way that
+creates things on nodes or stops an instance.
+
+Before such an operation touches a node it writes, durably, what it is about
+to do: one record format, ``<data dir>/instance-intents/<name>.json``, with a
+``kind`` per operation (the table KINDS).  Once the operation is over its
+record is dropped.  A record left by an interrupted operation (masterd
+killed) is *settled* when masterd starts again, under the instance's lock:
+what the operation left is finished or undone, so that the instance runs
+again if it ran and no copy is left behind.  One that cannot be settled yet
+(a node does not answer) is retried in the background, by the next operation
+on the instance, and reported by ``gnt-cluster verify`` (:func:`findings`).
+
+Kinds:
+
+- ``add`` (instance add or import): the disks and the hypervisor state made
+  on the primary node go unless the instance is in the configuration.
+  Records of older Corral have no kind: they are adds, named
+  ``<instance uuid>.json``, whose disks may be bare file paths.
+- ``move`` (``gnt-instance move``): if the configuration names the target
+  node, the move is finished (the source's disks go, the instance starts on
+  the target if it is marked up); otherwise it is undone (the target's copies
+  go, the instance starts again on the source if it ran).
+- ``export`` (``gnt-backup export``): the unfinished ``<instance>.new`` on the
+  target node goes, a move key on the source goes, and the instance starts
+  again if the export had shut it down.
+- ``failover``: before the target was asked to start the instance (phase
+  ``stopping``), undone: the instance starts again on the source if it
+  stopped there; after (phase ``starting``), finished: the configuration
+  names the target, which runs the instance.
+- ``migrate`` (of disks only the source has, which the target gets copies
+  of): once the instance runs only on the node the configuration names (or
+  nowhere), the other node's disks go.  While both hold it, or it runs where
+  the configuration does not say, the operator repairs that first, as in
+  Ganeti (``gnt-instance migrate --cleanup``); the record waits till then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corral import constants as C
+from corral import errors
+from corral.cmdlib import instance_utils as U
+from corral.fileio import atomic_write
+from corral.objects import ADMIN_UP, Instance, Node
+from corral.storage.disk import DiskDescription
+from corral.storage.names import DT_FILE, FILE_DRIVERS
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import LogicalUnit
+    from corral.cmdlib.instance_base import InstanceLU
+    from corral.config.manager import ConfigManager
+    from corral.master.context import Master
+    from corral.paths import Paths
+    from corral.rpc.client import RpcResult
+
+log = logging.getLogger(__name__)
+
+INTENT_DIR = "instance-intents"
+# Seconds between background attempts while records are left: doubling up to the cap.
+RETRY_FIRST = 1.0
+RETRY_MAX = 15.0
+
+ADD, MOVE, EXPORT, FAILOVER, MIGRATE = "add", "move", "export", "failover", "migrate"
+# Failover phases: the target was not yet asked to start the instance, or was.
+STOPPING, STARTING = "stopping", "starting"
+
+
+@dataclass(frozen=True)
+class Say:
+    """Where a settlement tells what it does: a unit's job log, or masterd's log."""
+
+    info: Callable[[str], None]
+    warn: Callable[[str], None]
+
+    @classmethod
+    def of(cls, lu: LogicalUnit[Any]) -> Say:
+        return cls(lu.log_info, lu.warn)
+
+
+BACKGROUND = Say(log.info, log.warning)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What one operation on an instance does to nodes (see the kinds above)."""
+
+    uuid: str  # the instance's
+    name: str  # the instance's name when the operation began
+    node: str  # uuid of the node it creates things on (add: primary; move, export: target)
+    hypervisor: str
+    disks: tuple[dict[str, Any], ...] = ()  # the disks' descriptions (DiskDescription.to_wire)
+    kind: str = ADD
+    source: str = ""  # uuid of the node the instance ran on (move, export, failover)
+    restart: bool = False  # it ran there before the operation shut it down
+    transfer: str = ""  # move: the target's transfer id
+    export: str = ""  # local export: the instance name of <name>.new on ``node``
+    key: str = ""  # remote export: the move key's name on ``source``
+    phase: str = ""  # failover: STOPPING or STARTING
+
+    @classmethod
+    def of(cls, inst: Instance) -> Intent:
+        """An add of ``inst`` on its primary node."""
+        disks = tuple(d.description().to_wire() for d in inst.disks)
+        return cls(inst.uuid, inst.name, inst.primary_node, inst.hypervisor, disks)
+
+    @classmethod
+    def for_instance(cls, kind: str, inst: Instance, node: str, **fields: Any) -> Intent:
+        """A ``kind`` operation on ``inst`` (which runs on its primary node now)."""
+        disks = tuple(d.description().to_wire() for d in inst.disks)
+        return cls(
+            inst.uuid,
+            inst.name,
+            node,
+            inst.hypervisor,
+            disks,
+            kind=kind,
+            source=inst.primary_node,
+            **fields,
+        )
+
+
+def _disk(entry: Any) -> dict[str, Any]:
+    """A recorded disk; a record of an older Corral names a file disk by its path."""
+    if isinstance(entry, str):
+        return DiskDescription(DT_FILE, (FILE_DRIVERS[0], entry), 0, "").to_wire()
+    return dict(entry)
+
+
+def intent_dir(paths: Paths) -> Path:
+    return paths.data_dir / INTENT_DIR
+
+
+# Records written by this masterd whose operation is under way (not settled
+# by the background, not reported by verify), and why a settlement failed last.
+_ACTIVE: set[Path] = set()
+_WHY: dict[Path, str] = {}
+
+
+async def write(paths: Paths, intent: Intent, path: Path | None = None) -> Path:
+    """Record ``intent`` durably (file and directory entry synced), at ``path``
+    if given (a record rewritten as its operation goes on); its path."""
+    if path is None:
+        # An add's record is named by its (new) instance: as older Corral did.
+        stem = intent.uuid if intent.kind == ADD else f"{intent.uuid}.{intent.kind}"
+        suffix = "" if intent.kind == ADD else f".{secrets.token_hex(4)}"
+        path = intent_dir(paths) / f"{stem}{suffix}.json"
+    await asyncio.to_thread(_write_synced, path, json.dumps(asdict(intent)).encode())
+    _ACTIVE.add(path)
+    return path
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    atomic_write(path, data, mode=0o600)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def drop(path: Path) -> None:
+    """Forget a record: its operation ended and left nothing to settle."""
+    path.unlink(missing_ok=True)
+    _ACTIVE.discard(path)
+    _WHY.pop(path, None)
+
+
+def _read(path: Path) -> Intent:
+    data = json.loads(path.read_text())
+    known = {f.name for f in dataclasses.fields(Intent)}
+    data = {k: v for k, v in data.items() if k in known}  # a newer Corral's extras
+    return Intent(**{**data, "disks": tuple(_disk(entry) for entry in data["disks"])})
+
+
+def pending(paths: Paths) -> list[tuple[Path, Intent]]:
+    """The records left (unreadable ones are logged and kept)."""
+    out = []
+    for path in sorted(intent_dir(paths).glob("*.json")):
+        try:
+            out.append((path, _read(path)))
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            log.error("Cannot read the operation record %s: %s", path, err)
+    return out
+
+
+# Settling, by kind
+def _node(cfg: ConfigManager, uuid: str) -> Node | None:
+    """The node, unless it left the cluster or is marked offline (nothing can
+    be done there: what it holds is the operator's, as Ganeti's offline nodes)."""
+    node = cfg.get(Node, uuid) if uuid else None
+    return None if node is None or node.offline else node
+
+
+async def _call(master: Master, node: Node, call: str, args: list[Any]) -> RpcResult:
+    return await master.rpc.call_one(node.uuid, node.primary_ip, call, args)
+
+
+async def _remove_disks(
+    master: Master, node: Node | None, disks: tuple[dict[str, Any], ...], name: str, say: Say
+) -> bool:
+    """Remove ``disks`` (present or not) from ``node``; whether all went."""
+    if node is None:
+        return True
+    done = True
+    for disk in disks:
+        res = await _call(master, node, "blockdev_remove", [disk])
+        if res.failed:
+            label = (disk.get("logical_id") or [disk.get("uuid")])[-1]
+            say.warn(f"Could not remove disk {label} of {name} on {node.name}: {res.fail_msg}")
+            done = False
+    return done
+
+
+async def _running(master: Master, node: Node, inst: Instance) -> bool | None:
+    """Whether ``inst`` runs on ``node`` (None: the node cannot tell)."""
+    res = await _call(master, node, "all_instances_info", [[inst.hypervisor]])
+    if res.failed or not isinstance(res.payload, dict):
+        return None
+    info = res.payload.get(inst.name)
+    return info is not None and info.get("state") != C.HV_STATE_SHUTDOWN
+
+
+async def _start(master: Master, inst: Instance, node: Node | None, say: Say, line: str) -> bool:
+    """Start ``inst`` on ``node`` unless it runs there; False while the node
+    cannot be reached (a start the node refused is warned, not retried)."""
+    if node is None:
+        return True
+    running = await _running(master, node, inst)
+    if running is None:
+        say.warn(f"Could not start instance {inst.name} on node {node.name}: it does not answer")
+        return False
+    if running:
+        return True
+    say.info(line)
+    desc = U.instance_descriptor(master.cfg, inst)
+    res = await _call(master, node, "instance_start", [desc, False])
+    if res.failed:
+        say.warn(f"Could not start instance {inst.name} on node {node.name}: {res.fail_msg}")
+    return not res.offline
+
+
+async def _settle_add(master: Master, it: Intent, say: Say) -> bool:
+    """Remove what an add created, unless the add committed."""
+    cfg = master.cfg
+    if cfg.get(Instance, it.uuid) is not None:
+        return True
+    node = cfg.get(Node, it.node)
+    if node is None:
+        return True  # the node left the cluster
+    done = await _remove_disks(master, node, it.disks, it.name, say)
+    # The hypervisor's state is by name: leave it to an instance now owning the name.
+    if cfg.find(Instance, it.name) is None:
+        res = await _call(master, node, "instance_shutdown", [it.hypervisor, it.name, 0])
+        if res.failed:
+            say.warn(
+                f"Could not remove hypervisor state of {it.name} on {node.name}: {res.fail_msg}"
+            )
+            done = False
+    return done
+
+
+async def _drop_copies(master: Master, it: Intent, say: Say) -> bool:
+    """Remove the disks a move made on its target, kept or not."""
+    target = _node(master.cfg, it.node)
+    if target is None:
+        return True
+    res = await _call(master, target, "transfer_finish", [it.transfer, False])
+    if res.failed:
+        say.warn(f"Could not remove the partial disks on node {target.name}: {res.fail_msg}")
+        return False
+    # A transfer the target kept already (the copy was complete) is no longer its own.
+    if not await _remove_disks(master, target, it.disks, it.name, say):
+        return False
+    if isinstance(res.payload, dict) and res.payload.get("received"):
+        say.info(f"Removed the partial disks on node {target.name}")
+    return True
+
+
+async def _settle_move(master: Master, it: Intent, say: Say) -> bool:
+    """Finish a move the configuration records, undo one it does not."""
+    cfg = master.cfg
+    inst = cfg.get(Instance, it.uuid)
+    source = _node(cfg, it.source)
+    if inst is not None and inst.primary_node == it.node:
+        target = _node(cfg, it.node)
+        done = await _remove_disks(master, source, it.disks, it.name, say)
+        if inst.admin_state == ADMIN_UP:
+            line = f"Starting instance {inst.name} on node {target.name if target else it.node}"
+            done = await _start(master, inst, target, say, line) and done
+        return done
+    done = await _drop_copies(master, it, say)
+    if inst is None:
+        # Removed since: whichever node was its primary lost its disks then.
+        return await _remove_disks(master, source, it.disks, it.name, say) and done
+    if it.restart and inst.admin_state == ADMIN_UP and inst.primary_node == it.source:
+        line = f"Starting instance {inst.name} again on source node {source.name if source else ''}"
+        done = await _start(master, inst, source, say, line) and done
+    return done
+
+
+async def _settle_export(master: Master, it: Intent, say: Say) -> bool:
+    """Remove an unfinished export and a move key; start the instance again."""
+    cfg = master.cfg
+    done = True
+    target = _node(cfg, it.node) if it.export else None
+    if target is not None:
+        res = await _call(master, target, "export_discard", [it.export])
+        if res.failed:
+            say.warn(
+                f"Could not remove the partial export {it.export}.new on node {target.name}:"
+                f" {res.fail_msg}"
+            )
+            done = False
+    source = _node(cfg, it.source)
+    if it.key and source is not None:
+        # Best effort: an unused key expires on its own (and goes at noded's start).
+        res = await _call(master, source, "x509_cert_remove", [it.key])
+        if res.failed:
+            say.warn(f"Could not remove X509 key {it.key} on node {source.name}: {res.fail_msg}")
+    inst = cfg.get(Instance, it.uuid)
+    if (
+        it.restart
+        and inst is not None
+        and inst.admin_state == ADMIN_UP
+        and inst.primary_node == it.source
+    ):
+        done = await _start(master, inst, source, say, f"Starting instance {inst.name}") and done
+    return done
+
+
+async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
+    """Before the target was asked to start it: the instance runs again on the
+    source.  After: the configuration names the target, which runs it."""
+    cfg = master.cfg
+    inst = cfg.get(Instance, it.uuid)
+    if inst is None or inst.admin_state != ADMIN_UP:
+        return True
+    if it.phase == STARTING and inst.primary_node == it.source:
+        tx = cfg.transaction()
+        moved = inst.copy_for_update()
+        assert isinstance(moved, Instance)
+        moved.primary_node = it.node
+        tx.update(moved)
+        await tx.commit()
+        inst = moved
+        say.info(f"Instance {inst.name} now belongs to node {_name(cfg, it.node)}")
+    node = _node(cfg, inst.primary_node)
+    if inst.primary_node == it.node:
+        line = f"Starting instance {inst.name} on node {_name(cfg, it.node)}"
+    elif inst.primary_node == it.source and it.restart:
+        line = f"Starting instance {inst.name} again on source node {_name(cfg, it.source)}"
+    else:
+        return True
+    return await _start(master, inst, node, say, line)
+
+
+async def _settle_migrate(master: Master, it: Intent, say: Say) -> bool:
+    """Remove the disks of the node that does not hold the instance, once
+    that is clear."""
+    cfg = master.cfg
+    inst = cfg.get(Instance, it.uuid)
+    source, target = _node(cfg, it.source), _node(cfg, it.node)
+    if inst is None:
+        # Removed since: whichever node was its primary lost its disks then.
+        done = await _remove_disks(master, source, it.disks, it.name, say)
+        return await _remove_disks(master, target, it.disks, it.name, say) and done
+    found = {}
+    for node in (source, target):
+        if node is not None:
+            found[node.uuid] = await _running(master, node, inst)
+    if None in found.values():
+        return False  # a node cannot tell: next time
+    where = {uuid for uuid, running in found.items() if running}
+    if not where <= {inst.primary_node}:
+        say.warn(
+            f"Instance {inst.name} runs on {', '.join(_name(cfg, u) for u in sorted(where))}"
+            f" but belongs to {_name(cfg, inst.primary_node)}: run 'gnt-instance migrate"
+            f" --cleanup {inst.name}'"
+        )
+        return False
+    done = True
+    for node in (source, target):
+        if node is not None and node.uuid != inst.primary_node:
+            done = await _remove_disks(master, node, it.disks, it.name, say) and done
+    return done
+
+
+def _name(cfg: ConfigManager, uuid: str) -> str:
+    node = cfg.get(Node, uuid)
+    return node.name if node is not None else uuid
+
+
+Settler = Callable[["Master", Intent, Say], Awaitable[bool]]
+KINDS: dict[str, Settler] = {
+    ADD: _settle_add,
+    MOVE: _settle_move,
+    EXPORT: _settle_export,
+    FAILOVER: _settle_failover,
+    MIGRATE: _settle_migrate,
+}
+
+
+async def settle(master: Master, path: Path, intent: Intent, say: Say) -> bool:
+    """Finish or undo what the record names (the instance's lock held); drop
+    the record once nothing is left.  Whether nothing is left."""
+    settler = KINDS.get(intent.kind)
+    if settler is None:
+        say.warn(f"Unknown operation {intent.kind!r} in {path}: kept for a newer Corral")
+        return False
+    if not await settler(master, intent, say):
+        return False
+    drop(path)
+    return True
+
+
+async def conclude(master: Master, path: Path, intent: Intent, say: Say) -> None:
+    """Settle the record of an operation that failed; what cannot be settled
+    now is left to the background (and shown by verify)."""
+    _ACTIVE.discard(path)
+    if not await settle(master, path, intent, say):
+        release(master, path)
+
+
+async def settle_name(master: Master, name: str, say: Say) -> None:
+    """Settle the records of earlier adds of ``name`` (its lock held)."""
+    for path, intent in pending(master.paths):
+        if intent.kind == ADD and intent.name == name and path not in _ACTIVE:
+            await settle(master, path, intent, say)
+
+
+async def settle_before(lu: InstanceLU) -> None:
+    """Settle what interrupted operations on ``lu``'s instance left, before
+    the unit acts on it (its locks held)."""
+    inst = lu.instance
+    for path, intent in pending(lu.master.paths):
+        if intent.uuid == inst.uuid and intent.kind != ADD and path not in _ACTIVE:
+            await settle(lu.master, path, intent, Say.of(lu))
+    current = lu.cfg.get(Instance, inst.uuid)
+    if current is None or current.primary_node != inst.primary_node:
+        # A failover finished: the unit's node locks are not the instance's any more.
+        raise errors.OpExecError(
+            f"Instance {inst.name} changed while an interrupted operation on it was"
+            " settled; submit the job again"
+        )
+    lu.instance = current
+
+
+def release(master: Master, path: Path) -> None:
+    """The operation of the record ended, leaving something: the background
+    settles it (and verify shows it meanwhile)."""
+    _ACTIVE.discard(path)
+    resolve_in_background(master)
+
+
+def drop_after_commit(master: Master, path: Path, committed: Callable[[], bool]) -> None:
+    """Drop the record of a successful operation once its unit yields, which
+    is after its commit, if ``committed()`` says the configuration has it
+    (should the commit fail, the background settles the record)."""
+
+    def finish() -> None:
+        if committed():
+            drop(path)
+        else:
+            release(master, path)
+
+    asyncio.get_running_loop().call_soon(finish)
+
+
+# Background resolution, one task per masterd.
+_tasks: dict[str, asyncio.Task[None]] = {}
+
+
+def resolve_in_background(master: Master) -> None:
+    """Make sure every record left gets settled (started by masterd, and after
+    an operation that could not clean up)."""
+    key = str(intent_dir(master.paths))
+    task = _tasks.get(key)
+    if task is not None and not task.done():
+        return
+    _tasks[key] = asyncio.get_running_loop().create_task(_resolve_loop(master))
+
+
+async def stop_background(master: Master) -> None:
+    """Cancel the background resolution (masterd stopping: records left are
+    resolved at the next start)."""
+    task = _tasks.pop(str(intent_dir(master.paths)), None)
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _resolve_loop(master: Master) -> None:
+    delay = RETRY_FIRST
+    while True:
+        left = [
+            await _resolve_one(master, path, intent)
+            for path, intent in pending(master.paths)
+            if path not in _ACTIVE
+        ]
+        if not any(left):
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX)
+
+
+async def _resolve_one(master: Master, path: Path, intent: Intent) -> bool:
+    """Settle one record under the instance's lock; True if it is left."""
+    cfg = master.cfg
+    inst = cfg.get(Instance, intent.uuid)
+    if intent.kind == ADD and inst is not None:
+        drop(path)  # committed: no lock needed
+        return False
+    # An add locks the name it was adding; other operations the instance's current name.
+    name = inst.name if inst is not None and intent.kind != ADD else intent.name
+    owner = f"intent-settle:{path.name}"
+    locks = master.locks
+
+    def note(message: str) -> None:
+        log.warning("%s", message)
+        _WHY[path] = message
+
+    try:
+        await locks.acquire(owner, C.LEVEL_CLUSTER, [C.BGL], shared=True)
+        await locks.acquire(owner, C.LEVEL_INSTANCE, [name], shared=False)
+        if not path.exists() or path in _ACTIVE:
+            return False  # settled meanwhile (by the next operation on the instance)
+        current = cfg.get(Instance, intent.uuid)
+        if intent.kind != ADD and current is not None and current.name != name:
+            return True  # renamed while we waited: the next round locks the new name
+        return not await settle(master, path, intent, Say(log.info, note))
+    except Exception:
+        log.exception("Cannot settle the interrupted %s of %s", intent.kind, intent.name)
+        return True
+    finally:
+        locks.release(owner)
+
+
+# What gnt-cluster verify reports
+@dataclass(frozen=True)
+class Finding:
+    """One thing an interrupted operation left, as verify reports it."""
+
+    node: str  # uuid of the node it concerns
+    ecode: str
+    itype: str
+    item: str
+    text: str
+    warning: bool
+
+
+def _left(cfg: ConfigManager, it: Intent) -> list[tuple[str, str]]:
+    """(node uuid, what is left there) of a record not settled yet."""
+    inst = cfg.get(Instance, it.uuid)
+    what = f"an interrupted {it.kind} of instance {it.name}"
+    if it.kind == ADD:
+        return [(it.node, f"disks and hypervisor state left by {what} are not removed yet")]
+    if it.kind == MOVE:
+        committed = inst is not None and inst.primary_node == it.node
+        return [(it.source if committed else it.node, f"disks left by {what} are not removed yet")]
+    if it.kind == MIGRATE:
+        owner = inst.primary_node if inst is not None else ""
+        return [(node, f"disks left by {what} are not removed yet")
+                for node in (it.source, it.node) if node != owner]  # fmt: skip
+    if it.kind == EXPORT and it.export:
+        return [(it.node, f"unfinished export {it.export}.new left by {what} is not removed yet")]
+    return []
+
+
+def findings(cfg: ConfigManager, paths: Paths) -> list[Finding]:
+    """What the records of interrupted operations, not settled yet, left on
+    nodes (operations under way are not reported).  An instance not started
+    again shows as not running on its node (or its node as unreachable)."""
+    out = []
+    for path, it in pending(paths):
+        if path in _ACTIVE:
+            continue
+        why = f" ({_WHY[path]})" if path in _WHY else ""
+        for node, text in _left(cfg, it):
+            item = _name(cfg, node)
+            out.append(Finding(node, "ENODEORPHANLV", "node", item, text + why, True))
+    return out
+
+
+def unfinished_exports(paths: Paths) -> set[tuple[str, str]]:
+    """(node uuid, instance name) of every ``<name>.new`` an export record
+    covers: verify reports those through :func:`findings`, or not at all."""
+    return {(it.node, it.export) for _, it in pending(paths) if it.kind == EXPORT and it.export}

@@ -1,0 +1,21 @@
+"""Fence tokens in a SQLite store: the newest writer's token, kept in ``meta``."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from corral.state.ports import FencedOut
+
+
+def check_fence(db: sqlite3.Connection, fence: int, what: str) -> None:
+    """Inside a write transaction: refuse ``fence`` if a newer one wrote
+    before, else remember it as the newest."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'fence'").fetchone()
+    newest = int(row[0]) if row else 0
+    if fence < newest:
+        raise FencedOut(
+            f"Refused to write {what}: a newer master daemon (fence token {newest}) writes"
+            f" it now; this one (token {fence}) was deposed"
+        )
+    if fence > newest:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('fence', ?)", (fence,))
