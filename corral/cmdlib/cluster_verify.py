@@ -94,7 +94,7 @@ class LUClusterVerify(LogicalUnit[opc.OpClusterVerify]):
             if jobs:
                 group_op["depends"] = [[-len(jobs), []]]
             jobs.append([opc.OpClusterVerifyGroup.model_validate(group_op)])
-        return {"jobs": self.ctx.submit_jobs(jobs)}
+        return {"jobs": await self.ctx.submit_jobs(jobs)}
 
 
 class LUClusterVerifyConfig(_VerifyLU):

@@ -485,7 +485,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.tx.add(inst)
         if record is not None:
             intents.drop_after_commit(
-                self.master, record, lambda: self.cfg.get(Instance, inst.uuid) is not None
+                self, record, lambda: self.cfg.get(Instance, inst.uuid) is not None
             )
         return [self.pnode.name]
 

@@ -97,7 +97,7 @@ class Mover:
             current = self.cfg.get(Instance, inst.uuid)
             return current is None or current.primary_node == target.uuid
 
-        intents.drop_after_commit(master, self.record, committed)
+        intents.drop_after_commit(self.lu, self.record, committed)
 
     async def _failover(self, shutdown_timeout: int, ignore_consistency: bool) -> None:
         inst, target = self.instance, self._target()

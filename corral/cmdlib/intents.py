@@ -464,18 +464,19 @@ def release(master: Master, path: Path) -> None:
     resolve_in_background(master)
 
 
-def drop_after_commit(master: Master, path: Path, committed: Callable[[], bool]) -> None:
-    """Drop the record of a successful operation once its unit yields, which
-    is after its commit, if ``committed()`` says the configuration has it
-    (should the commit fail, the background settles the record)."""
+def drop_after_commit(lu: LogicalUnit[Any], path: Path, committed: Callable[[], bool]) -> None:
+    """Drop the record of a successful operation once the unit's transaction
+    has committed, if ``committed()`` says the configuration has it (should
+    the commit fail, or not happen, the background settles the record)."""
+    master = lu.master
 
-    def finish() -> None:
-        if committed():
+    def finish(ended: bool) -> None:
+        if ended and committed():
             drop(path)
         else:
             release(master, path)
 
-    asyncio.get_running_loop().call_soon(finish)
+    lu.tx.when_ended(finish)
 
 
 # Background resolution, one task per masterd.

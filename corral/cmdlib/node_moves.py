@@ -46,11 +46,11 @@ class _NodeJobsLU(LogicalUnit[Any]):
         self.node = self.expand(Node, self.op.node_uuid or self.op.node_name)
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
-    def submit(self, jobs: list[list[OpCode]]) -> dict[str, Any]:
+    async def submit(self, jobs: list[list[OpCode]]) -> dict[str, Any]:
         for job in jobs:
             for op in job:
                 op.priority = self.op.priority
-        return {"jobs": self.ctx.submit_jobs(jobs) if jobs else []}
+        return {"jobs": await self.ctx.submit_jobs(jobs) if jobs else []}
 
 
 class LUNodeMigrate(_NodeJobsLU):
@@ -88,7 +88,7 @@ class LUNodeMigrate(_NodeJobsLU):
             ]
             for inst in primary_instances(self, self.node.uuid)
         ]
-        return self.submit(jobs)
+        return await self.submit(jobs)
 
 
 class LUNodeEvacuate(_NodeJobsLU):
@@ -151,14 +151,14 @@ class LUNodeEvacuate(_NodeJobsLU):
 
     async def exec(self) -> Any:
         if not self.names:
-            return self.submit([])
+            return await self.submit([])
         if self.remote is not None:
             # Secondary instances to a new secondary: replace-disks, which
             # Corral lacks with its templates (none has secondaries).
             raise errors.OpPrereqError(
                 "Changing secondary nodes is not built in Corral", C.ECODE_INVAL
             )
-        return self.submit(await self._allocate())
+        return await self.submit(await self._allocate())
 
     async def _allocate(self) -> list[list[OpCode]]:
         name = allocator.default_name(self.cfg.cluster, self.op.iallocator)

@@ -94,8 +94,11 @@ class Processor:
         await hooks.run_pre()
         if lu.op.dry_run:
             return None
-        result = await lu.exec()
-        changed = await lu.tx.commit()
+        try:
+            result = await lu.exec()
+            changed = await lu.tx.commit()
+        finally:
+            lu.tx.abandon()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
         if changed:

@@ -200,6 +200,7 @@ class ConfigTransaction:
         self._manager = manager
         self._upserts: dict[str, ConfigObject] = {}
         self._deletes: dict[str, ConfigObject] = {}
+        self._ended: list[Callable[[bool], None]] = []
         self.committed = False
 
     @property
@@ -235,15 +236,37 @@ class ConfigTransaction:
         ) or any(o.name == obj.name and o.uuid != obj.uuid for o in staged):
             raise errors.OpPrereqError(f"The name '{obj.name}' is already in use", C.ECODE_EXISTS)
 
+    def when_ended(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(True)`` once the transaction has committed, or
+        ``callback(False)`` if its commit fails or it is abandoned."""
+        self._ended.append(callback)
+
     async def commit(self) -> bool:
         """Write the staged changes; returns whether there were any."""
         if self.committed:
             raise errors.ProgrammerError("Transaction committed twice")
         self.committed = True
-        if not self.changed:
-            return False
-        await self._manager._apply(list(self._upserts.values()), list(self._deletes.values()))
-        return True
+        try:
+            if self.changed:
+                await self._manager._apply(
+                    list(self._upserts.values()), list(self._deletes.values())
+                )
+        except BaseException:
+            self._end(False)
+            raise
+        self._end(True)
+        return self.changed
+
+    def abandon(self) -> None:
+        """The unit ends without committing (it failed): tell who waits."""
+        if not self.committed:
+            self.committed = True
+            self._end(False)
+
+    def _end(self, committed: bool) -> None:
+        callbacks, self._ended = self._ended, []
+        for callback in callbacks:
+            callback(committed)
 
 
 def initial_change(objects: list[ConfigObject]) -> ConfigChange:

@@ -39,6 +39,7 @@ from typing import Any
 from corral import constants as C
 from corral.jobs.filter_decode import RATE_LIMIT
 from corral.jobs.model import Job
+from corral.jobs.states import advance
 from corral.objects.filter_rule import FilterRule
 from corral.opcodes.base import OpCode
 from corral.query.filter import compile_regex
@@ -321,7 +322,7 @@ def reject(job: Job, rule: Rule) -> None:
     now = time.time()
     for op in job.ops:
         if not op.finished:
-            op.status = C.OP_STATUS_CANCELED
+            advance(op, C.OP_STATUS_CANCELED)
             op.end_timestamp = now
     job.end_timestamp = now
     log.info("Job %s rejected by filter rule %s", job.id, rule.uuid)

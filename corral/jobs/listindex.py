@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from corral import constants as C
-from corral.jobs.store import JobStore
 
 LIST_COLUMNS = ("status", "priority", "summary", "received_ts", "start_ts", "end_ts")
 # gnt-job list's default fields, whose answer rows are kept encoded.
@@ -33,10 +32,8 @@ def _listing(job_id: int, status: str, summary: list[str]) -> str:
 class ListIndex:
     """id → list columns of the jobs in the queue, in id order."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self) -> None:
         self._rows: dict[int, tuple[Any, ...]] = {}
-        for row in store.fetch(None, LIST_COLUMNS):
-            self.put(row)
 
     @staticmethod
     def covers(needs: set[str]) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral import constants as C
+from corral.jobs.states import job_status
 from corral.opcodes.base import OpCode
 
 
@@ -82,7 +83,7 @@ class Job:
 
     @property
     def status(self) -> str:
-        return calc_status([op.status for op in self.ops])
+        return job_status(op.status for op in self.ops)
 
     @property
     def priority(self) -> int:
@@ -105,24 +106,6 @@ class Job:
         return self._changed
 
 
-def calc_status(statuses: list[str]) -> str:
-    """A job's status from its opcodes' statuses, by Ganeti's rules."""
-    status = C.JOB_STATUS_QUEUED
-    all_success = True
-    for op_status in statuses:
-        if op_status == C.OP_STATUS_SUCCESS:
-            continue
-        all_success = False
-        if op_status == C.OP_STATUS_QUEUED:
-            continue
-        if op_status in (C.OP_STATUS_WAITING, C.OP_STATUS_RUNNING):
-            status = op_status
-            continue
-        # canceling, error or canceled end the evaluation
-        return op_status
-    return C.JOB_STATUS_SUCCESS if all_success else status
-
-
 def calc_priority(ops: list[QueuedOpCode]) -> int:
     """The job's priority: the highest (lowest number) of its unfinished opcodes.
 
@@ -130,3 +113,20 @@ def calc_priority(ops: list[QueuedOpCode]) -> int:
     """
     pending = [op.priority for op in ops if not op.finished]
     return min(pending, default=C.OP_PRIO_NORMAL)
+
+
+@dataclass
+class Unfinished:
+    """The jobs masterd holds in memory (those not yet finished on disk) and
+    their log entries: what the queue's parts share."""
+
+    jobs: dict[int, Job] = field(default_factory=dict)
+    logs: dict[int, list[tuple[int, LogEntry]]] = field(default_factory=dict)
+
+    def add(self, job: Job, logs: list[tuple[int, LogEntry]] | None = None) -> None:
+        self.jobs[job.id] = job
+        self.logs[job.id] = logs or []
+
+    def drop(self, job_id: int) -> None:
+        self.jobs.pop(job_id, None)
+        self.logs.pop(job_id, None)

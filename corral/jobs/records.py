@@ -8,7 +8,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.jobs.model import Job, LogEntry, QueuedOpCode, split_time
-from corral.jobs.store import ROW_COLUMNS
+from corral.jobs.states import advance
 from corral.opcodes.base import REDACTED, from_dict
 
 __all__ = [
@@ -20,6 +20,18 @@ __all__ = [
     "recover_job",
     "split_time",
 ]
+
+# The columns of a stored job a query may ask for, besides the always-read id.
+ROW_COLUMNS = (
+    "status",
+    "priority",
+    "summary",
+    "received_ts",
+    "start_ts",
+    "end_ts",
+    "ops",
+    "log_serial",
+)
 
 UNCLEAN_SHUTDOWN = "Unclean master daemon shutdown"
 SECRETS_LOST = (
@@ -101,7 +113,7 @@ def recover_job(job: Job) -> None:
             continue
         if failure is None and op.status in (C.OP_STATUS_RUNNING, C.OP_STATUS_CANCELING):
             canceled = op.status == C.OP_STATUS_CANCELING
-            op.status = C.OP_STATUS_CANCELED if canceled else C.OP_STATUS_ERROR
+            advance(op, C.OP_STATUS_CANCELED if canceled else C.OP_STATUS_ERROR)
             op.result = errors.encode_exception(errors.OpExecError(UNCLEAN_SHUTDOWN))
             op.end_timestamp = now
             failure = "Preceding opcode failed"
@@ -109,11 +121,11 @@ def recover_job(job: Job) -> None:
         if failure is None and _has_lost_secrets(op):
             failure = SECRETS_LOST
         if failure is not None:
-            op.status = C.OP_STATUS_ERROR
+            advance(op, C.OP_STATUS_ERROR)
             op.result = errors.encode_exception(errors.OpExecError(failure))
             op.end_timestamp = now
         else:
-            op.status = C.OP_STATUS_QUEUED
+            advance(op, C.OP_STATUS_QUEUED)
     if job.status in C.JOB_STATUS_FINALIZED:
         job.end_timestamp = now
 
@@ -130,7 +142,7 @@ def fail_for_storage(job: Job) -> None:
     now = time.time()
     targets = [op for op in job.ops if not op.finished] or job.ops[-1:]
     for op in targets:
-        op.status = C.OP_STATUS_ERROR
+        advance(op, C.OP_STATUS_ERROR)
         op.result = result
         op.end_timestamp = now
     job.end_timestamp = now

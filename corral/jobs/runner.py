@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from corral import constants as C
 from corral import errors
 from corral.jobs.model import Job, QueuedOpCode
+from corral.jobs.states import advance
 from corral.opcodes.base import scrub
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class OpContext:
 
     def notify_start(self) -> None:
         """The opcode holds its locks and starts executing."""
-        self.op.status = C.OP_STATUS_RUNNING
+        advance(self.op, C.OP_STATUS_RUNNING)
         self.op.exec_timestamp = time.time()
         self._queue.save(self.job)
 
@@ -62,9 +63,9 @@ class OpContext:
         message = scrub(message, self.scrub_values())
         self._queue.add_log(self.job, self.op, kind, message)
 
-    def submit_jobs(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
+    async def submit_jobs(self, jobs: list[list[OpCode]]) -> list[list[Any]]:
         """Submit follow-up jobs (as Ganeti's ResultWithJobs)."""
-        return self._queue.submit_opcodes(jobs)
+        return await self._queue.submit_opcodes(jobs)
 
 
 class OpExecutor(Protocol):
@@ -83,7 +84,7 @@ async def run_job(
     for index, qop in enumerate(job.ops):
         if qop.finished:
             continue
-        qop.status = C.OP_STATUS_WAITING
+        advance(qop, C.OP_STATUS_WAITING)
         qop.start_timestamp = time.time()
         queue.save(job)
         ctx = OpContext(queue, job, qop)
@@ -109,13 +110,13 @@ async def run_job(
                     scrub(repr(err), secrets),
                     exc_info=not secrets,
                 )
-            qop.status = C.OP_STATUS_ERROR
+            advance(qop, C.OP_STATUS_ERROR)
             qop.result = scrub(errors.encode_exception(err), ctx.scrub_values())
             qop.end_timestamp = time.time()
             _finish_rest(job, index + 1, C.OP_STATUS_ERROR, PRECEDING_FAILED, encode=True)
             break
         else:
-            qop.status = C.OP_STATUS_SUCCESS
+            advance(qop, C.OP_STATUS_SUCCESS)
             qop.result = scrub(result, ctx.scrub_values())
             qop.end_timestamp = time.time()
             if index + 1 < len(job.ops):
@@ -130,6 +131,6 @@ def _finish_rest(job: Job, start: int, status: str, message: str, *, encode: boo
     for qop in job.ops[start:]:
         if qop.finished:
             continue
-        qop.status = status
+        advance(qop, status)
         qop.result = errors.encode_exception(errors.OpExecError(message)) if encode else message
         qop.end_timestamp = now

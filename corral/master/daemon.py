@@ -34,7 +34,6 @@ from corral.cmdlib import (  # noqa: F401
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.jobs.queue import JobQueue
-from corral.jobs.store import JobStore
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
@@ -49,6 +48,7 @@ from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 from corral.state.sqlite.config import SqliteConfigStore
+from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteMastership
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ async def serve(
         query_deadline=query_deadline,
         unreachable_memory=unreachable_memory,
     )
-    store = JobStore(paths.queue_db)
+    store = SqliteJobStore(paths.queue_db)
     processor = Processor()
     locks = LockManager()
     queue = JobQueue(
@@ -115,7 +115,8 @@ async def serve(
     processor.bind(master)
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
     cfg.add_listener(distributor.changed)
-    queue.recover()
+    queue.fence = lease.token
+    await queue.recover()
     server = LuxiServer(
         paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered, luxi_group
     )
@@ -138,7 +139,7 @@ async def serve(
         await intents.stop_background(master)
         await distributor.stop()
         await rpc.close()
-        store.close()
+        await store.close()
         await cfg.close()
         await keeper.release()
         await mastership.close()

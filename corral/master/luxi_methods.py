@@ -113,15 +113,15 @@ class LuxiMethods:
 
     async def submit_job(self, args: Any) -> Any:
         (ops,) = _args(args, "SubmitJob", 1)
-        return self.master.queue.submit(ops)
+        return await self.master.queue.submit(ops)
 
     async def submit_job_drained(self, args: Any) -> Any:
         (ops,) = _args(args, "SubmitJobToDrainedQueue", 1)
-        return self.master.queue.submit(ops, ignore_drain=True)
+        return await self.master.queue.submit(ops, ignore_drain=True)
 
     async def submit_many_jobs(self, args: Any) -> Any:
         (jobs,) = _args(args, "SubmitManyJobs", 1)
-        return [r[:2] for r in self.master.queue.submit_many(jobs)]
+        return [r[:2] for r in await self.master.queue.submit_many(jobs)]
 
     async def wait_for_job_change(self, args: Any) -> Any:
         job_id, fields, prev_info, prev_serial, timeout = _args(args, "WaitForJobChange", 5)
@@ -167,7 +167,7 @@ class LuxiMethods:
         if job_ids is not None and not isinstance(job_ids, list):
             raise errors.OpPrereqError("QueryJobs job ids must be a list", C.ECODE_INVAL)
         ids = [_job_id(j) for j in job_ids] if job_ids else None
-        return self.master.queue.query_jobs(ids, _str_list(fields, "fields"))
+        return await self.master.queue.query_jobs(ids, _str_list(fields, "fields"))
 
     async def query(self, args: Any) -> Any:
         what, fields, qfilter = _args(args, "Query", 2, 3)

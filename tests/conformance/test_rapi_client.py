@@ -128,8 +128,8 @@ def done(answers: dict[str, Any], key: str) -> Any:
     """The opcode results of a job that must have succeeded."""
     answer = answers[key]
     assert "result" in answer, (key, answer)
-    # Ganeti 3.0.2's RAPI answers a job id as a bare JSON number.
-    assert type(answer["id"]) is int and answer["id"] > 0, answer
+    # Ganeti 3.0.2's RAPI answers job ids as JSON numbers (luxid's are integers).
+    assert type(answer["id"]) is int, answer
     assert answer["completed"] is True, answer
     return answer["result"]
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import configparser
 import re
-import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +17,7 @@ from tests.helpers.instances import add, ok, query
 from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
+from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
 
 pytestmark = pytest.mark.slow
@@ -27,28 +26,6 @@ NODE1, NODE2 = "node1.example.com", "node2.example.com"
 MARKER = "written-before-export"
 # The guest's lines about itself (kernel messages may share the console).
 SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
-
-
-class Console:
-    """An instance's serial socket on the node, read until a text shows."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.settimeout(60)
-        self.sock.connect(str(path))
-        self.text = ""
-
-    def wait_for(self, text: str) -> None:
-        try:
-            while text not in self.text:
-                data = self.sock.recv(65536)
-                assert data, f"the console closed before {text!r}"
-                self.text += data.decode(errors="replace")
-        except TimeoutError:
-            raise AssertionError(f"no {text!r} on the console; it showed:\n{self.text}") from None
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -71,13 +48,13 @@ def boots(cl: TestCluster, name: str) -> list[str]:
     ok(cl.gnt("instance", "startup", name))
     # The socket is there once startup returns; the guest needs seconds
     # (SeaBIOS, GRUB, the kernel under TCG) before it prints anything.
-    console = Console(Layout(cl.paths.run_dir).serial(name))
+    console = SerialConsole(Layout(cl.paths.run_dir).serial(name))
     try:
         console.wait_for("CORRAL-GUEST-READY")  # printed after the disk's lines
     finally:
         console.close()
     ok(cl.gnt("instance", "shutdown", "--timeout=60", name))
-    return SAID.findall(console.text)
+    return SAID.findall(console.seen())
 
 
 def test_guest_data_survives_export_and_import(two_nodes: tuple[TestCluster, Noded]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,30 +18,10 @@ from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, ok, rows
 from tests.helpers.kvm_guest import MARKER, short_root
 from tests.helpers.kvm_guest import kvm_cluster as kvm_guest_cluster
+from tests.helpers.serial_console import SerialConsole
 from tests.helpers.waiting import wait_until
 
 COUNT = "CORRAL-GUEST-COUNT"
-
-
-class Console:
-    """The node's serial socket of an instance, read line by line (blocking)."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.settimeout(120)
-        self.sock.connect(str(path))
-        self.text = ""
-
-    def wait_for(self, text: str, after: int = 0) -> int:
-        """The position of ``text`` printed after position ``after``."""
-        while (found := self.text.find(text, after)) < 0:
-            data = self.sock.recv(65536)
-            assert data, f"the console closed before {text!r}"
-            self.text += data.decode(errors="replace")
-        return found
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -65,8 +44,8 @@ def add_guest(cl: TestCluster, name: str, *args: str) -> None:
     )
 
 
-def console(cl: TestCluster, name: str) -> Console:
-    return Console(Layout(cl.paths.run_dir).serial(name))
+def console(cl: TestCluster, name: str) -> SerialConsole:
+    return SerialConsole(Layout(cl.paths.run_dir).serial(name))
 
 
 def qemu_pid(cl: TestCluster, name: str) -> int:
@@ -100,11 +79,11 @@ def test_life_cycle(kvm_cluster: TestCluster) -> None:
 
     ok(cl.gnt("instance", "startup", "inst1"))
     serial = console(cl, "inst1")
-    at = serial.wait_for(COUNT)
+    serial.wait_for(COUNT)
     pid = qemu_pid(cl, "inst1")
     ok(cl.gnt("instance", "reboot", "--type=soft", "inst1"))
-    at = serial.wait_for(MARKER, at)  # booted again, in the same QEMU
-    serial.wait_for(COUNT, at)
+    serial.wait_for(MARKER)  # booted again, in the same QEMU
+    serial.wait_for(COUNT)
     assert qemu_pid(cl, "inst1") == pid
 
     ok(cl.gnt("instance", "reboot", "--type=hard", "--shutdown-timeout=60", "inst1"))
@@ -124,14 +103,14 @@ def test_noded_killed_and_restarted_finds_the_guest(kvm_cluster: TestCluster) ->
     cl = kvm_cluster
     add_guest(cl, "inst1")
     serial = console(cl, "inst1")
-    at = serial.wait_for(COUNT)
+    serial.wait_for(COUNT)
     pid = qemu_pid(cl, "inst1")
 
     noded = running_pid(cl.paths.pid_file("corral-noded"))
     assert noded is not None
     os.kill(noded, signal.SIGKILL)
     wait_until(lambda: running_pid(cl.paths.pid_file("corral-noded")) is None, 15, "noded gone")
-    at = serial.wait_for(COUNT, at + 1)  # the guest runs on, unaware
+    serial.wait_for(COUNT)  # the guest runs on, unaware
     start_daemon(
         [
             sys.executable,
@@ -147,7 +126,7 @@ def test_noded_killed_and_restarted_finds_the_guest(kvm_cluster: TestCluster) ->
     )
     assert rows(cl, ["status", "oper_state"], "inst1") == [["running", "Y"]]
     assert qemu_pid(cl, "inst1") == pid and runs(pid)  # nothing restarted
-    serial.wait_for(COUNT, at + 1)
+    serial.wait_for(COUNT)
     # Its monitor is back: the clean shutdown goes through QMP and ACPI.
     ok(cl.gnt("instance", "shutdown", "--timeout=60", "inst1"))
     serial.wait_for("CORRAL-GUEST-ACPI-POWEROFF")

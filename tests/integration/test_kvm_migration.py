@@ -4,17 +4,14 @@ real QEMU guests under TCG, QEMU's TLS with the nodes' certificates."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +27,7 @@ from tests.helpers.jobs import wait_final
 from tests.helpers.kvm_guest import MARKER, kill_leftovers
 from tests.helpers.netns import NetnsBed
 from tests.helpers.osdef import make_os
+from tests.helpers.serial_console import SerialConsole
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -46,50 +44,6 @@ HVPARAMS = ",".join(
         "migration_downtime=100",
     )
 )
-
-
-class Console:
-    """A node's serial socket of an instance, read all the time by a thread.
-
-    Reading all the time matters: a client that does not read fills the
-    socket, QEMU's UART then waits for it, and a guest migrated in that
-    state stays stuck on its serial port (QEMU 7.2 does not re-arm the wait
-    on the target)."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(str(path))
-        self.text = ""
-        self._read_to = 0
-        self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        while data := self.sock.recv(65536):
-            with self._changed:
-                self.text += data.decode(errors="replace")
-                self._changed.notify_all()
-
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
-        """The first match of ``pattern`` printed after the last match."""
-        with self._changed:
-            found = self._changed.wait_for(
-                lambda: re.compile(pattern).search(self.text, self._read_to), timeout
-            )
-            assert found, f"no {pattern!r} on the console; its end:\n{self.text[-1000:]}"
-            self._read_to = found.end()
-            return found
-
-    def seen(self) -> str:
-        with self._changed:
-            return self.text
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self._thread.join(10)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +95,8 @@ def add(bed: testbed.Testbed, name: str, node: str, *args: str) -> None:
     )  # fmt: skip
 
 
-def console(node: testbed.BedNode, name: str) -> Console:
-    return Console(Layout(node.paths.run_dir).serial(name))
+def console(node: testbed.BedNode, name: str) -> SerialConsole:
+    return SerialConsole(Layout(node.paths.run_dir).serial(name))
 
 
 def qemu_pids(bed: testbed.Testbed, name: str) -> list[int | None]:

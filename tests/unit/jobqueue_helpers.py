@@ -10,9 +10,9 @@ from corral import constants as C
 from corral import errors
 from corral.jobs.queue import JobQueue
 from corral.jobs.runner import OpContext
-from corral.jobs.store import JobStore
 from corral.opcodes.base import OpCode
 from corral.opcodes.test import OpTestDelay, OpTestJqueue
+from corral.state.sqlite.jobs import SqliteJobStore
 
 FINAL = C.JOB_STATUS_FINALIZED
 
@@ -41,7 +41,7 @@ class QueueHarness:
         self.db_path = tmp_path / "queue.db"
         self.drain_file = tmp_path / "queue-drain"
         self.max_running = max_running
-        self.store = JobStore(self.db_path)
+        self.store = SqliteJobStore(self.db_path)
         self.gates: dict[str, asyncio.Event] = {}
         self.started: list[int] = []
         self.seen: list[tuple[int, OpCode]] = []
@@ -93,12 +93,12 @@ class QueueHarness:
         finally:
             self.active -= 1
 
-    def status(self, job_id: int) -> str | None:
-        row = self.queue.query_jobs([job_id], ["status"])[0]
+    async def status(self, job_id: int) -> str | None:
+        row = (await self.queue.query_jobs([job_id], ["status"]))[0]
         return None if row is None else row[0]
 
-    def row(self, job_id: int, *fields: str) -> list[Any]:
-        row = self.queue.query_jobs([job_id], list(fields))[0]
+    async def row(self, job_id: int, *fields: str) -> list[Any]:
+        row = (await self.queue.query_jobs([job_id], list(fields)))[0]
         assert row is not None, f"job {job_id} unknown"
         return row
 
@@ -109,7 +109,7 @@ class QueueHarness:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            status = self.status(job_id)
+            status = await self.status(job_id)
             if status in wanted:
                 return status
             if loop.time() > deadline:
@@ -123,7 +123,7 @@ class QueueHarness:
         for event in self.gates.values():
             event.set()
         await self.queue.shutdown(0)
-        self.store.close()
+        await self.store.close()
 
 
 async def settle(rounds: int = 10) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -11,7 +12,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.config.manager import ConfigManager, initial_change
+from corral.config.manager import ConfigManager, ConfigTransaction, initial_change
 from corral.objects import Cluster, Node, NodeGroup
 from corral.state.ports import ConfigChange
 from corral.state.sqlite.config import SqliteConfigStore
@@ -307,6 +308,41 @@ async def test_failed_commit_changes_nothing_in_memory_or_on_disk(
         assert again.get(Node, other.uuid) == other
     finally:
         await again.close()
+
+
+async def test_who_waits_for_a_transaction_learns_how_it_ended(
+    cfg: ConfigManager, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    """After the commit has reached the store (not when it starts: an intent
+    record dropped earlier could be lost with a failed commit), on a failure,
+    or when the unit gives the transaction up."""
+    ended: list[tuple[str, bool, int]] = []
+
+    def watch(tx_name: str, tx: ConfigTransaction) -> None:
+        tx.when_ended(lambda ok: ended.append((tx_name, ok, cfg.serial)))
+
+    good = cfg.transaction()
+    watch("good", good)
+    good.update(cfg.cluster.copy_for_update())
+    commit = asyncio.ensure_future(good.commit())
+    await asyncio.sleep(0)  # the commit is under way in the store's thread
+    assert ended == []
+    await commit
+    assert ended == [("good", True, 2)]
+
+    bad = cfg.transaction()
+    watch("bad", bad)
+    broken = objects[3].copy_for_update()
+    assert isinstance(broken, Node)
+    broken.ndparams = {"unserializable": {1, 2}}
+    bad.update(broken)
+    with pytest.raises(TypeError):
+        await bad.commit()
+    given_up = cfg.transaction()
+    watch("given up", given_up)
+    given_up.abandon()
+    given_up.abandon()
+    assert ended[1:] == [("bad", False, 2), ("given up", False, 2)]
 
 
 async def test_add_and_remove_objects(

@@ -197,11 +197,11 @@ def test_first_matching_rule_applies_even_if_a_later_one_would_reject() -> None:
 async def test_pause_holds_queued_jobs_until_the_rule_goes(harness: QueueHarness) -> None:
     paused = rule("PAUSE", ["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]])
     harness.queue.set_filter_rules([paused])
-    held = harness.queue.submit([delay(0)])
-    other = harness.queue.submit([jqueue()])
+    held = await harness.queue.submit([delay(0)])
+    other = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(other) == "success"
     await settle()
-    assert harness.status(held) == "queued" and held not in harness.started
+    assert await harness.status(held) == "queued" and held not in harness.started
     harness.queue.set_filter_rules([])
     assert await harness.wait_status(held) == "success"
 
@@ -209,10 +209,10 @@ async def test_pause_holds_queued_jobs_until_the_rule_goes(harness: QueueHarness
 async def test_paused_jobs_take_no_running_slot(harness: QueueHarness) -> None:
     harness.max_running = 1
     harness.queue.set_filter_rules([rule("PAUSE", ["jobid", ["<", "id", 3]])])
-    first, second = harness.queue.submit([jqueue()]), harness.queue.submit([jqueue()])
-    third = harness.queue.submit([jqueue()])
+    first, second = await harness.queue.submit([jqueue()]), await harness.queue.submit([jqueue()])
+    third = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(third) == "success"
-    assert harness.status(first) == harness.status(second) == "queued"
+    assert await harness.status(first) == await harness.status(second) == "queued"
     harness.queue.set_filter_rules([])
     assert await harness.wait_status(first) == "success"
     assert await harness.wait_status(second) == "success"
@@ -220,17 +220,17 @@ async def test_paused_jobs_take_no_running_slot(harness: QueueHarness) -> None:
 
 async def test_reject_cancels_new_jobs_as_luxid_does(harness: QueueHarness) -> None:
     harness.max_running = 1
-    blocker = harness.queue.submit([gated("block", running=True)])
+    blocker = await harness.queue.submit([gated("block", running=True)])
     harness.queue.set_filter_rules([rule("REJECT", ["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]])])
     # Rejected at submission, although no running slot is free.
-    rejected = harness.queue.submit([delay(0), delay(0)])
-    assert harness.row(rejected, "status", "opstatus", "opresult", "start_ts") == [
+    rejected = await harness.queue.submit([delay(0), delay(0)])
+    assert await harness.row(rejected, "status", "opstatus", "opresult", "start_ts") == [
         "canceled",
         ["canceled", "canceled"],
         [None, None],
         None,
     ]
-    (end_ts,) = harness.row(rejected, "end_ts")
+    (end_ts,) = await harness.row(rejected, "end_ts")
     assert end_ts is not None
     assert harness.queue.unfinished_count == 1
     harness.release("block")
@@ -240,13 +240,13 @@ async def test_reject_cancels_new_jobs_as_luxid_does(harness: QueueHarness) -> N
 
 async def test_new_rules_refilter_queued_jobs_not_running_ones(harness: QueueHarness) -> None:
     harness.max_running = 1
-    running = harness.queue.submit([gated("run", running=True)])
-    queued = harness.queue.submit([jqueue()])
-    waiting = harness.queue.submit([jqueue(depends=[[queued, []]])])
+    running = await harness.queue.submit([gated("run", running=True)])
+    queued = await harness.queue.submit([jqueue()])
+    waiting = await harness.queue.submit([jqueue(depends=[[queued, []]])])
     await harness.wait_status(running, {"running"})
     harness.queue.set_filter_rules([rule("REJECT")])
-    assert harness.status(queued) == harness.status(waiting) == "canceled"
-    assert harness.status(running) == "running"
+    assert await harness.status(queued) == await harness.status(waiting) == "canceled"
+    assert await harness.status(running) == "running"
     harness.release("run")
     assert await harness.wait_status(running) == "success"
 
@@ -255,13 +255,13 @@ async def test_rate_limit_counts_the_jobs_it_applies_to(harness: QueueHarness) -
     limit = rule(["RATE_LIMIT", 2], ["reason", ["=", "reason", "limited"]])
     harness.queue.set_filter_rules([limit])
     limited = [["test", "limited", 1]]
-    first = harness.queue.submit([gated("a", running=True, reason=limited)])
-    second = harness.queue.submit([gated("b", running=True, reason=limited)])
-    third = harness.queue.submit([gated("c", running=True, reason=limited)])
-    free = harness.queue.submit([jqueue()])
+    first = await harness.queue.submit([gated("a", running=True, reason=limited)])
+    second = await harness.queue.submit([gated("b", running=True, reason=limited)])
+    third = await harness.queue.submit([gated("c", running=True, reason=limited)])
+    free = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(free) == "success"
     await harness.wait_status(second, {"running"})
-    assert harness.status(first) == "running" and harness.status(third) == "queued"
+    assert await harness.status(first) == "running" and await harness.status(third) == "queued"
     harness.release("c")
     harness.release("a")
     assert await harness.wait_status(first) == "success"
@@ -271,17 +271,17 @@ async def test_rate_limit_counts_the_jobs_it_applies_to(harness: QueueHarness) -
 
 
 async def test_rate_limit_counts_jobs_running_before_the_rule(harness: QueueHarness) -> None:
-    before = [harness.queue.submit([gated(f"g{i}", running=True)]) for i in range(3)]
+    before = [await harness.queue.submit([gated(f"g{i}", running=True)]) for i in range(3)]
     for job_id in before:
         await harness.wait_status(job_id, {"running"})
     harness.queue.set_filter_rules([rule(["RATE_LIMIT", 2])])
-    later = harness.queue.submit([jqueue()])
+    later = await harness.queue.submit([jqueue()])
     await settle()
-    assert harness.status(later) == "queued"
+    assert await harness.status(later) == "queued"
     harness.release("g0")
     assert await harness.wait_status(before[0]) == "success"
     await settle()
-    assert harness.status(later) == "queued"
+    assert await harness.status(later) == "queued"
     harness.release("g1")
     assert await harness.wait_status(later) == "success"
     harness.release("g2")
@@ -293,23 +293,23 @@ async def test_accept_before_pause_lets_chosen_jobs_through(harness: QueueHarnes
     harness.queue.set_filter_rules(
         [rule("PAUSE", priority=1), rule("ACCEPT", maintenance, priority=0)]
     )
-    chosen = harness.queue.submit([jqueue(reason=[["gnt:user", "pink bunny", 1]])])
-    other = harness.queue.submit([jqueue()])
+    chosen = await harness.queue.submit([jqueue(reason=[["gnt:user", "pink bunny", 1]])])
+    other = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(chosen) == "success"
-    assert harness.status(other) == "queued"
+    assert await harness.status(other) == "queued"
     harness.queue.set_filter_rules([])
     assert await harness.wait_status(other) == "success"
 
 
 async def test_watermark_spares_jobs_older_than_the_rule(harness: QueueHarness) -> None:
     harness.queue.set_filter_rules([rule("PAUSE", ["opcode", ["?", "fail"]])])
-    old = harness.queue.submit([jqueue(fail=True)])
+    old = await harness.queue.submit([jqueue(fail=True)])
     drain = rule("PAUSE", ["jobid", [">", "id", "watermark"]], watermark=harness.queue.last_job_id)
     assert drain.watermark == old
     harness.queue.set_filter_rules([drain])
-    new = harness.queue.submit([jqueue()])
+    new = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(old) == "error"
     await settle()
-    assert harness.status(new) == "queued"
+    assert await harness.status(new) == "queued"
     harness.queue.set_filter_rules([])
     assert await harness.wait_status(new) == "success"

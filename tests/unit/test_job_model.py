@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 
 from corral import constants as C
 from corral.jobs import records
-from corral.jobs.model import Job, LogEntry, QueuedOpCode, calc_priority, calc_status, split_time
-from corral.jobs.store import JobStore
+from corral.jobs.model import Job, LogEntry, QueuedOpCode, calc_priority, split_time
+from corral.jobs.states import job_status as calc_status
 from corral.opcodes.test import OpTestDelay, OpTestJqueue
+from corral.state.sqlite.jobs import SqliteJobStore
 
 Q, W, CG, R, CD, S, E = (
     C.OP_STATUS_QUEUED,
@@ -206,39 +208,45 @@ def _row(job_id: int, status: str = "queued", end: float | None = None) -> dict:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> JobStore:
-    s = JobStore(tmp_path / "jobs.db")
+async def store(tmp_path: Path) -> AsyncIterator[SqliteJobStore]:
+    s = SqliteJobStore(tmp_path / "jobs.db")
     yield s
-    s.close()
+    await s.close()
 
 
-def test_store_is_in_wal_mode(store: JobStore, tmp_path: Path) -> None:
+async def test_store_is_in_wal_mode(store: SqliteJobStore, tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "jobs.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_allocate_ids_is_transactional(store: JobStore) -> None:
-    assert [r["id"] for r in store.insert_new(3, lambda ids: [_row(i) for i in ids])] == [1, 2, 3]
+async def test_allocate_ids_is_transactional(store: SqliteJobStore) -> None:
+    assert [r["id"] for r in await store.insert_new(3, lambda ids: [_row(i) for i in ids], 0)] == [
+        1,
+        2,
+        3,
+    ]
 
     def refuse(ids: list[int]) -> list[dict[str, Any]]:
         assert ids == [4, 5]
         raise ValueError("refused")
 
     with pytest.raises(ValueError):
-        store.insert_new(2, refuse)
-    assert [r["id"] for r in store.insert_new(1, lambda ids: [_row(i) for i in ids])] == [4]
+        await store.insert_new(2, refuse, 0)
+    assert [r["id"] for r in await store.insert_new(1, lambda ids: [_row(i) for i in ids], 0)] == [
+        4
+    ]
 
 
-def test_store_insert_update_and_fetch(store: JobStore) -> None:
-    store.insert_new(2, lambda ids: [_row(i) for i in ids])
+async def test_store_insert_update_and_fetch(store: SqliteJobStore) -> None:
+    await store.insert_new(2, lambda ids: [_row(i) for i in ids], 0)
     row = _row(2, "success", end=5.0)
     row["log_serial"] = 1
-    store.write_batch([row], [(2, 0, 1, 4.5, "message", {"nested": ["x", 1]})])
-    assert store.fetch(None, ["status", "end_ts"]) == [
+    await store.write_batch([row], [(2, 0, 1, 4.5, "message", {"nested": ["x", 1]})], 0)
+    assert await store.fetch(None, ["status", "end_ts"]) == [
         {"id": 1, "status": "queued", "end_ts": None, "archived": 0},
         {"id": 2, "status": "success", "end_ts": 5.0, "archived": 0},
     ]
-    assert store.fetch([2], ["summary", "ops", "log_serial"]) == [
+    assert await store.fetch([2], ["summary", "ops", "log_serial"]) == [
         {
             "id": 2,
             "summary": ["TEST_DELAY(1.0)"],
@@ -247,34 +255,33 @@ def test_store_insert_update_and_fetch(store: JobStore) -> None:
             "archived": 0,
         }
     ]
-    assert store.fetch([3], ["status"]) == []
-    assert store.fetch_logs(2) == [(0, [1, 4.5, "message", {"nested": ["x", 1]}])]
-    assert store.fetch_logs(2, after_serial=1) == []
-    assert store.unfinished_ids() == [1]
-    assert store.count() == 2
+    assert await store.fetch([3], ["status"]) == []
+    assert await store.fetch_logs(2) == [(0, [1, 4.5, "message", {"nested": ["x", 1]}])]
+    assert await store.fetch_logs(2, after=1) == []
+    assert await store.unfinished_ids() == [1]
 
 
-def test_store_archive_moves_jobs_and_logs(store: JobStore) -> None:
+async def test_store_archive_moves_jobs_and_logs(store: SqliteJobStore) -> None:
     rows = [_row(1, "success", 10.0), _row(2, "error", 20.0), _row(3)]
-    store.insert_new(3, lambda ids: rows)
-    store.write_batch([], [(1, 0, 1, 9.0, "message", "hello")])
-    assert store.archive([3]) == 0  # not finished: stays in the queue
-    assert store.finished_before(15.0) == [1]
-    assert store.finished_before(None) == [1, 2]
-    assert store.archive([1, 99]) == 1
-    assert store.archive([]) == 0
-    assert [r["id"] for r in store.fetch(None, [])] == [2, 3]
-    assert store.fetch([1], ["status"]) == []
-    assert store.fetch([1, 2], ["status"], archived=True) == [
+    await store.insert_new(3, lambda ids: rows, 0)
+    await store.write_batch([], [(1, 0, 1, 9.0, "message", "hello")], 0)
+    assert await store.archive([3], 0) == 0  # not finished: stays in the queue
+    assert await store.finished_before(15.0) == [1]
+    assert await store.finished_before(None) == [1, 2]
+    assert await store.archive([1, 99], 0) == 1
+    assert await store.archive([], 0) == 0
+    assert [r["id"] for r in await store.fetch(None, [])] == [2, 3]
+    assert await store.fetch([1], ["status"]) == []
+    assert await store.fetch([1, 2], ["status"], archived=True) == [
         {"id": 1, "status": "success", "archived": 1},
         {"id": 2, "status": "error", "archived": 0},
     ]
-    assert store.fetch_logs(1) == []
-    assert store.fetch_logs(1, archived=True) == [(0, [1, 9.0, "message", "hello"])]
-    assert store.finished_before(None) == [2]
+    assert await store.fetch_logs(1) == []
+    assert await store.fetch_logs(1, archived=True) == [(0, [1, 9.0, "message", "hello"])]
+    assert await store.finished_before(None) == [2]
 
 
-def test_store_fetch_many_ids(store: JobStore) -> None:
-    store.insert_new(1200, lambda ids: [_row(i) for i in ids])
-    rows = store.fetch(list(range(1, 1201, 2)), ["status"])
+async def test_store_fetch_many_ids(store: SqliteJobStore) -> None:
+    await store.insert_new(1200, lambda ids: [_row(i) for i in ids], 0)
+    rows = await store.fetch(list(range(1, 1201, 2)), ["status"])
     assert [r["id"] for r in rows] == list(range(1, 1201, 2))

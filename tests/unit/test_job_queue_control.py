@@ -21,13 +21,13 @@ CANCELED_RESULT = "Job canceled by request"
 
 async def test_cancel_of_a_queued_job(harness: QueueHarness) -> None:
     harness.max_running = 1
-    blocker = harness.queue.submit([gated("block", running=True)])
-    job_id = harness.queue.submit([jqueue(), jqueue()])
+    blocker = await harness.queue.submit([gated("block", running=True)])
+    job_id = await harness.queue.submit([jqueue(), jqueue()])
     await settle()
-    assert harness.status(job_id) == "queued"
+    assert await harness.status(job_id) == "queued"
     assert await harness.queue.cancel(job_id) == [True, f"Dequeued job {job_id}"]
-    assert harness.status(job_id) == "canceled"
-    opstatus, opresult, end_ts, start_ts = harness.row(
+    assert await harness.status(job_id) == "canceled"
+    opstatus, opresult, end_ts, start_ts = await harness.row(
         job_id, "opstatus", "opresult", "end_ts", "start_ts"
     )
     assert opstatus == ["canceled", "canceled"]
@@ -41,42 +41,42 @@ async def test_cancel_of_a_queued_job(harness: QueueHarness) -> None:
 
 async def test_cancel_of_a_job_scheduled_but_not_yet_started(harness: QueueHarness) -> None:
     harness.max_running = 1
-    job_id = harness.queue.submit([jqueue()])
+    job_id = await harness.queue.submit([jqueue()])
     # Its task exists but has not run a single step yet.
     assert await harness.queue.cancel(job_id) == [True, f"Dequeued job {job_id}"]
     await settle()
-    assert harness.status(job_id) == "canceled"
-    assert harness.row(job_id, "opstatus") == [["canceled"]]
+    assert await harness.status(job_id) == "canceled"
+    assert await harness.row(job_id, "opstatus") == [["canceled"]]
     assert harness.started == []
     assert harness.queue.unfinished_count == 0
     # Its running slot is free again.
-    other = harness.queue.submit([jqueue()])
+    other = await harness.queue.submit([jqueue()])
     assert await harness.wait_status(other) == "success"
 
 
 async def test_cancel_of_a_job_waiting_in_the_executor(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("locks"), jqueue()])
+    job_id = await harness.queue.submit([gated("locks"), jqueue()])
     await harness.wait_status(job_id, {"waiting"})
     cancel = asyncio.create_task(harness.queue.cancel(job_id))
     await settle()
     # Until the executor notices, the opcodes are "canceling"; CancelJob waits.
-    assert not cancel.done() or harness.status(job_id) == "canceled"
+    assert not cancel.done() or await harness.status(job_id) == "canceled"
     assert await cancel == [True, "Job successfully cancelled"]
-    assert harness.status(job_id) == "canceled"
+    assert await harness.status(job_id) == "canceled"
     assert harness.cancelled == [job_id]
-    opstatus, opresult = harness.row(job_id, "opstatus", "opresult")
+    opstatus, opresult = await harness.row(job_id, "opstatus", "opresult")
     assert opstatus == ["canceled", "canceled"]
     assert opresult == [CANCELED_RESULT, CANCELED_RESULT]
     assert harness.queue.unfinished_count == 0
 
 
 async def test_cancel_of_a_job_waiting_for_dependencies(harness: QueueHarness) -> None:
-    first = harness.queue.submit([gated("first", running=True)])
-    job_id = harness.queue.submit([jqueue(depends=[[first, []]])])
+    first = await harness.queue.submit([gated("first", running=True)])
+    job_id = await harness.queue.submit([jqueue(depends=[[first, []]])])
     await harness.wait_status(job_id, {"waiting"})
     assert await harness.queue.cancel(job_id) == [True, "Job successfully cancelled"]
-    assert harness.status(job_id) == "canceled"
-    assert harness.row(job_id, "opresult") == [[CANCELED_RESULT]]
+    assert await harness.status(job_id) == "canceled"
+    assert await harness.row(job_id, "opresult") == [[CANCELED_RESULT]]
     harness.release("first")
     assert await harness.wait_status(first) == "success"
     await settle()
@@ -84,22 +84,22 @@ async def test_cancel_of_a_job_waiting_for_dependencies(harness: QueueHarness) -
 
 
 async def test_cancel_of_a_running_job(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("run", running=True)])
+    job_id = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
     assert await harness.queue.cancel(job_id) == [False, "Job no longer waiting, can't cancel"]
-    assert harness.status(job_id) == "running"
+    assert await harness.status(job_id) == "running"
     # With kill, the running opcode is interrupted.
     assert await harness.queue.cancel(job_id, kill=True) == [True, "Job successfully cancelled"]
-    assert harness.status(job_id) == "canceled"
+    assert await harness.status(job_id) == "canceled"
     assert harness.cancelled == [job_id]
 
 
 async def test_cancel_of_finished_and_unknown_jobs(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([jqueue()])
+    job_id = await harness.queue.submit([jqueue()])
     await harness.wait_status(job_id)
     # As luxid: a finished job is no longer in the queue.
     assert await harness.queue.cancel(job_id) == [False, f"Job {job_id} not found in queue"]
-    assert harness.status(job_id) == "success"
+    assert await harness.status(job_id) == "success"
     assert await harness.queue.cancel(4242) == [False, "Job 4242 not found in queue"]
 
 
@@ -108,15 +108,15 @@ async def test_cancel_of_finished_and_unknown_jobs(harness: QueueHarness) -> Non
 
 async def test_change_priority_of_a_queued_job_reorders_the_start(harness: QueueHarness) -> None:
     harness.max_running = 1
-    blocker = harness.queue.submit([gated("block", running=True)])
+    blocker = await harness.queue.submit([gated("block", running=True)])
     await settle()
-    first = harness.queue.submit([jqueue()])
-    second = harness.queue.submit([jqueue()])
+    first = await harness.queue.submit([jqueue()])
+    second = await harness.queue.submit([jqueue()])
     assert harness.queue.change_priority(first, C.OP_PRIO_LOW) == [
         True,
         f"Priorities of pending opcodes for job {first} have been changed to 10",
     ]
-    assert harness.row(first, "priority", "oppriority") == [10, [10]]
+    assert await harness.row(first, "priority", "oppriority") == [10, [10]]
     harness.release("block")
     await harness.wait_status(first)
     assert harness.started == [blocker, second, first]
@@ -124,10 +124,10 @@ async def test_change_priority_of_a_queued_job_reorders_the_start(harness: Queue
 
 async def test_raising_a_priority_moves_a_job_ahead(harness: QueueHarness) -> None:
     harness.max_running = 1
-    blocker = harness.queue.submit([gated("block", running=True)])
+    blocker = await harness.queue.submit([gated("block", running=True)])
     await settle()
-    first = harness.queue.submit([jqueue()])
-    second = harness.queue.submit([jqueue()])
+    first = await harness.queue.submit([jqueue()])
+    second = await harness.queue.submit([jqueue()])
     harness.queue.change_priority(second, C.OP_PRIO_HIGH)
     harness.release("block")
     await harness.wait_status(first)
@@ -137,20 +137,20 @@ async def test_raising_a_priority_moves_a_job_ahead(harness: QueueHarness) -> No
 async def test_change_priority_of_a_started_job_reaches_the_lock_manager(
     harness: QueueHarness,
 ) -> None:
-    job_id = harness.queue.submit([gated("locks"), jqueue()])
+    job_id = await harness.queue.submit([gated("locks"), jqueue()])
     await harness.wait_status(job_id, {"waiting"})
     assert harness.queue.change_priority(job_id, -5)[0] is True
     assert harness.lock_priorities == [(str(job_id), -5)]
-    assert harness.row(job_id, "oppriority") == [[-5, -5]]
+    assert await harness.row(job_id, "oppriority") == [[-5, -5]]
     harness.release("locks")
     assert await harness.wait_status(job_id) == "success"
 
 
 async def test_change_priority_only_touches_unfinished_opcodes(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([jqueue(), gated("second")])
+    job_id = await harness.queue.submit([jqueue(), gated("second")])
     await harness.wait_status(job_id, {"waiting"})
     harness.queue.change_priority(job_id, 7)
-    assert harness.row(job_id, "oppriority") == [[0, 7]]
+    assert await harness.row(job_id, "oppriority") == [[0, 7]]
     harness.release("second")
     await harness.wait_status(job_id)
 
@@ -162,7 +162,7 @@ async def test_change_priority_errors(harness: QueueHarness) -> None:
     with pytest.raises(errors.OpPrereqError):
         harness.queue.change_priority(1, -21)
     assert harness.queue.change_priority(99, 0) == [False, "Job 99 not found in queue"]
-    job_id = harness.queue.submit([jqueue()])
+    job_id = await harness.queue.submit([jqueue()])
     await harness.wait_status(job_id)
     assert harness.queue.change_priority(job_id, 0) == [False, f"Job {job_id} not found in queue"]
 
@@ -171,8 +171,8 @@ async def test_change_priority_errors(harness: QueueHarness) -> None:
 
 
 async def test_archive(harness: QueueHarness) -> None:
-    done = harness.queue.submit([jqueue()])
-    running = harness.queue.submit([gated("run", running=True)])
+    done = await harness.queue.submit([jqueue()])
+    running = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(done)
     await harness.wait_status(running, {"running"})
     assert await harness.queue.archive(running) is False
@@ -180,35 +180,37 @@ async def test_archive(harness: QueueHarness) -> None:
     assert await harness.queue.archive(done) is False
     assert await harness.queue.archive(777) is False
     # Gone from the live list, but still found by id (as archived).
-    assert harness.queue.query_jobs(None, ["id"]) == [[running]]
-    assert harness.row(done, "id", "status", "archived") == [done, "success", True]
-    assert harness.row(running, "archived") == [False]
+    assert await harness.queue.query_jobs(None, ["id"]) == [[running]]
+    assert await harness.row(done, "id", "status", "archived") == [done, "success", True]
+    assert await harness.row(running, "archived") == [False]
     harness.release("run")
     await harness.wait_status(running)
 
 
 async def test_auto_archive(harness: QueueHarness) -> None:
-    ids = [harness.queue.submit([jqueue()]) for _ in range(3)]
-    pending = harness.queue.submit([gated("run", running=True)])
+    ids = [await harness.queue.submit([jqueue()]) for _ in range(3)]
+    pending = await harness.queue.submit([gated("run", running=True)])
     for job_id in ids:
         await harness.wait_status(job_id)
     # Nothing is an hour old yet.
     assert await harness.queue.auto_archive(3600, 10) == [0, 0]
-    assert len(harness.queue.query_jobs(None, ["id"])) == 4
+    assert len(await harness.queue.query_jobs(None, ["id"])) == 4
     # Jobs that ended before "now - 0s": once the clock has passed their end.
-    latest = max(sec + usec / 1e6 for sec, usec in (harness.row(i, "end_ts")[0] for i in ids))
+    latest = max(
+        sec + usec / 1e6 for sec, usec in [(await harness.row(i, "end_ts"))[0] for i in ids]
+    )
     wait_until(lambda: time.time() > latest, what="the clock to pass the jobs' end")
     assert await harness.queue.auto_archive(0, 10) == [3, 0]
-    assert harness.queue.query_jobs(None, ["id"]) == [[pending]]
-    assert [harness.row(i, "archived")[0] for i in ids] == [True, True, True]
+    assert await harness.queue.query_jobs(None, ["id"]) == [[pending]]
+    assert [(await harness.row(i, "archived"))[0] for i in ids] == [True, True, True]
     harness.release("run")
     await harness.wait_status(pending)
     assert await harness.queue.auto_archive(-1, 10) == [1, 0]
-    assert harness.queue.query_jobs(None, ["id"]) == []
+    assert await harness.queue.query_jobs(None, ["id"]) == []
 
 
 async def test_auto_archive_with_a_timeout_reports_what_is_left(harness: QueueHarness) -> None:
-    results = harness.queue.submit_many([[jqueue()] for _ in range(1100)])
+    results = await harness.queue.submit_many([[jqueue()] for _ in range(1100)])
     ids = [r[1] for r in results]
     await harness.wait_status(ids[-1])
     for job_id in ids:
@@ -228,21 +230,21 @@ async def test_drain_flag_refuses_submissions(harness: QueueHarness) -> None:
     assert q.drained is True
     assert harness.drain_file.exists()
     with pytest.raises(errors.JobQueueDrainError):
-        q.submit([jqueue()])
+        await q.submit([jqueue()])
     with pytest.raises(errors.JobQueueDrainError):
-        q.submit_many([[jqueue()]])
-    assert harness.store.count() == 0
+        await q.submit_many([[jqueue()]])
+    assert not await harness.store.fetch(None, [])
     # The internal path ignores the flag.
-    job_id = q.submit([delay(0.0)], ignore_drain=True)
+    job_id = await q.submit([delay(0.0)], ignore_drain=True)
     assert await harness.wait_status(job_id) == "success"
     q.set_drain(False)
     q.set_drain(False)  # idempotent
     assert q.drained is False
     assert not harness.drain_file.exists()
-    assert await harness.wait_status(q.submit([jqueue()])) == "success"
+    assert await harness.wait_status(await q.submit([jqueue()])) == "success"
 
 
 async def test_shut_down_queue_refuses_submissions(harness: QueueHarness) -> None:
     await harness.queue.shutdown(0)
     with pytest.raises(errors.JobQueueError, match="shutting down"):
-        harness.queue.submit([jqueue()])
+        await harness.queue.submit([jqueue()])

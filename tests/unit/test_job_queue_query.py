@@ -48,12 +48,12 @@ def assert_ts(value: object, low: float, high: float) -> None:
 
 async def test_query_field_values_of_a_finished_job(harness: QueueHarness) -> None:
     before = time.time()
-    job_id = harness.queue.submit(
+    job_id = await harness.queue.submit(
         [jqueue(log_messages=["hello", "world"]), delay(0.0, priority=C.OP_PRIO_LOW)]
     )
     assert await harness.wait_status(job_id) == "success"
     after = time.time()
-    result = harness.queue.query([*ALL_FIELDS, "reason"], None)
+    result = await harness.queue.query([*ALL_FIELDS, "reason"], None)
     kinds = {f["name"]: f["kind"] for f in result["fields"]}
     assert kinds == {
         "id": "number",
@@ -76,7 +76,7 @@ async def test_query_field_values_of_a_finished_job(harness: QueueHarness) -> No
     }
     assert len(result["data"]) == 1
     row = result["data"][0]
-    assert all(cell[0] == C.RS_NORMAL for cell in row[:-1])
+    assert all(cell[0] == C.RS_NORMAL for cell in row[:-1]), row
     assert row[-1] == [C.RS_UNKNOWN, None]
     v = dict(zip(ALL_FIELDS, (cell[1] for cell in row), strict=False))
 
@@ -112,10 +112,10 @@ async def test_query_field_values_of_a_finished_job(harness: QueueHarness) -> No
 
 
 async def test_query_of_an_unfinished_job(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("run", running=True), jqueue()])
+    job_id = await harness.queue.submit([gated("run", running=True), jqueue()])
     await harness.wait_status(job_id, {"running"})
     fields = ["status", "opstatus", "opresult", "opexec", "opend", "end_ts", "priority"]
-    row = harness.row(job_id, *fields)
+    row = await harness.row(job_id, *fields)
     assert row[:3] == ["running", ["running", "queued"], [None, None]]
     assert row[3][0] is not None and row[3][1] is None
     assert row[4] == [None, None]
@@ -126,55 +126,55 @@ async def test_query_of_an_unfinished_job(harness: QueueHarness) -> None:
 
 
 async def test_query_filter(harness: QueueHarness) -> None:
-    ok = harness.queue.submit([jqueue()])
-    bad = harness.queue.submit([jqueue(fail=True)])
-    running = harness.queue.submit([gated("run", running=True)])
+    ok = await harness.queue.submit([jqueue()])
+    bad = await harness.queue.submit([jqueue(fail=True)])
+    running = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(bad)
     await harness.wait_status(running, {"running"})
 
-    def ids(qfilter: object) -> list[int]:
-        return [row[0][1] for row in harness.queue.query(["id"], qfilter)["data"]]
+    async def ids(qfilter: object) -> list[int]:
+        return [row[0][1] for row in (await harness.queue.query(["id"], qfilter))["data"]]
 
-    assert ids(None) == [ok, bad, running]
-    assert ids(["==", "status", "error"]) == [bad]
-    assert ids(["|", ["==", "id", ok], ["==", "id", running]]) == [ok, running]
-    assert ids(["=[]", "summary", "TEST_JQUEUE"]) == [ok, bad, running]
-    assert ids(["!", ["=[]", "opstatus", "success"]]) == [bad, running]
+    assert await ids(None) == [ok, bad, running]
+    assert await ids(["==", "status", "error"]) == [bad]
+    assert await ids(["|", ["==", "id", ok], ["==", "id", running]]) == [ok, running]
+    assert await ids(["=[]", "summary", "TEST_JQUEUE"]) == [ok, bad, running]
+    assert await ids(["!", ["=[]", "opstatus", "success"]]) == [bad, running]
     with pytest.raises(errors.QueryFilterParseError):
-        harness.queue.query(["id"], ["==", "nosuch", 1])
+        await harness.queue.query(["id"], ["==", "nosuch", 1])
     harness.release("run")
     await harness.wait_status(running)
 
 
 async def test_query_asking_for_archived_includes_the_archive(harness: QueueHarness) -> None:
-    first = harness.queue.submit([jqueue()])
-    second = harness.queue.submit([jqueue()])
+    first = await harness.queue.submit([jqueue()])
+    second = await harness.queue.submit([jqueue()])
     await harness.wait_status(second)
     await harness.wait_status(first)
     await harness.queue.archive(first)
-    plain = harness.queue.query(["id", "status"], None)
+    plain = await harness.queue.query(["id", "status"], None)
     assert [row[0][1] for row in plain["data"]] == [second]
-    with_archive = harness.queue.query(["id", "archived"], None)
+    with_archive = await harness.queue.query(["id", "archived"], None)
     assert with_archive["data"] == [[[0, first], [0, True]], [[0, second], [0, False]]]
 
 
 async def test_query_jobs(harness: QueueHarness) -> None:
-    first = harness.queue.submit([jqueue()])
-    second = harness.queue.submit([jqueue()])
+    first = await harness.queue.submit([jqueue()])
+    second = await harness.queue.submit([jqueue()])
     await harness.wait_status(second)
     await harness.wait_status(first)
     q = harness.queue
-    assert q.query_jobs(None, ["id", "status"]) == [[first, "success"], [second, "success"]]
-    assert q.query_jobs([], ["id"]) == [[first], [second]]
+    assert await q.query_jobs(None, ["id", "status"]) == [[first, "success"], [second, "success"]]
+    assert await q.query_jobs([], ["id"]) == [[first], [second]]
     # As luxid: a row for every id asked for; of an unknown job only its id.
-    assert q.query_jobs([second, 999, first], ["id", "summary"]) == [
+    assert await q.query_jobs([second, 999, first], ["id", "summary"]) == [
         [second, ["TEST_JQUEUE"]],
         [999, None],
         [first, ["TEST_JQUEUE"]],
     ]
-    assert q.query_jobs([first], []) == [[]]
+    assert await q.query_jobs([first], []) == [[]]
     with pytest.raises(errors.OpPrereqError) as info:
-        q.query_jobs([first], ["id", "bogus", "worse"])
+        await q.query_jobs([first], ["id", "bogus", "worse"])
     assert info.value.ecode == C.ECODE_INVAL
     assert "bogus, worse" in info.value.args[0]
 
@@ -183,7 +183,7 @@ async def test_query_jobs(harness: QueueHarness) -> None:
 
 
 async def test_wfjc_returns_at_once_when_the_info_differs(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("run", running=True, log_messages=["x"])])
+    job_id = await harness.queue.submit([gated("run", running=True, log_messages=["x"])])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
     result = await harness.queue.wait_for_change(job_id, ["status"], None, None, 10)
@@ -198,7 +198,7 @@ async def test_wfjc_returns_at_once_when_the_info_differs(harness: QueueHarness)
 async def test_wfjc_returns_new_log_entries_even_if_the_info_is_the_same(
     harness: QueueHarness,
 ) -> None:
-    job_id = harness.queue.submit([jqueue(log_messages=["a"]), gated("g", running=True)])
+    job_id = await harness.queue.submit([jqueue(log_messages=["a"]), gated("g", running=True)])
     await harness.wait_status(job_id, {"running"})
     info, entries = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 10)
     assert info == ["running"]
@@ -209,7 +209,7 @@ async def test_wfjc_returns_new_log_entries_even_if_the_info_is_the_same(
 
 
 async def test_wfjc_wakes_a_waiter_on_change(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("run", running=True, log_messages=["done"])])
+    job_id = await harness.queue.submit([gated("run", running=True, log_messages=["done"])])
     await harness.wait_status(job_id, {"running"})
     waiter = asyncio.create_task(
         harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 10)
@@ -224,7 +224,7 @@ async def test_wfjc_wakes_a_waiter_on_change(harness: QueueHarness) -> None:
 
 
 async def test_wfjc_times_out_with_nochange(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("run", running=True)])
+    job_id = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
     result = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 0.05)
@@ -246,7 +246,7 @@ async def test_wfjc_timeout_is_capped(
     harness: QueueHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(C, "LUXI_WFJC_TIMEOUT", 0.05)
-    job_id = harness.queue.submit([gated("run", running=True)])
+    job_id = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
     result = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 3600)
@@ -257,7 +257,7 @@ async def test_wfjc_timeout_is_capped(
 
 
 async def test_wfjc_one_change_wakes_100_waiters(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([gated("locks")])
+    job_id = await harness.queue.submit([gated("locks")])
     await harness.wait_status(job_id, {"waiting"})
     waiters = [
         asyncio.create_task(harness.queue.wait_for_change(job_id, ["priority"], [0], 0, 10))
@@ -273,7 +273,7 @@ async def test_wfjc_one_change_wakes_100_waiters(harness: QueueHarness) -> None:
 
 
 async def test_wfjc_of_a_finished_job_returns_at_once(harness: QueueHarness) -> None:
-    job_id = harness.queue.submit([jqueue(log_messages=["a", "b"])])
+    job_id = await harness.queue.submit([jqueue(log_messages=["a", "b"])])
     await harness.wait_status(job_id)
     start = time.monotonic()
     info, entries = await harness.queue.wait_for_change(
@@ -295,8 +295,8 @@ async def test_wfjc_of_an_unknown_job_is_job_lost(harness: QueueHarness) -> None
 
 
 async def test_wfjc_with_unknown_fields_is_wrong_input(harness: QueueHarness) -> None:
-    running = harness.queue.submit([gated("run", running=True)])
-    done = harness.queue.submit([jqueue()])
+    running = await harness.queue.submit([gated("run", running=True)])
+    done = await harness.queue.submit([jqueue()])
     await harness.wait_status(done)
     await harness.wait_status(running, {"running"})
     for job_id in (running, done):
@@ -308,10 +308,10 @@ async def test_wfjc_with_unknown_fields_is_wrong_input(harness: QueueHarness) ->
 
 async def test_wfjc_info_matches_query_jobs(harness: QueueHarness) -> None:
     fields = ["id", "status", "opstatus", "opresult", "oplog", "summary", "received_ts", "ops"]
-    job_id = harness.queue.submit([jqueue(log_messages=["m"]), gated("g", running=True)])
+    job_id = await harness.queue.submit([jqueue(log_messages=["m"]), gated("g", running=True)])
     await harness.wait_status(job_id, {"running"})
     info, _ = await harness.queue.wait_for_change(job_id, fields, None, None, 1)
-    assert info == harness.row(job_id, *fields)
+    assert info == await harness.row(job_id, *fields)
     # Feeding the answer back waits (nothing changed), as a polling client does.
     assert await harness.queue.wait_for_change(job_id, fields, info, 1, 0.02) == "nochange"
     harness.release("g")

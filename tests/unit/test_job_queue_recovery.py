@@ -12,9 +12,9 @@ from pydantic import Field
 from corral import constants as C
 from corral.jobs import records
 from corral.jobs.model import Job, QueuedOpCode
-from corral.jobs.store import JobStore
 from corral.opcodes.base import REDACTED, OpCode
 from corral.opcodes.test import OpTestJqueue
+from corral.state.sqlite.jobs import SqliteJobStore
 from tests.unit.jobqueue_helpers import QueueHarness, gated, jqueue, settle
 
 SECRET = "s3cr3t-Tq9vXw-7781"
@@ -37,7 +37,7 @@ def secret_op(**secrets: str) -> dict[str, Any]:
 async def crash(h: QueueHarness) -> None:
     """Stop the queue without letting gated jobs finish (they stay unfinished on disk)."""
     await h.queue.shutdown(0)
-    h.store.close()
+    await h.store.close()
     h.closed = True
 
 
@@ -57,10 +57,12 @@ def db_bytes(db_path: Path) -> bytes:
 
 async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path) -> None:
     h1 = QueueHarness(tmp_path, max_running=3)
-    running = h1.queue.submit([gated("a", running=True), jqueue()])
-    waiting = h1.queue.submit([gated("b")])
-    half_done = h1.queue.submit([jqueue(log_messages=["one"]), gated("d", log_messages=["two"])])
-    queued = h1.queue.submit([jqueue()])
+    running = await h1.queue.submit([gated("a", running=True), jqueue()])
+    waiting = await h1.queue.submit([gated("b")])
+    half_done = await h1.queue.submit(
+        [jqueue(log_messages=["one"]), gated("d", log_messages=["two"])]
+    )
+    queued = await h1.queue.submit([jqueue()])
     await h1.wait_status(running, {"running"})
     await h1.wait_status(waiting, {"waiting"})
     await h1.wait_status(half_done, {"waiting"})
@@ -74,8 +76,8 @@ async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path
 
     h2 = QueueHarness(tmp_path, max_running=3)
     try:
-        h2.queue.recover()
-        status, opstatus, opresult, end_ts = h2.row(
+        await h2.queue.recover()
+        status, opstatus, opresult, end_ts = await h2.row(
             running, "status", "opstatus", "opresult", "end_ts"
         )
         assert status == "error"
@@ -85,15 +87,15 @@ async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path
             ["OpExecError", ["Preceding opcode failed"]],
         ]
         assert end_ts is not None
-        assert h2.row(waiting, "status", "opstatus") == ["queued", ["queued"]]
-        assert h2.row(half_done, "status", "opstatus") == ["queued", ["success", "queued"]]
-        assert h2.row(queued, "status") == ["queued"]
+        assert await h2.row(waiting, "status", "opstatus") == ["queued", ["queued"]]
+        assert await h2.row(half_done, "status", "opstatus") == ["queued", ["success", "queued"]]
+        assert await h2.row(queued, "status") == ["queued"]
         assert h2.queue.unfinished_count == 3
 
         # The log of the finished opcode is still there, in memory as on disk.
         info, entries = await h2.queue.wait_for_change(half_done, ["oplog"], None, 0, 1)
         assert [(e[0], e[3]) for e in entries] == [(1, "TESTMSG=one")]
-        assert info == h2.row(half_done, "oplog")
+        assert info == await h2.row(half_done, "oplog")
 
         h2.release("b")
         h2.release("d")
@@ -105,19 +107,19 @@ async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path
         # Only the unfinished opcode of the half-done job ran again, and its
         # log continues the old numbering.
         assert [type(op) for job_id, op in h2.seen if job_id == half_done] == [OpTestJqueue]
-        oplog = h2.row(half_done, "oplog")[0]
+        oplog = (await h2.row(half_done, "oplog"))[0]
         assert [[(e[0], e[3]) for e in op_log] for op_log in oplog] == [
             [(1, "TESTMSG=one")],
             [(2, "TESTMSG=two")],
         ]
         # New jobs continue the id sequence.
-        assert h2.queue.submit([jqueue()]) == queued + 1
+        assert await h2.queue.submit([jqueue()]) == queued + 1
     finally:
         await h2.close()
 
 
 async def test_recover_from_rows_left_by_a_killed_master(tmp_path: Path) -> None:
-    store = JobStore(tmp_path / "queue.db")
+    store = SqliteJobStore(tmp_path / "queue.db")
     now = time.time()
 
     def job(job_id: int, *statuses: str) -> Job:
@@ -130,13 +132,13 @@ async def test_recover_from_rows_left_by_a_killed_master(tmp_path: Path) -> None
         records.job_row(job(3, "queued")),
         records.job_row(job(4, "success", "success")),
     ]
-    store.insert_new(4, lambda ids: rows)
-    store.close()
+    await store.insert_new(4, lambda ids: rows, 0)
+    await store.close()
 
     h = QueueHarness(tmp_path)
     try:
-        h.queue.recover()
-        assert h.row(1, "status", "opstatus", "opresult") == [
+        await h.queue.recover()
+        assert await h.row(1, "status", "opstatus", "opresult") == [
             "error",
             ["success", "error", "error"],
             [
@@ -145,21 +147,21 @@ async def test_recover_from_rows_left_by_a_killed_master(tmp_path: Path) -> None
                 ["OpExecError", ["Preceding opcode failed"]],
             ],
         ]
-        assert h.row(2, "status", "opstatus")[0] == "canceled"
-        assert h.row(4, "status") == ["success"]
+        assert (await h.row(2, "status", "opstatus"))[0] == "canceled"
+        assert await h.row(4, "status") == ["success"]
         assert h.queue.unfinished_count == 1
         h.queue.start()
         assert await h.wait_status(3) == "success"
         assert h.started == [3]
-        assert h.queue.submit([jqueue()]) == 5
+        assert await h.queue.submit([jqueue()]) == 5
     finally:
         await h.close()
 
 
 async def test_secret_parameters_never_reach_the_store(harness: QueueHarness) -> None:
     harness.max_running = 1
-    blocker = harness.queue.submit([gated("block", running=True)])
-    job_id = harness.queue.submit([secret_op(password=SECRET)])
+    blocker = await harness.queue.submit([gated("block", running=True)])
+    job_id = await harness.queue.submit([secret_op(password=SECRET)])
     await settle()
     # Queued, it is only in memory and (redacted) on disk.
     stored = db_bytes(harness.db_path)
@@ -177,25 +179,25 @@ async def test_secret_parameters_never_reach_the_store(harness: QueueHarness) ->
     stored = db_bytes(harness.db_path)
     assert SECRET.encode() not in stored
     assert b"password" in stored
-    ops = harness.row(job_id, "ops")[0]
+    ops = (await harness.row(job_id, "ops"))[0]
     assert ops[0]["osparams_secret"] == {"password": REDACTED}
     assert ops[0]["osparams"] == {"a": "b"}
 
 
 async def test_queued_job_with_secrets_fails_after_a_restart(tmp_path: Path) -> None:
     h1 = QueueHarness(tmp_path, max_running=1)
-    blocker = h1.queue.submit([gated("block", running=True)])
-    with_secret = h1.queue.submit([secret_op(password=SECRET)])
-    without_secret = h1.queue.submit([secret_op()])
-    plain = h1.queue.submit([jqueue()])
+    blocker = await h1.queue.submit([gated("block", running=True)])
+    with_secret = await h1.queue.submit([secret_op(password=SECRET)])
+    without_secret = await h1.queue.submit([secret_op()])
+    plain = await h1.queue.submit([jqueue()])
     await h1.wait_status(blocker, {"running"})
     await crash(h1)
     assert SECRET.encode() not in db_bytes(h1.db_path)
 
     h2 = QueueHarness(tmp_path, max_running=1)
     try:
-        h2.queue.recover()
-        assert h2.row(with_secret, "status", "opresult") == [
+        await h2.queue.recover()
+        assert await h2.row(with_secret, "status", "opresult") == [
             "error",
             [["OpExecError", [records.SECRETS_LOST]]],
         ]
@@ -203,7 +205,7 @@ async def test_queued_job_with_secrets_fails_after_a_restart(tmp_path: Path) -> 
         h2.queue.start()
         assert await h2.wait_status(without_secret) == "success"
         assert await h2.wait_status(plain) == "success"
-        assert h2.status(blocker) == "error"
+        assert await h2.status(blocker) == "error"
         assert with_secret not in h2.started
         assert sorted(h2.started) == [without_secret, plain]
     finally:
@@ -212,17 +214,17 @@ async def test_queued_job_with_secrets_fails_after_a_restart(tmp_path: Path) -> 
 
 async def test_recover_keeps_priorities(tmp_path: Path) -> None:
     h1 = QueueHarness(tmp_path, max_running=1)
-    h1.queue.submit([gated("block", running=True)])
-    low = h1.queue.submit([jqueue(priority=C.OP_PRIO_LOW)])
-    high = h1.queue.submit([jqueue(priority=C.OP_PRIO_HIGH)])
-    normal = h1.queue.submit([jqueue()])
+    await h1.queue.submit([gated("block", running=True)])
+    low = await h1.queue.submit([jqueue(priority=C.OP_PRIO_LOW)])
+    high = await h1.queue.submit([jqueue(priority=C.OP_PRIO_HIGH)])
+    normal = await h1.queue.submit([jqueue()])
     h1.queue.change_priority(normal, C.OP_PRIO_HIGHEST)
     await settle()
     await crash(h1)
 
     h2 = QueueHarness(tmp_path, max_running=1)
     try:
-        h2.queue.recover()
+        await h2.queue.recover()
         h2.queue.start()
         for job_id in (low, high, normal):
             assert await h2.wait_status(job_id) == "success"

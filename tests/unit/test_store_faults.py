@@ -13,9 +13,9 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.jobs.store import JobStore
 from corral.state.ports import ConfigChange
 from corral.state.sqlite.config import SqliteConfigStore
+from corral.state.sqlite.jobs import SqliteJobStore
 from tests.helpers.tmpfs import fill, remount, tmpfs
 from tests.helpers.waiting import wait_until_async
 from tests.unit.jobqueue_helpers import QueueHarness, gated
@@ -47,33 +47,34 @@ def _rows(ids: list[int]) -> list[dict[str, Any]]:
     return [_row(i) for i in ids]
 
 
-def test_job_store_full_disk_names_cause_and_path(disk: Path) -> None:
-    store = JobStore(disk / "queue.db")
+async def test_job_store_full_disk_names_cause_and_path(disk: Path) -> None:
+    store = SqliteJobStore(disk / "queue.db")
     try:
-        store.insert_new(2, _rows)
+        await store.insert_new(2, _rows, 0)
         filler = fill(disk)
         with pytest.raises(errors.JobQueueError) as info:
-            store.insert_new(50, _rows)
+            await store.insert_new(50, _rows, 0)
         assert str(info.value) == (
             f"Cannot write the job queue {disk / 'queue.db'}: {NO_SPACE}; free space and retry"
         )
         with pytest.raises(errors.JobQueueError, match=NO_SPACE):
-            store.write_batch([_row(1, "success")] * 200, [(1, 0, 1, 1.0, "message", "x" * 9000)])
+            big = [(1, 0, 1, 1.0, "message", "x" * 9000)]
+            await store.write_batch([_row(1, "success")] * 200, big, 0)
         # Nothing of the failed writes is there, and the store still reads.
-        assert [(r["id"], r["status"]) for r in store.fetch(None, ["status"])] == [
+        assert [(r["id"], r["status"]) for r in await store.fetch(None, ["status"])] == [
             (1, "queued"),
             (2, "queued"),
         ]
         filler.unlink()
-        assert [r["id"] for r in store.insert_new(1, _rows)] == [3]
-        store.write_batch([_row(1, "success")], [])
-        assert store.fetch([1], ["status"]) == [{"id": 1, "status": "success", "archived": 0}]
+        assert [r["id"] for r in await store.insert_new(1, _rows, 0)] == [3]
+        await store.write_batch([_row(1, "success")], [], 0)
+        assert await store.fetch([1], ["status"]) == [{"id": 1, "status": "success", "archived": 0}]
     finally:
-        store.close()
+        await store.close()
 
 
-def test_job_store_read_only_file_system(disk: Path, tmp_path: Path) -> None:
-    JobStore(disk / "queue.db").close()
+async def test_job_store_read_only_file_system(disk: Path, tmp_path: Path) -> None:
+    await SqliteJobStore(disk / "queue.db").close()
     # A read-only view of the same file system (a mount with open files cannot
     # be remounted read-only).
     view = tmp_path / "view"
@@ -82,7 +83,7 @@ def test_job_store_read_only_file_system(disk: Path, tmp_path: Path) -> None:
     try:
         remount(view, "bind,ro")
         with pytest.raises(errors.JobQueueError) as info:
-            JobStore(view / "queue.db")
+            SqliteJobStore(view / "queue.db")
         assert str(info.value) == (
             f"Cannot write the job queue {view / 'queue.db'}: Read-only file system;"
             " make the file system writable and retry"
@@ -135,7 +136,7 @@ async def test_jobs_whose_state_cannot_be_written_end_in_error(
     harness: QueueHarness, disk: Path
 ) -> None:
     queue = harness.queue
-    ids = [r[1] for r in queue.submit_many([[gated("g", running=True)] for _ in range(30)])]
+    ids = [r[1] for r in await queue.submit_many([[gated("g", running=True)] for _ in range(30)])]
     for job_id in ids[:20]:
         await harness.wait_status(job_id, {"running"})
     await queue.flush()
@@ -145,11 +146,11 @@ async def test_jobs_whose_state_cannot_be_written_end_in_error(
     for job_id in ids:
         await harness.wait_status(job_id, {"error"})
     for job_id in ids:
-        status, (result,) = harness.row(job_id, "status", "opresult")
+        status, (result,) = await harness.row(job_id, "status", "opresult")
         assert status == "error", (job_id, status, result)
         assert NO_SPACE in str(result) and str(disk / "queue.db") in str(result)
     with pytest.raises(errors.JobQueueError, match=NO_SPACE):
-        queue.submit([gated("h")])
+        await queue.submit([gated("h")])
     # Cancel and archive agree with the job's real state: final, not yet on disk.
     assert await queue.cancel(ids[0]) == [False, f"Job {ids[0]} not found in queue"]
     filler.unlink()
@@ -159,7 +160,7 @@ async def test_jobs_whose_state_cannot_be_written_end_in_error(
         stored = dict(db.execute("SELECT id, status FROM jobs"))
     assert all(stored[job_id] == "error" for job_id in ids), stored
     assert await queue.archive(ids[0]) is True
-    new = queue.submit([gated("h", running=True)])
+    new = await queue.submit([gated("h", running=True)])
     harness.release("h")
     assert await harness.wait_status(new) == "success"
 
@@ -168,7 +169,7 @@ async def test_write_retried_by_timer_after_space_returns(
     harness: QueueHarness, disk: Path
 ) -> None:
     queue = harness.queue
-    job_id = queue.submit([gated("g", running=True)])
+    job_id = await queue.submit([gated("g", running=True)])
     await harness.wait_status(job_id, {"running"})
     await queue.flush()
     filler = fill(disk)

@@ -47,17 +47,6 @@ _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS archived_joblog ({_LOG_COLUMNS}) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status)",
 )
-# Columns a query may ask for, besides the always-read id.
-ROW_COLUMNS = (
-    "status",
-    "priority",
-    "summary",
-    "received_ts",
-    "start_ts",
-    "end_ts",
-    "ops",
-    "log_serial",
-)
 _JSON_COLUMNS = frozenset({"summary", "ops"})
 _UPDATE_JOB = (
     "UPDATE jobs SET status = ?, priority = ?, start_ts = ?, end_ts = ?, ops = ?,"
@@ -265,7 +254,12 @@ class SqliteJobStore:
         self.path = path
         self._writer = Worker("job-store-write")
         self._reader = Worker("job-store-read")
-        self._file = self._writer.submit(_JobsFile, path)
+        try:
+            self._file = self._writer.submit(_JobsFile, path)
+        except BaseException:
+            self._writer.close()
+            self._reader.close()
+            raise
         self._closed = False
 
     async def insert_new(
