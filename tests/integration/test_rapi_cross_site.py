@@ -1,8 +1,9 @@
 """Cross-site request forgery against corral-rapi, in a real headless Chromium
 (issue 20): once the browser holds a write user's Basic credentials for the
-RAPI, a page of another site posting an empty text/plain form (or a no-cors
-fetch) to ``/2/instances/NAME/reboot`` must not create a job; the dashboard,
-the RAPI's own page, still can."""
+RAPI, a page of another site posting an empty text/plain form to
+``/2/instances/NAME/reboot`` must not create a job; the dashboard, the RAPI's
+own page, still can.  (A no-cors ``fetch`` from such a page created no job in
+this Chromium even without the server's check: it is no case here.)"""
 
 from __future__ import annotations
 

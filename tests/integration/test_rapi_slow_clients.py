@@ -18,6 +18,7 @@ import socket
 import ssl
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ from tests.helpers.rapi import (
 )
 from tests.helpers.rapi_flood import Flood, Target, burst
 from tests.helpers.waiting import wait_until
+from tests.integration.test_renew_crypto import SUCCESS_OUTPUT, renew
 
 # Deadlines short enough for a test, bounds small enough to reach.
 REQUEST_TIMEOUT = 2
@@ -205,6 +207,7 @@ def test_newcomers_close_the_connections_that_waited_longest(bounded: TestCluste
             peer.close()
 
 
+@pytest.mark.slow  # ~30 s
 def test_legitimate_clients_are_served_through_a_flood(bounded: TestCluster) -> None:
     """Three times the bounds of hostile connections, reopened as fast as they
     are closed."""
@@ -242,27 +245,53 @@ def test_a_burst_of_new_connections_is_served(request: pytest.FixtureRequest, fi
 
 # -- stopping -----------------------------------------------------------------
 
+# Deadlines beyond the tests: only the stop may close these clients.
+PATIENT = "--request-timeout 600 --idle-timeout 600"
+
+
+@contextmanager
+def slow_clients(cl: TestCluster) -> Iterator[list[ssl.SSLSocket]]:
+    """20 writers sending the start of a body, then nothing more, and 20 idle
+    connections."""
+    writer = Rapi(cl, *WRITE_USER)
+    head = (
+        f"PUT /2/tags?tag=x HTTP/1.1\r\nHost: rapi\r\nAuthorization: {writer.auth}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+    )
+    dripping = [tls_socket(cl) for _ in range(20)]
+    idle = [tls_socket(cl) for _ in range(20)]
+    try:
+        for sock in dripping:
+            sock.sendall(head.encode())
+        yield [*dripping, *idle]
+    finally:
+        for sock in [*dripping, *idle]:
+            sock.close()
+
 
 def test_stop_does_not_wait_for_clients(tmp_path: Path) -> None:
     """Issue 20: a client dripping its body held a stop for 10 s (and
     renew-crypto with it).  Requests in progress get half a second."""
-    with rapi_cluster(tmp_path, "--request-timeout 600 --idle-timeout 600") as cl:
+    with rapi_cluster(tmp_path, PATIENT) as cl:
         add_users(cl)
         pid = running_pid(cl.paths.pid_file(RAPI))
         assert pid is not None
-        writer = Rapi(cl, *WRITE_USER)
-        head = (
-            f"PUT /2/tags?tag=x HTTP/1.1\r\nHost: rapi\r\nAuthorization: {writer.auth}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
-        )
-        dripping = [tls_socket(cl) for _ in range(20)]
-        idle = [tls_socket(cl) for _ in range(20)]
-        try:
-            for sock in dripping:
-                sock.sendall(head.encode())
+        with slow_clients(cl) as socks:
             os.kill(pid, signal.SIGTERM)
             wait_until(lambda: running_pid(cl.paths.pid_file(RAPI)) is None, 5, "the stop")
-            assert all(Peer(sock).poll() for sock in [*dripping, *idle])
-        finally:
-            for sock in [*dripping, *idle]:
-                sock.close()
+            assert all(Peer(sock).poll() for sock in socks)
+
+
+def test_renew_crypto_stops_rapi_cleanly_under_slow_clients(tmp_path: Path) -> None:
+    """Issue 20: with a slow client connected, corral-rapi ignored the SIGTERM
+    of ``renew-crypto --new-rapi-certificate`` until it was killed 10 s later."""
+    with rapi_cluster(tmp_path, PATIENT) as cl:
+        add_users(cl)
+        with slow_clients(cl) as socks:
+            result = renew(cl, "--new-rapi-certificate", "--force")
+            # Not "corral-rapi (pid N) did not stop within 10 s; killing it".
+            assert (result.rc, result.stderr) == (0, ""), result
+            assert result.stdout.splitlines() == SUCCESS_OUTPUT
+            assert all(Peer(sock).poll() for sock in socks)
+        # The new certificate is served.
+        assert Rapi(cl).get("/2/info")["name"] == cl.cluster_name
