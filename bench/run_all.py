@@ -24,6 +24,7 @@ BENCHMARKS = (
     "masterd_rss",
     "instances",
     "rapi",
+    "rapi_flood",
     "multinode",
     "move",
     "backup",

@@ -24,19 +24,28 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
     return parse
 
 
-def add_limit_options(parser: argparse.ArgumentParser) -> None:
-    """Time-outs and bounds that keep clients without a certificate from taking it over."""
-    for flag, kind, default, text in (
-        ("--handshake-timeout", float, L.HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
-        ("--idle-timeout", float, L.IDLE_TIMEOUT, "seconds an idle connection stays open"),
-        (
-            "--max-unauthenticated",
-            int,
-            L.MAX_UNAUTHENTICATED,
-            "connections waiting for their TLS handshake at once (the oldest is closed)",
-        ),
-        ("--max-connections", int, L.MAX_CONNECTIONS, "connections open at once"),
-    ):
+# One option: flag, type, default, what it sets.
+LimitOption = tuple[str, type[int] | type[float], float, str]
+
+NODED_LIMITS: tuple[LimitOption, ...] = (
+    ("--handshake-timeout", float, L.HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
+    ("--idle-timeout", float, L.IDLE_TIMEOUT, "seconds an idle connection stays open"),
+    (
+        "--max-unauthenticated",
+        int,
+        L.MAX_UNAUTHENTICATED,
+        "connections waiting for their TLS handshake at once (the oldest is closed)",
+    ),
+    ("--max-connections", int, L.MAX_CONNECTIONS, "connections open at once"),
+)
+
+
+def add_limit_options(
+    parser: argparse.ArgumentParser, table: tuple[LimitOption, ...] = NODED_LIMITS
+) -> None:
+    """Time-outs and bounds that keep hostile clients from taking the daemon over
+    (``table``: noded's unless another daemon gives its own)."""
+    for flag, kind, default, text in table:
         parser.add_argument(
             flag,
             type=_positive(kind),

@@ -7,12 +7,33 @@ import functools
 import sys
 
 from corral import constants as C
-from corral.daemons.limit_options import add_limit_options, connection_limits
+from corral.daemons.limit_options import LimitOption, add_limit_options
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
 from corral.process.privileges import DEFAULT_RAPI_USER
+from corral.rapi import limits as L
 
 NAME = "corral-rapi"
+
+LIMITS: tuple[LimitOption, ...] = (
+    ("--handshake-timeout", float, L.HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
+    (
+        "--request-timeout",
+        float,
+        L.REQUEST_TIMEOUT,
+        "seconds a client gets to send a request's head (the first one from the end of"
+        " the handshake), to send its body, and to read the answer",
+    ),
+    ("--idle-timeout", float, L.IDLE_TIMEOUT, "seconds a connection may idle between requests"),
+    (
+        "--max-unauthenticated",
+        int,
+        L.MAX_UNAUTHENTICATED,
+        "connections without valid credentials so far, open at once (beyond, the one"
+        " waiting longest on its client is closed)",
+    ),
+    ("--max-connections", int, L.MAX_CONNECTIONS, "connections open at once"),
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,15 +73,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         " (default %(default)s; 'root' keeps root's rights, which is not advised)",
     )
     parser.add_argument(
+        "--login-delay",
+        type=float,
+        default=0.05,
+        metavar="SECONDS",
+        help="wait imposed on an address and on a user name after a failed login; it doubles"
+        " with each failure in a row (default %(default)g)",
+    )
+    parser.add_argument(
         "--max-login-delay",
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="longest wait imposed on a client after failed logins; the wait starts at"
-        " 0.05 s and doubles with each failure in a row (default %(default)g)",
+        help="longest wait imposed after failed logins (default %(default)g)",
     )
-    add_limit_options(parser)
-    return parser.parse_args(argv)
+    add_limit_options(parser, LIMITS)
+    opts = parser.parse_args(argv)
+    if not 0 < opts.login_delay <= opts.max_login_delay:
+        parser.error("need 0 < --login-delay <= --max-login-delay")
+    return opts
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,9 +106,15 @@ def main(argv: list[str] | None = None) -> None:
         ssl=opts.ssl,
         require_auth=opts.require_authentication,
         user=opts.user,
-        limits=connection_limits(opts),
+        limits=L.RapiLimits(
+            handshake_timeout=opts.handshake_timeout,
+            request_timeout=opts.request_timeout,
+            idle_timeout=opts.idle_timeout,
+            max_unauthenticated=int(opts.max_unauthenticated),
+            max_connections=int(opts.max_connections),
+        ),
+        login_delay=opts.login_delay,
         max_login_delay=opts.max_login_delay,
-        debug=opts.debug,
     )
     sys.exit(
         run_daemon(

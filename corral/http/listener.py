@@ -21,31 +21,21 @@ Established connections are aiohttp's, as with its own sites.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import resource
 import socket
 import ssl
 
 from aiohttp import web
 
+from corral.http.accepting import (
+    ACCEPT_RETRY_DELAY,
+    BACKLOG,
+    OUT_OF_RESOURCES,
+    error_reason,
+)
 from corral.http.limits import ConnectionLimits
-from corral.process.daemons import FD_LIMIT_CAP
 
 log = logging.getLogger(__name__)
-
-# Beyond what the kernel queues, new connections are dropped (and retried a second
-# later), the master's too: room for a flood that the accept loop drains quickly.
-BACKLOG = 1024
-# Seconds accepting pauses after running out of descriptors or memory.
-ACCEPT_RETRY_DELAY = 0.5
-_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
-def _reason(err: BaseException) -> str:
-    if isinstance(err, ssl.SSLError):
-        return str(err.reason or err)
-    return str(err) or err.__class__.__name__
 
 
 class GuardedTCPSite(web.BaseSite):
@@ -108,8 +98,8 @@ class GuardedTCPSite(web.BaseSite):
             except ConnectionAbortedError:
                 continue
             except OSError as err:
-                log.error("Cannot accept a connection on %s: %s", self.name, _reason(err))
-                dropped = self._drop_oldest() if err.errno in _OUT_OF_RESOURCES else None
+                log.error("Cannot accept a connection on %s: %s", self.name, error_reason(err))
+                dropped = self._drop_oldest() if err.errno in OUT_OF_RESOURCES else None
                 if dropped is None:
                     # Not spinning: the error would come back at once.
                     await asyncio.sleep(ACCEPT_RETRY_DELAY)
@@ -187,12 +177,6 @@ class GuardedTCPSite(web.BaseSite):
                 ssl_handshake_timeout=self._limits.handshake_timeout,
             )
         except (OSError, EOFError) as err:
-            log.info("TLS handshake with %s failed: %s", peer, _reason(err))
+            log.info("TLS handshake with %s failed: %s", peer, error_reason(err))
             return False
         return True
-
-
-def fd_limit() -> int:
-    """The soft limit of open files of this process."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft if soft != resource.RLIM_INFINITY else FD_LIMIT_CAP

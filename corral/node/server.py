@@ -16,8 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
+from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
-from corral.http.listener import GuardedTCPSite, fd_limit
+from corral.http.listener import GuardedTCPSite
 from corral.node import join_protocol as J
 from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext

@@ -8,10 +8,23 @@ from typing import Any
 from corral import constants as C
 from corral.rapi.call import Call, check_type
 from corral.rapi.common import map_rows, query_fields_arg, split_fields, tags_resource, uri_list
-from corral.rapi.errors import bad_request, not_found
+from corral.rapi.errors import HttpError, bad_request, not_found
 from corral.rapi.table import READERS, WRITERS, Resource, method, opcode
 
 RAPI_VERSION = 2
+# What luxid can query (Ganeti's QueryTypeOp and QueryTypeLuxi).
+QUERY_RESOURCES = (
+    C.QR_CLUSTER,
+    C.QR_INSTANCE,
+    C.QR_NODE,
+    C.QR_GROUP,
+    C.QR_OS,
+    C.QR_EXPORT,
+    C.QR_NETWORK,
+    C.QR_LOCK,
+    C.QR_JOB,
+    C.QR_FILTER,
+)
 # Ganeti's optional RAPI features (rlib2.ALL_FEATURES).
 FEATURES = [
     "instance-create-reqv1",
@@ -69,19 +82,33 @@ async def get_os(call: Call) -> Any:
     return names
 
 
+def _query_resource(call: Call) -> str:
+    """The resource of a query path.  Ganeti's luxid cannot parse another
+    name, and Ganeti's RAPI answers that luxi error 502 (Bad Gateway)."""
+    name = call.items[0]
+    if name not in QUERY_RESOURCES:
+        raise HttpError(
+            502,
+            f"Failed to parse request: Can't parse value '{name}' as neither QueryTypeLuxi"
+            f" nor QueryTypeOp (resources: {', '.join(sorted(QUERY_RESOURCES))})",
+        )
+    return name
+
+
 async def query(call: Call) -> Any:
     if call.body is None:
-        return await call.luxi.call("Query", call.items[0], query_fields_arg(call), None)
+        fields = query_fields_arg(call)
+        return await call.luxi.call("Query", _query_resource(call), fields, None)
     body = check_type(call.body, dict, "Body contents")
     fields = body["fields"] if "fields" in body else query_fields_arg(call)
     qfilter = body.get("qfilter", body.get("filter"))
-    return await call.luxi.call("Query", call.items[0], fields, qfilter)
+    return await call.luxi.call("Query", _query_resource(call), fields, qfilter)
 
 
 async def query_fields(call: Call) -> Any:
     fields = call.str_arg("fields")
     names = None if fields is None else split_fields(fields)
-    return await call.luxi.call("QueryFields", call.items[0], names)
+    return await call.luxi.call("QueryFields", _query_resource(call), names)
 
 
 def _filter_params(call: Call) -> tuple[int, list[Any], Any, list[Any]]:

@@ -11,13 +11,12 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aiohttp import web
-
-from corral.http.limits import ConnectionLimits
-from corral.http.listener import GuardedTCPSite, fd_limit
+from corral.http.accepting import fd_limit
 from corral.paths import Paths
 from corral.process.daemons import listen_error
 from corral.process.privileges import drop_privileges, lookup_user
+from corral.rapi.httpd.listener import Listener
+from corral.rapi.limits import RapiLimits
 from corral.rapi.luxi import LuxiPool
 from corral.rapi.server import RapiServer
 from corral.rapi.throttle import LoginThrottle
@@ -35,9 +34,9 @@ class Settings:
     ssl: bool
     require_auth: bool
     user: str
-    limits: ConnectionLimits
+    limits: RapiLimits
+    login_delay: float = 0.05
     max_login_delay: float = 5.0
-    debug: bool = False
 
 
 def _tls_context(paths: Paths) -> ssl.SSLContext:
@@ -90,36 +89,26 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
         luxi,
         users,
         require_auth=settings.require_auth,
-        throttle=LoginThrottle(cap=settings.max_login_delay),
+        throttle=LoginThrottle(base=settings.login_delay, cap=settings.max_login_delay),
     )
-    access_log = logging.getLogger("aiohttp.access") if settings.debug else None
-    runner = web.AppRunner(
-        rapi.app(), access_log=access_log, keepalive_timeout=settings.limits.idle_timeout
+    listener = Listener(
+        rapi,
+        settings.address,
+        settings.port,
+        tls=tls,
+        limits=settings.limits.within_fd_limit(fd_limit()),
+        max_body=rapi.max_body,
     )
-    await runner.setup()
-    limits = settings.limits.within_fd_limit(fd_limit())
-    site: web.BaseSite
-    if tls is not None:
-        site = GuardedTCPSite(
-            runner, settings.address, settings.port, ssl_context=tls, limits=limits
-        )
-    else:
-        site = web.TCPSite(runner, settings.address, settings.port)
     try:
         try:
-            await site.start()
+            await listener.start()
         except OSError as err:
             raise listen_error(settings.address, settings.port, err) from None
         _become(paths, settings.user)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, users.reload)
-        log.info(
-            "Listening on %s:%d (%s)",
-            settings.address,
-            settings.port,
-            "HTTPS" if tls else "plain HTTP",
-        )
+        log.info("Listening on %s", listener.name)
         ready()
         await asyncio.Event().wait()
     finally:
-        await runner.cleanup()
+        await listener.stop()
         await luxi.close()

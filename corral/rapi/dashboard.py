@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from aiohttp import web
+from corral.rapi.httpd.messages import Response
 
 UI_DIR = Path(__file__).with_name("ui")
+PREFIX = "/ui/"
 _TYPES = {
     ".html": "text/html",
     ".js": "text/javascript",
@@ -33,14 +34,14 @@ def _files() -> dict[str, tuple[bytes, str]]:
     }
 
 
-async def redirect(request: web.Request) -> web.StreamResponse:
-    raise web.HTTPFound("/ui/")
-
-
-async def serve(request: web.Request) -> web.StreamResponse:
-    name = request.match_info["name"] or "index.html"
-    found = _files().get(name)
+def answer(method: str, path: str) -> Response | None:
+    """The answer if ``path`` is the dashboard's; None for the RAPI's paths."""
+    if path == PREFIX.rstrip("/"):
+        return Response(302, headers={"Location": PREFIX})
+    if method != "GET" or not path.startswith(PREFIX):
+        return None
+    found = _files().get(path[len(PREFIX) :] or "index.html")
     if found is None:
-        raise web.HTTPNotFound()
+        return Response(404, b"404: Not Found", "text/plain")
     body, content_type = found
-    return web.Response(body=body, content_type=content_type, headers=_HEADERS)
+    return Response(200, body, content_type, dict(_HEADERS))

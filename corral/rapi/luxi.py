@@ -3,7 +3,11 @@
 Each call takes an idle connection (or opens one), sends one request and
 reads its answer; long calls such as WaitForJobChange simply hold their
 connection, so the pool grows with the calls in flight and keeps at most
-``keep`` idle connections.
+``keep`` idle connections.  At most ``max_open`` connections are open: more
+would overflow masterd's listening backlog in a burst of requests (which
+failed them as "connection lost"), so further calls wait their turn; waits
+for job changes hold at most ``max_long`` of them, leaving the rest to the
+short calls.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from corral.luxi import protocol
 
 # Largest answer read (a bulk query of many thousands of instances is tens of MB).
 _READ_LIMIT = 1 << 30
+# Connections to masterd at once (its listening backlog is 100), and of those
+# the most that waits for job changes hold.
+MAX_OPEN = 64
+MAX_LONG = 48
+_LONG_CALLS = frozenset({"WaitForJobChange"})
 
 
 class _Connection:
@@ -38,10 +47,14 @@ class LuxiPool:
     """Calls masterd's luxi methods over ``address`` (a unix socket path, which
     may be relative: the daemon connects from inside the socket directory)."""
 
-    def __init__(self, address: str, keep: int = 16) -> None:
+    def __init__(
+        self, address: str, keep: int = 16, max_open: int = MAX_OPEN, max_long: int = MAX_LONG
+    ) -> None:
         self._address = address
         self._keep = keep
         self._idle: list[_Connection] = []
+        self._open = asyncio.Semaphore(max_open)
+        self._long = asyncio.Semaphore(max_long)
 
     async def _connect(self) -> _Connection:
         try:
@@ -56,6 +69,15 @@ class LuxiPool:
     async def call(self, method: str, *args: Any) -> Any:
         """Send one request; return its result or raise the error it carries."""
         request = protocol.encode_request(method, list(args))
+        if method in _LONG_CALLS:
+            async with self._long, self._open:
+                answer = await self._exchange(request)
+        else:
+            async with self._open:
+                answer = await self._exchange(request)
+        return protocol.parse_response(answer)
+
+    async def _exchange(self, request: bytes) -> bytes:
         conn = self._idle.pop() if self._idle else await self._connect()
         try:
             answer = await conn.call(request)
@@ -70,7 +92,7 @@ class LuxiPool:
             self._idle.append(conn)
         else:
             conn.close()
-        return protocol.parse_response(answer)
+        return answer
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []

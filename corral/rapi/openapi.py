@@ -33,13 +33,16 @@ def _operation(resource: Resource, verb: str, meth: Method) -> dict[str, Any]:
         "501": _ERROR,
         "502": _ERROR,
     }
-    # Credentials are checked whenever sent, so a wrong one is refused anywhere.
+    # Credentials are checked whenever sent, so a wrong one is refused anywhere,
+    # and attempts after failed ones may be refused for a while (429).
     responses["401"] = _ERROR
-    if meth.access:
-        responses["403"] = _ERROR
+    responses["429"] = _ERROR
+    if meth.access or verb not in ("GET", "HEAD"):
+        responses["403"] = _ERROR  # no right; or a write caused by another site's page
     if meth.returns == "job" or resource.name == "instances_name_console":
         responses["503"] = _ERROR  # a full or drained queue; a stopped console
     if verb in ("PUT", "POST"):
+        responses["408"] = _ERROR  # the body came too slowly
         responses["413"] = _ERROR
         responses["415"] = _ERROR
     operation: dict[str, Any] = {

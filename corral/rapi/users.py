@@ -62,7 +62,13 @@ def _same(given: str, expected: str) -> bool:
 
 
 def password_matches(user: User, password: str) -> bool:
-    """Whether ``password``, as sent by the client, is ``user``'s password."""
+    """Whether ``password``, as sent by the client, is ``user``'s password.
+
+    An empty password never matches (Ganeti's accepts one that the file gives
+    as ``{cleartext}`` alone): a line left unfinished opens no account.
+    """
+    if not password:
+        return False
     expected = user.password
     if not expected.startswith("{"):
         expected = _CLEARTEXT + expected

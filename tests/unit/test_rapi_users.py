@@ -73,6 +73,27 @@ def test_cleartext_scheme_any_case(prefix: str) -> None:
     assert not password_matches(user, "PW")
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "{cleartext}",
+        "{CLEARTEXT}",
+        "{HA1}" + hashlib.md5(b"alice:Ganeti Remote API:").hexdigest(),
+    ],
+    ids=["cleartext", "CLEARTEXT", "ha1"],
+)
+def test_an_empty_password_never_logs_in(stored: str) -> None:
+    """Issue 20: ``alice {cleartext} write`` (a line left unfinished) let anyone
+    in as alice with an empty password."""
+    assert not password_matches(_user(stored), "")
+
+
+def test_an_unfinished_cleartext_line_opens_no_account() -> None:
+    alice = parse_users("alice {cleartext} write\n")["alice"]
+    assert alice.options == {"write"}
+    assert not password_matches(alice, "")
+
+
 def test_ha1_known_value() -> None:
     # RFC 2617's H(A1) computed independently of the module's realm constant
     ha1 = hashlib.md5(b"jack:Ganeti Remote API:abc123").hexdigest()

@@ -1,0 +1,1 @@
+"""corral-rapi's HTTP/1.1 server: TLS, deadlines, bounded connections."""

@@ -1,0 +1,57 @@
+"""How long corral-rapi waits for its clients, and how many it holds.
+
+Stdlib only: corral-rapi's option parser takes its defaults from here.
+
+A connection is *waiting on its client* while its TLS handshake, a request's
+head or body, or the reading of an answer is up to the client; every such wait
+has a deadline.  A connection is *authenticated* once it sent valid
+credentials.  New connections beyond the bounds close the connection that has
+waited on its client the longest (an unauthenticated one first), provided it
+has waited at least ``EVICTABLE_AFTER``: younger ones are a burst, which the
+kernel's backlog holds until room is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from corral.http.limits import FD_RESERVE
+
+# Seconds for a TLS handshake.
+HANDSHAKE_TIMEOUT = 10.0
+# Seconds a client gets for each of: the head of a request (the first one from
+# the end of the handshake), its body, reading the answer.
+REQUEST_TIMEOUT = 10.0
+# Seconds a connection may stay idle between requests.
+IDLE_TIMEOUT = 60.0
+# Connections that have not sent valid credentials, open at once.
+MAX_UNAUTHENTICATED = 1024
+# Connections open at once, authenticated or not.
+MAX_CONNECTIONS = 2048
+# Seconds a connection must have waited on its client before a newcomer may
+# close it: a legitimate client is done with any step well before.
+EVICTABLE_AFTER = 1.0
+# Seconds requests in progress get to finish when the daemon stops.
+STOP_GRACE = 0.5
+# The least max_connections may become for a small limit of open files.
+_MIN_CONNECTIONS = 16
+
+
+@dataclass(frozen=True)
+class RapiLimits:
+    """corral-rapi's time-outs (seconds) and bounds on connections."""
+
+    handshake_timeout: float = HANDSHAKE_TIMEOUT
+    request_timeout: float = REQUEST_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
+    max_unauthenticated: int = MAX_UNAUTHENTICATED
+    max_connections: int = MAX_CONNECTIONS
+
+    def within_fd_limit(self, fd_limit: int) -> RapiLimits:
+        """These limits, with the bounds lowered to fit ``fd_limit`` descriptors."""
+        total = max(min(self.max_connections, fd_limit - FD_RESERVE), _MIN_CONNECTIONS)
+        return replace(
+            self,
+            max_connections=total,
+            max_unauthenticated=min(self.max_unauthenticated, total),
+        )
