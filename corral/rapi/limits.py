@@ -31,6 +31,9 @@ MAX_CONNECTIONS = 2048
 # Seconds a connection must have waited on its client before a newcomer may
 # close it: a legitimate client is done with any step well before.
 EVICTABLE_AFTER = 1.0
+# Each deadline is up to this share later, at random: connections opened
+# together (a flood) would otherwise all end, and come back, together.
+DEADLINE_SPREAD = 0.2
 # Seconds requests in progress get to finish when the daemon stops.
 STOP_GRACE = 0.5
 # The least max_connections may become for a small limit of open files.
