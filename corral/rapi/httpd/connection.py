@@ -15,6 +15,7 @@ import asyncio
 import email.utils
 import enum
 import logging
+import random
 import socket
 import ssl
 import time
@@ -26,7 +27,7 @@ import h11
 
 from corral.rapi.httpd.messages import Application, BodyError, Request, Response
 from corral.rapi.httpd.tls import ServerTls
-from corral.rapi.limits import RapiLimits
+from corral.rapi.limits import DEADLINE_SPREAD, RapiLimits
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("corral.rapi.access")
@@ -111,7 +112,7 @@ class HttpConnection(asyncio.Protocol):
             return
         self._silent = sock
         self._loop.add_reader(sock.fileno(), self._spoke)
-        self.deadline = self._loop.time() + self._settings.limits.handshake_timeout
+        self.deadline = self._deadline(self._settings.limits.handshake_timeout)
 
     def _spoke(self) -> None:
         sock, self._silent = self._silent, None
@@ -216,8 +217,12 @@ class HttpConnection(asyncio.Protocol):
             self.waiting_since = None
         elif self.waiting_since is None:
             self.waiting_since = self._loop.time()
-        self.deadline = None if timeout is None else self._loop.time() + timeout
+        self.deadline = None if timeout is None else self._deadline(timeout)
         self._settings.owner.update(self)
+
+    def _deadline(self, timeout: float) -> float:
+        """When a wait of ``timeout`` s from now ends (see DEADLINE_SPREAD)."""
+        return self._loop.time() + timeout * (1 + DEADLINE_SPREAD * random.random())
 
     def expire(self) -> None:
         """The deadline passed (the owner calls this)."""
