@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_ROOT, Figure, arg_parser, ensure_bytecode, median, write_results
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import TestCluster
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import Noded
@@ -165,7 +165,7 @@ def backup(cl: TestCluster, raw: Raw, case: str, *args: str) -> float:
 
 
 async def _call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
+    async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
     res.raise_if_failed(name)
     return res.payload

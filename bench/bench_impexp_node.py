@@ -51,7 +51,7 @@ from typing import Any
 
 from bench.common import Figure, arg_parser, ensure_bytecode, median, write_results
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import Noded, free_port, make_node_root, start_noded
 
@@ -190,7 +190,7 @@ class Bed:
         self.cpu: ThreadCpu | None = None
 
     async def call(self, node: Noded, name: str, *args: Any) -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
+        async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
         res.raise_if_failed(name)
         return res.payload

@@ -47,7 +47,7 @@ from corral.master.luxi_methods import LuxiMethods
 from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ async def serve(
     cfg = ConfigManager(SqliteConfigStore(paths.config_db))
     cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
-    rpc = RpcClient(
+    rpc = https_client(
         paths,
         cfg.cluster.noded_port,
         query_deadline=query_deadline,

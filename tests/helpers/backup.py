@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import TestCluster
 from tests.helpers.jobs import wait_final
 from tests.helpers.noded import Noded
@@ -82,7 +82,7 @@ def node_call(node: Noded, name: str, *args: Any) -> Any:
     """One RPC call to ``node``; its payload (AssertionError on failure)."""
 
     async def run() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
+        async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
         assert not res.failed, f"{name} on {node.name}: {res.fail_msg}"
         return res.payload

@@ -98,9 +98,9 @@ class Noded:
 
     def client(self, paths: Paths | None = None, certfile: Path | None = None) -> RpcClient:
         """An RPC client for this noded's port, with ``paths``' CA and client cert."""
-        from corral.rpc.client import RpcClient
+        from corral.rpc.https import https_client
 
-        return RpcClient(paths or self.paths, self.port, certfile=certfile)
+        return https_client(paths or self.paths, self.port, certfile=certfile)
 
     def stop(self, timeout: float = 5.0) -> bool:
         return stop_daemon(self.paths, NODED, timeout)

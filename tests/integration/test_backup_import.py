@@ -32,7 +32,7 @@ from corral.cmdlib.instance_import import CONNECT_TIMEOUT_ENV
 from corral.crypto import rie
 from corral.daemons.util import start_daemon
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import wait_final
@@ -180,7 +180,7 @@ def remove_exports(bed: Bed) -> None:
 
 def node_call(node: Noded, name: str, *args: Any) -> Any:
     async def call() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
+        async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
         res.raise_if_failed(name)
         return res.payload

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import REPO_ROOT, Noded, free_port, make_node_root, start_noded
 from tests.helpers.osdef import make_os
@@ -64,7 +64,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 
 
 async def call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
+    async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
     res.raise_if_failed(name)
     return res.payload

@@ -18,7 +18,7 @@ import pytest
 
 from corral.daemons.util import start_daemon
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, failed, ok, rows
 from tests.helpers.jobs import cluster_state, wait_final
@@ -91,7 +91,7 @@ def pnode(bed: Bed, name: str) -> str:
 
 def node_call(node: Noded, name: str, *args: Any) -> Any:
     async def run() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
+        async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
         res.raise_if_failed(name)
         return res.payload

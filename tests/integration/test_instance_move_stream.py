@@ -16,7 +16,7 @@ import pytest
 from corral.daemons.util import start_daemon
 from corral.node.storage.file import REMOVING
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import Noded, daemon_env, free_port, make_node_root, noded_cmd, start_noded
 from tests.helpers.waiting import wait_until, wait_until_async
@@ -73,7 +73,7 @@ def write_source(paths: Paths, desc: dict[str, Any], content: bytes) -> None:
 
 
 async def call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
+    async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
     res.raise_if_failed(name)
     return res.payload

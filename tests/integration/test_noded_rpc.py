@@ -14,6 +14,7 @@ import pytest
 from corral import constants as C
 from corral import errors
 from corral.crypto.tls import ssl_client_context
+from corral.rpc.https import https_client
 from tests.helpers.noded import Noded, free_port, make_node_root, running_noded
 
 
@@ -32,8 +33,7 @@ async def test_version_on_many_nodes_including_an_unreachable_one(noded: Noded) 
     assert not results[noded.name].failed
     # node2 is the same address: both share the port, so it answers too.
     assert results["node2"].payload == C.PROTOCOL_VERSION
-    async with noded.client() as rpc:
-        rpc._port = dead_port  # nothing listens there
+    async with https_client(noded.paths, dead_port) as rpc:  # nothing listens there
         dead = await rpc.call_one("node3", "127.0.0.1", "version", [])
     assert dead.offline and dead.failed
     assert "Connection refused" in str(dead.fail_msg)

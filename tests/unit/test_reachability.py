@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from corral.rpc import reachability as R
-from corral.rpc.client import CONNECT_TIMEOUT, RpcClient
+from corral.rpc.client import CONNECT_TIMEOUT
+from corral.rpc.https import https_client
 from corral.rpc.reachability import Reachability, current_deadline, query_deadline
 from tests.helpers.noded import make_node_root
 
@@ -115,7 +116,7 @@ async def test_client_skips_a_remembered_node_in_queries_only(
 ) -> None:
     paths = make_node_root(tmp_path / "root")
     target = ("node3", "127.0.0.1")
-    async with RpcClient(paths, silent.port, query_deadline=0.3) as rpc:
+    async with https_client(paths, silent.port, query_deadline=0.3) as rpc:
         with query_deadline(0.3):
             first = await rpc.call_one(*target, "version", [])
         assert first.failed
@@ -139,7 +140,7 @@ async def test_query_calls_end_at_the_deadline_not_at_their_timeout(
     tmp_path: Path, silent: SilentNode
 ) -> None:
     paths = make_node_root(tmp_path / "root")
-    async with RpcClient(paths, silent.port) as rpc:
+    async with https_client(paths, silent.port) as rpc:
         with query_deadline(0.2):
             start = time.monotonic()
             result = await rpc.call_one("node3", "127.0.0.1", "version", [])
