@@ -198,7 +198,8 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
 
         paths, cluster = self.master.paths, self.cfg.cluster
         root = str(paths.root)
-        async with JoinSession(paths, node.name, node.primary_ip, cluster.noded_port) as join:
+        transport = self.master.rpc.transport
+        async with JoinSession(transport, node.name, node.primary_ip) as join:
             hello = await join.hello(cluster.file_storage_dir)
             key = await asyncio.to_thread(join_tokens.key_of, root, hello.get("token_id"))
             join.check_node_proof(key, hello)

@@ -16,6 +16,7 @@ import aiohttp
 from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
+from corral.rpc.join_channel import TlsJoinChannel
 from corral.rpc.transport import TransportError, WireReply, WireRequest
 
 # Enough for the concurrent jobs of a busy master that all call the same node.
@@ -64,6 +65,10 @@ class HttpsTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    def join_channel(self, address: str) -> TlsJoinChannel:
+        """A TLS connection to the node waiting to join at ``address``."""
+        return TlsJoinChannel(self._paths, address, self.port)
 
     async def send(self, request: WireRequest) -> WireReply:
         """POST the call; TransportError when the node gave no HTTP answer."""

@@ -13,7 +13,10 @@ Stdlib only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from corral.rpc.join_channel import JoinChannel
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +57,15 @@ class TransportError(Exception):
 
 
 class Transport(Protocol):
-    """Delivers encoded calls to nodes."""
+    """Delivers encoded calls to nodes (and a master's join exchanges to nodes
+    that wait to join)."""
 
     async def send(self, request: WireRequest) -> WireReply:
         """noded's answer to ``request``; TransportError or TimeoutError if none came."""
+        ...
+
+    def join_channel(self, address: str) -> JoinChannel:
+        """A connection (not yet made) to the node waiting to join at ``address``."""
         ...
 
     async def close(self) -> None:
