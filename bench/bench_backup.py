@@ -167,7 +167,7 @@ def backup(cl: TestCluster, raw: Raw, case: str, *args: str) -> float:
 async def _call(node: Noded, name: str, *args: Any) -> Any:
     async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
+    res.get(name)
     return res.payload
 
 

@@ -192,7 +192,7 @@ class Bed:
     async def call(self, node: Noded, name: str, *args: Any) -> Any:
         async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
-        res.raise_if_failed(name)
+        res.get(name)
         return res.payload
 
     async def wait(self, node: Noded, name: str) -> dict[str, Any]:

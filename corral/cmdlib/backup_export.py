@@ -41,6 +41,15 @@ from corral.exports import config_ini
 from corral.master.services import impexp
 from corral.objects import ADMIN_UP, Node
 from corral.opcodes import backup as opb
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_list,
+    export_remove,
+    finalize_export,
+    x509_cert_remove,
+)
+from corral.rpc.calls_instance import instance_shutdown, instance_start
+from corral.rpc.calls_storage import blockdev_remove
 
 
 class LUBackupExport(InstanceLU):
@@ -173,8 +182,7 @@ class LUBackupExport(InstanceLU):
             if op.shutdown:
                 self.feedback(f"Shutting down instance {inst.name}")
                 await self.node_call(
-                    "instance_shutdown",
-                    [inst.hypervisor, inst.name, op.shutdown_timeout],
+                    instance_shutdown(inst.hypervisor, inst.name, op.shutdown_timeout),
                     "Could not shutdown instance",
                 )
             if op.mode == C.EXPORT_MODE_LOCAL:
@@ -252,9 +260,7 @@ class LUBackupExport(InstanceLU):
         text = config_ini.dump(
             self.cfg, inst, inst.primary_node, [d.uuid for d in inst.disks], C.IEC_NONE
         )
-        res = await self.master.rpc.call_one(
-            dst.uuid, dst.primary_ip, "finalize_export", [inst.name, text]
-        )
+        res = await self.master.rpc.result(dst, finalize_export(inst.name, text))
         if res.failed:
             self.warn(
                 f"Could not finalize export for instance {inst.name} on node {dst.name}:"
@@ -268,7 +274,7 @@ class LUBackupExport(InstanceLU):
         ends: list[impexp.Endpoint] = []
         try:
             for index, (host, port, magic) in enumerate(self.dest_disk_info):
-                opts = {
+                opts: ImpExpOptions = {
                     "key_name": self.key_name,
                     "ca_pem": self.dest_ca_pem,
                     "compress": self.op.compress,
@@ -297,9 +303,7 @@ class LUBackupExport(InstanceLU):
         return True, dresults
 
     async def _remove_key(self, node: Node) -> None:
-        res = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "x509_cert_remove", [self.key_name]
-        )
+        res = await self.master.rpc.result(node, x509_cert_remove(self.key_name))
         if res.failed:
             self.warn(
                 f"Could not remove X509 key {self.key_name} on node {node.name}: {res.fail_msg}"
@@ -309,9 +313,7 @@ class LUBackupExport(InstanceLU):
         """Start the instance again after the export (Ganeti's StartInstance)."""
         inst, node = self.instance, self.pnode
         self.feedback(f"Starting instance {inst.name}")
-        res = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "instance_start", [self.descriptor(), False]
-        )
+        res = await self.master.rpc.result(node, instance_start(self.descriptor(), False))
         if not res.failed:
             return
         self.feedback(f"Failed to start instance: {res.fail_msg}")
@@ -322,9 +324,7 @@ class LUBackupExport(InstanceLU):
         inst, node = self.instance, self.pnode
         all_removed = True
         for disk in inst.disks:
-            res = await self.master.rpc.call_one(
-                node.uuid, node.primary_ip, "blockdev_remove", [disk.description().to_wire()]
-            )
+            res = await self.master.rpc.result(node, blockdev_remove(disk.description().to_wire()))
             if res.failed:
                 all_removed = False
                 self.warn(
@@ -345,16 +345,12 @@ class LUBackupExport(InstanceLU):
         if not others:
             return
         self.feedback(f"Removing old exports for instance {name}")
-        lists = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in others], "export_list", []
-        )
+        lists = await self.master.rpc.results(others, export_list())
         for node in others:
             res = lists[node.uuid]
             if res.failed or name not in res.payload:
                 continue
-            removed = await self.master.rpc.call_one(
-                node.uuid, node.primary_ip, "export_remove", [name]
-            )
+            removed = await self.master.rpc.result(node, export_remove(name))
             if removed.failed:
                 self.warn(
                     f"Could not remove older export for instance {name} on node {node.name}:"

@@ -22,6 +22,7 @@ from corral.master.services.allocator.requests import Relocate
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
+from corral.rpc.calls_migration import instance_migratable
 from corral.storage import names, templates
 
 # Hypervisors that live-migrate disks only the source has, and those
@@ -230,13 +231,12 @@ class LUInstanceMigrate(_MoveLU):
             return
         self.live = self._mode() == C.HT_MIGRATION_LIVE
         running = await U.running_instances(self, self.pnode, [self.instance.hypervisor])
-        self.current_memory = int(running.get(self.instance.name, {}).get("memory", 0))
+        info = running.get(self.instance.name)
+        self.current_memory = info["memory"] if info is not None else 0
 
     async def _migratable(self) -> bool:
         """Ganeti's instance_migratable check; False: fell back to failover."""
-        res = await self.master.rpc.call_one(
-            self.pnode.uuid, self.pnode.primary_ip, "instance_migratable", [self.descriptor()]
-        )
+        res = await self.master.rpc.result(self.pnode, instance_migratable(self.descriptor()))
         if not res.failed:
             return True
         if self.op.allow_failover:

@@ -27,6 +27,8 @@ from corral.cmdlib.instance_targets import check_target_capabilities, check_targ
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
+from corral.rpc.calls_instance import instance_shutdown, instance_start
+from corral.rpc.calls_storage import blockdev_remove
 from corral.storage import templates
 
 
@@ -135,9 +137,7 @@ class LUInstanceMove(InstanceLU):
         try:
             if inst.admin_state == ADMIN_UP:
                 self.log_info(f"Starting instance {inst.name} on node {target.name}")
-                res = await self.master.rpc.call_one(
-                    target.uuid, target.primary_ip, "instance_start", [self.descriptor(), False]
-                )
+                res = await self.master.rpc.result(target, instance_start(self.descriptor(), False))
                 if res.failed:
                     raise errors.OpExecError(
                         f"Could not start instance {inst.name} on node {target.name}:"
@@ -155,8 +155,8 @@ class LUInstanceMove(InstanceLU):
         self.log_info("Removing the disks on the original node")
         removed = True
         for disk in self.instance.disks:
-            res = await self.master.rpc.call_one(
-                source.uuid, source.primary_ip, "blockdev_remove", [disk.description().to_wire()]
+            res = await self.master.rpc.result(
+                source, blockdev_remove(disk.description().to_wire())
             )
             if res.failed:
                 removed = False
@@ -167,11 +167,8 @@ class LUInstanceMove(InstanceLU):
 
     async def _shutdown(self, source: Node) -> None:
         inst = self.instance
-        res = await self.master.rpc.call_one(
-            source.uuid,
-            source.primary_ip,
-            "instance_shutdown",
-            [inst.hypervisor, inst.name, self.op.shutdown_timeout],
+        res = await self.master.rpc.result(
+            source, instance_shutdown(inst.hypervisor, inst.name, self.op.shutdown_timeout)
         )
         if not res.failed:
             return

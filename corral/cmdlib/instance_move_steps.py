@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import constants as C
 from corral import errors
@@ -21,9 +21,27 @@ from corral.cmdlib import intents
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
-from corral.rpc.client import RpcResult
+from corral.rpc.calls_instance import (
+    all_instances_info,
+    hypervisor_info,
+    instance_shutdown,
+    instance_start,
+)
+from corral.rpc.calls_migration import (
+    accept_instance,
+    instance_finalize_migration_dst,
+    instance_finalize_migration_src,
+    instance_get_migration_status,
+    instance_migrate,
+    migration_info,
+)
+from corral.rpc.declare import Request
+from corral.rpc.result import RpcResult
+from corral.rpc.wire import InstanceWire
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 # Seconds between migration status queries (Ganeti: 1 s, which made every
 # migration up to 1 s longer than its transfer), and between progress lines.
@@ -52,12 +70,13 @@ class Mover:
     def feedback(self, message: str) -> None:
         self.lu.feedback(message)
 
-    async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
+    async def _call(self, node: Node, request: Request[R]) -> RpcResult[R]:
         if node.offline:
+            name = request.call.name
             return RpcResult(node.uuid, name, fail_msg="Node is marked offline", offline=True)
-        return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
+        return await self.lu.master.rpc.result(node, request)
 
-    def _desc(self) -> dict[str, Any]:
+    def _desc(self) -> InstanceWire:
         return self.lu.descriptor(self.instance)
 
     def _set_primary(self, node: Node) -> None:
@@ -108,7 +127,7 @@ class Mover:
             self.feedback("* not checking disk consistency as instance is not running")
         self.feedback("* shutting down instance on source node")
         res = await self._call(
-            self.source, "instance_shutdown", [inst.hypervisor, inst.name, shutdown_timeout]
+            self.source, instance_shutdown(inst.hypervisor, inst.name, shutdown_timeout)
         )
         if res.failed:
             if not (ignore_consistency or self.source.offline):
@@ -130,13 +149,13 @@ class Mover:
         assert self.record is not None
         self.intent = dataclasses.replace(self.intent, phase=intents.STARTING)
         await intents.write(self.lu.master.paths, self.intent, self.record)
-        res = await self._call(target, "instance_start", [self._desc(), False])
-        if res.failed:
+        started = await self._call(target, instance_start(self._desc(), False))
+        if started.failed:
             self.lu.tx.commit()  # the instance now belongs to the target
             intents.drop(self.record)
             self.record = None
             raise errors.OpExecError(
-                f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
+                f"Could not start instance {inst.name} on node {target.name}: {started.fail_msg}"
             )
 
     # Migration
@@ -166,34 +185,35 @@ class Mover:
         self.feedback(f"Migrating instance {inst.name}")
         self.feedback("* checking disk consistency between source and target")
         await self._check_target_memory(current_memory, allow_runtime_changes)
-        res = await self._call(self.source, "migration_info", [self._desc()])
-        if res.failed:
+        info = await self._call(self.source, migration_info(self._desc()))
+        if info.failed:
             raise errors.OpExecError(
                 f"Failed fetching source migration information from {self.source.name}:"
-                f" {res.fail_msg}"
+                f" {info.fail_msg}"
             )
-        self.migration_info = res.payload
+        self.migration_info = info.payload
         live = self._check_live(live)
         if copied_disks(inst):
             # Corral's extension: disks only the source has are copied too.
             self.disks = MigratedDisks(self.lu, self.source, target)
             await self.disks.create()
         self.feedback(f"* preparing {target.name} to accept the instance")
-        res = await self._call(
-            target, "accept_instance", [self._desc(), self.migration_info, target.secondary_ip]
+        accepted = await self._call(
+            target, accept_instance(self._desc(), self.migration_info, target.secondary_ip)
         )
-        if res.failed:
-            log.error("Instance pre-migration failed, trying to revert: %s", res.fail_msg)
-            await self._fail("Pre-migration failed, aborting", "pre-migrate", res.fail_msg)
-        self.accepted = res.payload
+        if accepted.failed:
+            log.error("Instance pre-migration failed, trying to revert: %s", accepted.fail_msg)
+            await self._fail("Pre-migration failed, aborting", "pre-migrate", accepted.fail_msg)
+        self.accepted = accepted.payload
         self.feedback(f"* migrating instance to {target.name}")
-        res = await self._call(
+        migrated = await self._call(
             self.source,
-            "instance_migrate",
-            [self.cfg.cluster.name, self._desc(), target.secondary_ip, live, self.accepted],
+            instance_migrate(
+                self.cfg.cluster.name, self._desc(), target.secondary_ip, live, self.accepted
+            ),
         )
-        if res.failed:
-            await self._fail("Migration failed, aborting", "migrate", res.fail_msg)
+        if migrated.failed:
+            await self._fail("Migration failed, aborting", "migrate", migrated.fail_msg)
         await self._wait_transfer()
         await self._finalize(live)
         self._set_primary(target)
@@ -207,12 +227,9 @@ class Mover:
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
         target = self._target()
         res = await self._call(
-            target,
-            "hypervisor_info",
-            [self.instance.hypervisor, self.cfg.cluster.file_storage_dir],
+            target, hypervisor_info(self.instance.hypervisor, self.cfg.cluster.file_storage_dir)
         )
-        res.raise_if_failed(f"Cannot get the resources of node {target.name}")
-        free = int(res.payload["memory_free"])
+        free = int(res.get(f"Cannot get the resources of node {target.name}")["memory_free"])
         if current <= free:
             return
         if not allow_runtime_changes:
@@ -237,7 +254,7 @@ class Mover:
         loop = asyncio.get_running_loop()
         reported = loop.time()
         while True:
-            res = await self._call(self.source, "instance_get_migration_status", [self._desc()])
+            res = await self._call(self.source, instance_get_migration_status(self._desc()))
             status = None if res.failed else res.payload.get("status")
             if res.failed or status in C.HV_MIGRATION_FAILED_STATUSES:
                 log.error("Instance migration failed, trying to revert: %s", res.fail_msg)
@@ -269,11 +286,9 @@ class Mover:
         """Finalize on both nodes; the primary changes only if both succeeded."""
         target = self._target()
         src, dst = await asyncio.gather(
-            self._call(self.source, "instance_finalize_migration_src", [self._desc(), True, live]),
+            self._call(self.source, instance_finalize_migration_src(self._desc(), True, live)),
             self._call(
-                target,
-                "instance_finalize_migration_dst",
-                [self._desc(), self.migration_info, True],
+                target, instance_finalize_migration_dst(self._desc(), self.migration_info, True)
             ),
         )
         failed = [
@@ -284,16 +299,16 @@ class Mover:
         if failed:
             raise errors.OpExecError(f"Could not finalize instance migration: {' '.join(failed)}")
 
-    async def _abort(self) -> tuple[RpcResult, RpcResult]:
+    async def _abort(self) -> tuple[RpcResult[None], RpcResult[None]]:
         """Ganeti's _AbortMigration: drop what the target received, keep the source."""
         target = self._target()
         dst = await self._call(
-            target, "instance_finalize_migration_dst", [self._desc(), self.migration_info, False]
+            target, instance_finalize_migration_dst(self._desc(), self.migration_info, False)
         )
         if dst.failed:
             log.error("Aborting migration failed on target node %s: %s", target.name, dst.fail_msg)
         src = await self._call(
-            self.source, "instance_finalize_migration_src", [self._desc(), False, False]
+            self.source, instance_finalize_migration_src(self._desc(), False, False)
         )
         if src.failed:
             log.error(
@@ -311,12 +326,12 @@ class Mover:
         )
         nodes = [n for n in self.cfg.nodes() if not n.offline]
         results = await asyncio.gather(
-            *(self._call(n, "all_instances_info", [[self.instance.hypervisor]]) for n in nodes)
+            *(self._call(n, all_instances_info([self.instance.hypervisor])) for n in nodes)
         )
-        for node, res in zip(nodes, results, strict=True):
-            res.raise_if_failed(f"Can't contact node {node.name}")
         found = [
-            n for n, res in zip(nodes, results, strict=True) if self.instance.name in res.payload
+            node
+            for node, res in zip(nodes, results, strict=True)
+            if self.instance.name in res.get(f"Can't contact node {node.name}")
         ]
         self.feedback(f"* instance running on: {','.join(n.name for n in found)}")
         return found
@@ -350,13 +365,13 @@ class Mover:
 
     async def _abort_interrupted(self) -> list[Node]:
         self.feedback("Trying to cleanup after failed migration")
-        res = await self._call(self.source, "migration_info", [self._desc()])
-        if res.failed:
+        info = await self._call(self.source, migration_info(self._desc()))
+        if info.failed:
             raise errors.OpExecError(
                 f"Failed fetching source migration information from {self.source.name}:"
-                f" {res.fail_msg}"
+                f" {info.fail_msg}"
             )
-        self.migration_info = res.payload
+        self.migration_info = info.payload
         dst, src = await self._abort()
         if dst.failed or src.failed:
             raise errors.OpExecError(
@@ -388,9 +403,7 @@ class Mover:
         self.feedback(f"* instance running on secondary node ({target.name}), updating config")
         self._set_primary(target)
         # What the target received is its running instance now.
-        res = await self._call(
-            target, "instance_finalize_migration_dst", [self._desc(), None, True]
-        )
+        res = await self._call(target, instance_finalize_migration_dst(self._desc(), None, True))
         if res.failed:
             self.lu.warn(f"Could not finalize the instance on node {target.name}: {res.fail_msg}")
 

@@ -15,6 +15,8 @@ from corral.master.services.params import filled_hvparams
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
+from corral.rpc.wire import DiskWire
 from corral.storage import templates
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
@@ -272,26 +274,21 @@ class LUInstanceSetParams(InstanceLU):
         return env
 
     async def exec(self) -> Any:
-        created: list[dict[str, Any]] = []
+        created: list[DiskWire] = []
         try:
             for disk in self.new_disks:
                 description = disk.description().to_wire()
                 await self.node_call(
-                    "blockdev_create", [description], "Could not create a disk for instance"
+                    blockdev_create(description), "Could not create a disk for instance"
                 )
                 created.append(description)
         except BaseException:
             for description in created:
-                await self.master.rpc.call_one(
-                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [description]
-                )
+                await self.master.rpc.result(self.pnode, blockdev_remove(description))
             raise
         for disk in self.removed_disks:
-            res = await self.master.rpc.call_one(
-                self.pnode.uuid,
-                self.pnode.primary_ip,
-                "blockdev_remove",
-                [disk.description().to_wire()],
+            res = await self.master.rpc.result(
+                self.pnode, blockdev_remove(disk.description().to_wire())
             )
             if res.fail_msg:
                 self.warn(f"Could not remove disk {disk.iv_name}: {res.fail_msg}")
@@ -336,9 +333,7 @@ class LUInstanceGrowDisk(InstanceLU):
         inst: Instance = self.updated()
         disk = inst.disks[self.index]
         await self.node_call(
-            "blockdev_grow",
-            [disk.description().to_wire(), self.new_size],
-            "Could not grow a disk of",
+            blockdev_grow(disk.description().to_wire(), self.new_size), "Could not grow a disk of"
         )
         disk.size = self.new_size
         self.tx.update(inst)

@@ -11,6 +11,7 @@ from corral import ipolicy as IP
 from corral.cmdlib.ipolicy_checks import node_group_policy
 from corral.master.services.params import filled_beparams
 from corral.objects import Node
+from corral.rpc.calls_node import node_capabilities
 
 if TYPE_CHECKING:
     from corral.cmdlib.instance_base import InstanceLU
@@ -48,11 +49,8 @@ async def check_target_capabilities(lu: InstanceLU, target: Node) -> None:
     """The target must run the instance's hypervisor and serve its disk
     template (the node's capability report)."""
     cluster = lu.cfg.cluster
-    res = await lu.master.rpc.call_one(
-        target.uuid,
-        target.primary_ip,
-        "node_capabilities",
-        [cluster.file_storage_dir, cluster.shared_file_storage_dir],
+    res = await lu.master.rpc.result(
+        target, node_capabilities(cluster.file_storage_dir, cluster.shared_file_storage_dir)
     )
     if res.failed:
         raise errors.OpPrereqError(

@@ -19,6 +19,7 @@ from corral.cmdlib.node_roles import (
 from corral.master.services.ndparams import check_not_global, updated_ndparams
 from corral.objects import Node
 from corral.opcodes import node as opn
+from corral.rpc.calls_node import version
 
 
 class _OneNodeLU(LogicalUnit[Any]):
@@ -158,7 +159,7 @@ class LUNodeSetParams(_OneNodeLU):
         return self.old_role
 
     async def _check_back_online(self, node: Node) -> None:
-        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
+        res = await self.master.rpc.result(node, version())
         if res.failed:
             raise errors.OpPrereqError(
                 f"Node {node.name} is being de-offlined but fails to report its version:"

@@ -25,6 +25,8 @@ from corral.master.ssconf import ssconf_values
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.opcodes import node_membership as opn
+from corral.rpc.calls_membership import node_leave_cluster
+from corral.rpc.calls_node import version
 
 
 def _node_ip(name: str, given: str | None) -> str:
@@ -175,12 +177,12 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         else:
             await self._join(node)  # the files travel with the join
         self.joined = True
-        version = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
-        if version.failed or version.payload != C.PROTOCOL_VERSION:
+        answer = await self.master.rpc.result(node, version())
+        if answer.failed or answer.payload != C.PROTOCOL_VERSION:
             await self._make_leave(node)
             raise errors.OpExecError(
                 f"Node {node.name} joined but does not answer as a cluster member:"
-                f" {version.fail_msg or f'protocol version {version.payload}'}; it left again"
+                f" {answer.fail_msg or f'protocol version {answer.payload}'}; it left again"
             )
         for text in await distribution.redistribute(self.master, [node]) if rejoin else []:
             self.warn(text)
@@ -190,7 +192,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             self.tx.add(node)
 
     async def _answers_rpc(self, node: Node) -> bool:
-        result = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
+        result = await self.master.rpc.result(node, version())
         return not result.failed
 
     async def _join(self, node: Node) -> None:
@@ -256,9 +258,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         }
 
     async def _make_leave(self, node: Node) -> None:
-        result = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "node_leave_cluster", []
-        )
+        result = await self.master.rpc.result(node, node_leave_cluster())
         if result.failed:
             self.warn(f"Node {node.name} could not be told to leave: {result.fail_msg}")
 
@@ -303,9 +303,7 @@ class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
         self.tx.remove(node)
         if node.offline:
             return
-        result = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "node_leave_cluster", []
-        )
+        result = await self.master.rpc.result(node, node_leave_cluster())
         if result.failed:
             self.warn(
                 f"Errors encountered on the remote node while leaving the cluster:"

@@ -17,6 +17,7 @@ from corral.cli.info import nice_sort
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.objects import Cluster, Node
 from corral.opcodes import node as opn
+from corral.rpc.calls_admin import file_storage_usage
 from corral.storage import names as N
 from corral.storage import templates
 
@@ -130,9 +131,10 @@ class LUNodeQueryStorage(_NodesLU):
     async def exec(self) -> Any:
         template = templates.get(REPORTED[self.storage_type])
         directory = self.op.name or template.storage_dir(self.cfg.cluster)
+        assert directory is not None  # a reported template keeps its disks in one
         nodes = {n.uuid: n for n in self.nodes()}
-        results = await self.master.rpc.call(
-            self.node_addresses(list(nodes)), "file_storage_usage", [directory]
+        results = await self.master.rpc.results(
+            self.node_addresses(list(nodes)), file_storage_usage(directory)
         )
         out = []
         for name in nice_sort([n.name for n in nodes.values()]):

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 
 from corral.master.ssconf import affects_ssconf, ssconf_values
 from corral.objects import Node
+from corral.rpc.calls_membership import write_ssconf_files
+from corral.rpc.calls_node import upload_file
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.master.context import Master
     from corral.paths import Paths
-    from corral.rpc.client import RpcResult
+    from corral.rpc.result import RpcResult
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +43,11 @@ def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
     return files
 
 
-async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult]:
+async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult[None]]:
     """Send the current ssconf values to ``nodes``; their results by uuid."""
     if not nodes:
         return {}
-    values = ssconf_values(master.cfg)
-    targets = [(n.uuid, n.primary_ip) for n in nodes]
-    return await master.rpc.call(targets, "write_ssconf_files", [values])
+    return await master.rpc.results(nodes, write_ssconf_files(ssconf_values(master.cfg)))
 
 
 async def _upload(master: Master, node: Node) -> list[str]:
@@ -55,8 +55,8 @@ async def _upload(master: Master, node: Node) -> list[str]:
     problems = []
     for path, mode in ancillary_files(master.paths, node):
         data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode("ascii")
-        args = [master.paths.to_wire(path), data, mode, None, None, None, None]
-        result = await master.rpc.call_one(node.uuid, node.primary_ip, "upload_file", args)
+        request = upload_file(master.paths.to_wire(path), data, mode, None, None, None, None)
+        result = await master.rpc.result(node, request)
         if result.failed:
             problems.append(f"Copy of file {master.paths.to_wire(path)} to node {node.name}"
                             f" failed: {result.fail_msg}")  # fmt: skip

@@ -5,13 +5,22 @@ read and checked, the handler runs, and its result or failure becomes the
 JSON ``[success, payload]`` with an HTTP status.  noded's HTTPS server
 (:mod:`corral.node.server`) and the in-process transport
 (:mod:`corral.node.local`) both serve calls through :func:`run_call`.
+
+The arguments are checked against the call's declared types (pydantic, strict:
+no conversion) before the handler sees them: a malformed call is refused with
+HTTP 400 and the argument that is wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import typing
+from types import GenericAlias
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from corral import errors
 from corral.daemons.util import one_line
@@ -33,7 +42,27 @@ def reply(success: bool, payload: Any, status: int = 200) -> WireReply:
     return WireReply(status, json.dumps([success, payload]).encode("utf-8"))
 
 
+@functools.cache
+def _arguments(name: str) -> TypeAdapter[tuple[Any, ...]]:
+    """The validator of the call's arguments, made on first use (a few ms)."""
+    call = CALLS[name]
+    hints = typing.get_type_hints(call.signature)
+    shape: Any = GenericAlias(tuple, tuple(hints[arg] for arg in call.args))
+    return TypeAdapter(shape)
+
+
+def _refusal(name: str, err: ValidationError) -> str:
+    """What is wrong with the arguments, in one line: the first problem."""
+    first = err.errors(include_url=False)[0]
+    where, *inside = first["loc"]
+    arg = CALLS[name].args[int(where)]
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+    # Not the value itself: it may be a secret parameter.
+    return f"Invalid argument {arg}{path} of {name}: {first['msg']}"
+
+
 def _read_args(name: str, body: bytes) -> list[Any]:
+    """The arguments, checked against the call's declaration."""
     try:
         args = json.loads(body)
     except ValueError as err:
@@ -41,9 +70,14 @@ def _read_args(name: str, body: bytes) -> list[Any]:
     if not isinstance(args, list):
         raise errors.ParameterError(f"The body of {name} must be a JSON list of arguments")
     try:
-        return CALLS[name].check_args(args)
+        CALLS[name].check_args(args)
     except errors.ProgrammerError as err:
         raise errors.ParameterError(err.message) from None
+    try:
+        # JSON mode: the body's arrays are what tuples are declared for.
+        return list(_arguments(name).validate_json(body, strict=True))
+    except ValidationError as err:
+        raise errors.ParameterError(_refusal(name, err)) from None
 
 
 async def run_call(ctx: NodeContext, name: str, body: bytes) -> WireReply:

@@ -4,9 +4,12 @@ The client encodes calls, chooses their timeouts (a query's deadline, the
 memory of unreachable nodes: :mod:`corral.rpc.reachability`) and hands them to
 a :class:`~corral.rpc.transport.Transport`: HTTPS in production
 (:class:`corral.rpc.https.HttpsTransport`), the node handlers in-process in
-tests.  A call never raises because of a node: every node's outcome is an
-:class:`RpcResult`, and the caller decides what a failure means
-(``raise_if_failed``).
+tests.
+
+Typed calls take a request made from a call's declaration
+(:mod:`corral.rpc.declare`): ``run`` returns its payload or raises
+NodeCallError, ``result`` and ``results`` return each node's
+:class:`~corral.rpc.result.RpcResult` and leave the failures to the caller.
 """
 
 from __future__ import annotations
@@ -16,19 +19,23 @@ import contextvars
 import json
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from corral import errors
 from corral.rpc.calls import get_call
+from corral.rpc.calls_node import version
+from corral.rpc.declare import NodeCall, Request
 from corral.rpc.reachability import (
     DEFAULT_MEMORY,
     DEFAULT_QUERY_DEADLINE,
     Reachability,
     current_deadline,
 )
+from corral.rpc.result import NodeAddress, NodeTarget, RpcResult
 from corral.rpc.transport import Transport, TransportError, WireRequest
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -43,33 +50,6 @@ CONNECT_TIMEOUT = 10.0
 REMEMBERED_CONNECT_TIMEOUT = 2.0
 
 
-@dataclass
-class RpcResult:
-    """The outcome of one call on one node.
-
-    ``fail_msg`` is None on success; ``offline`` is True when the node could not
-    be reached at all (connection refused or timed out).
-    """
-
-    node: str
-    call: str
-    payload: Any = None
-    fail_msg: str | None = None
-    offline: bool = False
-
-    @property
-    def failed(self) -> bool:
-        """Whether the call failed (the node was unreachable or returned an error)."""
-        return self.fail_msg is not None
-
-    def raise_if_failed(self, prefix: str = "") -> None:
-        """Raise OpExecError with a one-line message if the call failed."""
-        if self.fail_msg is None:
-            return
-        msg = f"{prefix}: {self.fail_msg}" if prefix else self.fail_msg
-        raise errors.OpExecError(msg.strip())
-
-
 def _parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:
     """``(payload, fail_msg)`` from noded's HTTP answer."""
     try:
@@ -81,7 +61,8 @@ def _parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:
         return None, f"Invalid reply from node (HTTP {status}): {text!r}"
     success, payload = reply
     if status != 200 or not success:
-        return None, str(payload)
+        # A failure always says something (callers show ``fail_msg or ...``).
+        return None, str(payload) or f"Failed without a message (HTTP {status})"
     return payload, None
 
 
@@ -105,7 +86,7 @@ class RpcClient:
         self.query_deadline = query_deadline
         self.reachability = Reachability(unreachable_memory)
         # address → the background call that checks whether a remembered node is back
-        self._probes: dict[str, asyncio.Task[RpcResult]] = {}
+        self._probes: dict[str, asyncio.Task[RpcResult[int]]] = {}
 
     async def close(self) -> None:
         """Close the connections to all nodes."""
@@ -119,6 +100,39 @@ class RpcClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # Typed calls
+    async def run(
+        self, node: NodeTarget, request: Request[R], what: str = "", *, timeout: float | None = None
+    ) -> R:
+        """The payload of ``request`` on ``node``; NodeCallError (its message
+        ``"<what>: <the node's message>"``) if the call failed."""
+        result = await self.result(node, request, timeout=timeout)
+        return result.get(what)
+
+    async def result(
+        self, node: NodeTarget, request: Request[R], *, timeout: float | None = None
+    ) -> RpcResult[R]:
+        """The outcome of ``request`` on ``node`` (``timeout`` overrides the call's)."""
+        return await self._send(node.uuid, node.primary_ip, request.call, request.args, timeout)
+
+    async def results(
+        self,
+        nodes: Iterable[NodeTarget],
+        request: Request[R],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, RpcResult[R]]:
+        """The outcomes of ``request`` on ``nodes``, called in parallel, by node uuid."""
+        outcomes = await asyncio.gather(
+            *(
+                self._send(node.uuid, node.primary_ip, request.call, request.args, timeout)
+                for node in nodes
+            )
+        )
+        return {outcome.node: outcome for outcome in outcomes}
+
+    # Calls by name, with arguments unchecked: for tests and tools that must
+    # send what no typed call would (noded's refusals are tested so).
     async def call(
         self,
         nodes: Sequence[tuple[str, str]],
@@ -126,7 +140,7 @@ class RpcClient:
         args: Sequence[Any],
         *,
         timeout: float | None = None,
-    ) -> dict[str, RpcResult]:
+    ) -> dict[str, RpcResult[Any]]:
         """Call ``name`` on all ``(node_key, address)`` pairs in parallel."""
         get_call(name).check_args(args)
         results = await asyncio.gather(
@@ -142,14 +156,26 @@ class RpcClient:
         args: Sequence[Any],
         *,
         timeout: float | None = None,
-    ) -> RpcResult:
-        """Call ``name`` on one node; ``timeout`` overrides the table's.
+    ) -> RpcResult[Any]:
+        """Call ``name`` on one node; ``timeout`` overrides the table's."""
+        call = get_call(name)
+        return await self._send(node, address, call, call.check_args(args), timeout)
+
+    async def _send(
+        self,
+        node: str,
+        address: str,
+        call: NodeCall[..., R],
+        args: list[Any],
+        timeout: float | None,
+    ) -> RpcResult[R]:
+        """Send one call to one node.
 
         Under a query deadline the call ends by it, and a node remembered as
         unreachable is not asked: its result is at once a failure (offline).
         """
-        call = get_call(name)
-        body = self._encode(name, call.check_args(args))
+        name = call.name
+        body = self._encode(name, args)
         seconds = timeout if timeout is not None else call.timeout_for(args)
         connect = CONNECT_TIMEOUT
         down = self.reachability.down(address)
@@ -174,7 +200,7 @@ class RpcClient:
             self.reachability.failed(node, address, result.fail_msg or "no answer")
         return result
 
-    async def _attempt(self, request: WireRequest) -> tuple[RpcResult, bool | None]:
+    async def _attempt(self, request: WireRequest) -> tuple[RpcResult[Any], bool | None]:
         """The call's result, and whether the node answered (None: cannot tell)."""
         node, name = request.node, request.call
         try:
@@ -196,8 +222,9 @@ class RpcClient:
         if address in self._probes or not self.reachability.probe_due(address):
             return
         # An empty context: the probe is no part of the query that noticed the node.
+        target = NodeAddress(node, address)
         task = asyncio.create_task(
-            self.call_one(node, address, "version", [], timeout=self.query_deadline),
+            self.result(target, version(), timeout=self.query_deadline),
             context=contextvars.Context(),
         )
         self._probes[address] = task

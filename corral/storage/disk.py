@@ -9,9 +9,12 @@ template's node-side class (:mod:`corral.node.storage.registry`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral import errors
+
+if TYPE_CHECKING:
+    from corral.rpc.wire import DiskWire
 
 # The JSON keys of a description on the wire, with their types.
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -37,7 +40,7 @@ class DiskDescription:
     name: str | None = None
     mode: str = "rw"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> DiskWire:
         """The description as a JSON-ready dict."""
         return {
             "template": self.template,

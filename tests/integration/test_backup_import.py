@@ -182,7 +182,7 @@ def node_call(node: Noded, name: str, *args: Any) -> Any:
     async def call() -> Any:
         async with https_client(node.paths, node.port) as rpc:
             res = await rpc.call_one(node.name, node.address, name, list(args))
-        res.raise_if_failed(name)
+        res.get(name)
         return res.payload
 
     return asyncio.run(call())

@@ -66,7 +66,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 async def call(node: Noded, name: str, *args: Any) -> Any:
     async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
+    res.get(name)
     return res.payload
 
 

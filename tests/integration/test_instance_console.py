@@ -303,7 +303,7 @@ async def test_noded_stopping_detaches_its_consoles() -> None:
         inst = {"name": "i1", "hypervisor": "fake", "memory": 1, "vcpus": 1}
         async with node.client() as rpc:
             started = await rpc.call_one(*node.target, "instance_start", [inst, False])
-            started.raise_if_failed()
+            started.get()
         with serial_console(node.paths, "i1"):
             console = Console(node, "i1")
             console.type("abc")

@@ -39,9 +39,7 @@ def noded() -> Iterator[Noded]:
 async def test_a_command_typed_through_the_relay_runs_in_the_guest(noded: Noded) -> None:
     spec = guest_spec(NAME, memory=128)
     async with noded.client() as rpc:
-        (
-            await rpc.call_one(*noded.target, "instance_start", [dict(spec.wire), False])
-        ).raise_if_failed()
+        (await rpc.call_one(*noded.target, "instance_start", [dict(spec.wire), False])).get()
         try:
             console = Console(noded, NAME)
             try:
@@ -59,14 +57,14 @@ async def test_a_command_typed_through_the_relay_runs_in_the_guest(noded: Noded)
             answer = await rpc.call_one(
                 *noded.target, "instance_console", [[dict(spec.wire)], "n1"]
             )
-            answer.raise_if_failed()
+            answer.get()
             (described,) = answer.payload
             assert described["kind"] == "ssh" and described["host"] == "n1"
             serial = noded.paths.run_dir
             assert str(described["command"][-1]).startswith(f"UNIX-CONNECT:{serial}")
         finally:
             stopped = await rpc.call_one(*noded.target, "instance_shutdown", ["kvm", NAME, 0])
-            stopped.raise_if_failed()
+            stopped.get()
 
 
 @pytest.fixture

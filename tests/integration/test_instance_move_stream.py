@@ -75,7 +75,7 @@ def write_source(paths: Paths, desc: dict[str, Any], content: bytes) -> None:
 async def call(node: Noded, name: str, *args: Any) -> Any:
     async with https_client(node.paths, node.port) as rpc:
         res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
+    res.get(name)
     return res.payload
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from corral.rpc.client import RpcResult
+from corral.rpc.result import RpcResult
 from corral.storage.disk import DiskDescription
 from tests.helpers.noded import Noded, make_node_root, running_noded
 from tests.helpers.osdef import make_os
@@ -120,9 +120,21 @@ async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> N
     make_os(
         noded.paths, "marker", variants=None, scripts={"create": f"#!/bin/sh\ntouch {marker}\n"}
     )
-    inst = {"name": "inst3.example.com", "os": "marker", "disks": [{"path": "/etc/shadow"}]}
-    refused(await call(noded, "instance_os_add", inst, {}, False, 0, []), "has no description")
-    inst["disks"] = [{"path": f"{STORAGE}/ok", "description": desc("/etc/shadow")}]
+    disk = {"uuid": "u", "size": 1, "mode": "rw", "name": None, "backend_type": "file:loop"}
+    inst: dict[str, Any] = {
+        "name": "inst3.example.com",
+        "os": "marker",
+        "hypervisor": "fake",
+        "memory": 128,
+        "vcpus": 1,
+        "disks": [{**disk, "path": "/etc/shadow"}],
+    }
+    # A disk without a description is refused at noded's door.
+    refused(
+        await call(noded, "instance_os_add", inst, {}, False, 0, []),
+        "Invalid argument inst.disks[0].description of instance_os_add: Field required",
+    )
+    inst["disks"] = [{**disk, "path": f"{STORAGE}/ok", "description": desc("/etc/shadow")}]
     refused(await call(noded, "instance_os_add", inst, {}, False, 0, []))
     assert not marker.exists()
 

@@ -38,7 +38,7 @@ async def test_version_on_many_nodes_including_an_unreachable_one(noded: Noded) 
     assert dead.offline and dead.failed
     assert "Connection refused" in str(dead.fail_msg)
     with pytest.raises(errors.OpExecError, match=r"^Cannot reach node3: Cannot connect"):
-        dead.raise_if_failed("Cannot reach node3")
+        dead.get("Cannot reach node3")
 
 
 async def test_node_info_and_verify(noded: Noded) -> None:
@@ -77,7 +77,8 @@ async def test_test_delay_and_timeouts(noded: Noded) -> None:
     assert not ok.failed and ok.payload is None
     assert late.failed and not late.offline
     assert "timed out after 0.3 s" in str(late.fail_msg)
-    assert bad.fail_msg == "Invalid delay duration 'soon'"
+    # Refused at noded's door: the argument is not of the declared type.
+    assert bad.fail_msg == "Invalid argument duration of test_delay: Input should be a valid number"
     assert after.payload == C.PROTOCOL_VERSION  # a failing handler does not stop noded
 
 

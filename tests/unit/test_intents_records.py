@@ -10,13 +10,14 @@ from pathlib import Path
 
 from corral.cmdlib import intents
 from corral.paths import Paths
+from corral.storage.disk import DiskDescription
 from corral.storage.names import DT_FILE
 
 
 def test_each_kind_round_trips(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     move = intents.Intent(
-        "u1", "inst1", "n2", "fake", ({"template": DT_FILE},),
+        "u1", "inst1", "n2", "fake", (DiskDescription(DT_FILE, ("loop", "/d"), 1, "d").to_wire(),),
         kind=intents.MOVE, source="n1", restart=True, transfer="t" * 32,
     )  # fmt: skip
     export = intents.Intent("u2", "inst2", "n2", "fake", kind=intents.EXPORT, export="inst2")

@@ -9,6 +9,7 @@ and hypervisor in use, and for ``console`` one more per node running instances.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,8 @@ from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
+    from corral.rpc.result import RpcResult
+    from corral.rpc.wire import JsonObject
 
 LIVE = "live"
 CONSOLE = "console"  # the consoles of the running instances, asked of their nodes
@@ -88,8 +90,8 @@ class InstanceRow:
     obj: Instance
     ctx: InstanceContext
     node_state: str = NODE_OK
-    live: dict[str, Any] | None = None
-    console: RpcResult | None = None
+    live: Mapping[str, Any] | None = None
+    console: RpcResult[JsonObject] | None = None
 
 
 def status(row: InstanceRow) -> str:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.storage.dirs import storage_path
+from corral.rpc import calls_admin as calls
+from corral.rpc.wire import StorageUsage
 
 _MIB = 1024 * 1024
 
 
-def _usage(top: Path) -> dict[str, int]:
+def _usage(top: Path, name: str) -> StorageUsage:
     """MiB of the file system holding ``top`` and free in it, and of the files below it."""
     st = os.statvfs(top)
     used = 0
@@ -26,18 +27,18 @@ def _usage(top: Path) -> dict[str, int]:
             except OSError:
                 continue  # removed while walking
     return {
+        "name": name,
         "size": st.f_blocks * st.f_frsize // _MIB,
         "used": -(-used // _MIB),
         "free": st.f_bavail * st.f_frsize // _MIB,
     }
 
 
-@rpc_handler("file_storage_usage")
-async def file_storage_usage(ctx: NodeContext, storage_dir: str) -> dict[str, Any]:
+@rpc_handler(calls.file_storage_usage)
+async def file_storage_usage(ctx: NodeContext, storage_dir: str) -> StorageUsage:
     """Size, use and free space (MiB) of the file storage directory ``storage_dir``."""
     top = storage_path(ctx.paths, storage_dir, strictly=False)
     try:
-        usage = await asyncio.to_thread(_usage, top)
+        return await asyncio.to_thread(_usage, top, storage_dir)
     except OSError as err:
         raise errors.OpExecError(f"Cannot get the usage of {storage_dir}: {err}") from None
-    return {"name": storage_dir, **usage}

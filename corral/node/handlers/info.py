@@ -17,13 +17,15 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.meminfo import memory_info
 from corral.node.storage.dirs import storage_path
+from corral.rpc import calls_node as calls
 from corral.rpc import node_verify as NV
+from corral.rpc.wire import JsonObject, NodeInfo, StorageSpace
 
 _MIB = 1024 * 1024
 _NUMA_NODE_RE = re.compile(r"^node\d+$")
 
 
-@rpc_handler("version")
+@rpc_handler(calls.version)
 async def version(ctx: NodeContext) -> int:
     """The node's internode protocol version."""
     return C.PROTOCOL_VERSION
@@ -57,7 +59,7 @@ def cpu_info() -> dict[str, int]:
     }
 
 
-def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
+def storage_info(ctx: NodeContext, wire_path: str) -> StorageSpace:
     """Size and free space in MiB of the file system holding ``wire_path``."""
     try:
         st = os.statvfs(storage_path(ctx.paths, wire_path, strictly=False))
@@ -70,28 +72,29 @@ def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
     }
 
 
-@rpc_handler("node_info")
-async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any]:
+@rpc_handler(calls.node_info)
+async def node_info(ctx: NodeContext, storage_paths: list[str]) -> NodeInfo:
     """The boot id, memory and CPUs of the node and space in the given storage paths."""
-    if not isinstance(storage_paths, list):
-        raise errors.OpExecError("node_info: storage_paths must be a list of paths")
+    memory, cpus = memory_info(), cpu_info()
     return {
         "bootid": boot_id(),
-        **memory_info(),
-        **cpu_info(),
-        "storage": [storage_info(ctx, str(path)) for path in storage_paths],
+        "memory_total": memory["memory_total"],
+        "memory_free": memory["memory_free"],
+        "memory_dom0": memory["memory_dom0"],
+        "cpu_total": cpus["cpu_total"],
+        "cpu_dom0": cpus["cpu_dom0"],
+        "cpu_nodes": cpus["cpu_nodes"],
+        "cpu_sockets": cpus["cpu_sockets"],
+        "storage": [storage_info(ctx, path) for path in storage_paths],
     }
 
 
-@rpc_handler("node_capabilities")
+@rpc_handler(calls.node_capabilities)
 async def node_capabilities(
     ctx: NodeContext, file_storage_dir: str, shared_file_storage_dir: str
-) -> dict[str, Any]:
+) -> JsonObject:
     """The hypervisors this node can run and the disk templates it can serve
     (with these as the cluster's file and shared file storage directories)."""
-    for value in (file_storage_dir, shared_file_storage_dir):
-        if not isinstance(value, str):
-            raise errors.OpExecError(f"node_capabilities: {value!r} is not a path")
     # Imported here: the hypervisors import this module.
     from corral.node import capabilities
 
@@ -100,16 +103,14 @@ async def node_capabilities(
     )
 
 
-@rpc_handler("node_verify")
-async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> dict[str, Any]:
+@rpc_handler(calls.node_verify)
+async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> JsonObject:
     """What the master checks about a node: version, clock and certificate,
     and the checks ``checks`` names (see :mod:`corral.node.verify_checks`).
 
     Names this node does not know are ignored, so that a newer master can
     talk to an older node.
     """
-    if not isinstance(checks, dict):
-        raise errors.OpExecError("node_verify: checks must be a dictionary")
     # Imported here: the hypervisors import this module.
     from corral.node import verify_checks
 
