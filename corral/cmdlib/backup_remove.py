@@ -35,18 +35,17 @@ class LUBackupRemove(LogicalUnit[Any]):
         found = False
         for node in online:
             res = lists[node.uuid]
-            if res.failed:
-                self.warn(f"Failed to query node {node.name} (continuing): {res.fail_msg}")
+            if not res.report(self.warn, f"Failed to query node {node.name} (continuing)"):
                 continue
             if name not in res.payload:
                 continue
             found = True
-            removed = await self.master.rpc.result(node, export_remove(name))
-            if removed.failed:
-                self.warn(
-                    f"Could not remove export for instance {name} on node {node.name}:"
-                    f" {removed.fail_msg}"
-                )
+            await self.master.rpc.attempt(
+                node,
+                export_remove(name),
+                self.warn,
+                f"Could not remove export for instance {name} on node {node.name}",
+            )
         if inst is None and not found:
             self.feedback(
                 "Export not found. If trying to remove an export belonging to a deleted"

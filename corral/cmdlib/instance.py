@@ -123,18 +123,15 @@ class LUInstanceRename(InstanceLU):
             self, inst.os, inst.osparams, inst.osparams_private, {}
         )
         node = self.pnode
-        res = await self.master.rpc.result(
+        await self.master.rpc.attempt(
             node,
             instance_run_rename(
                 self.descriptor(inst), old_name, osparams, self.op.debug_level or 0, hidden
             ),
+            self.warn,
+            f"Could not run OS rename script for instance {inst.name} on node"
+            f" {node.name} (but the instance has been renamed in Ganeti)",
         )
-        if res.fail_msg:
-            self.warn(
-                f"Could not run OS rename script for instance {inst.name} on node"
-                f" {node.name} (but the instance has been renamed in Ganeti):"
-                f" {res.fail_msg}"
-            )
 
 
 def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:

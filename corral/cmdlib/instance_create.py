@@ -343,13 +343,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             logical_id = self.template.logical_id(cluster, name, idx, spec)
             disk = Disk(size=0, dev_type=self.disk_template, logical_id=logical_id)
             descriptions.append(disk.description().to_wire())
-        res = await self.master.rpc.result(self.pnode, blockdev_getdimensions(descriptions))
-        if res.fail_msg:
-            raise errors.OpPrereqError(
-                f"Cannot adopt the block device(s) on node {self.pnode.name}: {res.fail_msg}",
-                C.ECODE_INVAL,
-            )
-        for spec, (size, _) in zip(self.disk_specs, res.payload, strict=True):
+        dimensions = await self.master.rpc.run(
+            self.pnode,
+            blockdev_getdimensions(descriptions),
+            f"Cannot adopt the block device(s) on node {self.pnode.name}",
+            ecode=C.ECODE_INVAL,
+        )
+        for spec, (size, _) in zip(self.disk_specs, dimensions, strict=True):
             spec["size"] = size // MIB
             if spec["size"] <= 0:
                 raise errors.OpPrereqError(

@@ -134,13 +134,13 @@ async def read_export(lu: LUInstanceCreate, node: Node | None) -> LocalSource:
     if node is None:
         node = await _find_export(lu, name)
     check_node_online(node)
-    res = await lu.master.rpc.result(node, export_info(name))
-    if res.failed:
-        raise errors.OpPrereqError(
-            f"No export or invalid export found in dir {name} on node {node.name}: {res.fail_msg}",
-            C.ECODE_INVAL,
-        )
-    info = config_ini.parse(res.payload)
+    text = await lu.master.rpc.run(
+        node,
+        export_info(name),
+        f"No export or invalid export found in dir {name} on node {node.name}",
+        ecode=C.ECODE_INVAL,
+    )
+    info = config_ini.parse(text)
     _fill_op(lu, info)
     count = len(lu.op.disks)
     images = [info.disks[i].dump if i < len(info.disks) else None for i in range(count)]
@@ -152,8 +152,7 @@ async def _find_export(lu: LUInstanceCreate, name: str) -> Node:
     nodes = [n for n in lu.cfg.nodes() if not n.offline]
     answers = await lu.master.rpc.results(nodes, export_list())
     for node in sorted(nodes, key=lambda n: n.name):
-        res = answers[node.uuid]
-        if not res.failed and name in res.payload:
+        if name in (answers[node.uuid].value or ()):
             return node
     raise errors.OpPrereqError(f"No export found for relative path {name}", C.ECODE_INVAL)
 
@@ -326,9 +325,8 @@ async def import_remote(lu: LUInstanceCreate, inst: Instance, source: RemoteSour
     try:
         await _receive(lu, inst, source, key_name, cert_pem)
     finally:
-        removed = await asyncio.shield(rpc.result(pnode, x509_cert_remove(key_name)))
-        if removed.failed:
-            lu.warn(f"Can't remove X509 key and certificate on {pnode.name}: {removed.fail_msg}")
+        what = f"Can't remove X509 key and certificate on {pnode.name}"
+        await asyncio.shield(rpc.attempt(pnode, x509_cert_remove(key_name), lu.warn, what))
     await run_rename(lu, inst, source.instance_name)
 
 
@@ -390,6 +388,5 @@ async def run_rename(lu: LUInstanceCreate, inst: Instance, old_name: str) -> Non
         lu.op.debug_level or 0,
         lu.hidden_osparams,
     )
-    res = await lu.master.rpc.result(pnode, request)
-    if res.failed:
-        lu.warn(f"Failed to run rename script for {inst.name} on node {pnode.name}: {res.fail_msg}")
+    what = f"Failed to run rename script for {inst.name} on node {pnode.name}"
+    await lu.master.rpc.attempt(pnode, request, lu.warn, what)

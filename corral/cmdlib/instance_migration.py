@@ -237,15 +237,12 @@ class LUInstanceMigrate(_MoveLU):
     async def _migratable(self) -> bool:
         """Ganeti's instance_migratable check; False: fell back to failover."""
         res = await self.master.rpc.result(self.pnode, instance_migratable(self.descriptor()))
-        if not res.failed:
-            return True
-        if self.op.allow_failover:
+        if res.failed and self.op.allow_failover:
             self.log_info("Can't migrate, instance offline, fallback to failover")
             self.failover = True
             return False
-        raise errors.OpPrereqError(
-            f"Can't migrate, please use failover: {res.fail_msg}", C.ECODE_STATE
-        )
+        res.get("Can't migrate, please use failover", C.ECODE_STATE)
+        return True
 
     def _mode(self) -> str:
         if self.op.live is not None and self.op.mode is not None:

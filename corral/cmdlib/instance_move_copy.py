@@ -29,6 +29,7 @@ from corral.cmdlib.base import LogicalUnit
 from corral.master.services import impexp
 from corral.objects import Disk, Node
 from corral.rpc.calls_transfer import transfer_finish, transfer_prepare, transfer_touch
+from corral.rpc.result import NodeCallError
 
 # A transfer the target is given but nobody uses for this long expires there.
 TRANSFER_TTL = 600.0
@@ -76,12 +77,15 @@ class DiskCopy:
             return  # a diskless instance: nothing to copy
         tid = self.transfer_id
         rpc = self.lu.master.rpc
-        res = await rpc.result(self.target, transfer_prepare(tid, self.disks, TRANSFER_TTL))
-        if res.failed:
-            self.lu.warn("Device creation failed")
-            raise errors.OpExecError(
-                f"Could not create the disks on node {self.target.name}: {res.fail_msg}"
+        try:
+            await rpc.run(
+                self.target,
+                transfer_prepare(tid, self.disks, TRANSFER_TTL),
+                f"Could not create the disks on node {self.target.name}",
             )
+        except NodeCallError:
+            self.lu.warn("Device creation failed")
+            raise
         toucher = asyncio.create_task(self._keep_alive())
         try:
             await self._copy()

@@ -287,11 +287,12 @@ class LUInstanceSetParams(InstanceLU):
                 await self.master.rpc.result(self.pnode, blockdev_remove(description))
             raise
         for disk in self.removed_disks:
-            res = await self.master.rpc.result(
-                self.pnode, blockdev_remove(disk.description().to_wire())
+            await self.master.rpc.attempt(
+                self.pnode,
+                blockdev_remove(disk.description().to_wire()),
+                self.warn,
+                f"Could not remove disk {disk.iv_name}",
             )
-            if res.fail_msg:
-                self.warn(f"Could not remove disk {disk.iv_name}: {res.fail_msg}")
         self.tx.update(self.new)
         self.instance = self.new
         return self.changes

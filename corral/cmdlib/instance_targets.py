@@ -49,19 +49,18 @@ async def check_target_capabilities(lu: InstanceLU, target: Node) -> None:
     """The target must run the instance's hypervisor and serve its disk
     template (the node's capability report)."""
     cluster = lu.cfg.cluster
-    res = await lu.master.rpc.result(
-        target, node_capabilities(cluster.file_storage_dir, cluster.shared_file_storage_dir)
+    report = await lu.master.rpc.run(
+        target,
+        node_capabilities(cluster.file_storage_dir, cluster.shared_file_storage_dir),
+        f"Cannot reach target node {target.name}",
+        ecode=C.ECODE_ENVIRON,
     )
-    if res.failed:
-        raise errors.OpPrereqError(
-            f"Cannot reach target node {target.name}: {res.fail_msg}", C.ECODE_ENVIRON
-        )
     inst = lu.instance
-    for report, doing, name in (
+    for kind, doing, name in (
         (capabilities.REPORT_HYPERVISORS, "run hypervisor", inst.hypervisor),
         (capabilities.REPORT_DISK_TEMPLATES, "serve disk template", inst.disk_template),
     ):
-        problem = res.payload.get(report, {}).get(name, "not reported")
+        problem = report.get(kind, {}).get(name, "not reported")
         if problem:
             raise errors.OpPrereqError(
                 f"Target node {target.name} cannot {doing} '{name}': {problem}", C.ECODE_STATE

@@ -280,12 +280,9 @@ async def verify_osparams(
         nodes, os_validate(os_name, osparams, lu.op.debug_level or 0, hidden_names)
     )
     for node in nodes:
-        res = results[node.uuid]
-        if res.fail_msg:
-            raise errors.OpPrereqError(
-                f"OS parameters validation failed on node {node.name}: {res.fail_msg}",
-                C.ECODE_INVAL,
-            )
+        results[node.uuid].get(
+            f"OS parameters validation failed on node {node.name}", C.ECODE_INVAL
+        )
 
 
 def check_params_declared(os_name: str, info: dict[str, Any], names: list[str]) -> None:

@@ -216,20 +216,19 @@ async def _remove_disks(
         return True
     done = True
     for disk in disks:
-        res = await master.rpc.result(node, blockdev_remove(disk))
-        if res.failed:
-            label = (disk.get("logical_id") or [disk.get("uuid")])[-1]
-            say.warn(f"Could not remove disk {label} of {name} on {node.name}: {res.fail_msg}")
-            done = False
+        label = (disk.get("logical_id") or [disk.get("uuid")])[-1]
+        what = f"Could not remove disk {label} of {name} on {node.name}"
+        res = await master.rpc.attempt(node, blockdev_remove(disk), say.warn, what)
+        done = done and not res.failed
     return done
 
 
 async def _running(master: Master, node: Node, inst: Instance) -> bool | None:
     """Whether ``inst`` runs on ``node`` (None: the node cannot tell)."""
     res = await master.rpc.result(node, all_instances_info([inst.hypervisor]))
-    if res.failed:
+    if res.value is None:
         return None
-    info = res.payload.get(inst.name)
+    info = res.value.get(inst.name)
     return info is not None and info.get("state") != C.HV_STATE_SHUTDOWN
 
 
@@ -246,9 +245,8 @@ async def _start(master: Master, inst: Instance, node: Node | None, say: Say, li
         return True
     say.info(line)
     desc = U.instance_descriptor(master.cfg, inst)
-    res = await master.rpc.result(node, instance_start(desc, False))
-    if res.failed:
-        say.warn(f"Could not start instance {inst.name} on node {node.name}: {res.fail_msg}")
+    what = f"Could not start instance {inst.name} on node {node.name}"
+    res = await master.rpc.attempt(node, instance_start(desc, False), say.warn, what)
     return not res.offline
 
 
@@ -263,12 +261,11 @@ async def _settle_add(master: Master, it: Intent, say: Say) -> bool:
     done = await _remove_disks(master, node, it.disks, it.name, say)
     # The hypervisor's state is by name: leave it to an instance now owning the name.
     if cfg.find(Instance, it.name) is None:
-        res = await master.rpc.result(node, instance_shutdown(it.hypervisor, it.name, 0))
-        if res.failed:
-            say.warn(
-                f"Could not remove hypervisor state of {it.name} on {node.name}: {res.fail_msg}"
-            )
-            done = False
+        what = f"Could not remove hypervisor state of {it.name} on {node.name}"
+        res = await master.rpc.attempt(
+            node, instance_shutdown(it.hypervisor, it.name, 0), say.warn, what
+        )
+        done = done and not res.failed
     return done
 
 
@@ -277,9 +274,9 @@ async def _drop_copies(master: Master, it: Intent, say: Say) -> bool:
     target = _node(master.cfg, it.node)
     if target is None:
         return True
-    res = await master.rpc.result(target, transfer_finish(it.transfer, False))
+    what = f"Could not remove the partial disks on node {target.name}"
+    res = await master.rpc.attempt(target, transfer_finish(it.transfer, False), say.warn, what)
     if res.failed:
-        say.warn(f"Could not remove the partial disks on node {target.name}: {res.fail_msg}")
         return False
     # A transfer the target kept already (the copy was complete) is no longer its own.
     if not await _remove_disks(master, target, it.disks, it.name, say):
@@ -317,21 +314,14 @@ async def _settle_export(master: Master, it: Intent, say: Say) -> bool:
     done = True
     target = _node(cfg, it.node) if it.export else None
     if target is not None:
-        res = await master.rpc.result(target, export_discard(it.export))
-        if res.failed:
-            say.warn(
-                f"Could not remove the partial export {it.export}.new on node {target.name}:"
-                f" {res.fail_msg}"
-            )
-            done = False
+        what = f"Could not remove the partial export {it.export}.new on node {target.name}"
+        res = await master.rpc.attempt(target, export_discard(it.export), say.warn, what)
+        done = not res.failed
     source = _node(cfg, it.source)
     if it.key and source is not None:
         # Best effort: an unused key expires on its own (and goes at noded's start).
-        removed = await master.rpc.result(source, x509_cert_remove(it.key))
-        if removed.failed:
-            say.warn(
-                f"Could not remove X509 key {it.key} on node {source.name}: {removed.fail_msg}"
-            )
+        what = f"Could not remove X509 key {it.key} on node {source.name}"
+        await master.rpc.attempt(source, x509_cert_remove(it.key), say.warn, what)
     inst = cfg.get(Instance, it.uuid)
     if (
         it.restart

@@ -159,13 +159,12 @@ class LUNodeSetParams(_OneNodeLU):
         return self.old_role
 
     async def _check_back_online(self, node: Node) -> None:
-        res = await self.master.rpc.result(node, version())
-        if res.failed:
-            raise errors.OpPrereqError(
-                f"Node {node.name} is being de-offlined but fails to report its version:"
-                f" {res.fail_msg}",
-                C.ECODE_STATE,
-            )
+        await self.master.rpc.run(
+            node,
+            version(),
+            f"Node {node.name} is being de-offlined but fails to report its version",
+            ecode=C.ECODE_STATE,
+        )
         self.warn(
             "Transitioning node from offline to online state without using re-add."
             " Please make sure the node is healthy!"

@@ -177,19 +177,24 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         else:
             await self._join(node)  # the files travel with the join
         self.joined = True
-        answer = await self.master.rpc.result(node, version())
-        if answer.failed or answer.payload != C.PROTOCOL_VERSION:
-            await self._make_leave(node)
-            raise errors.OpExecError(
-                f"Node {node.name} joined but does not answer as a cluster member:"
-                f" {answer.fail_msg or f'protocol version {answer.payload}'}; it left again"
-            )
+        await self._check_member(node)
         for text in await distribution.redistribute(self.master, [node]) if rejoin else []:
             self.warn(text)
         if self.op.readd:
             self.tx.update(node)
         else:
             self.tx.add(node)
+
+    async def _check_member(self, node: Node) -> None:
+        """The joined node answers as a member; if not, it is made to leave."""
+        what = f"Node {node.name} joined but does not answer as a cluster member"
+        try:
+            found = await self.master.rpc.run(node, version(), what)
+            if found != C.PROTOCOL_VERSION:
+                raise errors.OpExecError(f"{what}: protocol version {found}")
+        except errors.OpExecError as err:
+            await self._make_leave(node)
+            raise errors.OpExecError(f"{err.message}; it left again") from None
 
     async def _answers_rpc(self, node: Node) -> bool:
         result = await self.master.rpc.result(node, version())
@@ -258,9 +263,8 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         }
 
     async def _make_leave(self, node: Node) -> None:
-        result = await self.master.rpc.result(node, node_leave_cluster())
-        if result.failed:
-            self.warn(f"Node {node.name} could not be told to leave: {result.fail_msg}")
+        what = f"Node {node.name} could not be told to leave"
+        await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
 
 
 class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
@@ -303,12 +307,8 @@ class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
         self.tx.remove(node)
         if node.offline:
             return
-        result = await self.master.rpc.result(node, node_leave_cluster())
-        if result.failed:
-            self.warn(
-                f"Errors encountered on the remote node while leaving the cluster:"
-                f" {result.fail_msg}"
-            )
+        what = "Errors encountered on the remote node while leaving the cluster"
+        await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
 
 
 class LUClusterRedistConf(LogicalUnit[opc.OpClusterRedistConf]):

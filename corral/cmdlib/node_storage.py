@@ -140,12 +140,12 @@ class LUNodeQueryStorage(_NodesLU):
         for name in nice_sort([n.name for n in nodes.values()]):
             node = self.cfg.lookup(Node, name)
             res = results.get(node.uuid)
-            if res is None or res.failed:
-                reason = res.fail_msg if res is not None else "no answer"
-                self.warn(f"Can't get storage data from node {name}: {reason}")
-                continue
-            unit = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
-            out.append([unit[field] for field in self.op.output_fields])
+            what = f"Can't get storage data from node {name}"
+            if res is None:
+                self.warn(f"{what}: no answer")  # offline: not asked
+            elif res.report(self.warn, what):
+                unit = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
+                out.append([unit[field] for field in self.op.output_fields])
         return out
 
 

@@ -19,7 +19,7 @@ import contextvars
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from corral import errors
@@ -102,12 +102,34 @@ class RpcClient:
 
     # Typed calls
     async def run(
-        self, node: NodeTarget, request: Request[R], what: str = "", *, timeout: float | None = None
+        self,
+        node: NodeTarget,
+        request: Request[R],
+        what: str = "",
+        *,
+        ecode: str | None = None,
+        timeout: float | None = None,
     ) -> R:
         """The payload of ``request`` on ``node``; NodeCallError (its message
-        ``"<what>: <the node's message>"``) if the call failed."""
+        ``"<what>: <the node's message>"``) if the call failed, or
+        OpPrereqError with ``ecode`` if one is given."""
         result = await self.result(node, request, timeout=timeout)
-        return result.get(what)
+        return result.get(what, ecode)
+
+    async def attempt(
+        self,
+        node: NodeTarget,
+        request: Request[R],
+        warn: Callable[[str], None],
+        what: str = "",
+        *,
+        timeout: float | None = None,
+    ) -> RpcResult[R]:
+        """The outcome of ``request`` on ``node``, a failure reported through
+        ``warn`` (``"<what>: <the node's message>"``) and not raised."""
+        result = await self.result(node, request, timeout=timeout)
+        result.report(warn, what)
+        return result
 
     async def result(
         self, node: NodeTarget, request: Request[R], *, timeout: float | None = None

@@ -1,16 +1,23 @@
 """What a node call gives back: a node's outcome, or the error of a failed call.
 
 One convention for every call (as qemu.qmp's precise errors): a failure is a
-:class:`NodeCallError` naming the node, the call and the node's message.
-Callers that want the payload get it or that error
-(``await rpc.run(node, request, "Could not start instance")``); callers of
-several nodes get each node's :class:`RpcResult` and decide.
+:class:`NodeCallError` naming the node, the call and the node's message, its
+text always ``"<what the caller did>: <why the node failed>"``:
+
+- ``await rpc.run(node, request, "Could not start instance")``: the payload,
+  or that error (with ``ecode``, an OpPrereqError with that code: a check
+  failed before anything changed, Ganeti's ``Raise(prereq=True)``);
+- ``await rpc.attempt(node, request, warn, "Could not remove disk")``: a
+  failure is only reported through ``warn`` (Ganeti's warn-and-continue);
+- ``rpc.results(nodes, request)``: each node's :class:`RpcResult`, whose
+  ``get``, ``report`` and ``value`` do the same per node.
 
 Stdlib only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from corral import errors
@@ -93,12 +100,28 @@ class RpcResult(Generic[R]):
         """The node's answer; NodeCallError if the call failed."""
         return self.get()
 
-    def get(self, what: str = "") -> R:
-        """The node's answer; NodeCallError (``"<what>: <fail_msg>"``) if the call failed."""
+    @property
+    def value(self) -> R | None:
+        """The node's answer, None if the call failed (a query shows no value)."""
+        return None if self.fail_msg is not None else self._payload
+
+    def get(self, what: str = "", ecode: str | None = None) -> R:
+        """The node's answer; NodeCallError (``"<what>: <fail_msg>"``) if the
+        call failed, or OpPrereqError with ``ecode`` if one is given."""
         if self.fail_msg is not None:
+            if ecode is not None:
+                raise errors.OpPrereqError(self.error(what).message, ecode)
             raise self.error(what)
         payload: R = self._payload
         return payload
+
+    def report(self, warn: Callable[[str], None], what: str = "") -> bool:
+        """Whether the call succeeded; a failure goes to ``warn`` as the
+        error's message (``"<what>: <fail_msg>"``)."""
+        if self.fail_msg is not None:
+            warn(self.error(what).message)
+            return False
+        return True
 
     def error(self, what: str = "") -> NodeCallError:
         """The error of this failed call, its message prefixed with ``what``."""

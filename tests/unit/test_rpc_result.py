@@ -42,3 +42,24 @@ def test_the_error_travels_as_ganetis_opexecerror() -> None:
     encoded = errors.encode_exception(err)
     assert encoded == ["OpExecError", ["Could not start instance: no memory"]]
     assert type(errors.decode_exception(encoded)) is errors.OpExecError
+
+
+def test_a_failure_checked_before_any_change_is_a_prerequisite_error() -> None:
+    result: RpcResult[int] = RpcResult("node1", "version", fail_msg="Connection refused")
+    with pytest.raises(errors.OpPrereqError) as info:
+        result.get("Cannot reach node1", "environment_error")
+    assert info.value.args == ("Cannot reach node1: Connection refused", "environment_error")
+
+
+def test_report_warns_of_a_failure_and_says_whether_the_call_succeeded() -> None:
+    warnings: list[str] = []
+    failed: RpcResult[None] = RpcResult("node1", "blockdev_remove", fail_msg="busy\n")
+    done: RpcResult[None] = RpcResult("node1", "blockdev_remove")
+    assert not failed.report(warnings.append, "Could not remove disk/0")
+    assert done.report(warnings.append, "Could not remove disk/1")
+    assert warnings == ["Could not remove disk/0: busy"]
+
+
+def test_value_is_the_payload_or_none() -> None:
+    assert RpcResult[list[str]]("node1", "export_list", payload=["a"]).value == ["a"]
+    assert RpcResult[list[str]]("node1", "export_list", fail_msg="no").value is None

@@ -143,9 +143,8 @@ def _console(row: InstanceRow) -> Any:
         return NODATA
     if row.live is None:
         return UNAVAIL  # not running: no console (Ganeti's query leaves it so)
-    if row.console is None or row.console.failed:
-        return NODATA
-    return row.console.payload
+    console = row.console.value if row.console is not None else None
+    return NODATA if console is None else console
 
 
 def _pnode_group(row: InstanceRow) -> Any:
@@ -439,10 +438,10 @@ async def _add_live_data(master: Master, rows: list[InstanceRow], *, named: bool
         results = await running_instances(master, by_target)
     for (uuid, _, hypervisor), target_rows in by_target.items():
         res = results.get((uuid, hypervisor))
-        if res is None or res.fail_msg:
+        running = res.value if res is not None else None
+        if running is None:
             for row in target_rows:
                 row.node_state = NODE_DOWN
             continue
-        running = res.payload
         for row in target_rows:
             row.live = running.get(row.obj.name)

@@ -208,5 +208,5 @@ async def gather(master: Master, nodes: list[Node], needs: set[str]) -> dict[str
     live: dict[str, dict[str, Any]] = {node.uuid: {} for node in targets}
     for call, results in answers.items():
         for uuid, result in results.items():
-            live[uuid][call] = None if result.failed else result.payload
+            live[uuid][call] = result.value
     return live

@@ -235,10 +235,8 @@ async def start_import(
     """Start an import on ``node`` (it listens at once); OpExecError if the node refuses."""
     ep = Endpoint(node, kind, args, mode=IMPORT, label=component)
     request = import_start(opts, instance_desc, component, kind, args)
-    res = await lu.master.rpc.result(node, request)
-    if res.failed:
-        raise errors.OpExecError(f"Failed to start import on {node.name}: {res.fail_msg}")
-    ep.name, ep.started_at = res.payload, time.monotonic()
+    ep.name = await lu.master.rpc.run(node, request, f"Failed to start import on {node.name}")
+    ep.started_at = time.monotonic()
     return ep
 
 
@@ -256,10 +254,8 @@ async def start_export(
     """Start an export on ``node`` to ``host``:``port``; OpExecError if the node refuses."""
     ep = Endpoint(node, kind, args, mode=EXPORT, label=component)
     request = export_start(opts, host, port, instance_desc, component, kind, args)
-    res = await lu.master.rpc.result(node, request)
-    if res.failed:
-        raise errors.OpExecError(f"Failed to start export on {node.name}: {res.fail_msg}")
-    ep.name, ep.started_at = res.payload, time.monotonic()
+    ep.name = await lu.master.rpc.run(node, request, f"Failed to start export on {node.name}")
+    ep.started_at = time.monotonic()
     return ep
 
 
@@ -466,9 +462,8 @@ async def _abort(lu: Unit, ep: Endpoint) -> None:
         return
     ep.aborted = True
     lu.warn(f"Aborting {ep.mode} '{ep.name}' on {ep.node.name}")
-    res = await lu.master.rpc.result(ep.node, impexp_abort(ep.name))
-    if res.failed:
-        lu.warn(f"Failed to abort {ep.mode} '{ep.name}' on {ep.node.name}: {res.fail_msg}")
+    what = f"Failed to abort {ep.mode} '{ep.name}' on {ep.node.name}"
+    await lu.master.rpc.attempt(ep.node, impexp_abort(ep.name), lu.warn, what)
 
 
 async def _abort_all(lu: Unit, endpoints: Sequence[Endpoint]) -> None:
@@ -483,9 +478,8 @@ async def cleanup(lu: Unit, endpoints: Sequence[Endpoint]) -> None:
         if ep.name is None:
             return
         await _abort(lu, ep)
-        res = await lu.master.rpc.result(ep.node, impexp_cleanup(ep.name))
-        if res.failed:
-            lu.warn(f"Failed to finalize {ep.mode} '{ep.name}' on {ep.node.name}: {res.fail_msg}")
+        what = f"Failed to finalize {ep.mode} '{ep.name}' on {ep.node.name}"
+        await lu.master.rpc.attempt(ep.node, impexp_cleanup(ep.name), lu.warn, what)
         ep.name = None
 
     await asyncio.shield(asyncio.gather(*(one(ep) for ep in endpoints)))

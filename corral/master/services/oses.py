@@ -61,7 +61,7 @@ async def node_oses(master: Master) -> dict[str, list[JsonObject] | None]:
     """node name → its os_diagnose answer (None if the node did not answer)."""
     nodes = [n for n in master.cfg.nodes() if not n.offline]
     results = await master.rpc.results(nodes, os_diagnose())
-    return {n.name: (None if results[n.uuid].fail_msg else results[n.uuid].payload) for n in nodes}
+    return {n.name: results[n.uuid].value for n in nodes}
 
 
 async def os_rows(master: Master) -> list[OsRow]:
