@@ -6,10 +6,12 @@ a :class:`~corral.rpc.transport.Transport`: HTTPS in production
 (:class:`corral.rpc.https.HttpsTransport`), the node handlers in-process in
 tests.
 
-Typed calls take a request made from a call's declaration
-(:mod:`corral.rpc.declare`): ``run`` returns its payload or raises
-NodeCallError, ``result`` and ``results`` return each node's
-:class:`~corral.rpc.result.RpcResult` and leave the failures to the caller.
+Calls take a request made from a call's declaration (:mod:`corral.rpc.declare`):
+``run`` returns its payload or raises NodeCallError, ``attempt`` reports a
+failure through a warning, ``result`` and ``results`` return each node's
+:class:`~corral.rpc.result.RpcResult` (see :mod:`corral.rpc.result`).  A
+request built from a call object and a list (``Request(call, args)``) is sent
+as it is: tests of noded's refusals send what no declaration would.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ import contextvars
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from corral import errors
-from corral.rpc.calls import get_call
 from corral.rpc.calls_node import version
 from corral.rpc.declare import NodeCall, Request
 from corral.rpc.reachability import (
@@ -152,36 +153,6 @@ class RpcClient:
             )
         )
         return {outcome.node: outcome for outcome in outcomes}
-
-    # Calls by name, with arguments unchecked: for tests and tools that must
-    # send what no typed call would (noded's refusals are tested so).
-    async def call(
-        self,
-        nodes: Sequence[tuple[str, str]],
-        name: str,
-        args: Sequence[Any],
-        *,
-        timeout: float | None = None,
-    ) -> dict[str, RpcResult[Any]]:
-        """Call ``name`` on all ``(node_key, address)`` pairs in parallel."""
-        get_call(name).check_args(args)
-        results = await asyncio.gather(
-            *(self.call_one(node, address, name, args, timeout=timeout) for node, address in nodes)
-        )
-        return {result.node: result for result in results}
-
-    async def call_one(
-        self,
-        node: str,
-        address: str,
-        name: str,
-        args: Sequence[Any],
-        *,
-        timeout: float | None = None,
-    ) -> RpcResult[Any]:
-        """Call ``name`` on one node; ``timeout`` overrides the table's."""
-        call = get_call(name)
-        return await self._send(node, address, call, call.check_args(args), timeout)
 
     async def _send(
         self,

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from corral.master import join_tokens
 from corral.node import join_protocol as J
 from corral.node import join_server
 from corral.paths import Paths
+from corral.rpc.calls_node import version
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import failed, ok
 from tests.helpers.multinode import free_address, start_joining_node
@@ -65,7 +67,7 @@ def assert_untouched(cl: TestCluster, node: Noded) -> None:
     assert not list(node.paths.data_dir.glob("ssconf_*"))
 
 
-async def _post(address: str, port: int, path: str, body: object) -> tuple[int, object]:
+async def _post(address: str, port: int, path: str, body: object) -> tuple[int, Any]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     reader, writer = await asyncio.open_connection(address, port, ssl=ctx)
@@ -81,7 +83,7 @@ async def _post(address: str, port: int, path: str, body: object) -> tuple[int, 
     return int(head.split()[1]), json.loads(payload)
 
 
-def post(node: Noded, path: str, body: object) -> tuple[int, object]:
+def post(node: Noded, path: str, body: object) -> tuple[int, Any]:
     return asyncio.run(_post(node.address, node.port, path, body))
 
 
@@ -133,11 +135,11 @@ def test_join_writes_files_keeps_the_key_and_secrets_0600(cl: TestCluster, joini
     assert not join_server.token_file(paths).exists()
     assert joining.pid is not None
 
-    async def version() -> object:
+    async def answer() -> int:
         async with joining.client(cl.paths) as rpc:
-            return (await rpc.call_one(*joining.target, "version", [])).payload
+            return await rpc.run(joining.target, version())
 
-    assert asyncio.run(version()) == 3000000
+    assert asyncio.run(answer()) == 3000000
 
 
 def _token_text(cl: TestCluster, **change: object) -> str:

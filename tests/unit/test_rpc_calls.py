@@ -3,7 +3,6 @@ door, and light imports."""
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import subprocess
@@ -79,28 +78,6 @@ async def test_noded_refuses_arguments_of_the_wrong_type(
     success, message = json.loads(reply.body)
     assert not success and message.startswith("Invalid argument ") and problem in message
     assert not any(tmp_path.iterdir())  # nothing done
-
-
-def _calls_by_name(path: Path) -> list[str]:
-    """``x.call(...)``/``x.call_one(...)`` in ``path`` with a node call's name."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr not in ("call", "call_one"):
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
-        if any(name in CALLS for name in names):
-            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
-    return found
-
-
-def test_no_call_by_name_outside_the_rpc_package() -> None:
-    """Production code makes typed calls only: mypy checks their arguments."""
-    files = [p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE / "rpc"]
-    assert [hit for path in files for hit in _calls_by_name(path)] == []
-    # The check sees such calls: the tests of noded's refusals make them.
-    assert _calls_by_name(PACKAGE.parent / "tests" / "integration" / "test_noded_rpc.py")
 
 
 @pytest.mark.parametrize("module", ["corral.rpc.calls", "corral.rpc.client", "corral.daemons.util"])
