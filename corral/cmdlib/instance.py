@@ -98,6 +98,11 @@ class LUInstanceRename(InstanceLU):
         old = self.instance
         inst = self.updated()
         inst.name = self.op.new_name
+        # The hypervisor first: it only checks the stopped instance, so a
+        # failure there, or of the node, leaves the disks where the config says.
+        await self.node_call(
+            instance_rename(inst.hypervisor, old.name, inst.name), "Could not rename"
+        )
         renames = _disk_renames(inst, inst.name)
         if renames:
             await self.node_call(
@@ -108,9 +113,6 @@ class LUInstanceRename(InstanceLU):
             )
         for disk, new_id in renames:
             disk.logical_id = new_id
-        await self.node_call(
-            instance_rename(inst.hypervisor, old.name, inst.name), "Could not rename"
-        )
         self.tx.update(inst)
         self.instance = inst
         await self._run_rename_script(inst, old.name)

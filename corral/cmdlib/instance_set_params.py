@@ -283,8 +283,12 @@ class LUInstanceSetParams(InstanceLU):
                 )
                 created.append(description)
         except BaseException:
+            pnode = self.pnode
             for description in created:
-                await self.master.rpc.result(self.pnode, blockdev_remove(description))
+                what = f"Failed to remove newly-created disk {description['iv_name']}"
+                await self.master.rpc.attempt(
+                    pnode, blockdev_remove(description), self.warn, f"{what} on node {pnode.name}"
+                )
             raise
         for disk in self.removed_disks:
             await self.master.rpc.attempt(

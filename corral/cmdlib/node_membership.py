@@ -193,8 +193,9 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             if found != C.PROTOCOL_VERSION:
                 raise errors.OpExecError(f"{what}: protocol version {found}")
         except errors.OpExecError as err:
-            await self._make_leave(node)
-            raise errors.OpExecError(f"{err.message}; it left again") from None
+            left = await self._make_leave(node)
+            outcome = "it left again" if left else "it could not be told to leave either"
+            raise errors.OpExecError(f"{err.message}; {outcome}") from None
 
     async def _answers_rpc(self, node: Node) -> bool:
         result = await self.master.rpc.result(node, version())
@@ -262,9 +263,11 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             "ssconf": values,
         }
 
-    async def _make_leave(self, node: Node) -> None:
+    async def _make_leave(self, node: Node) -> bool:
+        """Tell the node to leave the cluster; whether it did."""
         what = f"Node {node.name} could not be told to leave"
-        await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
+        result = await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
+        return not result.failed
 
 
 class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):

@@ -41,6 +41,7 @@ from corral.master.distribution import SsconfDistributor
 from corral.master.ssconf import write_ssconf
 from corral.node.join_server import save_token
 from corral.node.local import LocalNode, LocalTransport
+from corral.node.storage.file import REMOVING
 from corral.objects import Instance, Node
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
@@ -141,6 +142,21 @@ class InProcessCluster:
 
     def config_node(self, index: int) -> Node:
         return self.cfg.lookup(Node, testbed.node_name(index))
+
+    def disk_files(self, index: int) -> list[str]:
+        """The disk files in node ``index``'s file storage directory (those
+        being freed after a removal are gone already)."""
+        top = self.node(index).paths.file_storage_dir
+        return sorted(
+            str(path.relative_to(top))
+            for path in top.rglob("*")
+            if path.is_file() and not path.name.startswith(REMOVING)
+        )
+
+    def running(self, index: int) -> list[str]:
+        """The instances node ``index``'s fake hypervisor runs."""
+        state = self.node(index).paths.run_dir / "fake-hypervisor"
+        return sorted(path.name for path in state.glob("*") if path.is_file())
 
     def instance(self, name: str) -> Instance | None:
         """The instance as committed now (None if there is none)."""
