@@ -58,7 +58,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_ROOT, Figure, arg_parser, ensure_bytecode, median, write_results
-from corral.rpc.client import RpcClient
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_start,
+    impexp_cleanup,
+    impexp_status,
+    impexp_wait,
+    import_start,
+)
 from tests.helpers.cluster import TestCluster
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import Noded
@@ -164,17 +171,11 @@ def backup(cl: TestCluster, raw: Raw, case: str, *args: str) -> float:
     return elapsed
 
 
-async def _call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
-        res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
-    return res.payload
-
-
 async def _until_ended(node: Noded, name: str) -> dict[str, Any]:
     """The stream's final status, followed with impexp_wait (no polling)."""
     while True:
-        [st] = await _call(node, "impexp_wait", [name], 30)
+        [st] = await node.run(impexp_wait([name], 30))
+        assert st is not None, f"{name} unknown"
         if st["exit_status"] is not None:
             if st["exit_status"] != 0:
                 raise RuntimeError(f"{name} failed: {st['error_message']}")
@@ -182,18 +183,22 @@ async def _until_ended(node: Noded, name: str) -> dict[str, Any]:
 
 
 async def _pipe(src: Noded, dst: Noded, size: int) -> float:
-    opts = {"compress": "none", "magic": "bench-" + secrets.token_hex(4), "connect_timeout": 60}
+    opts: ImpExpOptions = {
+        "compress": "none",
+        "magic": "bench-" + secrets.token_hex(4),
+        "connect_timeout": 60,
+    }
     inst = {"name": "bench-pipe", "disks": []}
-    imp = await _call(dst, "import_start", opts, inst, "disk/0", "discard", {})
-    [st] = await _call(dst, "impexp_status", [imp])
-    exp = await _call(
-        src, "export_start", opts, dst.address, st["listen_port"], inst, "disk/0",
-        "zero", {"size": size},
-    )  # fmt: skip
+    imp = await dst.run(import_start(opts, inst, "disk/0", "discard", {}))
+    [st] = await dst.run(impexp_status([imp]))
+    assert st is not None
+    exp = await src.run(
+        export_start(opts, dst.address, st["listen_port"], inst, "disk/0", "zero", {"size": size})
+    )
     done = await _until_ended(src, exp)
     await _until_ended(dst, imp)
     for node, name in ((src, exp), (dst, imp)):
-        await _call(node, "impexp_cleanup", name)
+        await node.run(impexp_cleanup(name))
     return float(done["elapsed"])
 
 

@@ -51,7 +51,15 @@ from typing import Any
 
 from bench.common import Figure, arg_parser, ensure_bytecode, median, write_results
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_remove,
+    export_start,
+    finalize_export,
+    impexp_cleanup,
+    impexp_status,
+    import_start,
+)
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import Noded, free_port, make_node_root, start_noded
 
@@ -189,17 +197,12 @@ class Bed:
         self.one, self.two = one, two
         self.cpu: ThreadCpu | None = None
 
-    async def call(self, node: Noded, name: str, *args: Any) -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
-            res = await rpc.call_one(node.name, node.address, name, list(args))
-        res.raise_if_failed(name)
-        return res.payload
-
     async def wait(self, node: Noded, name: str) -> dict[str, Any]:
         while True:
             if self.cpu is not None:
                 self.cpu.sample()
-            [st] = await self.call(node, "impexp_status", [name])
+            [st] = await node.run(impexp_status([name]))
+            assert st is not None, f"{name} unknown"
             if st["exit_status"] is not None:
                 if st["exit_status"] != 0:
                     raise RuntimeError(f"{name} failed: {st['error_message']}")
@@ -209,20 +212,21 @@ class Bed:
     async def stream(
         self, src: Noded, dst: Noded, inst: Any, source: Any, dest: Any, compress: str
     ) -> float:
-        opts = {
+        opts: ImpExpOptions = {
             "compress": compress,
             "magic": "bench-" + secrets.token_hex(4),
             "connect_timeout": 60,
         }
-        imp = await self.call(dst, "import_start", opts, inst, "disk/0", *dest)
-        [st] = await self.call(dst, "impexp_status", [imp])
-        exp = await self.call(
-            src, "export_start", opts, dst.address, st["listen_port"], inst, "disk/0", *source
+        imp = await dst.run(import_start(opts, inst, "disk/0", *dest))
+        [st] = await dst.run(impexp_status([imp]))
+        assert st is not None
+        exp = await src.run(
+            export_start(opts, dst.address, st["listen_port"], inst, "disk/0", *source)
         )
         done = await self.wait(src, exp)
         await self.wait(dst, imp)
         for node, name in ((src, exp), (dst, imp)):
-            await self.call(node, "impexp_cleanup", name)
+            await node.run(impexp_cleanup(name))
         return float(done["elapsed"])
 
 
@@ -265,7 +269,7 @@ async def one_run(bed: Bed, size_mib: int, index: int, cpu: Cpu) -> dict[str, fl
     seconds = {"disk_write": await asyncio.to_thread(disk_write_seconds, bed.two.paths, size_mib)}
     for case, (a, b, inst, source, dest, compress) in plan.items():
         if case == "import":
-            await bed.call(bed.two, "finalize_export", export, "[export]\n")
+            await bed.two.run(finalize_export(export, "[export]\n"))
             dump = bed.two.paths.export_dir / export / "d0"
             copy = bed.one.paths.export_dir / "bench-disk-copy"
             seconds["disk_copy"] = await asyncio.to_thread(disk_copy_seconds, dump, copy)
@@ -276,7 +280,7 @@ async def one_run(bed: Bed, size_mib: int, index: int, cpu: Cpu) -> dict[str, fl
             for thread, seconds_used in bed.cpu.totals(node.pid or 0).items():
                 per_thread[thread] += seconds_used
     for name in (export, export + "z"):
-        await bed.call(bed.two, "export_remove", name)
+        await bed.two.run(export_remove(name))
     return seconds
 
 

@@ -283,8 +283,9 @@ def stop_daemons(paths: Paths) -> None:
     stop_daemon(paths, NODED)
 
 
-def init_cluster(paths: Paths, opts: InitOptions) -> None:
-    """Create the cluster in ``paths.root`` and start its daemons."""
+def create_cluster(paths: Paths, opts: InitOptions) -> None:
+    """Create the cluster's configuration, directories and crypto in
+    ``paths.root`` (everything ``init`` does but starting the daemons)."""
     if paths.config_db.exists():
         raise errors.OpPrereqError(
             f"Cluster is already initialised (configuration {paths.config_db} exists)",
@@ -303,6 +304,16 @@ def init_cluster(paths: Paths, opts: InitOptions) -> None:
             paths, opts.cluster_name, opts.node_name, opts.node_ip, opts.master_ip
         )
         _write_config(paths, opts)
+    except BaseException:
+        remove_cluster_files(paths)
+        raise
+
+
+def init_cluster(paths: Paths, opts: InitOptions) -> None:
+    """Create the cluster in ``paths.root`` and start its daemons."""
+    create_cluster(paths, opts)
+    try:
+        assert opts.node_ip
         start_daemons(paths, opts.node_ip, opts.noded_port)
     except BaseException:
         stop_daemons(paths)

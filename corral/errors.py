@@ -212,9 +212,11 @@ _CLASSES: dict[str, type[GenericError]] = {
 
 
 def encode_exception(err: BaseException) -> list[Any]:
-    """Ganeti's wire form of an error: ``[class_name, args]``."""
+    """Ganeti's wire form of an error: ``[class_name, args]`` (a Corral-only
+    subclass travels as the nearest class Ganeti knows)."""
     if isinstance(err, GenericError):
-        return [err.__class__.__name__, list(err.args)]
+        name = next(cls.__name__ for cls in type(err).__mro__ if cls.__name__ in _CLASSES)
+        return [name, list(err.args)]
     return [OpExecError.__name__, [f"{err.__class__.__name__}: {err}"]]
 
 

@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral.rpc.client import RpcResult
+from corral.rpc.calls_node import hooks_runner
+from corral.rpc.result import NodeAddress, RpcResult
 
 if TYPE_CHECKING:
     from corral.master.context import Master
 
 log = logging.getLogger(__name__)
+
+# Node uuid → the scripts run there: [[relpath, hkr, output], ...].
+HookResults = dict[str, RpcResult[list[list[Any]]]]
 
 
 def hook_value(value: Any) -> str:
@@ -34,7 +38,7 @@ def hook_value(value: Any) -> str:
     return str(value)
 
 
-def _keep_result(phase: str, results: dict[str, RpcResult], result: Any) -> Any:
+def _keep_result(phase: str, results: HookResults, result: Any) -> Any:
     return result
 
 
@@ -49,7 +53,7 @@ class HookSpec:
     nodes: Callable[[], tuple[list[str], list[str]]]  # node uuids: pre, post
     warn: Callable[[str], None]  # a warning for the user
     # Folds the post hooks' results into the operation's result (cluster verify).
-    callback: Callable[[str, dict[str, RpcResult], Any], Any] = _keep_result
+    callback: Callable[[str, HookResults, Any], Any] = _keep_result
 
 
 class HooksMaster:
@@ -130,7 +134,7 @@ class HooksMaster:
         results = await self._run([master], C.HOOKS_NAME_CFGUPDATE, C.HOOKS_PHASE_POST, env)
         self._report_post(results)
 
-    def _report_post(self, results: dict[str, RpcResult]) -> None:
+    def _report_post(self, results: HookResults) -> None:
         for node_uuid, res in results.items():
             if res.fail_msg:
                 self._spec.warn(
@@ -148,13 +152,15 @@ class HooksMaster:
 
     async def _run(
         self, node_uuids: list[str], hpath: str, phase: str, env: dict[str, str]
-    ) -> dict[str, RpcResult]:
+    ) -> HookResults:
         rpc = self._master.rpc
-        targets, skipped = [], {}
-        for uuid, address in node_addresses(self._master, list(dict.fromkeys(node_uuids))):
+        targets: list[NodeAddress] = []
+        skipped: HookResults = {}
+        for target in node_addresses(self._master, list(dict.fromkeys(node_uuids))):
+            uuid, address = target
             down = rpc.reachability.down(address)
             if down is None:
-                targets.append((uuid, address))
+                targets.append(target)
             else:
                 # As Ganeti with a node it cannot reach: its hooks are skipped with
                 # a warning; a node known to be down is not waited for again.
@@ -162,7 +168,7 @@ class HooksMaster:
                 skipped[uuid] = RpcResult(uuid, "hooks_runner", fail_msg=msg, offline=True)
         if not targets:
             return skipped
-        return {**skipped, **await rpc.call(targets, "hooks_runner", [hpath, phase, env])}
+        return {**skipped, **await rpc.results(targets, hooks_runner(hpath, phase, env))}
 
     def _name(self, node_uuid: str) -> str:
         from corral.objects import Node
@@ -171,7 +177,7 @@ class HooksMaster:
         return node.name if node is not None else node_uuid
 
 
-def node_addresses(master: Master, uuids: list[str]) -> list[tuple[str, str]]:
+def node_addresses(master: Master, uuids: list[str]) -> list[NodeAddress]:
     """``(uuid, address)`` of the nodes that can be called (known, not offline)."""
     from corral.objects import Node
 
@@ -179,5 +185,5 @@ def node_addresses(master: Master, uuids: list[str]) -> list[tuple[str, str]]:
     for uuid in uuids:
         node = master.cfg.get(Node, uuid)
         if node is not None and not node.offline:
-            out.append((uuid, node.primary_ip))
+            out.append(NodeAddress(uuid, node.primary_ip))
     return out

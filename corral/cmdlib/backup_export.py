@@ -41,6 +41,16 @@ from corral.exports import config_ini
 from corral.master.services import impexp
 from corral.objects import ADMIN_UP, Node
 from corral.opcodes import backup as opb
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_list,
+    export_remove,
+    finalize_export,
+    x509_cert_remove,
+)
+from corral.rpc.calls_instance import instance_shutdown, instance_start
+from corral.rpc.calls_storage import blockdev_remove
+from corral.rpc.result import NodeCallError
 
 
 class LUBackupExport(InstanceLU):
@@ -173,8 +183,7 @@ class LUBackupExport(InstanceLU):
             if op.shutdown:
                 self.feedback(f"Shutting down instance {inst.name}")
                 await self.node_call(
-                    "instance_shutdown",
-                    [inst.hypervisor, inst.name, op.shutdown_timeout],
+                    instance_shutdown(inst.hypervisor, inst.name, op.shutdown_timeout),
                     "Could not shutdown instance",
                 )
             if op.mode == C.EXPORT_MODE_LOCAL:
@@ -252,14 +261,8 @@ class LUBackupExport(InstanceLU):
         text = config_ini.dump(
             self.cfg, inst, inst.primary_node, [d.uuid for d in inst.disks], C.IEC_NONE
         )
-        res = await self.master.rpc.call_one(
-            dst.uuid, dst.primary_ip, "finalize_export", [inst.name, text]
-        )
-        if res.failed:
-            self.warn(
-                f"Could not finalize export for instance {inst.name} on node {dst.name}:"
-                f" {res.fail_msg}"
-            )
+        what = f"Could not finalize export for instance {inst.name} on node {dst.name}"
+        res = await self.master.rpc.attempt(dst, finalize_export(inst.name, text), self.warn, what)
         return not res.failed
 
     async def _remote_export(self) -> tuple[bool, list[bool]]:
@@ -268,7 +271,7 @@ class LUBackupExport(InstanceLU):
         ends: list[impexp.Endpoint] = []
         try:
             for index, (host, port, magic) in enumerate(self.dest_disk_info):
-                opts = {
+                opts: ImpExpOptions = {
                     "key_name": self.key_name,
                     "ca_pem": self.dest_ca_pem,
                     "compress": self.op.compress,
@@ -297,40 +300,33 @@ class LUBackupExport(InstanceLU):
         return True, dresults
 
     async def _remove_key(self, node: Node) -> None:
-        res = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "x509_cert_remove", [self.key_name]
-        )
-        if res.failed:
-            self.warn(
-                f"Could not remove X509 key {self.key_name} on node {node.name}: {res.fail_msg}"
-            )
+        what = f"Could not remove X509 key {self.key_name} on node {node.name}"
+        await self.master.rpc.attempt(node, x509_cert_remove(self.key_name), self.warn, what)
 
     async def _start_instance(self) -> None:
         """Start the instance again after the export (Ganeti's StartInstance)."""
         inst, node = self.instance, self.pnode
         self.feedback(f"Starting instance {inst.name}")
-        res = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "instance_start", [self.descriptor(), False]
-        )
-        if not res.failed:
-            return
-        self.feedback(f"Failed to start instance: {res.fail_msg}")
-        raise errors.OpExecError(f"Could not start instance: {res.fail_msg}")
+        try:
+            await self.master.rpc.run(
+                node, instance_start(self.descriptor(), False), "Could not start instance"
+            )
+        except NodeCallError as err:
+            self.feedback(f"Failed to start instance: {err.fail_msg}")
+            raise
 
     async def _remove_instance(self) -> None:
         """Ganeti's RemoveInstance: the disks, then the configuration entry."""
         inst, node = self.instance, self.pnode
         all_removed = True
         for disk in inst.disks:
-            res = await self.master.rpc.call_one(
-                node.uuid, node.primary_ip, "blockdev_remove", [disk.description().to_wire()]
+            res = await self.master.rpc.attempt(
+                node,
+                blockdev_remove(disk.description().to_wire()),
+                self.warn,
+                f"Could not remove disk {disk.iv_name} on node {node.name}, continuing anyway",
             )
-            if res.failed:
-                all_removed = False
-                self.warn(
-                    f"Could not remove disk {disk.iv_name} on node {node.name},"
-                    f" continuing anyway: {res.fail_msg}"
-                )
+            all_removed = all_removed and not res.failed
         if not all_removed:
             if not self.op.ignore_remove_failures:
                 raise errors.OpExecError("Can't remove instance's disks")
@@ -345,21 +341,16 @@ class LUBackupExport(InstanceLU):
         if not others:
             return
         self.feedback(f"Removing old exports for instance {name}")
-        lists = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in others], "export_list", []
-        )
+        lists = await self.master.rpc.results(others, export_list())
         for node in others:
-            res = lists[node.uuid]
-            if res.failed or name not in res.payload:
+            if name not in (lists[node.uuid].value or ()):
                 continue
-            removed = await self.master.rpc.call_one(
-                node.uuid, node.primary_ip, "export_remove", [name]
+            await self.master.rpc.attempt(
+                node,
+                export_remove(name),
+                self.warn,
+                f"Could not remove older export for instance {name} on node {node.name}",
             )
-            if removed.failed:
-                self.warn(
-                    f"Could not remove older export for instance {name} on node {node.name}:"
-                    f" {removed.fail_msg}"
-                )
 
 
 def _raise_on_failures(fin_resu: bool, dresults: list[bool]) -> None:

@@ -16,6 +16,7 @@ from corral.cmdlib.backup_common import check_node_online
 from corral.cmdlib.instance_base import InstanceLU
 from corral.crypto import rie
 from corral.opcodes import backup as opb
+from corral.rpc.calls_impexp import x509_cert_create
 
 
 class LUBackupPrepare(InstanceLU):
@@ -37,11 +38,11 @@ class LUBackupPrepare(InstanceLU):
         node = self.pnode
         salt = rie.new_salt()
         self.feedback(f"Generating X509 certificate on {node.name}")
-        res = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "x509_cert_create", [C.RIE_CERT_VALIDITY]
+        name, cert_pem = await self.master.rpc.run(
+            node,
+            x509_cert_create(C.RIE_CERT_VALIDITY),
+            f"Can't create X509 key and certificate on {node.name}",
         )
-        res.raise_if_failed(f"Can't create X509 key and certificate on {node.name}")
-        name, cert_pem = res.payload
         return {
             "handshake": rie.compute_handshake(self.cds),
             "x509_key_name": rie.sign_key_name(self.cds, name, salt),

@@ -11,6 +11,7 @@ from corral import constants as C
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.objects import Instance
 from corral.opcodes import backup as opb
+from corral.rpc.calls_impexp import export_list, export_remove
 
 
 class LUBackupRemove(LogicalUnit[Any]):
@@ -30,26 +31,21 @@ class LUBackupRemove(LogicalUnit[Any]):
         for node in nodes:
             if node.offline:
                 self.warn(f"Failed to query node {node.name} (continuing): Node is marked offline")
-        lists = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in online], "export_list", []
-        )
+        lists = await self.master.rpc.results(online, export_list())
         found = False
         for node in online:
             res = lists[node.uuid]
-            if res.failed:
-                self.warn(f"Failed to query node {node.name} (continuing): {res.fail_msg}")
+            if not res.report(self.warn, f"Failed to query node {node.name} (continuing)"):
                 continue
             if name not in res.payload:
                 continue
             found = True
-            removed = await self.master.rpc.call_one(
-                node.uuid, node.primary_ip, "export_remove", [name]
+            await self.master.rpc.attempt(
+                node,
+                export_remove(name),
+                self.warn,
+                f"Could not remove export for instance {name} on node {node.name}",
             )
-            if removed.failed:
-                self.warn(
-                    f"Could not remove export for instance {name} on node {node.name}:"
-                    f" {removed.fail_msg}"
-                )
         if inst is None and not found:
             self.feedback(
                 "Export not found. If trying to remove an export belonging to a deleted"

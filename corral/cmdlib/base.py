@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from corral import constants as C
 from corral import errors
 from corral.config.manager import KIND_NAMES
-from corral.hooks import HooksMaster, HookSpec, node_addresses
+from corral.hooks import HookResults, HooksMaster, HookSpec, node_addresses
 from corral.objects import ConfigObject, Node
 from corral.opcodes.base import OpCode
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager, ConfigTransaction
     from corral.jobs.runner import OpContext
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
+    from corral.rpc.result import NodeAddress
 
 # A lock level's value meaning "every lock of the level".
 ALL_SET = "__all__"
@@ -95,7 +95,7 @@ class LogicalUnit(ABC, Generic[OpT]):
     async def exec(self) -> Any:
         """Do the work; the result is the opcode's result."""
 
-    def hooks_callback(self, phase: str, results: dict[str, RpcResult], result: Any) -> Any:
+    def hooks_callback(self, phase: str, results: HookResults, result: Any) -> Any:
         """Fold post-hook results into the unit's result (cluster verify)."""
         return result
 
@@ -141,8 +141,8 @@ class LogicalUnit(ABC, Generic[OpT]):
     def master_node(self) -> Node:
         return self.cfg.master_node
 
-    def node_addresses(self, uuids: list[str]) -> list[tuple[str, str]]:
-        """``(uuid, address)`` pairs for RPC calls to these nodes."""
+    def node_addresses(self, uuids: list[str]) -> list[NodeAddress]:
+        """The nodes that can be called (known, not offline), as RPC calls take them."""
         return node_addresses(self.master, uuids)
 
     def hooks(self) -> HooksMaster:

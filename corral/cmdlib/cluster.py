@@ -17,6 +17,7 @@ from corral.master.services import allocator
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
+from corral.rpc.calls_node import node_capabilities
 from corral.storage import templates
 
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
@@ -349,10 +350,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         if not (hypervisors or disk_templates) or not nodes:
             return
         units = templates.capacity_units(templates.StorageDirs(file_dir, shared_dir))
-        results = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in nodes],
-            "node_capabilities",
-            [[unit.to_wire() for unit in units]],
+        results = await self.master.rpc.results(
+            nodes, node_capabilities([unit.to_wire() for unit in units])
         )
         reports: dict[str, dict[str, Any] | str] = {
             n.name: results[n.uuid].fail_msg or results[n.uuid].payload for n in nodes

@@ -35,10 +35,11 @@ from corral.crypto.cert_check import WARNING
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.rpc import node_verify as NV
+from corral.rpc.calls_node import node_verify
 from corral.storage import templates
 
 if TYPE_CHECKING:
-    from corral.rpc.client import RpcResult
+    from corral.hooks import HookResults
 
 # The skip_checks value that skips the N+1 memory check (Ganeti's name).
 VERIFY_NPLUSONE_MEM = "nplusone_mem"
@@ -290,12 +291,8 @@ class LUClusterVerifyGroup(_VerifyLU):
         started = time.time()
         results = await asyncio.gather(
             *(
-                self.master.rpc.call_one(
-                    img.node.uuid,
-                    img.node.primary_ip,
-                    "node_verify",
-                    [checks, img.node.name],
-                    timeout=deadline,
+                self.master.rpc.result(
+                    img.node, node_verify(checks, img.node.name), timeout=deadline
                 )
                 for img, checks in asked
             )
@@ -307,7 +304,7 @@ class LUClusterVerifyGroup(_VerifyLU):
                 if img.node.uuid in images:
                     self.unanswered[img.node.uuid] = res.fail_msg
             else:
-                img.answer = res.payload if isinstance(res.payload, dict) else {}
+                img.answer = res.payload
         return images, file_images, started, finished
 
     def _verify_nodes(
@@ -357,7 +354,7 @@ class LUClusterVerifyGroup(_VerifyLU):
         node = self.cfg.get(Node, uuid)
         return node.name if node is not None else uuid
 
-    def hooks_callback(self, phase: str, results: dict[str, RpcResult], result: Any) -> Any:
+    def hooks_callback(self, phase: str, results: HookResults, result: Any) -> Any:
         """Failing cluster-verify post hooks make the verification fail."""
         self.feedback("* Hooks Results")
         ok = bool(result)

@@ -11,13 +11,14 @@ notes.  Ganeti's texts (cmdlib/cluster/verify.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral.cmdlib import intents
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
 from corral.rpc import node_verify as NV
+from corral.rpc.wire import DiskWire
 from corral.storage import reservations, templates
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def disks_by_node(instances: list[Instance]) -> dict[str, list[tuple[Instance, i
     return out
 
 
-def disk_args(wanted: list[tuple[Instance, int]]) -> list[dict[str, Any]]:
+def disk_args(wanted: list[tuple[Instance, int]]) -> list[DiskWire]:
     """The DISKS check's parameter: the descriptions of these disks."""
     return [inst.disks[idx].description().to_wire() for inst, idx in wanted]
 

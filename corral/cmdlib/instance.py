@@ -11,6 +11,11 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
 from corral.objects import ADMIN_UP, Disk, Instance
 from corral.opcodes import instance as opi
+from corral.rpc.calls_instance import instance_rename, instance_shutdown
+from corral.rpc.calls_os import instance_run_rename
+from corral.rpc.calls_storage import blockdev_remove, blockdev_rename
+from corral.rpc.declare import Request
+from corral.rpc.result import NodeCallError
 from corral.storage import templates
 
 
@@ -25,25 +30,23 @@ class LUInstanceRemove(InstanceLU):
         master = self.master_node.uuid
         return [master], [master, *self.instance.all_nodes]
 
-    async def _try(self, name: str, args: list[Any], what: str) -> None:
-        node = self.pnode
-        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
-        if res.fail_msg:
-            message = f"{what} {self.instance.name} on node {node.name}: {res.fail_msg}"
+    async def _try(self, request: Request[None], what: str) -> None:
+        try:
+            await self.node_call(request, what)
+        except NodeCallError as err:
             if not self.op.ignore_failures:
-                raise errors.OpExecError(message)
-            self.warn(message)
+                raise
+            self.warn(err.message)
 
     async def exec(self) -> Any:
         inst = self.instance
         await self._try(
-            "instance_shutdown",
-            [inst.hypervisor, inst.name, self.op.shutdown_timeout],
+            instance_shutdown(inst.hypervisor, inst.name, self.op.shutdown_timeout),
             "Could not shutdown instance",
         )
         for disk in inst.disks:
             await self._try(
-                "blockdev_remove", [disk.description().to_wire()], "Could not remove a disk of"
+                blockdev_remove(disk.description().to_wire()), "Could not remove a disk of"
             )
         self.tx.remove(inst)
         return None
@@ -95,18 +98,21 @@ class LUInstanceRename(InstanceLU):
         old = self.instance
         inst = self.updated()
         inst.name = self.op.new_name
+        # The hypervisor first: it only checks the stopped instance, so a
+        # failure there, or of the node, leaves the disks where the config says.
+        await self.node_call(
+            instance_rename(inst.hypervisor, old.name, inst.name), "Could not rename"
+        )
         renames = _disk_renames(inst, inst.name)
         if renames:
             await self.node_call(
-                "blockdev_rename",
-                [[[disk.description().to_wire(), new_id] for disk, new_id in renames]],
+                blockdev_rename(
+                    [(disk.description().to_wire(), new_id) for disk, new_id in renames]
+                ),
                 "Could not rename the disks of",
             )
         for disk, new_id in renames:
             disk.logical_id = new_id
-        await self.node_call(
-            "instance_rename", [inst.hypervisor, old.name, inst.name], "Could not rename"
-        )
         self.tx.update(inst)
         self.instance = inst
         await self._run_rename_script(inst, old.name)
@@ -119,18 +125,15 @@ class LUInstanceRename(InstanceLU):
             self, inst.os, inst.osparams, inst.osparams_private, {}
         )
         node = self.pnode
-        res = await self.master.rpc.call_one(
-            node.uuid,
-            node.primary_ip,
-            "instance_run_rename",
-            [self.descriptor(inst), old_name, osparams, self.op.debug_level or 0, hidden],
+        await self.master.rpc.attempt(
+            node,
+            instance_run_rename(
+                self.descriptor(inst), old_name, osparams, self.op.debug_level or 0, hidden
+            ),
+            self.warn,
+            f"Could not run OS rename script for instance {inst.name} on node"
+            f" {node.name} (but the instance has been renamed in Ganeti)",
         )
-        if res.fail_msg:
-            self.warn(
-                f"Could not run OS rename script for instance {inst.name} on node"
-                f" {node.name} (but the instance has been renamed in Ganeti):"
-                f" {res.fail_msg}"
-            )
 
 
 def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.objects import Instance, Node
+from corral.rpc.declare import Request
+from corral.rpc.wire import InstanceWire
+
+R = TypeVar("R")
 
 # A node level's value meaning "the instance's nodes, read once its lock is held".
 INSTANCE_NODES = "__instance_nodes__"
@@ -72,15 +76,16 @@ class InstanceLU(LogicalUnit[Any]):
         nodes = [self.master_node.uuid, *self.instance.all_nodes]
         return nodes, nodes
 
-    def descriptor(self, inst: Instance | None = None) -> dict[str, Any]:
+    def descriptor(self, inst: Instance | None = None) -> InstanceWire:
         return U.instance_descriptor(self.cfg, inst or self.instance)
 
-    async def node_call(self, name: str, args: list[Any], what: str) -> Any:
-        """Call the primary node; OpExecError with ``what`` on failure."""
+    async def node_call(self, request: Request[R], what: str) -> R:
+        """Call the primary node; NodeCallError ("<what> <instance> on node
+        <node>: <why>") on failure."""
         node = self.pnode
-        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
-        res.raise_if_failed(f"{what} {self.instance.name} on node {node.name}")
-        return res.payload
+        return await self.master.rpc.run(
+            node, request, f"{what} {self.instance.name} on node {node.name}"
+        )
 
     async def is_running(self) -> bool:
         """Whether the instance runs on its primary node (one its guest stopped

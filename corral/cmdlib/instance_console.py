@@ -37,5 +37,4 @@ class LUInstanceConsole(InstanceLU):
             state = _NOT_RUNNING.get(inst.admin_state, "ADMIN_offline")
             raise errors.OpExecError(f"Instance {inst.name} is not running (state {state})")
         result = (await instance_consoles(self.master, [inst]))[inst.uuid]
-        result.raise_if_failed(f"Can't get the console of instance {inst.name}")
-        return result.payload
+        return result.get(f"Can't get the console of instance {inst.name}")

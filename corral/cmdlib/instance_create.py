@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import os
 import socket
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
@@ -24,8 +24,14 @@ from corral.master.services.params import filled_beparams
 from corral.objects import NIC, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.rpc.calls_instance import instance_start
+from corral.rpc.calls_os import instance_os_add
+from corral.rpc.calls_storage import blockdev_create, blockdev_getdimensions
+from corral.rpc.declare import Request
 from corral.storage import templates
 from corral.storage.names import ADOPTABLE_BLOCKDEV_ROOT
+
+R = TypeVar("R")
 
 DISK_MODES = ("rw", "ro")
 MIB = 1024 * 1024
@@ -327,15 +333,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             .to_wire()
             for idx, spec in enumerate(self.disk_specs)
         ]
-        res = await self.master.rpc.call_one(
-            self.pnode.uuid, self.pnode.primary_ip, "blockdev_getdimensions", [descriptions]
+        dimensions = await self.master.rpc.run(
+            self.pnode,
+            blockdev_getdimensions(descriptions),
+            f"Cannot adopt the block device(s) on node {self.pnode.name}",
+            ecode=C.ECODE_INVAL,
         )
-        if res.fail_msg:
-            raise errors.OpPrereqError(
-                f"Cannot adopt the block device(s) on node {self.pnode.name}: {res.fail_msg}",
-                C.ECODE_INVAL,
-            )
-        for spec, (size, _) in zip(self.disk_specs, res.payload, strict=True):
+        for spec, (size, _) in zip(self.disk_specs, dimensions, strict=True):
             spec["size"] = size // MIB
             if spec["size"] <= 0:
                 raise errors.OpPrereqError(
@@ -474,8 +478,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # Shared templates' disks too are made once, by the primary node.
         for disk in inst.disks:
             await self._node_call(
-                "blockdev_create",
-                [disk.description().to_wire()],
+                blockdev_create(disk.description().to_wire()),
                 "Could not create a disk for instance",
             )
         # Said in Ganeti's order; the config is committed when the unit succeeds.
@@ -488,25 +491,22 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         elif not self.op.no_install and self.op.os_type and inst.disks:
             self.feedback("* running the instance OS create scripts...")
             await self._node_call(
-                "instance_os_add",
-                [
+                instance_os_add(
                     U.instance_descriptor(self.cfg, inst),
                     self.osparams,
                     False,
                     self.op.debug_level or 0,
                     self.hidden_osparams,
-                ],
+                ),
                 "Could not add os for instance",
             )
         if self.op.start:
             self.feedback("* starting instance...")
             await self._node_call(
-                "instance_start",
-                [U.instance_descriptor(self.cfg, inst), False],
+                instance_start(U.instance_descriptor(self.cfg, inst), False),
                 "Could not start instance",
             )
 
-    async def _node_call(self, name: str, args: list[Any], what: str) -> Any:
-        res = await self.master.rpc.call_one(self.pnode.uuid, self.pnode.primary_ip, name, args)
-        res.raise_if_failed(f"{what} {self.instance.name} on node {self.pnode.name}")
-        return res.payload
+    async def _node_call(self, request: Request[R], what: str) -> R:
+        what = f"{what} {self.instance.name} on node {self.pnode.name}"
+        return await self.master.rpc.run(self.pnode, request, what)

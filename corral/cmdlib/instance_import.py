@@ -31,6 +31,14 @@ from corral.exports.config_ini import ExportInfo
 from corral.master.services import impexp
 from corral.master.services.impexp import Endpoint
 from corral.objects import Instance, Node
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_info,
+    export_list,
+    x509_cert_create,
+    x509_cert_remove,
+)
+from corral.rpc.calls_os import instance_run_rename
 from corral.storage import templates
 
 if TYPE_CHECKING:
@@ -126,13 +134,13 @@ async def read_export(lu: LUInstanceCreate, node: Node | None) -> LocalSource:
     if node is None:
         node = await _find_export(lu, name)
     check_node_online(node)
-    res = await lu.master.rpc.call_one(node.uuid, node.primary_ip, "export_info", [name])
-    if res.failed:
-        raise errors.OpPrereqError(
-            f"No export or invalid export found in dir {name} on node {node.name}: {res.fail_msg}",
-            C.ECODE_INVAL,
-        )
-    info = config_ini.parse(str(res.payload))
+    text = await lu.master.rpc.run(
+        node,
+        export_info(name),
+        f"No export or invalid export found in dir {name} on node {node.name}",
+        ecode=C.ECODE_INVAL,
+    )
+    info = config_ini.parse(text)
     _fill_op(lu, info)
     count = len(lu.op.disks)
     images = [info.disks[i].dump if i < len(info.disks) else None for i in range(count)]
@@ -142,10 +150,9 @@ async def read_export(lu: LUInstanceCreate, node: Node | None) -> LocalSource:
 
 async def _find_export(lu: LUInstanceCreate, name: str) -> Node:
     nodes = [n for n in lu.cfg.nodes() if not n.offline]
-    answers = await lu.master.rpc.call([(n.uuid, n.primary_ip) for n in nodes], "export_list", [])
+    answers = await lu.master.rpc.results(nodes, export_list())
     for node in sorted(nodes, key=lambda n: n.name):
-        res = answers[node.uuid]
-        if not res.failed and name in (res.payload or []):
+        if name in (answers[node.uuid].value or ()):
             return node
     raise errors.OpPrereqError(f"No export found for relative path {name}", C.ECODE_INVAL)
 
@@ -311,19 +318,16 @@ async def import_remote(lu: LUInstanceCreate, inst: Instance, source: RemoteSour
     lu.feedback("* preparing remote import...")
     pnode = lu.pnode
     rpc = lu.master.rpc
-    res = await rpc.call_one(
-        pnode.uuid, pnode.primary_ip, "x509_cert_create", [C.RIE_CERT_VALIDITY]
+    key_name, cert_pem = await rpc.run(
+        pnode,
+        x509_cert_create(C.RIE_CERT_VALIDITY),
+        f"Can't create X509 key and certificate on {pnode.name}",
     )
-    res.raise_if_failed(f"Can't create X509 key and certificate on {pnode.name}")
-    key_name, cert_pem = res.payload
     try:
-        await _receive(lu, inst, source, str(key_name), str(cert_pem))
+        await _receive(lu, inst, source, key_name, cert_pem)
     finally:
-        removed = await asyncio.shield(
-            rpc.call_one(pnode.uuid, pnode.primary_ip, "x509_cert_remove", [key_name])
-        )
-        if removed.failed:
-            lu.warn(f"Can't remove X509 key and certificate on {pnode.name}: {removed.fail_msg}")
+        what = f"Can't remove X509 key and certificate on {pnode.name}"
+        await asyncio.shield(rpc.attempt(pnode, x509_cert_remove(key_name), lu.warn, what))
     await run_rename(lu, inst, source.instance_name)
 
 
@@ -340,7 +344,7 @@ async def _receive(
     imports: list[Endpoint] = []
     try:
         for idx, disk in enumerate(inst.disks):
-            opts = {
+            opts: ImpExpOptions = {
                 "key_name": key_name,
                 "ca_pem": source.ca_pem,
                 "compress": lu.op.compress,
@@ -378,13 +382,12 @@ async def run_rename(lu: LUInstanceCreate, inst: Instance, old_name: str) -> Non
         return
     lu.feedback(f"Running rename script for {inst.name}")
     pnode = lu.pnode
-    args = [
+    request = instance_run_rename(
         U.instance_descriptor(lu.cfg, inst),
         old_name,
         lu.osparams,
         lu.op.debug_level or 0,
         lu.hidden_osparams,
-    ]
-    res = await lu.master.rpc.call_one(pnode.uuid, pnode.primary_ip, "instance_run_rename", args)
-    if res.failed:
-        lu.warn(f"Failed to run rename script for {inst.name} on node {pnode.name}: {res.fail_msg}")
+    )
+    what = f"Failed to run rename script for {inst.name} on node {pnode.name}"
+    await lu.master.rpc.attempt(pnode, request, lu.warn, what)

@@ -11,11 +11,11 @@ which node runs the instance (:mod:`corral.cmdlib.intents`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from corral import errors
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import Instance, Node
+from corral.rpc.calls_storage import blockdev_create, blockdev_remove
+from corral.rpc.result import NodeCallError
+from corral.rpc.wire import DiskWire
 from corral.storage import templates
 
 
@@ -32,32 +32,29 @@ class MigratedDisks:
         self.lu = lu
         self.source, self.target = source, target
         self.disks = [d.description().to_wire() for d in lu.instance.disks]
-        self.created: list[dict[str, Any]] = []
-
-    async def _call(self, node: Node, name: str, disk: dict[str, Any]) -> Any:
-        return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, [disk])
+        self.created: list[DiskWire] = []
 
     async def create(self) -> None:
         """Create every disk on the target; OpExecError (and none left) if one fails."""
         for index, disk in enumerate(self.disks):
             self.lu.feedback(f"* creating disk/{index} on target node {self.target.name}")
-            res = await self._call(self.target, "blockdev_create", disk)
-            if res.failed:
-                await self.remove_target()
-                raise errors.OpExecError(
-                    f"Could not create disk/{index} on node {self.target.name}: {res.fail_msg}"
+            try:
+                await self.lu.master.rpc.run(
+                    self.target,
+                    blockdev_create(disk),
+                    f"Could not create disk/{index} on node {self.target.name}",
                 )
+            except NodeCallError:
+                await self.remove_target()
+                raise
             self.created.append(disk)
 
     async def remove_target(self) -> None:
         """Remove the copies made on the target (a failed migration)."""
         while self.created:
             disk = self.created.pop()
-            res = await self._call(self.target, "blockdev_remove", disk)
-            if res.failed:
-                self.lu.warn(
-                    f"Could not remove a disk copy on node {self.target.name}: {res.fail_msg}"
-                )
+            what = f"Could not remove a disk copy on node {self.target.name}"
+            await self.lu.master.rpc.attempt(self.target, blockdev_remove(disk), self.lu.warn, what)
 
     async def remove_source(self) -> bool:
         """Remove the source's disks (the target runs the instance on its
@@ -66,10 +63,9 @@ class MigratedDisks:
         self.lu.feedback(f"* removing the disks on the source node {self.source.name}")
         removed = True
         for index, disk in enumerate(self.disks):
-            res = await self._call(self.source, "blockdev_remove", disk)
-            if res.failed:
-                removed = False
-                self.lu.warn(
-                    f"Could not remove disk/{index} on node {self.source.name}: {res.fail_msg}"
-                )
+            what = f"Could not remove disk/{index} on node {self.source.name}"
+            res = await self.lu.master.rpc.attempt(
+                self.source, blockdev_remove(disk), self.lu.warn, what
+            )
+            removed = removed and not res.failed
         return removed

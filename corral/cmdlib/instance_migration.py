@@ -22,6 +22,7 @@ from corral.master.services.allocator.requests import Relocate
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
+from corral.rpc.calls_migration import instance_migratable
 from corral.storage import templates
 
 
@@ -227,22 +228,18 @@ class LUInstanceMigrate(_MoveLU):
             return
         self.live = self._mode() == C.HT_MIGRATION_LIVE
         running = await U.running_instances(self, self.pnode, [self.instance.hypervisor])
-        self.current_memory = int(running.get(self.instance.name, {}).get("memory", 0))
+        info = running.get(self.instance.name)
+        self.current_memory = info["memory"] if info is not None else 0
 
     async def _migratable(self) -> bool:
         """Ganeti's instance_migratable check; False: fell back to failover."""
-        res = await self.master.rpc.call_one(
-            self.pnode.uuid, self.pnode.primary_ip, "instance_migratable", [self.descriptor()]
-        )
-        if not res.failed:
-            return True
-        if self.op.allow_failover:
+        res = await self.master.rpc.result(self.pnode, instance_migratable(self.descriptor()))
+        if res.failed and self.op.allow_failover:
             self.log_info("Can't migrate, instance offline, fallback to failover")
             self.failover = True
             return False
-        raise errors.OpPrereqError(
-            f"Can't migrate, please use failover: {res.fail_msg}", C.ECODE_STATE
-        )
+        res.get("Can't migrate, please use failover", C.ECODE_STATE)
+        return True
 
     def _mode(self) -> str:
         if self.op.live is not None and self.op.mode is not None:

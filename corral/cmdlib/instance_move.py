@@ -27,6 +27,9 @@ from corral.cmdlib.instance_targets import check_target_capabilities, check_targ
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
+from corral.rpc.calls_instance import instance_shutdown, instance_start
+from corral.rpc.calls_storage import blockdev_remove
+from corral.rpc.result import NodeCallError
 from corral.storage import templates
 
 
@@ -137,14 +140,11 @@ class LUInstanceMove(InstanceLU):
         try:
             if inst.admin_state == ADMIN_UP:
                 self.log_info(f"Starting instance {inst.name} on node {target.name}")
-                res = await self.master.rpc.call_one(
-                    target.uuid, target.primary_ip, "instance_start", [self.descriptor(), False]
+                await self.master.rpc.run(
+                    target,
+                    instance_start(self.descriptor(), False),
+                    f"Could not start instance {inst.name} on node {target.name}",
                 )
-                if res.failed:
-                    raise errors.OpExecError(
-                        f"Could not start instance {inst.name} on node {target.name}:"
-                        f" {res.fail_msg}"
-                    )
         finally:
             if removed:
                 intents.drop(self.master, record)
@@ -157,35 +157,31 @@ class LUInstanceMove(InstanceLU):
         self.log_info("Removing the disks on the original node")
         removed = True
         for disk in self.instance.disks:
-            res = await self.master.rpc.call_one(
-                source.uuid, source.primary_ip, "blockdev_remove", [disk.description().to_wire()]
+            res = await self.master.rpc.attempt(
+                source,
+                blockdev_remove(disk.description().to_wire()),
+                self.warn,
+                f"Could not remove disk {disk.iv_name} on node {source.name}",
             )
-            if res.failed:
-                removed = False
-                self.warn(
-                    f"Could not remove disk {disk.iv_name} on node {source.name}: {res.fail_msg}"
-                )
+            removed = removed and not res.failed
         return removed
 
     async def _shutdown(self, source: Node) -> None:
         inst = self.instance
-        res = await self.master.rpc.call_one(
-            source.uuid,
-            source.primary_ip,
-            "instance_shutdown",
-            [inst.hypervisor, inst.name, self.op.shutdown_timeout],
-        )
-        if not res.failed:
-            return
-        if not self.op.ignore_consistency:
-            raise errors.OpExecError(
-                f"Could not shutdown instance {inst.name} on node {source.name}: {res.fail_msg}"
+        try:
+            await self.master.rpc.run(
+                source,
+                instance_shutdown(inst.hypervisor, inst.name, self.op.shutdown_timeout),
+                f"Could not shutdown instance {inst.name} on node {source.name}",
             )
-        self.warn(
-            f"Could not shutdown instance {inst.name} on node {source.name}. Proceeding"
-            f" anyway. Please make sure node {source.name} is down. Error details:"
-            f" {res.fail_msg}"
-        )
+        except NodeCallError as err:
+            if not self.op.ignore_consistency:
+                raise
+            self.warn(
+                f"Could not shutdown instance {inst.name} on node {source.name}. Proceeding"
+                f" anyway. Please make sure node {source.name} is down. Error details:"
+                f" {err.fail_msg}"
+            )
 
     async def _commit_move(self) -> None:
         """Name the target as primary node, durably, before the source's disks go

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -28,9 +28,8 @@ from corral import impexp_kinds as K
 from corral.cmdlib.base import LogicalUnit
 from corral.master.services import impexp
 from corral.objects import Disk, Node
-
-if TYPE_CHECKING:
-    from corral.rpc.client import RpcResult
+from corral.rpc.calls_transfer import transfer_finish, transfer_prepare, transfer_touch
+from corral.rpc.result import NodeCallError
 
 # A transfer the target is given but nobody uses for this long expires there.
 TRANSFER_TTL = 600.0
@@ -72,27 +71,31 @@ class DiskCopy:
         self.disks = [d.description().to_wire() for d in disks]
         self.transfer_id = secrets.token_hex(16)
 
-    async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
-        return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
-
     async def run(self) -> None:
         """Copy every disk; OpExecError saying which disks failed, where and why."""
         if not self.disks:
             return  # a diskless instance: nothing to copy
         tid = self.transfer_id
-        res = await self._call(self.target, "transfer_prepare", [tid, self.disks, TRANSFER_TTL])
-        if res.failed:
-            self.lu.warn("Device creation failed")
-            raise errors.OpExecError(
-                f"Could not create the disks on node {self.target.name}: {res.fail_msg}"
+        rpc = self.lu.master.rpc
+        try:
+            await rpc.run(
+                self.target,
+                transfer_prepare(tid, self.disks, TRANSFER_TTL),
+                f"Could not create the disks on node {self.target.name}",
             )
+        except NodeCallError:
+            self.lu.warn("Device creation failed")
+            raise
         toucher = asyncio.create_task(self._keep_alive())
         try:
             await self._copy()
         finally:
             toucher.cancel()  # it only sleeps or renews: nothing to wait for
-        res = await self._call(self.target, "transfer_finish", [tid, True])
-        res.raise_if_failed(f"The disks received on node {self.target.name} are not complete")
+        await rpc.run(
+            self.target,
+            transfer_finish(tid, True),
+            f"The disks received on node {self.target.name} are not complete",
+        )
 
     async def _copy(self) -> None:
         # Source and target disks share their descriptions (a file disk keeps
@@ -122,4 +125,4 @@ class DiskCopy:
         disk may take longer than the time-to-live); failures are the copy's."""
         while True:
             await asyncio.sleep(TOUCH_INTERVAL)
-            await self._call(self.target, "transfer_touch", [self.transfer_id])
+            await self.lu.master.rpc.result(self.target, transfer_touch(self.transfer_id))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from corral import constants as C
 from corral import errors
@@ -20,10 +20,28 @@ from corral.cmdlib import intents
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
-from corral.rpc.client import RpcResult
+from corral.rpc.calls_instance import (
+    all_instances_info,
+    hypervisor_info,
+    instance_shutdown,
+    instance_start,
+)
+from corral.rpc.calls_migration import (
+    accept_instance,
+    instance_finalize_migration_dst,
+    instance_finalize_migration_src,
+    instance_get_migration_status,
+    instance_migrate,
+    migration_info,
+)
+from corral.rpc.declare import Request
+from corral.rpc.result import NodeCallError, RpcResult
+from corral.rpc.wire import InstanceWire, JsonObject
 from corral.storage import templates
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 # Seconds between migration status queries (Ganeti: 1 s, which made every
 # migration up to 1 s longer than its transfer), and between progress lines.
@@ -52,12 +70,18 @@ class Mover:
     def feedback(self, message: str) -> None:
         self.lu.feedback(message)
 
-    async def _call(self, node: Node, name: str, args: list[Any]) -> RpcResult:
+    async def _call(self, node: Node, request: Request[R]) -> RpcResult[R]:
+        """The outcome of ``request`` on ``node`` (one marked offline is not asked)."""
         if node.offline:
+            name = request.call.name
             return RpcResult(node.uuid, name, fail_msg="Node is marked offline", offline=True)
-        return await self.lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
+        return await self.lu.master.rpc.result(node, request)
 
-    def _desc(self) -> dict[str, Any]:
+    async def _run(self, node: Node, request: Request[R], what: str) -> R:
+        """The payload of ``request`` on ``node``; NodeCallError ("<what>: <why>")."""
+        return (await self._call(node, request)).get(what)
+
+    def _desc(self) -> InstanceWire:
         return self.lu.descriptor(self.instance)
 
     def _set_primary(self, node: Node) -> None:
@@ -107,19 +131,19 @@ class Mover:
         else:
             self.feedback("* not checking disk consistency as instance is not running")
         self.feedback("* shutting down instance on source node")
-        res = await self._call(
-            self.source, "instance_shutdown", [inst.hypervisor, inst.name, shutdown_timeout]
-        )
-        if res.failed:
+        try:
+            await self._run(
+                self.source,
+                instance_shutdown(inst.hypervisor, inst.name, shutdown_timeout),
+                f"Could not shutdown instance {inst.name} on node {self.source.name}",
+            )
+        except NodeCallError as err:
             if not (ignore_consistency or self.source.offline):
-                raise errors.OpExecError(
-                    f"Could not shutdown instance {inst.name} on node {self.source.name}:"
-                    f" {res.fail_msg}"
-                )
+                raise
             self.lu.warn(
                 f"Could not shutdown instance {inst.name} on node {self.source.name},"
                 f" proceeding anyway; please make sure node {self.source.name} is down;"
-                f" error details: {res.fail_msg}"
+                f" error details: {err.fail_msg}"
             )
         self.feedback("* deactivating the instance's disks on source node")
         self._set_primary(target)
@@ -130,14 +154,17 @@ class Mover:
         assert self.record is not None
         self.intent = dataclasses.replace(self.intent, phase=intents.STARTING)
         await intents.write(self.lu.master, self.intent, self.record)
-        res = await self._call(target, "instance_start", [self._desc(), False])
-        if res.failed:
+        try:
+            await self._run(
+                target,
+                instance_start(self._desc(), False),
+                f"Could not start instance {inst.name} on node {target.name}",
+            )
+        except NodeCallError:
             await self.lu.tx.commit()  # the instance now belongs to the target
             intents.drop(self.lu.master, self.record)
             self.record = None
-            raise errors.OpExecError(
-                f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
-            )
+            raise
 
     # Migration
     async def migrate(self, live: bool, current_memory: int, allow_runtime_changes: bool) -> None:
@@ -166,34 +193,35 @@ class Mover:
         self.feedback(f"Migrating instance {inst.name}")
         self.feedback("* checking disk consistency between source and target")
         await self._check_target_memory(current_memory, allow_runtime_changes)
-        res = await self._call(self.source, "migration_info", [self._desc()])
-        if res.failed:
-            raise errors.OpExecError(
-                f"Failed fetching source migration information from {self.source.name}:"
-                f" {res.fail_msg}"
-            )
-        self.migration_info = res.payload
+        await self._fetch_migration_info()
         live = self._check_live(live)
         if copied_disks(inst):
             # Corral's extension: disks only the source has are copied too.
             self.disks = MigratedDisks(self.lu, self.source, target)
             await self.disks.create()
         self.feedback(f"* preparing {target.name} to accept the instance")
-        res = await self._call(
-            target, "accept_instance", [self._desc(), self.migration_info, target.secondary_ip]
-        )
-        if res.failed:
-            log.error("Instance pre-migration failed, trying to revert: %s", res.fail_msg)
-            await self._fail("Pre-migration failed, aborting", "pre-migrate", res.fail_msg)
-        self.accepted = res.payload
+        try:
+            self.accepted = await self._run(
+                target,
+                accept_instance(self._desc(), self.migration_info, target.secondary_ip),
+                f"Could not pre-migrate instance {inst.name}",
+            )
+        except NodeCallError as err:
+            log.error("Instance pre-migration failed, trying to revert: %s", err.fail_msg)
+            await self._abort_after("Pre-migration failed, aborting")
+            raise
         self.feedback(f"* migrating instance to {target.name}")
-        res = await self._call(
-            self.source,
-            "instance_migrate",
-            [self.cfg.cluster.name, self._desc(), target.secondary_ip, live, self.accepted],
-        )
-        if res.failed:
-            await self._fail("Migration failed, aborting", "migrate", res.fail_msg)
+        try:
+            await self._run(
+                self.source,
+                instance_migrate(
+                    self.cfg.cluster.name, self._desc(), target.secondary_ip, live, self.accepted
+                ),
+                f"Could not migrate instance {inst.name}",
+            )
+        except NodeCallError:
+            await self._abort_after("Migration failed, aborting")
+            raise
         await self._wait_transfer()
         await self._finalize(live)
         self._set_primary(target)
@@ -206,11 +234,12 @@ class Mover:
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
         target = self._target()
         unit = templates.default_unit(self.cfg.cluster)
-        res = await self._call(
-            target, "hypervisor_info", [self.instance.hypervisor, unit.to_wire()]
+        info = await self._run(
+            target,
+            hypervisor_info(self.instance.hypervisor, unit.to_wire()),
+            f"Cannot get the resources of node {target.name}",
         )
-        res.raise_if_failed(f"Cannot get the resources of node {target.name}")
-        free = int(res.payload["memory_free"])
+        free = info["memory_free"]
         if current <= free:
             return
         if not allow_runtime_changes:
@@ -225,29 +254,43 @@ class Mover:
             " balloon an instance's memory: free memory on the target first"
         )
 
-    async def _fail(self, feedback: str, what: str, reason: str | None) -> None:
+    async def _fetch_migration_info(self) -> None:
+        self.migration_info = await self._run(
+            self.source,
+            migration_info(self._desc()),
+            f"Failed fetching source migration information from {self.source.name}",
+        )
+
+    async def _abort_after(self, feedback: str) -> None:
+        """Say why the migration stops and undo it (the caller raises)."""
         self.feedback(feedback)
         await self._abort()
-        raise errors.OpExecError(f"Could not {what} instance {self.instance.name}: {reason}")
+
+    async def _transfer_status(self) -> JsonObject:
+        """The migration's status; a failed one aborts it (OpExecError)."""
+        failed = f"Could not migrate instance {self.instance.name}"
+        try:
+            status = await self._run(
+                self.source, instance_get_migration_status(self._desc()), failed
+            )
+            if status.get("status") in C.HV_MIGRATION_FAILED_STATUSES:
+                raise errors.OpExecError(f"{failed}: hypervisor returned failure")
+        except errors.OpExecError as err:
+            log.error("Instance migration failed, trying to revert: %s", err)
+            await self._abort_after("Migration failed, aborting")
+            raise
+        return status
 
     async def _wait_transfer(self) -> None:
         self.feedback("* starting memory transfer")
         loop = asyncio.get_running_loop()
         reported = loop.time()
         while True:
-            res = await self._call(self.source, "instance_get_migration_status", [self._desc()])
-            status = None if res.failed else res.payload.get("status")
-            if res.failed or status in C.HV_MIGRATION_FAILED_STATUSES:
-                log.error("Instance migration failed, trying to revert: %s", res.fail_msg)
-                await self._fail(
-                    "Migration failed, aborting",
-                    "migrate",
-                    res.fail_msg or "hypervisor returned failure",
-                )
-            if status != C.HV_MIGRATION_ACTIVE:
+            status = await self._transfer_status()
+            if status.get("status") != C.HV_MIGRATION_ACTIVE:
                 self.feedback("* memory transfer complete")
                 return
-            progress = _ram_progress(res.payload)
+            progress = _ram_progress(status)
             if progress and loop.time() - reported >= _PROGRESS_EVERY:
                 reported = loop.time()
                 self.feedback(f"* memory transfer progress: {progress}")
@@ -267,36 +310,30 @@ class Mover:
         """Finalize on both nodes; the primary changes only if both succeeded."""
         target = self._target()
         src, dst = await asyncio.gather(
-            self._call(self.source, "instance_finalize_migration_src", [self._desc(), True, live]),
+            self._call(self.source, instance_finalize_migration_src(self._desc(), True, live)),
             self._call(
-                target,
-                "instance_finalize_migration_dst",
-                [self._desc(), self.migration_info, True],
+                target, instance_finalize_migration_dst(self._desc(), self.migration_info, True)
             ),
         )
         failed = [
-            f"{node.name}: {res.fail_msg}"
+            res.error(node.name).message
             for node, res in ((self.source, src), (target, dst))
             if res.failed
         ]
         if failed:
             raise errors.OpExecError(f"Could not finalize instance migration: {' '.join(failed)}")
 
-    async def _abort(self) -> tuple[RpcResult, RpcResult]:
+    async def _abort(self) -> tuple[RpcResult[None], RpcResult[None]]:
         """Ganeti's _AbortMigration: drop what the target received, keep the source."""
         target = self._target()
         dst = await self._call(
-            target, "instance_finalize_migration_dst", [self._desc(), self.migration_info, False]
+            target, instance_finalize_migration_dst(self._desc(), self.migration_info, False)
         )
-        if dst.failed:
-            log.error("Aborting migration failed on target node %s: %s", target.name, dst.fail_msg)
+        dst.report(log.error, f"Aborting migration failed on target node {target.name}")
         src = await self._call(
-            self.source, "instance_finalize_migration_src", [self._desc(), False, False]
+            self.source, instance_finalize_migration_src(self._desc(), False, False)
         )
-        if src.failed:
-            log.error(
-                "Aborting migration failed on source node %s: %s", self.source.name, src.fail_msg
-            )
+        src.report(log.error, f"Aborting migration failed on source node {self.source.name}")
         if self.disks is not None:
             await self.disks.remove_target()
         return dst, src
@@ -309,12 +346,12 @@ class Mover:
         )
         nodes = [n for n in self.cfg.nodes() if not n.offline]
         results = await asyncio.gather(
-            *(self._call(n, "all_instances_info", [[self.instance.hypervisor]]) for n in nodes)
+            *(self._call(n, all_instances_info([self.instance.hypervisor])) for n in nodes)
         )
-        for node, res in zip(nodes, results, strict=True):
-            res.raise_if_failed(f"Can't contact node {node.name}")
         found = [
-            n for n, res in zip(nodes, results, strict=True) if self.instance.name in res.payload
+            node
+            for node, res in zip(nodes, results, strict=True)
+            if self.instance.name in res.get(f"Can't contact node {node.name}")
         ]
         self.feedback(f"* instance running on: {','.join(n.name for n in found)}")
         return found
@@ -348,13 +385,7 @@ class Mover:
 
     async def _abort_interrupted(self) -> list[Node]:
         self.feedback("Trying to cleanup after failed migration")
-        res = await self._call(self.source, "migration_info", [self._desc()])
-        if res.failed:
-            raise errors.OpExecError(
-                f"Failed fetching source migration information from {self.source.name}:"
-                f" {res.fail_msg}"
-            )
-        self.migration_info = res.payload
+        await self._fetch_migration_info()
         dst, src = await self._abort()
         if dst.failed or src.failed:
             raise errors.OpExecError(
@@ -386,11 +417,8 @@ class Mover:
         self.feedback(f"* instance running on secondary node ({target.name}), updating config")
         self._set_primary(target)
         # What the target received is its running instance now.
-        res = await self._call(
-            target, "instance_finalize_migration_dst", [self._desc(), None, True]
-        )
-        if res.failed:
-            self.lu.warn(f"Could not finalize the instance on node {target.name}: {res.fail_msg}")
+        res = await self._call(target, instance_finalize_migration_dst(self._desc(), None, True))
+        res.report(self.lu.warn, f"Could not finalize the instance on node {target.name}")
 
 
 def _ram_progress(status: Any) -> str:

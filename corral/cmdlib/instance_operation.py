@@ -12,6 +12,8 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
+from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
+from corral.rpc.calls_os import instance_os_add
 
 
 class LUInstanceStartup(InstanceLU):
@@ -62,7 +64,7 @@ class LUInstanceStartup(InstanceLU):
         desc["hvparams"] = P.fill(desc["hvparams"], self.hvparams)
         desc["memory"], desc["vcpus"] = desc["beparams"]["maxmem"], desc["beparams"]["vcpus"]
         await self.node_call(
-            "instance_start", [desc, self.op.startup_paused], "Could not start instance"
+            instance_start(desc, self.op.startup_paused), "Could not start instance"
         )
         return None
 
@@ -81,8 +83,7 @@ class LUInstanceShutdown(InstanceLU):
             inst.admin_state_source = self.op.admin_state_source or "admin"
             self.tx.update(inst)
         await self.node_call(
-            "instance_shutdown",
-            [self.instance.hypervisor, self.instance.name, self.op.timeout],
+            instance_shutdown(self.instance.hypervisor, self.instance.name, self.op.timeout),
             "Could not shutdown instance",
         )
         return None
@@ -113,19 +114,18 @@ class LUInstanceReboot(InstanceLU):
         running = await self.is_running()
         if running and self.op.reboot_type in ("soft", "hard"):
             await self.node_call(
-                "instance_reboot",
-                [desc, self.op.reboot_type, self.op.shutdown_timeout],
+                instance_reboot(desc, self.op.reboot_type, self.op.shutdown_timeout),
                 "Could not reboot instance",
             )
         else:
             if running:
+                inst = self.instance
                 await self.node_call(
-                    "instance_shutdown",
-                    [self.instance.hypervisor, self.instance.name, self.op.shutdown_timeout],
+                    instance_shutdown(inst.hypervisor, inst.name, self.op.shutdown_timeout),
                     "Could not shutdown instance for full reboot",
                 )
             await self.node_call(
-                "instance_start", [desc, False], "Could not start instance for full reboot"
+                instance_start(desc, False), "Could not start instance for full reboot"
             )
         if self.instance.admin_state != ADMIN_UP:
             inst = self.updated()
@@ -183,14 +183,13 @@ class LUInstanceReinstall(InstanceLU):
             self.feedback(f"Changing OS to '{self.os_name}'...")
         self.feedback("Running the instance OS create scripts...")
         await self.node_call(
-            "instance_os_add",
-            [
+            instance_os_add(
                 self.descriptor(inst),
                 self.osparams,
                 True,
                 self.op.debug_level or 0,
                 self.hidden_osparams,
-            ],
+            ),
             "Could not install OS for instance",
         )
         self.tx.update(inst)

@@ -8,11 +8,10 @@ from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
-from corral.master.services.running import running_instances
+from corral.master.services.running import Running, running_instances
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.opcodes.base import REDACTED
-from corral.rpc.client import RpcResult
 
 
 class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
@@ -31,12 +30,12 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             self.share_locks[C.LEVEL_INSTANCE] = True
 
     async def exec(self) -> Any:
-        running: dict[tuple[str, str], RpcResult] = {}
+        running: Running = {}
         if not self.op.static:
             running = await self._live()
         return {inst.name: self._data(inst, running) for inst in self.wanted}
 
-    async def _live(self) -> dict[tuple[str, str], RpcResult]:
+    async def _live(self) -> Running:
         """What runs on the primary nodes, asked per hypervisor in use."""
         addresses = dict(self.node_addresses(sorted({i.primary_node for i in self.wanted})))
         targets = {
@@ -46,7 +45,7 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
         }
         return await running_instances(self.master, targets)
 
-    def _run_state(self, inst: Instance, running: dict[tuple[str, str], RpcResult]) -> Any:
+    def _run_state(self, inst: Instance, running: Running) -> Any:
         """The actual state, "up" or "down"; None (with a warning) when the
         primary node is offline or cannot tell for this instance's hypervisor."""
         node = U.node_name(self.cfg, inst.primary_node)
@@ -65,7 +64,7 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             return None
         return "up" if inst.name in res.payload else "down"
 
-    def _data(self, inst: Instance, running: dict[tuple[str, str], RpcResult]) -> Any:
+    def _data(self, inst: Instance, running: Running) -> Any:
         cluster = self.cfg.cluster
         pnode = self.cfg.get(Node, inst.primary_node)
         group = self.cfg.get(NodeGroup, pnode.group) if pnode else None

@@ -15,6 +15,8 @@ from corral.master.services.params import filled_hvparams
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
+from corral.rpc.wire import DiskWire
 from corral.storage import templates
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
@@ -271,29 +273,29 @@ class LUInstanceSetParams(InstanceLU):
         return env
 
     async def exec(self) -> Any:
-        created: list[dict[str, Any]] = []
+        created: list[DiskWire] = []
         try:
             for disk in self.new_disks:
                 description = disk.description().to_wire()
                 await self.node_call(
-                    "blockdev_create", [description], "Could not create a disk for instance"
+                    blockdev_create(description), "Could not create a disk for instance"
                 )
                 created.append(description)
         except BaseException:
+            pnode = self.pnode
             for description in created:
-                await self.master.rpc.call_one(
-                    self.pnode.uuid, self.pnode.primary_ip, "blockdev_remove", [description]
+                what = f"Failed to remove newly-created disk {description['iv_name']}"
+                await self.master.rpc.attempt(
+                    pnode, blockdev_remove(description), self.warn, f"{what} on node {pnode.name}"
                 )
             raise
         for disk in self.removed_disks:
-            res = await self.master.rpc.call_one(
-                self.pnode.uuid,
-                self.pnode.primary_ip,
-                "blockdev_remove",
-                [disk.description().to_wire()],
+            await self.master.rpc.attempt(
+                self.pnode,
+                blockdev_remove(disk.description().to_wire()),
+                self.warn,
+                f"Could not remove disk {disk.iv_name}",
             )
-            if res.fail_msg:
-                self.warn(f"Could not remove disk {disk.iv_name}: {res.fail_msg}")
         self.tx.update(self.new)
         self.instance = self.new
         return self.changes
@@ -342,9 +344,7 @@ class LUInstanceGrowDisk(InstanceLU):
         inst: Instance = self.updated()
         disk = inst.disks[self.index]
         await self.node_call(
-            "blockdev_grow",
-            [disk.description().to_wire(), self.new_size],
-            "Could not grow a disk of",
+            blockdev_grow(disk.description().to_wire(), self.new_size), "Could not grow a disk of"
         )
         disk.size = self.new_size
         self.tx.update(inst)

@@ -11,6 +11,7 @@ from corral import ipolicy as IP
 from corral.cmdlib.ipolicy_checks import node_group_policy
 from corral.master.services.params import filled_beparams
 from corral.objects import Node
+from corral.rpc.calls_node import node_capabilities
 from corral.storage import templates
 
 if TYPE_CHECKING:
@@ -49,22 +50,18 @@ async def check_target_capabilities(lu: InstanceLU, target: Node) -> None:
     """The target must run the instance's hypervisor and serve its disk
     template (the node's capability report)."""
     cluster = lu.cfg.cluster
-    res = await lu.master.rpc.call_one(
-        target.uuid,
-        target.primary_ip,
-        "node_capabilities",
-        [[unit.to_wire() for unit in templates.capacity_units(cluster)]],
+    report = await lu.master.rpc.run(
+        target,
+        node_capabilities([unit.to_wire() for unit in templates.capacity_units(cluster)]),
+        f"Cannot reach target node {target.name}",
+        ecode=C.ECODE_ENVIRON,
     )
-    if res.failed:
-        raise errors.OpPrereqError(
-            f"Cannot reach target node {target.name}: {res.fail_msg}", C.ECODE_ENVIRON
-        )
     inst = lu.instance
-    for report, doing, name in (
+    for kind, doing, name in (
         (capabilities.REPORT_HYPERVISORS, "run hypervisor", inst.hypervisor),
         (capabilities.REPORT_DISK_TEMPLATES, "serve disk template", inst.disk_template),
     ):
-        problem = res.payload.get(report, {}).get(name, "not reported")
+        problem = report.get(kind, {}).get(name, "not reported")
         if problem:
             raise errors.OpPrereqError(
                 f"Target node {target.name} cannot {doing} '{name}': {problem}", C.ECODE_STATE

@@ -11,8 +11,15 @@ from corral import constants as C
 from corral import errors
 from corral import params as P
 from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
-from corral.objects import Cluster, Disk, Instance, Node
+from corral.objects import NIC, Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
+from corral.rpc.calls_instance import (
+    all_instances_info,
+    hypervisor_info,
+    hypervisor_validate_params,
+)
+from corral.rpc.calls_os import os_diagnose, os_validate
+from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
 from corral.storage import templates
 from corral.storage.reservations import JobLedger
 
@@ -155,7 +162,7 @@ def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
     return env
 
 
-def instance_descriptor(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
+def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
     """The instance as nodes need it: filled parameters, disk paths, NIC modes."""
     cluster = cfg.cluster
     be = filled_beparams(cluster, inst)
@@ -174,20 +181,25 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
         "memory": be["maxmem"],
         "vcpus": be["vcpus"],
         "disks": [_disk_descriptor(d) for d in inst.disks],
-        "nics": [
-            {
-                "mac": n.mac,
-                "uuid": n.uuid,
-                "ip": n.ip,
-                "name": n.name,
-                **filled_nicparams(cluster, n),
-            }
-            for n in inst.nics
-        ],
+        "nics": [_nic_descriptor(cluster, n) for n in inst.nics],
     }
 
 
-def _disk_descriptor(disk: Disk) -> dict[str, Any]:
+def _nic_descriptor(cluster: Cluster, nic: NIC) -> NicEntry:
+    """A NIC with its filled parameters."""
+    params = filled_nicparams(cluster, nic)
+    return {
+        "mac": nic.mac,
+        "uuid": nic.uuid,
+        "ip": nic.ip,
+        "name": nic.name,
+        "mode": params["mode"],
+        "link": params["link"],
+        "vlan": params["vlan"],
+    }
+
+
+def _disk_descriptor(disk: Disk) -> DiskEntry:
     """A disk as the hypervisor and OS scripts see it; noded takes the path
     from ``description`` (its template checks it), never from the master."""
     template = templates.DISK_TEMPLATES.get(disk.dev_type)
@@ -207,12 +219,13 @@ def node_name(cfg: ConfigManager, node_uuid: str) -> str:
 
 
 # OS checks
-async def node_os_info(lu: LogicalUnit[Any], node: Node, os_name: str) -> dict[str, Any]:
+async def node_os_info(lu: LogicalUnit[Any], node: Node, os_name: str) -> JsonObject:
     """The OS as the node sees it; OpPrereqError if it is missing or invalid there."""
     base, _ = split_name(os_name)
-    res = await lu.master.rpc.call_one(node.uuid, node.primary_ip, "os_diagnose", [])
-    res.raise_if_failed(f"Cannot get the OS list of node {node.name}")
-    for entry in res.payload:
+    oses = await lu.master.rpc.run(
+        node, os_diagnose(), f"Cannot get the OS list of node {node.name}"
+    )
+    for entry in oses:
         if entry["name"] == base:
             if not entry["valid"]:
                 raise errors.OpPrereqError(
@@ -221,7 +234,7 @@ async def node_os_info(lu: LogicalUnit[Any], node: Node, os_name: str) -> dict[s
             return dict(entry)
     raise errors.OpPrereqError(
         f"OS '{base}' not found on node {node.name}; known: "
-        + (", ".join(e["name"] for e in res.payload if e["valid"]) or "none"),
+        + (", ".join(e["name"] for e in oses if e["valid"]) or "none"),
         C.ECODE_INVAL,
     )
 
@@ -263,17 +276,13 @@ async def verify_osparams(
     ``hidden_names``: the private and secret parameters (see
     :func:`script_osparams`), whose values noded keeps out of the script log.
     """
-    targets = [(n.uuid, n.primary_ip) for n in nodes]
-    results = await lu.master.rpc.call(
-        targets, "os_validate", [os_name, osparams, lu.op.debug_level or 0, hidden_names]
+    results = await lu.master.rpc.results(
+        nodes, os_validate(os_name, osparams, lu.op.debug_level or 0, hidden_names)
     )
     for node in nodes:
-        res = results[node.uuid]
-        if res.fail_msg:
-            raise errors.OpPrereqError(
-                f"OS parameters validation failed on node {node.name}: {res.fail_msg}",
-                C.ECODE_INVAL,
-            )
+        results[node.uuid].get(
+            f"OS parameters validation failed on node {node.name}", C.ECODE_INVAL
+        )
 
 
 def check_params_declared(os_name: str, info: dict[str, Any], names: list[str]) -> None:
@@ -300,11 +309,11 @@ async def check_node_resources(
     """Refuse when the node lacks the memory (to start) or the space for
     ``disk_mib`` MiB of ``disk_template`` disks (by default: file disks)."""
     unit = templates.capacity_unit(disk_template, lu.cfg.cluster)
-    res = await lu.master.rpc.call_one(
-        node.uuid, node.primary_ip, "hypervisor_info", [hypervisor, unit.to_wire()]
+    info = await lu.master.rpc.run(
+        node,
+        hypervisor_info(hypervisor, unit.to_wire()),
+        f"Cannot get the resources of node {node.name}",
     )
-    res.raise_if_failed(f"Cannot get the resources of node {node.name}")
-    info = res.payload
     if memory and memory > info["memory_free"]:
         raise errors.OpPrereqError(
             f"Not enough memory on node {node.name} for {purpose}: needed {memory} MiB,"
@@ -332,25 +341,17 @@ async def check_hvparams_on_nodes(
     checked by each online vm_capable node (files, users, what QEMU offers)."""
     filled = P.fill(lu.cfg.cluster.hvparams.get(hypervisor, {}), hvparams)
     targets = [n for n in nodes if n.vm_capable and not n.offline]
-    results = await lu.master.rpc.call(
-        [(n.uuid, n.primary_ip) for n in targets],
-        "hypervisor_validate_params",
-        [hypervisor, filled],
-    )
+    results = await lu.master.rpc.results(targets, hypervisor_validate_params(hypervisor, filled))
     for node in targets:
-        results[node.uuid].raise_if_failed(
-            f"Hypervisor parameter validation failed on node {node.name}"
-        )
+        results[node.uuid].get(f"Hypervisor parameter validation failed on node {node.name}")
 
 
 async def running_instances(
     lu: LogicalUnit[Any], node: Node, hypervisors: list[str]
-) -> dict[str, dict[str, Any]]:
-    res = await lu.master.rpc.call_one(
-        node.uuid, node.primary_ip, "all_instances_info", [hypervisors]
+) -> dict[str, RunningInstance]:
+    return await lu.master.rpc.run(
+        node, all_instances_info(hypervisors), f"Cannot get the instances of node {node.name}"
     )
-    res.raise_if_failed(f"Cannot get the instances of node {node.name}")
-    return dict(res.payload)
 
 
 # Addresses

@@ -44,12 +44,17 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.objects import ADMIN_UP, Instance, Node
+from corral.rpc.calls_impexp import export_discard, x509_cert_remove
+from corral.rpc.calls_instance import all_instances_info, instance_shutdown, instance_start
+from corral.rpc.calls_storage import blockdev_remove
+from corral.rpc.calls_transfer import transfer_finish
+from corral.rpc.wire import DiskWire
 from corral.storage.disk import DiskDescription
 from corral.storage.names import DT_FILE, FILE_DRIVERS
 
@@ -59,7 +64,6 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.master.context import Master
     from corral.master.durable import DurableState
-    from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +100,7 @@ class Intent:
     name: str  # the instance's name when the operation began
     node: str  # uuid of the node it creates things on (add: primary; move, export: target)
     hypervisor: str
-    disks: tuple[dict[str, Any], ...] = ()  # the disks' descriptions (DiskDescription.to_wire)
+    disks: tuple[DiskWire, ...] = ()  # the disks' descriptions (DiskDescription.to_wire)
     kind: str = ADD
     source: str = ""  # uuid of the node the instance ran on (move, export, failover)
     restart: bool = False  # it ran there before the operation shut it down
@@ -127,11 +131,12 @@ class Intent:
         )
 
 
-def _disk(entry: Any) -> dict[str, Any]:
-    """A recorded disk; a record of an older Corral names a file disk by its path."""
+def _disk(entry: Any) -> DiskWire:
+    """A recorded disk (as written: the node checks it); a record of an older
+    Corral names a file disk by its path."""
     if isinstance(entry, str):
         return DiskDescription(DT_FILE, (FILE_DRIVERS[0], entry), 0, "").to_wire()
-    return dict(entry)
+    return cast("DiskWire", dict(entry))
 
 
 # Records written by this masterd whose operation is under way (not settled
@@ -185,32 +190,27 @@ def _node(cfg: ConfigManager, uuid: str) -> Node | None:
     return None if node is None or node.offline else node
 
 
-async def _call(master: Master, node: Node, call: str, args: list[Any]) -> RpcResult:
-    return await master.rpc.call_one(node.uuid, node.primary_ip, call, args)
-
-
 async def _remove_disks(
-    master: Master, node: Node | None, disks: tuple[dict[str, Any], ...], name: str, say: Say
+    master: Master, node: Node | None, disks: tuple[DiskWire, ...], name: str, say: Say
 ) -> bool:
     """Remove ``disks`` (present or not) from ``node``; whether all went."""
     if node is None:
         return True
     done = True
     for disk in disks:
-        res = await _call(master, node, "blockdev_remove", [disk])
-        if res.failed:
-            label = (disk.get("logical_id") or [disk.get("uuid")])[-1]
-            say.warn(f"Could not remove disk {label} of {name} on {node.name}: {res.fail_msg}")
-            done = False
+        label = (disk.get("logical_id") or [disk.get("uuid")])[-1]
+        what = f"Could not remove disk {label} of {name} on {node.name}"
+        res = await master.rpc.attempt(node, blockdev_remove(disk), say.warn, what)
+        done = done and not res.failed
     return done
 
 
 async def _running(master: Master, node: Node, inst: Instance) -> bool | None:
     """Whether ``inst`` runs on ``node`` (None: the node cannot tell)."""
-    res = await _call(master, node, "all_instances_info", [[inst.hypervisor]])
-    if res.failed or not isinstance(res.payload, dict):
+    res = await master.rpc.result(node, all_instances_info([inst.hypervisor]))
+    if res.value is None:
         return None
-    info = res.payload.get(inst.name)
+    info = res.value.get(inst.name)
     return info is not None and info.get("state") != C.HV_STATE_SHUTDOWN
 
 
@@ -227,9 +227,8 @@ async def _start(master: Master, inst: Instance, node: Node | None, say: Say, li
         return True
     say.info(line)
     desc = U.instance_descriptor(master.cfg, inst)
-    res = await _call(master, node, "instance_start", [desc, False])
-    if res.failed:
-        say.warn(f"Could not start instance {inst.name} on node {node.name}: {res.fail_msg}")
+    what = f"Could not start instance {inst.name} on node {node.name}"
+    res = await master.rpc.attempt(node, instance_start(desc, False), say.warn, what)
     return not res.offline
 
 
@@ -244,12 +243,11 @@ async def _settle_add(master: Master, it: Intent, say: Say) -> bool:
     done = await _remove_disks(master, node, it.disks, it.name, say)
     # The hypervisor's state is by name: leave it to an instance now owning the name.
     if cfg.find(Instance, it.name) is None:
-        res = await _call(master, node, "instance_shutdown", [it.hypervisor, it.name, 0])
-        if res.failed:
-            say.warn(
-                f"Could not remove hypervisor state of {it.name} on {node.name}: {res.fail_msg}"
-            )
-            done = False
+        what = f"Could not remove hypervisor state of {it.name} on {node.name}"
+        res = await master.rpc.attempt(
+            node, instance_shutdown(it.hypervisor, it.name, 0), say.warn, what
+        )
+        done = done and not res.failed
     return done
 
 
@@ -258,14 +256,14 @@ async def _drop_copies(master: Master, it: Intent, say: Say) -> bool:
     target = _node(master.cfg, it.node)
     if target is None:
         return True
-    res = await _call(master, target, "transfer_finish", [it.transfer, False])
+    what = f"Could not remove the partial disks on node {target.name}"
+    res = await master.rpc.attempt(target, transfer_finish(it.transfer, False), say.warn, what)
     if res.failed:
-        say.warn(f"Could not remove the partial disks on node {target.name}: {res.fail_msg}")
         return False
     # A transfer the target kept already (the copy was complete) is no longer its own.
     if not await _remove_disks(master, target, it.disks, it.name, say):
         return False
-    if isinstance(res.payload, dict) and res.payload.get("received"):
+    if res.payload["received"]:
         say.info(f"Removed the partial disks on node {target.name}")
     return True
 
@@ -298,19 +296,14 @@ async def _settle_export(master: Master, it: Intent, say: Say) -> bool:
     done = True
     target = _node(cfg, it.node) if it.export else None
     if target is not None:
-        res = await _call(master, target, "export_discard", [it.export])
-        if res.failed:
-            say.warn(
-                f"Could not remove the partial export {it.export}.new on node {target.name}:"
-                f" {res.fail_msg}"
-            )
-            done = False
+        what = f"Could not remove the partial export {it.export}.new on node {target.name}"
+        res = await master.rpc.attempt(target, export_discard(it.export), say.warn, what)
+        done = not res.failed
     source = _node(cfg, it.source)
     if it.key and source is not None:
         # Best effort: an unused key expires on its own (and goes at noded's start).
-        res = await _call(master, source, "x509_cert_remove", [it.key])
-        if res.failed:
-            say.warn(f"Could not remove X509 key {it.key} on node {source.name}: {res.fail_msg}")
+        what = f"Could not remove X509 key {it.key} on node {source.name}"
+        await master.rpc.attempt(source, x509_cert_remove(it.key), say.warn, what)
     inst = cfg.get(Instance, it.uuid)
     if (
         it.restart

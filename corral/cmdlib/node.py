@@ -19,6 +19,7 @@ from corral.cmdlib.node_roles import (
 from corral.master.services.ndparams import check_not_global, updated_ndparams
 from corral.objects import Node
 from corral.opcodes import node as opn
+from corral.rpc.calls_node import version
 
 
 class _OneNodeLU(LogicalUnit[Any]):
@@ -158,13 +159,12 @@ class LUNodeSetParams(_OneNodeLU):
         return self.old_role
 
     async def _check_back_online(self, node: Node) -> None:
-        res = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
-        if res.failed:
-            raise errors.OpPrereqError(
-                f"Node {node.name} is being de-offlined but fails to report its version:"
-                f" {res.fail_msg}",
-                C.ECODE_STATE,
-            )
+        await self.master.rpc.run(
+            node,
+            version(),
+            f"Node {node.name} is being de-offlined but fails to report its version",
+            ecode=C.ECODE_STATE,
+        )
         self.warn(
             "Transitioning node from offline to online state without using re-add."
             " Please make sure the node is healthy!"

@@ -25,6 +25,8 @@ from corral.master.ssconf import ssconf_values
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.opcodes import node_membership as opn
+from corral.rpc.calls_membership import node_leave_cluster
+from corral.rpc.calls_node import version
 from corral.storage import templates
 
 
@@ -176,13 +178,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         else:
             await self._join(node)  # the files travel with the join
         self.joined = True
-        version = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
-        if version.failed or version.payload != C.PROTOCOL_VERSION:
-            await self._make_leave(node)
-            raise errors.OpExecError(
-                f"Node {node.name} joined but does not answer as a cluster member:"
-                f" {version.fail_msg or f'protocol version {version.payload}'}; it left again"
-            )
+        await self._check_member(node)
         for text in await distribution.redistribute(self.master, [node]) if rejoin else []:
             self.warn(text)
         if self.op.readd:
@@ -190,15 +186,28 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         else:
             self.tx.add(node)
 
+    async def _check_member(self, node: Node) -> None:
+        """The joined node answers as a member; if not, it is made to leave."""
+        what = f"Node {node.name} joined but does not answer as a cluster member"
+        try:
+            found = await self.master.rpc.run(node, version(), what)
+            if found != C.PROTOCOL_VERSION:
+                raise errors.OpExecError(f"{what}: protocol version {found}")
+        except errors.OpExecError as err:
+            left = await self._make_leave(node)
+            outcome = "it left again" if left else "it could not be told to leave either"
+            raise errors.OpExecError(f"{err.message}; {outcome}") from None
+
     async def _answers_rpc(self, node: Node) -> bool:
-        result = await self.master.rpc.call_one(node.uuid, node.primary_ip, "version", [])
+        result = await self.master.rpc.result(node, version())
         return not result.failed
 
     async def _join(self, node: Node) -> None:
         from corral.master.services.join_client import JoinSession
 
-        paths, cluster, state = self.master.paths, self.cfg.cluster, self.master.durable
-        async with JoinSession(paths, node.name, node.primary_ip, cluster.noded_port) as join:
+        cluster, state = self.cfg.cluster, self.master.durable
+        transport = self.master.rpc.transport
+        async with JoinSession(transport, node.name, node.primary_ip) as join:
             hello = await join.hello(templates.capacity_units(cluster))
             key = join_tokens.key_of(state, hello.get("token_id"))
             join.check_node_proof(key, hello)
@@ -253,12 +262,11 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             "ssconf": values,
         }
 
-    async def _make_leave(self, node: Node) -> None:
-        result = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "node_leave_cluster", []
-        )
-        if result.failed:
-            self.warn(f"Node {node.name} could not be told to leave: {result.fail_msg}")
+    async def _make_leave(self, node: Node) -> bool:
+        """Tell the node to leave the cluster; whether it did."""
+        what = f"Node {node.name} could not be told to leave"
+        result = await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
+        return not result.failed
 
 
 class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
@@ -301,14 +309,8 @@ class LUNodeRemove(LogicalUnit[opn.OpNodeRemove]):
         self.tx.remove(node)
         if node.offline:
             return
-        result = await self.master.rpc.call_one(
-            node.uuid, node.primary_ip, "node_leave_cluster", []
-        )
-        if result.failed:
-            self.warn(
-                f"Errors encountered on the remote node while leaving the cluster:"
-                f" {result.fail_msg}"
-            )
+        what = "Errors encountered on the remote node while leaving the cluster"
+        await self.master.rpc.attempt(node, node_leave_cluster(), self.warn, what)
 
 
 class LUClusterRedistConf(LogicalUnit[opc.OpClusterRedistConf]):

@@ -17,6 +17,7 @@ from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node
 from corral.opcodes import node as opn
+from corral.rpc.calls_admin import file_storage_usage
 from corral.storage import names as N
 from corral.storage import templates
 
@@ -132,19 +133,19 @@ class LUNodeQueryStorage(_NodesLU):
         if self.op.name:
             unit = templates.StorageUnit(unit.storage_type, self.op.name)
         nodes = {n.uuid: n for n in self.nodes()}
-        results = await self.master.rpc.call(
-            self.node_addresses(list(nodes)), "file_storage_usage", [unit.to_wire()]
+        results = await self.master.rpc.results(
+            self.node_addresses(list(nodes)), file_storage_usage(unit.to_wire())
         )
         out = []
         for name in nice_sort([n.name for n in nodes.values()]):
             node = self.cfg.lookup(Node, name)
             res = results.get(node.uuid)
-            if res is None or res.failed:
-                reason = res.fail_msg if res is not None else "no answer"
-                self.warn(f"Can't get storage data from node {name}: {reason}")
-                continue
-            row = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
-            out.append([row[field] for field in self.op.output_fields])
+            what = f"Can't get storage data from node {name}"
+            if res is None:
+                self.warn(f"{what}: no answer")  # offline: not asked
+            elif res.report(self.warn, what):
+                row = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
+                out.append([row[field] for field in self.op.output_fields])
         return out
 
 

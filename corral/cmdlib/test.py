@@ -19,6 +19,8 @@ from corral import errors
 from corral.cmdlib.base import LogicalUnit
 from corral.objects import Node
 from corral.opcodes import test as opt
+from corral.rpc.calls_node import test_delay
+from corral.rpc.result import NodeAddress
 
 
 async def _accept_one(announce: Callable[[str], None], timeout: float) -> socket.socket | None:
@@ -82,10 +84,10 @@ class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
         await asyncio.gather(*calls)
         return False
 
-    async def _remote_delay(self, targets: list[tuple[str, str]]) -> None:
-        results = await self.master.rpc.call(targets, "test_delay", [self.op.duration])
+    async def _remote_delay(self, targets: list[NodeAddress]) -> None:
+        results = await self.master.rpc.results(targets, test_delay(self.op.duration))
         for res in results.values():
-            res.raise_if_failed("Failed to delay on node")
+            res.get("Failed to delay on node")
 
     async def _interruptible_delay(self) -> bool:
         start = time.monotonic()

@@ -23,7 +23,7 @@ from corral.master.mastership import MastershipKeeper
 from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc.https import https_client
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
@@ -61,7 +61,7 @@ async def serve(
     await legacy_state.move_into(durable, paths)
     cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
-    rpc = RpcClient(
+    rpc = https_client(
         paths,
         cfg.cluster.noded_port,
         query_deadline=query_deadline,

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 
 from corral.master.ssconf import affects_ssconf, ssconf_values
 from corral.objects import Node
+from corral.rpc.calls_membership import write_ssconf_files
+from corral.rpc.calls_node import upload_file
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.master.context import Master
     from corral.paths import Paths
-    from corral.rpc.client import RpcResult
+    from corral.rpc.result import RpcResult
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +43,23 @@ def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
     return files
 
 
-async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult]:
+async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult[None]]:
     """Send the current ssconf values to ``nodes``; their results by uuid."""
     if not nodes:
         return {}
-    values = ssconf_values(master.cfg)
-    targets = [(n.uuid, n.primary_ip) for n in nodes]
-    return await master.rpc.call(targets, "write_ssconf_files", [values])
+    return await master.rpc.results(nodes, write_ssconf_files(ssconf_values(master.cfg)))
 
 
 async def _upload(master: Master, node: Node) -> list[str]:
     """Upload the ancillary files to one node; the failures' messages."""
-    problems = []
+    problems: list[str] = []
     for path, mode in ancillary_files(master.paths, node):
         data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode("ascii")
-        args = [master.paths.to_wire(path), data, mode, None, None, None, None]
-        result = await master.rpc.call_one(node.uuid, node.primary_ip, "upload_file", args)
-        if result.failed:
-            problems.append(f"Copy of file {master.paths.to_wire(path)} to node {node.name}"
-                            f" failed: {result.fail_msg}")  # fmt: skip
-            if result.offline:
-                break
+        request = upload_file(master.paths.to_wire(path), data, mode, None, None, None, None)
+        what = f"Copy of file {master.paths.to_wire(path)} to node {node.name} failed"
+        result = await master.rpc.attempt(node, request, problems.append, what)
+        if result.offline:
+            break
     return problems
 
 
@@ -69,10 +67,11 @@ async def redistribute(master: Master, nodes: list[Node]) -> list[str]:
     """Send every distributed file and the ssconf files to ``nodes``; the failures."""
     uploads = await asyncio.gather(*(_upload(master, n) for n in nodes))
     problems = [text for texts in uploads for text in texts]
-    for uuid, result in (await push_ssconf(master, nodes)).items():
-        if result.failed:
-            name = next(n.name for n in nodes if n.uuid == uuid)
-            problems.append(f"Cannot write the ssconf files on node {name}: {result.fail_msg}")
+    results = await push_ssconf(master, nodes)
+    for node in nodes:
+        results[node.uuid].report(
+            problems.append, f"Cannot write the ssconf files on node {node.name}"
+        )
     return problems
 
 
@@ -106,8 +105,7 @@ class SsconfDistributor:
                 log.exception("Pushing the ssconf files failed")
                 continue
             for uuid, result in results.items():
-                if result.failed:
-                    log.warning("ssconf files not written on node %s: %s", uuid, result.fail_msg)
+                result.report(log.warning, f"ssconf files not written on node {uuid}")
 
     async def stop(self) -> None:
         """Stop the background task (at masterd's shutdown)."""

@@ -29,6 +29,7 @@ from corral import errors
 from corral.crypto.tls import ssl_server_context
 from corral.fileio import atomic_write
 from corral.node import join_protocol as J
+from corral.rpc.transport import WireReply
 
 if TYPE_CHECKING:
     from corral.http.listener import GuardedTCPSite
@@ -99,12 +100,8 @@ def save_token(paths: Paths, text: str) -> None:
     atomic_write(token_file(paths), (token.text() + "\n").encode("ascii"), mode=0o600)
 
 
-def _reply(success: bool, payload: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps([success, payload]).encode("utf-8"),
-        status=status,
-        content_type="application/json",
-    )
+def _reply(success: bool, payload: Any, status: int = 200) -> WireReply:
+    return WireReply(status, json.dumps([success, payload]).encode("utf-8"))
 
 
 class Membership:
@@ -299,12 +296,13 @@ def write_ssconf_values(paths: Paths, values: dict[str, str]) -> None:
         atomic_write(path, data, mode=0o444)
 
 
-async def serve_join(request: web.Request, membership: Membership, step: str) -> web.Response:
-    """``/join/hello`` and ``/join/finish``: JSON ``[success, payload]`` as RPC answers."""
+async def join_step(membership: Membership, step: str, data: bytes) -> WireReply:
+    """``hello`` or ``finish`` with the request body ``data``: JSON
+    ``[success, payload]`` as RPC answers."""
     if membership.joined:
         return _reply(False, J.NOT_JOINING, status=403)
     try:
-        body = json.loads(await request.read())
+        body = json.loads(data)
         if not isinstance(body, dict):
             raise ValueError("not an object")
     except ValueError as err:
@@ -320,3 +318,9 @@ async def serve_join(request: web.Request, membership: Membership, step: str) ->
     except errors.GenericError as err:
         log.warning("Join %s refused: %s", step, err.message)
         return _reply(False, err.message)
+
+
+async def serve_join(request: web.Request, membership: Membership, step: str) -> web.Response:
+    """``/join/hello`` and ``/join/finish`` (:func:`join_step`) on noded's server."""
+    answer = await join_step(membership, step, await request.read())
+    return web.Response(body=answer.body, status=answer.status, content_type="application/json")

@@ -9,27 +9,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import json
 import logging
 from typing import Any
 
 from aiohttp import web
 
-from corral import errors
 from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
 from corral.http.listener import GuardedTCPSite
 from corral.node import join_protocol as J
 from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
-from corral.node.handlers import get_handler
+from corral.node.dispatch import reply, run_call
 from corral.node.hypervisor import available
 from corral.node.impexp import service as impexp_service
 from corral.node.join_server import Membership, serve_join
 from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
-from corral.process.daemons import ReadyCallback, listen_error, one_line
-from corral.rpc.calls import CALLS
+from corral.process.daemons import ReadyCallback, listen_error
+from corral.rpc.transport import WireReply
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +42,8 @@ CONTEXT_KEY = web.AppKey("context", NodeContext)
 INFLIGHT_KEY = web.AppKey("inflight", set[asyncio.Task[Any]])
 
 
-def _text(err: BaseException) -> str:
-    text = err.message if isinstance(err, errors.GenericError) else str(err)
-    return text.strip() or err.__class__.__name__
-
-
-def _reply(success: bool, payload: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps([success, payload]).encode("utf-8"),
-        status=status,
-        content_type="application/json",
-    )
-
-
-async def _read_args(request: web.Request, name: str) -> list[Any]:
-    try:
-        args = json.loads(await request.read())
-    except ValueError as err:
-        raise errors.ParameterError(f"Invalid JSON body for {name}: {err}") from None
-    if not isinstance(args, list):
-        raise errors.ParameterError(f"The body of {name} must be a JSON list of arguments")
-    try:
-        return CALLS[name].check_args(args)
-    except errors.ProgrammerError as err:
-        raise errors.ParameterError(err.message) from None
+def _response(answer: WireReply) -> web.Response:
+    return web.Response(body=answer.body, status=answer.status, content_type="application/json")
 
 
 async def dispatch(request: web.Request) -> web.Response:
@@ -75,30 +51,14 @@ async def dispatch(request: web.Request) -> web.Response:
     name = request.match_info["call"]
     membership = request.app[CONTEXT_KEY].membership
     if membership is not None and not membership.authenticated(request):
-        return _reply(False, J.NOT_IN_CLUSTER if not membership.joined else _STALE, status=403)
-    handler = get_handler(name)
-    if handler is None:
-        return _reply(False, f"Unknown RPC call {name!r}", status=404)
-    try:
-        args = await _read_args(request, name)
-    except errors.ParameterError as err:
-        return _reply(False, err.message, status=400)
+        denied = J.NOT_IN_CLUSTER if not membership.joined else _STALE
+        return _response(reply(False, denied, status=403))
     inflight = request.app[INFLIGHT_KEY]
     task = asyncio.current_task()
     assert task is not None
     inflight.add(task)
     try:
-        payload = await handler(request.app[CONTEXT_KEY], *args)
-        return _reply(True, payload)
-    except errors.GenericError as err:
-        # Only the first line: the rest may be a script's output, which may quote
-        # a secret parameter, and the log is on disk.
-        log.warning("RPC %s failed: %s", name, _text(err).splitlines()[0])
-        # The first line says what failed; further lines (a script's output) stay lines.
-        return _reply(False, _text(err))
-    except Exception as err:
-        log.exception("RPC %s failed", name)
-        return _reply(False, f"{err.__class__.__name__}: {one_line(err)}")
+        return _response(await run_call(request.app[CONTEXT_KEY], name, await request.read()))
     finally:
         inflight.discard(task)
 

@@ -1,32 +1,42 @@
-"""The node RPC calls that act on disks: each takes disk descriptions
-(:class:`corral.storage.disk.DiskDescription` as dicts), never a bare path;
-noded resolves and checks the paths itself.  Ganeti's call names."""
+"""The node calls that act on disks: each takes disk descriptions
+(:class:`corral.rpc.wire.DiskWire`), never a bare path; noded resolves and
+checks the paths itself.  Ganeti's call names."""
+
+# The bodies are the signatures' only: mypy must not ask them for a result.
+# mypy: disable-error-code="empty-body"
 
 from __future__ import annotations
 
 from corral import constants as C
-from corral.rpc.calls import RpcCall
+from corral.rpc.declare import node_call
+from corral.rpc.wire import DiskWire
 
-STORAGE_CALLS = (
-    RpcCall("blockdev_create", C.RPC_TMO_SLOW, ("disk",), "Create (or adopt) a disk"),
-    RpcCall("blockdev_remove", C.RPC_TMO_NORMAL, ("disk",), "Remove a disk (adopted ones stay)"),
-    RpcCall("blockdev_grow", C.RPC_TMO_NORMAL, ("disk", "new_size"), "Grow a disk to new_size MiB"),
-    RpcCall(
-        "blockdev_rename",
-        C.RPC_TMO_NORMAL,
-        ("devlist",),
-        "Move disks to new logical ids: a list of [disk, new logical_id]",
-    ),
-    RpcCall(
-        "blockdev_getdimensions",
-        C.RPC_TMO_URGENT,
-        ("disks",),
-        "Each disk's [size in bytes, spindles]",
-    ),
-    RpcCall(
-        "file_storage_list",
-        C.RPC_TMO_FAST,
-        ("disk_template",),
-        "Every file below a file-based template's directories (for orphans)",
-    ),
-)
+
+@node_call(C.RPC_TMO_SLOW)
+def blockdev_create(disk: DiskWire) -> None:
+    """Create (or adopt) a disk."""
+
+
+@node_call(C.RPC_TMO_NORMAL)
+def blockdev_remove(disk: DiskWire) -> None:
+    """Remove a disk (adopted ones stay)."""
+
+
+@node_call(C.RPC_TMO_NORMAL)
+def blockdev_grow(disk: DiskWire, new_size: int) -> None:
+    """Grow a disk to new_size MiB."""
+
+
+@node_call(C.RPC_TMO_NORMAL)
+def blockdev_rename(devlist: list[tuple[DiskWire, list[str]]]) -> None:
+    """Move disks to new logical ids: ``(disk, new logical_id)`` each."""
+
+
+@node_call(C.RPC_TMO_URGENT)
+def blockdev_getdimensions(disks: list[DiskWire]) -> list[tuple[int, int | None]]:
+    """Each disk's ``[size in bytes, spindles]``."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def file_storage_list(disk_template: str) -> list[str]:
+    """Every file below a file-based template's directories (for orphans)."""

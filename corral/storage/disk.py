@@ -11,9 +11,12 @@ descriptions as its ``children``, and the nodes holding it, the primary first.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from corral import errors
+
+if TYPE_CHECKING:
+    from corral.rpc.wire import DiskWire
 
 # The JSON keys of a description on the wire, with their types.
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -47,7 +50,7 @@ class DiskDescription:
     nodes: tuple[str, ...] = ()
     children: tuple[DiskDescription, ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> DiskWire:
         """The description as a JSON-ready dict."""
         return {
             "template": self.template,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster
 from tests.helpers.jobs import wait_final
 from tests.helpers.noded import Noded
@@ -76,15 +74,3 @@ def job_log(bed: Bed, job_id: int) -> list[str]:
     with bed.cl.client() as client:
         (row,) = client.query_jobs([job_id], ["oplog"])
     return [str(entry[3]) for op in row[0] for entry in op]
-
-
-def node_call(node: Noded, name: str, *args: Any) -> Any:
-    """One RPC call to ``node``; its payload (AssertionError on failure)."""
-
-    async def run() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
-            res = await rpc.call_one(node.name, node.address, name, list(args))
-        assert not res.failed, f"{name} on {node.name}: {res.fail_msg}"
-        return res.payload
-
-    return asyncio.run(run())

@@ -5,11 +5,13 @@ Typical use::
     paths = make_node_root(tmp_path / "node1")
     with running_noded(paths) as node:
         async with node.client() as rpc:
-            result = await rpc.call_one(*node.target, "version", [])
+            result = await rpc.result(node.target, version())
+        assert await node.run(version()) == C.PROTOCOL_VERSION
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -18,15 +20,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import corral
 from corral.crypto.certs import create_cluster_crypto, write_node_cert
 from corral.paths import ROOT_ENV, Paths
 from corral.process.daemons import running_pid, start_daemon, stop_daemon
+from corral.rpc.result import NodeAddress
 
 if TYPE_CHECKING:
     from corral.rpc.client import RpcClient
+    from corral.rpc.declare import Request
+
+R = TypeVar("R")
 
 NODED = "corral-noded"
 REPO_ROOT = Path(corral.__file__).resolve().parent.parent
@@ -92,15 +98,24 @@ class Noded:
         return running_pid(self.paths.pid_file(NODED))
 
     @property
-    def target(self) -> tuple[str, str]:
-        """``(node_key, address)`` as RpcClient.call takes it."""
-        return self.name, self.address
+    def target(self) -> NodeAddress:
+        """This node as RPC calls address it (its name is the key of results)."""
+        return NodeAddress(self.name, self.address)
 
     def client(self, paths: Paths | None = None, certfile: Path | None = None) -> RpcClient:
         """An RPC client for this noded's port, with ``paths``' CA and client cert."""
-        from corral.rpc.client import RpcClient
+        from corral.rpc.https import https_client
 
-        return RpcClient(paths or self.paths, self.port, certfile=certfile)
+        return https_client(paths or self.paths, self.port, certfile=certfile)
+
+    async def run(self, request: Request[R]) -> R:
+        """The payload of one call to this noded; NodeCallError if it fails."""
+        async with self.client() as rpc:
+            return await rpc.run(self.target, request, f"{request.call.name} on {self.name}")
+
+    def run_sync(self, request: Request[R]) -> R:
+        """:meth:`run` from synchronous code (outside an event loop)."""
+        return asyncio.run(self.run(request))
 
     def stop(self, timeout: float = 5.0) -> bool:
         return stop_daemon(self.paths, NODED, timeout)

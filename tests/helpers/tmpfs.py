@@ -15,11 +15,13 @@ from pathlib import Path
 
 
 @contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` (e.g. "2m") mounted on ``path`` for the block."""
+def tmpfs(path: Path, size: str, nr_inodes: int | None = None) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. "2m") mounted on ``path`` for the block; with
+    ``nr_inodes``, that many files and directories at most (its root counts)."""
     path.mkdir(parents=True, exist_ok=True)
     name = f"corral-test-{secrets.token_hex(4)}"
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", name, str(path)], check=True)
+    options = f"size={size}" + (f",nr_inodes={nr_inodes}" if nr_inodes else "")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, name, str(path)], check=True)
     try:
         yield path
     finally:

@@ -19,6 +19,8 @@ import pytest
 from corral import errors
 from corral.exports import config_ini
 from corral.process.daemons import start_daemon
+from corral.rpc import calls_impexp
+from corral.rpc.calls_impexp import impexp_status
 from tests.helpers.backup import (
     NODE1,
     NODE2,
@@ -26,7 +28,6 @@ from tests.helpers.backup import (
     export_op,
     fill_disks,
     job_log,
-    node_call,
     run_job,
     submit,
 )
@@ -186,7 +187,7 @@ def test_cancelled_mid_export_cleans_both_ends(bed: Bed) -> None:
     new_instance(bed, "ex6", "dumper", "32m", start=True)
     fill_disks(bed, "ex6")
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit(bed, export_op("ex6", NODE2, long_sleep=True))
         wait_until(
@@ -200,7 +201,7 @@ def test_cancelled_mid_export_cleans_both_ends(bed: Bed) -> None:
             (status,) = wait_final(client, [job_id], timeout=60)[0]
         assert status in ("canceled", "error")
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     assert not export_dir(bed, NODE2, "ex6.new").exists()
     assert not export_dir(bed, NODE2, "ex6").exists()
     # Both ends were aborted, then forgotten by their nodes.
@@ -212,7 +213,7 @@ def test_cancelled_mid_export_cleans_both_ends(bed: Bed) -> None:
     assert set(aborted.values()) == {"import", "export"}, aborted
     for name, mode in aborted.items():
         node = bed.nodes[NODE2 if mode == "import" else NODE1]
-        assert node_call(node, "impexp_status", [name]) == [None]
+        assert node.run_sync(impexp_status([name])) == [None]
     assert bed.hv_state(NODE1, "ex6") == "running"
 
 
@@ -270,7 +271,7 @@ def test_target_killed_mid_export(bed: Bed) -> None:
     contents = fill_disks(bed, "ex8")
     run_job(bed, export_op("ex8", NODE2, long_sleep=True))
     source, target = bed.nodes[NODE1], bed.nodes[NODE2]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit(bed, export_op("ex8", NODE2, long_sleep=True))
         wait_until(
@@ -283,7 +284,7 @@ def test_target_killed_mid_export(bed: Bed) -> None:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: target.pid is None, timeout=30, what="node2's noded gone")
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     try:
         with bed.cl.client() as client:
             status, error = wait_final(client, [job_id], ("opresult",), timeout=120)[0]
@@ -310,7 +311,7 @@ def test_source_killed_mid_export(bed: Bed) -> None:
     new_instance(bed, "ex9", "dumper", "32m")
     fill_disks(bed, "ex9")
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit(bed, export_op("ex9", NODE2))
         wait_until(
@@ -329,4 +330,4 @@ def test_source_killed_mid_export(bed: Bed) -> None:
         assert not export_dir(bed, NODE2, "ex9").exists()
     finally:
         start_daemon(noded_cmd(source.address, source.port), daemon_env(source.paths), timeout=30)
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))

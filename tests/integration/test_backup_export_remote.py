@@ -11,11 +11,22 @@ import datetime
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from corral.crypto import rie
+from corral.rpc import calls_impexp
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    impexp_cleanup,
+    impexp_status,
+    import_start,
+    x509_cert_create,
+    x509_cert_remove,
+)
+from corral.rpc.result import NodeCallError
+from corral.rpc.wire import JsonObject
 from tests.helpers.backup import (
     NODE1,
     NODE2,
@@ -23,7 +34,6 @@ from tests.helpers.backup import (
     export_op,
     fill_disks,
     job_log,
-    node_call,
     run_job,
     submit,
 )
@@ -82,13 +92,13 @@ def listen(bed: Bed, name: str, disks: int, source_ca: str, compress: str = "non
     """Imports on node2 into ``<export dir>/<name>.new/d<i>`` with a fresh key."""
     cds = rie.read_domain_secret(bed.cl.paths)
     dest = bed.nodes[NODE2]
-    key_name, cert = node_call(dest, "x509_cert_create", 3600)
+    key_name, cert = dest.run_sync(x509_cert_create(3600))
     source_pem = rie.load_signed_x509_cert(source_ca, cds, what="source X509 CA")
     base, salt = rie.new_salt(), rie.new_salt()
     imports, infos = [], []
     for index in range(disks):
         magic = rie.disk_magic(base, name, index)
-        opts = {
+        opts: ImpExpOptions = {
             "key_name": key_name,
             "ca_pem": source_pem,
             "compress": compress,
@@ -99,24 +109,28 @@ def listen(bed: Bed, name: str, disks: int, source_ca: str, compress: str = "non
         }
         args = {"export": name, "dump": f"d{index}"}
         imports.append(
-            node_call(dest, "import_start", opts, {"name": name}, f"disk/{index}", "file", args)
+            dest.run_sync(import_start(opts, {"name": name}, f"disk/{index}", "file", args))
         )
-        (status,) = node_call(dest, "impexp_status", [imports[-1]])
+        (status,) = dest.run_sync(impexp_status([imports[-1]]))
+        assert status is not None
         infos.append(
             rie.sign_disk_info(cds, salt, index, dest.address, status["listen_port"], magic)
         )
     return Destination(imports, rie.sign_x509_cert(cert, cds, salt), infos, key_name)
 
 
-def statuses(bed: Bed, dest: Destination) -> list[dict[str, Any]]:
-    return list(node_call(bed.nodes[NODE2], "impexp_status", dest.imports))
+def statuses(bed: Bed, dest: Destination) -> list[JsonObject]:
+    """The imports' statuses (each one known to the node)."""
+    found = bed.nodes[NODE2].run_sync(impexp_status(dest.imports))
+    assert all(found), found
+    return cast("list[JsonObject]", found)
 
 
 def finish(bed: Bed, dest: Destination) -> None:
     node = bed.nodes[NODE2]
     for name in dest.imports:
-        node_call(node, "impexp_cleanup", name)
-    node_call(node, "x509_cert_remove", dest.key_name)
+        node.run_sync(impexp_cleanup(name))
+    node.run_sync(x509_cert_remove(dest.key_name))
 
 
 def remote_op(name: str, prep: dict[str, Any], dest: Destination, **fields: Any) -> dict[str, Any]:
@@ -154,8 +168,8 @@ def test_remote_export_to_listening_imports(bed: Bed) -> None:
     for line in (f"Sending disk 1 to {host}:{port}", "Disk 0 finished sending data"):
         assert line in lines, (line, lines)
     # The source's per-move key is gone with the export.
-    with pytest.raises(AssertionError, match="x509_cert_remove"):
-        node_call(bed.nodes[NODE1], "x509_cert_remove", source_key)
+    with pytest.raises(NodeCallError, match="x509_cert_remove"):
+        bed.nodes[NODE1].run_sync(x509_cert_remove(source_key))
 
 
 def _spoiled(bed: Bed, dest: Destination, prep: dict[str, Any], what: str) -> dict[str, Any]:
@@ -215,7 +229,7 @@ def test_destination_certificate_checked_on_the_wire(bed: Bed) -> None:
     new_instance(bed, "rx3", "1m")
     prep = prepare(bed, "rx3")
     dest = listen(bed, "rx3", 1, prep["x509_ca"])
-    other_key, other_cert = node_call(bed.nodes[NODE2], "x509_cert_create", 3600)
+    other_key, other_cert = bed.nodes[NODE2].run_sync(x509_cert_create(3600))
     cds = rie.read_domain_secret(bed.cl.paths)
     try:
         op = {
@@ -229,7 +243,7 @@ def test_destination_certificate_checked_on_the_wire(bed: Bed) -> None:
         assert status["exit_status"] is None or status["exit_status"] != 0
     finally:
         finish(bed, dest)
-        node_call(bed.nodes[NODE2], "x509_cert_remove", other_key)
+        bed.nodes[NODE2].run_sync(x509_cert_remove(other_key))
     assert not (bed.paths(NODE2).export_dir / "rx3.new" / "d0").exists()
 
 
@@ -268,7 +282,7 @@ def test_move_cancelled_on_the_source_side(bed: Bed) -> None:
     entry = remote_import_entry(bed, create_id)
     assert entry is not None
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         export = export_op(
             "rx4",
@@ -287,12 +301,12 @@ def test_move_cancelled_on_the_source_side(bed: Bed) -> None:
             client.call("CancelJob", export_id, True)
             assert wait_final(client, [export_id], timeout=60)[0][0] == "canceled"
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     with bed.cl.client() as client:
         assert wait_final(client, [create_id], timeout=120)[0][0] == "error"
     assert bed.cl.gnt("instance", "list", "rx4dst").rc != 0
     assert bed.disk_files(NODE2, "rx4dst") == []
     assert [p.read_bytes() for p in bed.disk_files(NODE1, "rx4")] == contents
     source_key = prep["x509_key_name"][0]
-    with pytest.raises(AssertionError, match="x509_cert_remove"):
-        node_call(source, "x509_cert_remove", source_key)
+    with pytest.raises(NodeCallError, match="x509_cert_remove"):
+        source.run_sync(x509_cert_remove(source_key))

@@ -11,7 +11,6 @@ Ganeti's five minutes.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import os
@@ -33,7 +32,7 @@ from corral.cmdlib.intents import PREFIX
 from corral.crypto import rie
 from corral.paths import Paths
 from corral.process.daemons import start_daemon
-from corral.rpc.client import RpcClient
+from corral.rpc import calls_impexp
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import wait_final
@@ -178,16 +177,6 @@ def ganeti_export(bed: Bed, node: str, config: str | None = None) -> bytes:
 def remove_exports(bed: Bed) -> None:
     for node in bed.nodes:
         shutil.rmtree(bed.paths(node).export_dir, ignore_errors=True)
-
-
-def node_call(node: Noded, name: str, *args: Any) -> Any:
-    async def call() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
-            res = await rpc.call_one(node.name, node.address, name, list(args))
-        res.raise_if_failed(name)
-        return res.payload
-
-    return asyncio.run(call())
 
 
 def instances(bed: Bed) -> set[str]:
@@ -454,7 +443,7 @@ def _restart(node: Noded) -> None:
 def test_source_noded_killed_mid_import(bed: Bed) -> None:
     ganeti_export(bed, NODE2)
     source = bed.nodes[NODE2]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit(bed, import_op("kimp", src_node=NODE2, pnode=NODE3, src_path=GANETI_NAME))
         wait_until(
@@ -473,7 +462,7 @@ def test_source_noded_killed_mid_import(bed: Bed) -> None:
                 status = wait_final(client, [job_id], timeout=120)[0][0]
         finally:
             _restart(source)
-            node_call(source, "test_impexp_gate", False)
+            source.run_sync(calls_impexp.test_impexp_gate(False))
     assert status == "error"
     assert_nothing_created(bed, "kimp")
     remove_exports(bed)

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from corral.process.daemons import start_daemon
-from tests.helpers.backup import NODE1, NODE2, Bed, export_op, fill_disks, job_log, node_call
+from corral.rpc import calls_impexp
+from tests.helpers.backup import NODE1, NODE2, Bed, export_op, fill_disks, job_log
 from tests.helpers.crash import (
     MASTERD,
     UNCLEAN_SHUTDOWN,
@@ -57,11 +58,11 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
 def gate(bed: Bed) -> Iterator[Noded]:
     """node1 (every test's source) pauses its exports after their first frame."""
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         yield source
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
 
 
 def new_instance(bed: Bed, name: str, *args: str) -> list[bytes]:
@@ -134,7 +135,7 @@ def test_move_undone(bed: Bed, gate: Noded) -> None:
     assert pnode(bed, "cmv1") == NODE1
     assert [p.read_bytes() for p in bed.disk_files(NODE1, "cmv1")] == contents
     assert_nothing_left(bed)
-    node_call(gate, "test_impexp_gate", False)
+    gate.run_sync(calls_impexp.test_impexp_gate(False))
     # Nothing stands in the way of the move now.
     ok(bed.cl.gnt("instance", "move", "-f", "-n", NODE2, "cmv1"))
     assert pnode(bed, "cmv1") == NODE2 and where(bed, "cmv1") == {NODE2: "running"}

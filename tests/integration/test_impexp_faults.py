@@ -13,13 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from corral.rpc import calls_impexp
+from corral.rpc.calls_impexp import (
+    export_start,
+    impexp_abort,
+    impexp_cleanup,
+    import_start,
+    x509_cert_create,
+)
 from tests.helpers.certs import self_signed_pem
 from tests.helpers.noded import start_noded
 from tests.helpers.tmpfs import tmpfs
 from tests.integration.test_impexp_node import (
     MIB,
     Pair,
-    call,
     finished,
     instance,
     make_disk,
@@ -62,13 +69,13 @@ async def test_exporter_killed_then_restart_cleans_up(fresh_pair: Pair) -> None:
     inst = instance(name, [16])
     make_disk(pair.one.paths, inst, 0, os.urandom(16 * MIB))
     o = opts(connect_timeout=300)
-    imp = await call(
-        pair.two, "import_start", o, inst, "disk/0", "file", {"export": name, "dump": "d0"}
+    imp = await pair.two.run(
+        import_start(o, inst, "disk/0", "file", {"export": name, "dump": "d0"})
     )
     port = (await status(pair.two, imp))["listen_port"]
-    await call(pair.one, "test_impexp_gate", True)
-    await call(
-        pair.one, "export_start", o, pair.two.address, port, inst, "disk/0", "disk", {"index": 0}
+    await pair.one.run(calls_impexp.test_impexp_gate(True))
+    await pair.one.run(
+        export_start(o, pair.two.address, port, inst, "disk/0", "disk", {"index": 0})
     )
 
     async def moved() -> bool:
@@ -82,7 +89,7 @@ async def test_exporter_killed_then_restart_cleans_up(fresh_pair: Pair) -> None:
     os.kill(pid, signal.SIGKILL)
     st = await finished(pair.two, imp, timeout=20)
     assert st["exit_status"] != 0 and "closed the connection" in st["error_message"], st
-    await call(pair.two, "impexp_cleanup", imp)
+    await pair.two.run(impexp_cleanup(imp))
     assert not partial.exists()
     # The importer's node: another unfinished export and an expired key, as a
     # dead noded leaves them; its restart removes both.
@@ -90,7 +97,7 @@ async def test_exporter_killed_then_restart_cleans_up(fresh_pair: Pair) -> None:
     leftover.mkdir(parents=True)
     (leftover / "d0").write_bytes(b"partial")
     key_dir = expired_key(pair.two.paths.run_dir / "crypto")
-    live, _ = await call(pair.two, "x509_cert_create", 600)
+    live, _ = await pair.two.run(x509_cert_create(600))
     pair.two.stop()
     pair.two = start_noded(pair.two.paths, pair.two.address, pair.two.port)
     pair.two.name = "node2.example.com"
@@ -112,8 +119,8 @@ async def test_full_destination_is_a_clear_error(fresh_pair: Pair) -> None:
         assert "No space left on the device" in st_imp["error_message"], st_imp
         # The exporter says why too: the importer's reason reaches it.
         assert st_exp["exit_status"] != 0
-        await call(pair.two, "impexp_cleanup", imp)
-        await call(pair.one, "impexp_cleanup", exp)
+        await pair.two.run(impexp_cleanup(imp))
+        await pair.one.run(impexp_cleanup(exp))
         assert not (pair.two.paths.export_dir / f"{name}.new" / "d0").exists()
 
 
@@ -123,29 +130,21 @@ async def _round(pair: Pair, count: int) -> None:
     names = []
     for _ in range(count):
         o = opts()
-        imp = await call(pair.two, "import_start", o, inst, "disk/0", "discard", {})
+        imp = await pair.two.run(import_start(o, inst, "disk/0", "discard", {}))
         port = (await status(pair.two, imp))["listen_port"]
-        exp = await call(
-            pair.one,
-            "export_start",
-            o,
-            pair.two.address,
-            port,
-            inst,
-            "disk/0",
-            "zero",
-            {"size": 9 * MIB},
+        exp = await pair.one.run(
+            export_start(o, pair.two.address, port, inst, "disk/0", "zero", {"size": 9 * MIB})
         )
         names.append((exp, imp))
-    idle = await call(pair.two, "import_start", opts(), inst, "disk/0", "discard", {})
-    await call(pair.two, "impexp_abort", idle)
+    idle = await pair.two.run(import_start(opts(), inst, "disk/0", "discard", {}))
+    await pair.two.run(impexp_abort(idle))
     for exp, imp in names:
         assert (await finished(pair.one, exp))["exit_status"] == 0
         assert (await finished(pair.two, imp))["exit_status"] == 0
-        await call(pair.one, "impexp_cleanup", exp)
-        await call(pair.two, "impexp_cleanup", imp)
+        await pair.one.run(impexp_cleanup(exp))
+        await pair.two.run(impexp_cleanup(imp))
     assert (await finished(pair.two, idle))["error_message"] == "Aborted"
-    await call(pair.two, "impexp_cleanup", idle)
+    await pair.two.run(impexp_cleanup(idle))
 
 
 async def test_no_thread_left_behind(fresh_pair: Pair) -> None:

@@ -16,12 +16,29 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from corral.paths import Paths
-from corral.rpc.client import RpcClient
+from corral.rpc import calls_impexp
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_info,
+    export_list,
+    export_remove,
+    export_start,
+    finalize_export,
+    impexp_abort,
+    impexp_cleanup,
+    impexp_status,
+    impexp_wait,
+    import_start,
+    x509_cert_create,
+    x509_cert_remove,
+)
+from corral.rpc.declare import Request
+from corral.rpc.result import NodeCallError
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import REPO_ROOT, Noded, free_port, make_node_root, start_noded
 from tests.helpers.osdef import make_os
@@ -63,13 +80,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         p.one.stop()
 
 
-async def call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
-        res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
-    return res.payload
-
-
 async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
     """Poll ``check`` until it returns something true; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -80,7 +90,7 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> A
 
 
 async def status(node: Noded, name: str) -> dict[str, Any]:
-    [st] = await call(node, "impexp_status", [name])
+    [st] = await node.run(impexp_status([name]))
     assert st is not None
     return dict(st)
 
@@ -94,7 +104,7 @@ async def finished(node: Noded, name: str, timeout: float = 60.0) -> dict[str, A
     return result
 
 
-def opts(**kw: Any) -> dict[str, Any]:
+def opts(**kw: Any) -> ImpExpOptions:
     base: dict[str, Any] = {
         "key_name": None,
         "ca_pem": None,
@@ -104,8 +114,7 @@ def opts(**kw: Any) -> dict[str, Any]:
         "bind_address": None,
         "size": None,
     }
-    base.update(kw)
-    return base
+    return cast("ImpExpOptions", base | kw)
 
 
 def disk_desc(name: str, index: int, size_mib: int) -> dict[str, Any]:
@@ -173,13 +182,13 @@ async def start(
     inst: dict[str, Any],
     source: tuple[str, dict[str, Any]],
     dest: tuple[str, dict[str, Any]],
-    o: dict[str, Any],
+    o: ImpExpOptions,
 ) -> tuple[str, str]:
     """Start a stream from ``src`` to ``dst``: the import's and the export's names."""
-    imp = await call(dst, "import_start", o, inst, "disk/0", *dest)
+    imp = await dst.run(import_start(o, inst, "disk/0", *dest))
     port = (await status(dst, imp))["listen_port"]
     assert isinstance(port, int) and port > 0
-    exp = await call(src, "export_start", o, dst.address, port, inst, "disk/0", *source)
+    exp = await src.run(export_start(o, dst.address, port, inst, "disk/0", *source))
     return imp, exp
 
 
@@ -194,8 +203,8 @@ async def transfer(
     """One stream from ``src`` to ``dst``: the final status of both ends."""
     imp, exp = await start(src, dst, inst, source, dest, opts(**kw))
     out = await finished(src, exp), await finished(dst, imp)
-    await call(src, "impexp_cleanup", exp)
-    await call(dst, "impexp_cleanup", imp)
+    await src.run(impexp_cleanup(exp))
+    await dst.run(impexp_cleanup(imp))
     return out
 
 
@@ -223,9 +232,9 @@ async def test_disk_to_file_to_disk_round_trip(pair: Pair, compress: str) -> Non
     assert exp["progress_throughput"] > 0 and exp["progress_eta"] == 0
     dump = pair.two.paths.export_dir / f"{name}.new" / "d0"
     assert dump.read_bytes() == content + bytes(11 * MIB - len(content))
-    await call(pair.two, "finalize_export", name, "[export]\nversion = 0\n")
-    assert name in await call(pair.two, "export_list")
-    assert await call(pair.two, "export_info", name) == "[export]\nversion = 0\n"
+    await pair.two.run(finalize_export(name, "[export]\nversion = 0\n"))
+    assert name in await pair.two.run(export_list())
+    assert await pair.two.run(export_info(name)) == "[export]\nversion = 0\n"
     # Back into a fresh disk on the first node.
     back = instance(name + "-b", [11])
     make_disk(pair.one.paths, back, 0, None)
@@ -239,8 +248,8 @@ async def test_disk_to_file_to_disk_round_trip(pair: Pair, compress: str) -> Non
     )
     assert exp["exit_status"] == 0 and imp["exit_status"] == 0, (exp, imp)
     assert disk_path(pair.one.paths, back, 0).read_bytes() == dump_bytes(pair.two.paths, name)
-    await call(pair.two, "export_remove", name)
-    assert name not in await call(pair.two, "export_list")
+    await pair.two.run(export_remove(name))
+    assert name not in await pair.two.run(export_list())
 
 
 def dump_bytes(paths: Paths, name: str) -> bytes:
@@ -317,38 +326,30 @@ async def test_scripts_stream_with_ganeti_environment(pair: Pair) -> None:
 async def test_wrong_magic_refused_import_keeps_waiting(pair: Pair) -> None:
     inst = instance(f"mg-{secrets.token_hex(3)}", [1])
     good = opts(compress="none")
-    imp = await call(pair.two, "import_start", good, inst, "disk/0", "discard", {})
+    imp = await pair.two.run(import_start(good, inst, "disk/0", "discard", {}))
     port = (await status(pair.two, imp))["listen_port"]
-    bad = dict(good, magic="other-magic")
-    exp = await call(
-        pair.one, "export_start", bad, pair.two.address, port, inst, "disk/0", "zero", {"size": MIB}
+    bad = opts(compress="none", magic="other-magic")
+    exp = await pair.one.run(
+        export_start(bad, pair.two.address, port, inst, "disk/0", "zero", {"size": MIB})
     )
     st = await finished(pair.one, exp)
     assert st["exit_status"] != 0 and "wrong magic" in st["error_message"], st
     mid = await status(pair.two, imp)
     assert mid["exit_status"] is None and not mid["connected"]
     assert any("refused" in line and "wrong magic" in line for line in mid["recent_output"])
-    exp2 = await call(
-        pair.one,
-        "export_start",
-        good,
-        pair.two.address,
-        port,
-        inst,
-        "disk/0",
-        "zero",
-        {"size": MIB},
+    exp2 = await pair.one.run(
+        export_start(good, pair.two.address, port, inst, "disk/0", "zero", {"size": MIB})
     )
     assert (await finished(pair.one, exp2))["exit_status"] == 0
     assert (await finished(pair.two, imp))["exit_status"] == 0
     for node, name in ((pair.one, exp), (pair.one, exp2), (pair.two, imp)):
-        await call(node, "impexp_cleanup", name)
+        await node.run(impexp_cleanup(name))
 
 
 async def test_per_move_x509_keys(pair: Pair) -> None:
     inst = instance(f"x5-{secrets.token_hex(3)}", [1])
-    name1, pem1 = await call(pair.one, "x509_cert_create", 3600)
-    name2, pem2 = await call(pair.two, "x509_cert_create", 3600)
+    name1, pem1 = await pair.one.run(x509_cert_create(3600))
+    name2, pem2 = await pair.two.run(x509_cert_create(3600))
     key = pair.one.paths.run_dir / "crypto" / name1 / "key"
     assert key.stat().st_mode & 0o777 == 0o600
     assert "PRIVATE" not in pem1
@@ -356,7 +357,7 @@ async def test_per_move_x509_keys(pair: Pair) -> None:
     exp, imp = await _x509_transfer(pair, inst, (name1, pem2), (name2, pem1))
     assert exp["exit_status"] == 0 and imp["exit_status"] == 0, (exp, imp)
     # A third certificate expected by the importer: the exporter is refused.
-    name3, pem3 = await call(pair.one, "x509_cert_create", 3600)
+    name3, pem3 = await pair.one.run(x509_cert_create(3600))
     exp, imp = await _x509_transfer(pair, inst, (name1, pem2), (name2, pem3), timeout=3)
     assert exp["exit_status"] != 0 and "refused" in exp["error_message"], exp
     assert any("refused a connection" in line for line in imp["recent_output"]), imp
@@ -369,10 +370,10 @@ async def test_per_move_x509_keys(pair: Pair) -> None:
     exp, imp = await _x509_transfer(pair, inst, (name1, "\n".join(lines)), (name2, pem1), timeout=3)
     assert exp["exit_status"] != 0 and "certificate" in exp["error_message"], exp
     for node, key_name in ((pair.one, name1), (pair.two, name2), (pair.one, name3)):
-        await call(node, "x509_cert_remove", key_name)
+        await node.run(x509_cert_remove(key_name))
     assert not key.parent.exists()
     with pytest.raises(Exception, match="Unknown X509 key"):
-        await call(pair.one, "x509_cert_remove", name1)
+        await pair.one.run(x509_cert_remove(name1))
 
 
 async def _x509_transfer(
@@ -383,63 +384,47 @@ async def _x509_transfer(
     timeout: int = 30,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     base = opts(connect_timeout=timeout)
-    imp_opts = dict(base, key_name=importer[0], ca_pem=importer[1])
-    exp_opts = dict(base, key_name=exporter[0], ca_pem=exporter[1])
-    imp = await call(pair.two, "import_start", imp_opts, inst, "disk/0", "discard", {})
+    imp_opts: ImpExpOptions = {**base, "key_name": importer[0], "ca_pem": importer[1]}
+    exp_opts: ImpExpOptions = {**base, "key_name": exporter[0], "ca_pem": exporter[1]}
+    imp = await pair.two.run(import_start(imp_opts, inst, "disk/0", "discard", {}))
     port = (await status(pair.two, imp))["listen_port"]
-    exp = await call(
-        pair.one,
-        "export_start",
-        exp_opts,
-        pair.two.address,
-        port,
-        inst,
-        "disk/0",
-        "zero",
-        {"size": 3 * MIB},
+    exp = await pair.one.run(
+        export_start(exp_opts, pair.two.address, port, inst, "disk/0", "zero", {"size": 3 * MIB})
     )
     done = await finished(pair.one, exp)
     if done["exit_status"] != 0:
         # The import would wait for another exporter until its time-out.
-        await call(pair.two, "impexp_abort", imp)
+        await pair.two.run(impexp_abort(imp))
     out = done, await finished(pair.two, imp)
-    await call(pair.one, "impexp_cleanup", exp)
-    await call(pair.two, "impexp_cleanup", imp)
+    await pair.one.run(impexp_cleanup(exp))
+    await pair.two.run(impexp_cleanup(imp))
     return out
 
 
 async def test_abort_stops_both_ends(pair: Pair) -> None:
     inst = instance(f"ab-{secrets.token_hex(3)}", [1])
     o = opts(connect_timeout=300)
-    imp = await call(pair.two, "import_start", o, inst, "disk/0", "discard", {})
+    imp = await pair.two.run(import_start(o, inst, "disk/0", "discard", {}))
     port = (await status(pair.two, imp))["listen_port"]
-    await call(pair.one, "test_impexp_gate", True)
+    await pair.one.run(calls_impexp.test_impexp_gate(True))
     try:
-        exp = await call(
-            pair.one,
-            "export_start",
-            o,
-            pair.two.address,
-            port,
-            inst,
-            "disk/0",
-            "zero",
-            {"size": 64 * MIB},
+        exp = await pair.one.run(
+            export_start(o, pair.two.address, port, inst, "disk/0", "zero", {"size": 64 * MIB})
         )
         await until(lambda: _moved(pair.one, exp))
         start = time.monotonic()
-        await call(pair.two, "impexp_abort", imp)
+        await pair.two.run(impexp_abort(imp))
         st_imp = await finished(pair.two, imp, timeout=10)
         assert time.monotonic() - start < 10
     finally:
-        await call(pair.one, "test_impexp_gate", False)
+        await pair.one.run(calls_impexp.test_impexp_gate(False))
     # Once past the gate, the exporter finds the connection gone.
     st_exp = await finished(pair.one, exp, timeout=10)
     assert st_imp["exit_status"] != 0 and st_imp["error_message"] == "Aborted"
     assert st_exp["exit_status"] != 0
-    await call(pair.one, "impexp_cleanup", exp)
-    await call(pair.two, "impexp_cleanup", imp)
-    assert await call(pair.two, "impexp_status", [imp]) == [None]
+    await pair.one.run(impexp_cleanup(exp))
+    await pair.two.run(impexp_cleanup(imp))
+    assert await pair.two.run(impexp_status([imp])) == [None]
 
 
 async def _moved(node: Noded, name: str) -> bool:
@@ -450,21 +435,15 @@ async def _moved(node: Noded, name: str) -> bool:
 async def test_bad_names_refused(pair: Pair) -> None:
     for bad in ("..", "a/b", "../x", "", ".hidden"):
         with pytest.raises(Exception, match="Invalid"):
-            await call(pair.two, "export_info", bad)
+            await pair.two.run(export_info(bad))
         with pytest.raises(Exception, match="Invalid"):
-            await call(pair.two, "export_remove", bad)
+            await pair.two.run(export_remove(bad))
         with pytest.raises(Exception, match="Invalid"):
-            await call(pair.two, "finalize_export", bad, "x")
+            await pair.two.run(finalize_export(bad, "x"))
     inst = instance("bn", [1])
     with pytest.raises(Exception, match="Invalid"):
-        await call(
-            pair.two,
-            "import_start",
-            opts(),
-            inst,
-            "disk/0",
-            "file",
-            {"export": "bn", "dump": "../escape"},
+        await pair.two.run(
+            import_start(opts(), inst, "disk/0", "file", {"export": "bn", "dump": "../escape"})
         )
 
 
@@ -495,7 +474,7 @@ async def test_foreign_cluster_certificates_refused(pair: Pair, tmp_path: Path) 
     foreign = _foreign(tmp_path)
     inst = instance(f"fc-{secrets.token_hex(3)}", [1])
     o = opts()
-    imp = await call(pair.two, "import_start", o, inst, "disk/0", "discard", {})
+    imp = await pair.two.run(import_start(o, inst, "disk/0", "discard", {}))
     port = (await status(pair.two, imp))["listen_port"]
     # Another cluster's node connects to the import: refused, the import waits on.
     answer = await asyncio.to_thread(_foreign_client, foreign, pair.two.address, port)
@@ -503,24 +482,16 @@ async def test_foreign_cluster_certificates_refused(pair: Pair, tmp_path: Path) 
     mid = await status(pair.two, imp)
     assert mid["exit_status"] is None and not mid["connected"]
     assert any("refused a connection" in line for line in mid["recent_output"]), mid
-    await call(pair.two, "impexp_abort", imp)
+    await pair.two.run(impexp_abort(imp))
     await finished(pair.two, imp)
-    await call(pair.two, "impexp_cleanup", imp)
+    await pair.two.run(impexp_cleanup(imp))
     # An export to another cluster's node (presenting its own certificate): refused.
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(foreign.server_pem)
     with socket.create_server((pair.two.address, 0)) as listener:
         fport = listener.getsockname()[1]
-        exp = await call(
-            pair.one,
-            "export_start",
-            o,
-            pair.two.address,
-            fport,
-            inst,
-            "disk/0",
-            "zero",
-            {"size": MIB},
+        exp = await pair.one.run(
+            export_start(o, pair.two.address, fport, inst, "disk/0", "zero", {"size": MIB})
         )
         raw, _ = await asyncio.to_thread(listener.accept)
         with raw:
@@ -528,22 +499,23 @@ async def test_foreign_cluster_certificates_refused(pair: Pair, tmp_path: Path) 
                 await asyncio.to_thread(server.wrap_socket, raw, server_side=True)
             st = await finished(pair.one, exp)
     assert st["exit_status"] != 0 and "unacceptable certificate" in st["error_message"], st
-    await call(pair.one, "impexp_cleanup", exp)
+    await pair.one.run(impexp_cleanup(exp))
 
 
 async def test_exporter_retries_until_connect_timeout(pair: Pair) -> None:
     inst = instance(f"rt-{secrets.token_hex(3)}", [1])
     nobody = free_port(pair.two.address)
     start = time.monotonic()
-    exp = await call(
-        pair.one, "export_start", opts(connect_timeout=2), pair.two.address, nobody, inst,
-        "disk/0", "zero", {"size": MIB},
-    )  # fmt: skip
+    exp = await pair.one.run(
+        export_start(
+            opts(connect_timeout=2), pair.two.address, nobody, inst, "disk/0", "zero", {"size": MIB}
+        )
+    )
     st = await finished(pair.one, exp)
     assert time.monotonic() - start >= 2
     assert st["exit_status"] != 0 and "Cannot connect" in st["error_message"], st
     assert any("retrying" in line for line in st["recent_output"]), st
-    await call(pair.one, "impexp_cleanup", exp)
+    await pair.one.run(impexp_cleanup(exp))
 
 
 async def test_wait_answers_when_a_stream_ends(pair: Pair) -> None:
@@ -551,37 +523,38 @@ async def test_wait_answers_when_a_stream_ends(pair: Pair) -> None:
     far longer than this test): a gate holds the export, the wait is
     pending, the gate opens and the wait returns the ended stream's status."""
     inst, o = instance(f"wt-{secrets.token_hex(3)}", [1]), opts()
-    imp = await call(pair.two, "import_start", o, inst, "disk/0", "discard", {})
+    imp = await pair.two.run(import_start(o, inst, "disk/0", "discard", {}))
     port = (await status(pair.two, imp))["listen_port"]
-    await call(pair.one, "test_impexp_gate", True)
+    await pair.one.run(calls_impexp.test_impexp_gate(True))
     try:
-        exp = await call(
-            pair.one, "export_start", o, pair.two.address, port, inst, "disk/0",
-            "zero", {"size": 16 * MIB},
-        )  # fmt: skip
+        exp = await pair.one.run(
+            export_start(o, pair.two.address, port, inst, "disk/0", "zero", {"size": 16 * MIB})
+        )
         await until(lambda: _moved(pair.one, exp))
-        waiting = asyncio.ensure_future(call(pair.one, "impexp_wait", [exp, "unknown"], 30))
-        waiting_imp = asyncio.ensure_future(call(pair.two, "impexp_wait", [imp], 30))
+        waiting = asyncio.ensure_future(pair.one.run(impexp_wait([exp, "unknown"], 30)))
+        waiting_imp = asyncio.ensure_future(pair.two.run(impexp_wait([imp], 30)))
         # Held by the gate, the export cannot end: both waits are still pending
         # after a status call that went through the same nodes.
         assert (await status(pair.one, exp))["exit_status"] is None
         assert (await status(pair.two, imp))["exit_status"] is None
         assert not waiting.done() and not waiting_imp.done()
     finally:
-        await call(pair.one, "test_impexp_gate", False)
+        await pair.one.run(calls_impexp.test_impexp_gate(False))
     # Deadlines below the waits' own 30 s: a wait that only answers when its
     # timeout is over fails here instead of passing late.
     st_exp, unknown = await asyncio.wait_for(waiting, 20)
     [st_imp] = await asyncio.wait_for(waiting_imp, 20)
+    assert st_exp is not None and st_imp is not None and unknown is None
     assert st_exp["exit_status"] == 0 and st_exp["progress_mbytes"] == 16, st_exp
     assert st_imp["exit_status"] == 0, st_imp
-    assert unknown is None
     # A stream that ended already: the wait answers at once.
-    assert (await call(pair.one, "impexp_wait", [exp], 30))[0]["exit_status"] == 0
+    [ended] = await pair.one.run(impexp_wait([exp], 30))
+    assert ended is not None and ended["exit_status"] == 0
     # Nothing that can end (unknown names only): the wait is its timeout.
-    assert await call(pair.one, "impexp_wait", ["nothing-here"], 0) == [None]
+    assert await pair.one.run(impexp_wait(["nothing-here"], 0)) == [None]
     for bad in ((exp, 1), ([exp], -1), ([exp], "1"), ([exp], True)):
-        with pytest.raises(Exception, match="Invalid"):
-            await call(pair.one, "impexp_wait", *bad)
-    await call(pair.one, "impexp_cleanup", exp)
-    await call(pair.two, "impexp_cleanup", imp)
+        with pytest.raises(NodeCallError, match="Invalid"):
+            # Arguments the declaration refuses, sent as they are: noded refuses them.
+            await pair.one.run(Request(impexp_wait, list(bad)))
+    await pair.one.run(impexp_cleanup(exp))
+    await pair.two.run(impexp_cleanup(imp))

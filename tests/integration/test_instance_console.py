@@ -26,6 +26,8 @@ import pytest
 from corral.cli import console_client
 from corral.node.hypervisor.fake import CONSOLES_DIR
 from corral.paths import Paths
+from corral.rpc.calls_instance import instance_start
+from corral.rpc.wire import InstanceWire
 from tests.helpers.cluster import TestCluster, running_cluster, unique_loopback
 from tests.helpers.console import Console
 from tests.helpers.instances import add, failed, ok
@@ -300,10 +302,8 @@ async def test_noded_stopping_detaches_its_consoles() -> None:
     address = unique_loopback()
     node = start_noded(make_node_root(root, node_ip=address), address)
     try:
-        inst = {"name": "i1", "hypervisor": "fake", "memory": 1, "vcpus": 1}
-        async with node.client() as rpc:
-            started = await rpc.call_one(*node.target, "instance_start", [inst, False])
-            started.raise_if_failed()
+        inst: InstanceWire = {"name": "i1", "hypervisor": "fake", "memory": 1, "vcpus": 1}
+        await node.run(instance_start(inst, False))
         with serial_console(node.paths, "i1"):
             console = Console(node, "i1")
             console.type("abc")

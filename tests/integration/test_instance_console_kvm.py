@@ -8,9 +8,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from corral.rpc.calls_console import instance_console
+from corral.rpc.calls_instance import instance_shutdown, instance_start
+from corral.rpc.wire import InstanceWire
 from tests.helpers.cluster import TestCluster, unique_loopback
 from tests.helpers.console import Console
 from tests.helpers.instances import add, ok
@@ -37,11 +41,9 @@ def noded() -> Iterator[Noded]:
 
 @pytest.mark.slow
 async def test_a_command_typed_through_the_relay_runs_in_the_guest(noded: Noded) -> None:
-    spec = guest_spec(NAME, memory=128)
+    wire = cast("InstanceWire", dict(guest_spec(NAME, memory=128).wire))
     async with noded.client() as rpc:
-        (
-            await rpc.call_one(*noded.target, "instance_start", [dict(spec.wire), False])
-        ).raise_if_failed()
+        await rpc.run(noded.target, instance_start(wire, False))
         try:
             console = Console(noded, NAME)
             try:
@@ -56,17 +58,12 @@ async def test_a_command_typed_through_the_relay_runs_in_the_guest(noded: Noded)
                 console.wait_for(b"hi-42")
             finally:
                 console.sock.close()
-            answer = await rpc.call_one(
-                *noded.target, "instance_console", [[dict(spec.wire)], "n1"]
-            )
-            answer.raise_if_failed()
-            (described,) = answer.payload
+            (described,) = await rpc.run(noded.target, instance_console([wire], "n1"))
             assert described["kind"] == "ssh" and described["host"] == "n1"
             serial = noded.paths.run_dir
             assert str(described["command"][-1]).startswith(f"UNIX-CONNECT:{serial}")
         finally:
-            stopped = await rpc.call_one(*noded.target, "instance_shutdown", ["kvm", NAME, 0])
-            stopped.raise_if_failed()
+            await rpc.run(noded.target, instance_shutdown("kvm", NAME, 0))
 
 
 @pytest.fixture

@@ -5,20 +5,18 @@ was and the target clean."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from corral.paths import Paths
 from corral.process.daemons import start_daemon
-from corral.rpc.client import RpcClient
+from corral.rpc import calls_impexp
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, failed, ok, rows
 from tests.helpers.jobs import cluster_state, wait_final
@@ -89,16 +87,6 @@ def pnode(bed: Bed, name: str) -> str:
     return rows(bed.cl, ["pnode"], name)[0][0]
 
 
-def node_call(node: Noded, name: str, *args: Any) -> Any:
-    async def run() -> Any:
-        async with RpcClient(node.paths, node.port) as rpc:
-            res = await rpc.call_one(node.name, node.address, name, list(args))
-        res.raise_if_failed(name)
-        return res.payload
-
-    return asyncio.run(run())
-
-
 def job_log(bed: Bed, job_id: int) -> list[str]:
     with bed.cl.client() as client:
         (row,) = client.query_jobs([job_id], ["oplog"])
@@ -160,12 +148,12 @@ def test_diskless_instance_moves_without_copy(bed: Bed) -> None:
 def test_progress_lines_with_throughput_and_eta(bed: Bed) -> None:
     new_file_instance(bed, "mvp", "64m")
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit_move(bed, "mvp", NODE2)
         wait_paused(bed, job_id)
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     with bed.cl.client() as client:
         assert wait_final(client, [job_id], timeout=120)[0][0] == "success"
     lines = job_log(bed, job_id)
@@ -226,7 +214,7 @@ def test_target_killed_mid_copy(bed: Bed) -> None:
     new_file_instance(bed, "mvk", "32m", "4m")
     contents = fill_disks(bed, "mvk")
     source, target = bed.nodes[NODE1], bed.nodes[NODE3]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit_move(bed, "mvk", NODE3)
         wait_paused(bed, job_id)
@@ -236,7 +224,7 @@ def test_target_killed_mid_copy(bed: Bed) -> None:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: target.pid is None, timeout=30, what="node3's noded gone")
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     try:
         with bed.cl.client() as client:
             status, error = wait_final(client, [job_id], ("opresult",), timeout=120)[0]
@@ -267,13 +255,13 @@ def test_failed_copy_says_why(bed: Bed) -> None:
     source, storage = bed.nodes[NODE1], bed.paths(NODE2).file_storage_dir
     # Room enough when the move begins; none left once the copy is under way.
     with tmpfs(storage, "24m"):
-        node_call(source, "test_impexp_gate", True)
+        source.run_sync(calls_impexp.test_impexp_gate(True))
         try:
             job_id = submit_move(bed, "mvs", NODE2)
             wait_paused(bed, job_id)
             fill(storage)
         finally:
-            node_call(source, "test_impexp_gate", False)
+            source.run_sync(calls_impexp.test_impexp_gate(False))
         with bed.cl.client() as client:
             status, error = wait_final(client, [job_id], ("opresult",), timeout=120)[0]
         assert status == "error"
@@ -292,7 +280,7 @@ def test_job_cancelled_mid_copy(bed: Bed) -> None:
     new_file_instance(bed, "mvc", "32m")
     contents = fill_disks(bed, "mvc")
     source = bed.nodes[NODE1]
-    node_call(source, "test_impexp_gate", True)
+    source.run_sync(calls_impexp.test_impexp_gate(True))
     try:
         job_id = submit_move(bed, "mvc", NODE2)
         wait_paused(bed, job_id)
@@ -300,7 +288,7 @@ def test_job_cancelled_mid_copy(bed: Bed) -> None:
         with bed.cl.client() as client:
             assert wait_final(client, [job_id], timeout=60)[0][0] == "canceled"
     finally:
-        node_call(source, "test_impexp_gate", False)
+        source.run_sync(calls_impexp.test_impexp_gate(False))
     assert disk_files(bed, NODE2, "mvc") == []
     assert pnode(bed, "mvc") == NODE1 and where(bed, "mvc") == {NODE1: "running"}
     assert [p.read_bytes() for p in disk_files(bed, NODE1, "mvc")] == contents

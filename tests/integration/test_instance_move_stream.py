@@ -9,14 +9,14 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from corral.node.storage.file import REMOVING
 from corral.paths import Paths
 from corral.process.daemons import start_daemon
-from corral.rpc.client import RpcClient
+from corral.rpc.calls_transfer import transfer_finish, transfer_prepare, transfer_touch
+from corral.rpc.wire import DiskWire
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import Noded, daemon_env, free_port, make_node_root, noded_cmd, start_noded
 from tests.helpers.waiting import wait_until, wait_until_async
@@ -50,7 +50,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         source.stop()
 
 
-def disk(name: str, index: int, size_mib: int) -> dict[str, Any]:
+def disk(name: str, index: int, size_mib: int) -> DiskWire:
     return {
         "template": "file",
         "logical_id": ["loop", f"/srv/ganeti/file-storage/{name}/disk{index}"],
@@ -62,46 +62,39 @@ def disk(name: str, index: int, size_mib: int) -> dict[str, Any]:
     }
 
 
-def local(paths: Paths, desc: dict[str, Any]) -> Path:
+def local(paths: Paths, desc: DiskWire) -> Path:
     return paths.from_wire(desc["logical_id"][1])
 
 
-def write_source(paths: Paths, desc: dict[str, Any], content: bytes) -> None:
+def write_source(paths: Paths, desc: DiskWire, content: bytes) -> None:
     path = local(paths, desc)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
-
-
-async def call(node: Noded, name: str, *args: Any) -> Any:
-    async with RpcClient(node.paths, node.port) as rpc:
-        res = await rpc.call_one(node.name, node.address, name, list(args))
-    res.raise_if_failed(name)
-    return res.payload
 
 
 async def test_failed_transfer_removes_target_disks(pair: Pair) -> None:
     name = f"inst-{secrets.token_hex(3)}"
     disks = [disk(name, 0, 2), disk(name, 1, 1)]
     tid = secrets.token_hex(16)
-    await call(pair.target, "transfer_prepare", tid, disks, 60)
+    await pair.target.run(transfer_prepare(tid, disks, 60))
     assert all(local(pair.target.paths, d).exists() for d in disks)
     assert list((pair.target.paths.data_dir / "transfers").glob(f"{tid}.json"))
-    assert await call(pair.target, "transfer_finish", tid, False) == {"received": True}
+    assert await pair.target.run(transfer_finish(tid, False)) == {"received": True}
     assert not any(local(pair.target.paths, d).exists() for d in disks)
     assert not list((pair.target.paths.data_dir / "transfers").glob(f"{tid}.json"))
     # A retried clean-up is fine; the transfer is gone.
-    assert await call(pair.target, "transfer_finish", tid, False) == {"received": False}
-    assert await call(pair.target, "transfer_touch", tid) is False
+    assert await pair.target.run(transfer_finish(tid, False)) == {"received": False}
+    assert await pair.target.run(transfer_touch(tid)) is False
 
 
 async def test_kept_transfer_keeps_its_disks(pair: Pair) -> None:
     name = f"inst-{secrets.token_hex(3)}"
     disks = [disk(name, 0, 1)]
     tid = secrets.token_hex(16)
-    await call(pair.target, "transfer_prepare", tid, disks, 60)
-    assert await call(pair.target, "transfer_touch", tid) is True
+    await pair.target.run(transfer_prepare(tid, disks, 60))
+    assert await pair.target.run(transfer_touch(tid)) is True
     local(pair.target.paths, disks[0]).write_bytes(b"data" * (MIB // 4))
-    assert await call(pair.target, "transfer_finish", tid, True) == {"received": True}
+    assert await pair.target.run(transfer_finish(tid, True)) == {"received": True}
     assert local(pair.target.paths, disks[0]).read_bytes() == b"data" * (MIB // 4)
     assert not list((pair.target.paths.data_dir / "transfers").glob(f"{tid}.json"))
     local(pair.target.paths, disks[0]).unlink()
@@ -112,7 +105,7 @@ async def test_existing_target_disk_is_refused_and_kept(pair: Pair) -> None:
     disks = [disk(name, 0, 1), disk(name, 1, 1)]
     write_source(pair.target.paths, disks[1], b"keep me")
     with pytest.raises(Exception, match="already exists"):
-        await call(pair.target, "transfer_prepare", secrets.token_hex(16), disks, 60)
+        await pair.target.run(transfer_prepare(secrets.token_hex(16), disks, 60))
     assert not local(pair.target.paths, disks[0]).exists()
     assert local(pair.target.paths, disks[1]).read_bytes() == b"keep me"
 
@@ -120,7 +113,7 @@ async def test_existing_target_disk_is_refused_and_kept(pair: Pair) -> None:
 async def test_unused_transfer_expires(pair: Pair) -> None:
     name = f"inst-{secrets.token_hex(3)}"
     disks = [disk(name, 0, 1)]
-    await call(pair.target, "transfer_prepare", secrets.token_hex(16), disks, 0.5)
+    await pair.target.run(transfer_prepare(secrets.token_hex(16), disks, 0.5))
     path = local(pair.target.paths, disks[0])
     assert path.exists()
     await wait_until_async(lambda: not path.exists(), timeout=30, what="expired disk removed")
@@ -134,7 +127,7 @@ async def test_dead_transfer_and_removal_undone_at_start(pair: Pair, tmp_path: P
     name = f"inst-{secrets.token_hex(3)}"
     disks = [disk(name, 0, 1)]
     try:
-        await call(node, "transfer_prepare", secrets.token_hex(16), disks, 600)
+        await node.run(transfer_prepare(secrets.token_hex(16), disks, 600))
         assert local(paths, disks[0]).exists()
         pid = node.pid
         assert pid is not None

@@ -25,6 +25,7 @@ from corral.node import join_protocol as J
 from corral.node import join_server
 from corral.paths import Paths
 from corral.process.daemons import start_daemon, stop_daemon
+from corral.rpc.calls_node import version
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import failed, ok
 from tests.helpers.multinode import free_address, start_joining_node
@@ -138,11 +139,11 @@ def test_join_writes_files_keeps_the_key_and_secrets_0600(cl: TestCluster, joini
     assert not join_server.token_file(paths).exists()
     assert joining.pid is not None
 
-    async def version() -> object:
+    async def answer() -> int:
         async with joining.client(cl.paths) as rpc:
-            return (await rpc.call_one(*joining.target, "version", [])).payload
+            return await rpc.run(joining.target, version())
 
-    assert asyncio.run(version()) == 3000000
+    assert asyncio.run(answer()) == 3000000
 
 
 def _token_text(cl: TestCluster, **change: object) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from corral.paths import Paths
 from corral.process.daemons import DaemonStartError, running_pid
+from corral.rpc.calls_node import hooks_runner
 from tests.helpers.noded import (
     NODED,
     daemon_env,
@@ -127,11 +128,11 @@ async def test_stop_lets_short_calls_finish_and_kills_hooks(paths: Paths, tmp_pa
     node = start_noded(paths)
     async with node.client() as rpc:
         hooks = asyncio.ensure_future(
-            rpc.call_one(*node.target, "hooks_runner", ["cluster-verify", "post", {}])
+            rpc.result(node.target, hooks_runner("cluster-verify", "post", {}))
         )
         await asyncio.to_thread(wait_until, marker.exists)
         short = asyncio.ensure_future(
-            rpc.call_one(*node.target, "hooks_runner", ["cluster-init", "post", {}])
+            rpc.result(node.target, hooks_runner("cluster-init", "post", {}))
         )
         await asyncio.to_thread(wait_until, arrived.exists)
         assert await asyncio.to_thread(node.stop) is True

@@ -26,7 +26,9 @@ import pytest
 
 from corral.crypto.tls import ssl_client_context
 from corral.process.daemons import running_pid, start_daemon, stop_daemon
-from corral.rpc.client import RpcClient
+from corral.rpc.calls_node import version
+from corral.rpc.https import https_client
+from corral.rpc.result import NodeAddress
 from tests.helpers.cluster import TestCluster, running_cluster, unique_loopback
 from tests.helpers.instances import add, ok
 from tests.helpers.waiting import wait_until
@@ -159,8 +161,9 @@ async def test_a_silent_node_costs_the_caller_only_its_time_out(cl: TestCluster)
     silent = unique_loopback()
     # Connections to it wait in its backlog: accepted by the kernel, never answered.
     with socket.create_server((silent, cl.port)):
-        async with RpcClient(cl.paths, cl.port) as rpc:
-            call = rpc.call([("node1", cl.node_ip), ("silent", silent)], "version", [], timeout=2)
+        async with https_client(cl.paths, cl.port) as rpc:
+            targets = [NodeAddress("node1", cl.node_ip), NodeAddress("silent", silent)]
+            call = rpc.results(targets, version(), timeout=2)
             results = await asyncio.wait_for(call, 60)
     assert not results["node1"].failed
     assert results["silent"].failed

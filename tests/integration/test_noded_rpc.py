@@ -14,6 +14,17 @@ import pytest
 from corral import constants as C
 from corral import errors
 from corral.crypto.tls import ssl_client_context
+from corral.rpc import calls_node
+from corral.rpc.calls_node import (
+    hooks_runner,
+    node_info,
+    node_verify,
+    upload_file,
+    version,
+)
+from corral.rpc.declare import Request
+from corral.rpc.https import https_client
+from corral.rpc.result import NodeAddress
 from tests.helpers.noded import Noded, free_port, make_node_root, running_noded
 
 
@@ -27,25 +38,24 @@ def noded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Noded]:
 async def test_version_on_many_nodes_including_an_unreachable_one(noded: Noded) -> None:
     dead_port = free_port()
     async with noded.client() as rpc:
-        results = await rpc.call([noded.target, ("node2", "127.0.0.1")], "version", [])
+        results = await rpc.results([noded.target, NodeAddress("node2", "127.0.0.1")], version())
     assert results[noded.name].payload == C.PROTOCOL_VERSION
     assert not results[noded.name].failed
     # node2 is the same address: both share the port, so it answers too.
     assert results["node2"].payload == C.PROTOCOL_VERSION
-    async with noded.client() as rpc:
-        rpc._port = dead_port  # nothing listens there
-        dead = await rpc.call_one("node3", "127.0.0.1", "version", [])
+    async with https_client(noded.paths, dead_port) as rpc:  # nothing listens there
+        dead = await rpc.result(NodeAddress("node3", "127.0.0.1"), version())
     assert dead.offline and dead.failed
     assert "Connection refused" in str(dead.fail_msg)
     with pytest.raises(errors.OpExecError, match=r"^Cannot reach node3: Cannot connect"):
-        dead.raise_if_failed("Cannot reach node3")
+        dead.get("Cannot reach node3")
 
 
 async def test_node_info_and_verify(noded: Noded) -> None:
     async with noded.client() as rpc:
         unit = ["file", "/srv/ganeti/file-storage"]
-        info = await rpc.call_one(*noded.target, "node_info", [[unit]])
-        verify = await rpc.call_one(*noded.target, "node_verify", [{"version": None}, "node1"])
+        info = await rpc.result(noded.target, node_info([unit]))
+        verify = await rpc.result(noded.target, node_verify({"version": None}, "node1"))
     assert info.payload["memory_total"] > 0
     assert info.payload["storage"][0]["path"] == "/srv/ganeti/file-storage"
     assert verify.payload["version"] == C.PROTOCOL_VERSION
@@ -61,8 +71,8 @@ async def test_hooks_runner(noded: Noded) -> None:
     script.chmod(0o755)
     env = {"GANETI_CLUSTER": "cluster.example.com"}
     async with noded.client() as rpc:
-        result = await rpc.call_one(*noded.target, "hooks_runner", ["cluster-init", "post", env])
-        empty = await rpc.call_one(*noded.target, "hooks_runner", ["cluster-init", "pre", env])
+        result = await rpc.result(noded.target, hooks_runner("cluster-init", "post", env))
+        empty = await rpc.result(noded.target, hooks_runner("cluster-init", "pre", env))
     assert result.payload == [
         ["cluster-init-post.d/10-env", C.HKR_SUCCESS, "cluster.example.com\n"]
     ]
@@ -71,14 +81,16 @@ async def test_hooks_runner(noded: Noded) -> None:
 
 async def test_test_delay_and_timeouts(noded: Noded) -> None:
     async with noded.client() as rpc:
-        ok = await rpc.call_one(*noded.target, "test_delay", [0.1])
-        late = await rpc.call_one(*noded.target, "test_delay", [1], timeout=0.3)
-        bad = await rpc.call_one(*noded.target, "test_delay", ["soon"])
-        after = await rpc.call_one(*noded.target, "version", [])
+        ok = await rpc.result(noded.target, calls_node.test_delay(0.1))
+        late = await rpc.result(noded.target, calls_node.test_delay(1), timeout=0.3)
+        # An argument the declaration refuses, sent as it is: noded refuses it.
+        bad = await rpc.result(noded.target, Request(calls_node.test_delay, ["soon"]))
+        after = await rpc.result(noded.target, version())
     assert not ok.failed and ok.payload is None
     assert late.failed and not late.offline
     assert "timed out after 0.3 s" in str(late.fail_msg)
-    assert bad.fail_msg == "Invalid delay duration 'soon'"
+    # Refused at noded's door: the argument is not of the declared type.
+    assert bad.fail_msg == "Invalid argument duration of test_delay: Input should be a valid number"
     assert after.payload == C.PROTOCOL_VERSION  # a failing handler does not stop noded
 
 
@@ -86,11 +98,9 @@ async def test_upload_file(noded: Noded) -> None:
     data = base64.b64encode(b"node1\nnode2\n").decode()
     name = "/var/lib/ganeti/ssconf_node_list"
     async with noded.client() as rpc:
-        ok = await rpc.call_one(
-            *noded.target, "upload_file", [name, data, 0o644, None, None, None, None]
-        )
-        refused = await rpc.call_one(
-            *noded.target, "upload_file", ["/etc/shadow", data, 0o644, None, None, None, None]
+        ok = await rpc.result(noded.target, upload_file(name, data, 0o644, None, None, None, None))
+        refused = await rpc.result(
+            noded.target, upload_file("/etc/shadow", data, 0o644, None, None, None, None)
         )
     assert not ok.failed
     target = noded.paths.ssconf_file("node_list")
@@ -100,12 +110,7 @@ async def test_upload_file(noded: Noded) -> None:
 
 
 async def test_wrong_calls(noded: Noded) -> None:
-    async with noded.client() as rpc:
-        with pytest.raises(errors.ProgrammerError, match="Unknown RPC call"):
-            await rpc.call([noded.target], "no_such_call", [])
-        with pytest.raises(errors.ProgrammerError, match="takes 1 arguments"):
-            await rpc.call_one(*noded.target, "test_delay", [])
-    # The same mistakes straight on the wire.
+    """Calls no declaration can make (mypy refuses them), straight on the wire."""
     ctx = ssl_client_context(noded.paths)
     base = f"https://{noded.address}:{noded.port}"
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
@@ -122,5 +127,5 @@ async def test_wrong_calls(noded: Noded) -> None:
 async def test_storage_paths_are_below_the_node_root(noded: Noded, tmp_path: Path) -> None:
     async with noded.client() as rpc:
         unit = ["file", str(tmp_path / "nowhere")]
-        result = await rpc.call_one(*noded.target, "node_info", [[unit]])
+        result = await rpc.result(noded.target, node_info([unit]))
     assert result.failed and "storage info" in str(result.fail_msg)

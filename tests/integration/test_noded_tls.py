@@ -12,6 +12,7 @@ import pytest
 
 from corral import constants as C
 from corral.paths import Paths
+from corral.rpc.calls_node import version
 from tests.helpers.noded import Noded, make_node_root, running_noded
 
 
@@ -65,13 +66,13 @@ async def test_client_with_certificate_of_another_ca_is_refused(
     with pytest.raises(aiohttp.ClientError):
         await post_version(noded, ctx)
     async with noded.client(certfile=other_cluster.client_pem) as rpc:
-        result = await rpc.call_one(*noded.target, "version", [])
+        result = await rpc.result(noded.target, version())
     assert result.failed and not result.offline
 
 
 async def test_client_refuses_node_of_another_ca(noded: Noded, other_cluster: Paths) -> None:
     async with noded.client(paths=other_cluster) as rpc:
-        result = await rpc.call_one(*noded.target, "version", [])
+        result = await rpc.result(noded.target, version())
     assert result.failed and not result.offline
     assert "TLS error" in str(result.fail_msg)
     assert "certificate verify failed" in str(result.fail_msg)
@@ -83,5 +84,5 @@ async def test_node_certificate_from_the_cluster_ca_is_accepted(
     # A second node of the same cluster presenting its node certificate as a client.
     node2 = make_node_root(tmp_path / "node2", node_name="node2", cluster=noded.paths)
     async with noded.client(paths=node2, certfile=node2.server_pem) as rpc:
-        result = await rpc.call_one(*noded.target, "version", [])
+        result = await rpc.result(noded.target, version())
     assert result.payload == C.PROTOCOL_VERSION

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
+from corral.rpc.declare import Request
 from corral.storage.disk import DiskDescription
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, env_os, failed, ok, query, read_env
@@ -206,14 +208,16 @@ async def test_noded_refuses_a_path_trick(cl: TestCluster, loop_device: Path) ->
     before = victim.read_bytes()
     async with noded.client() as rpc:
         for trick in tricks:
-            for call, args in (
-                ("blockdev_remove", [trick.to_wire()]),
-                ("blockdev_grow", [trick.to_wire(), 64]),
-                ("blockdev_create", [trick.to_wire()]),
+            disk = trick.to_wire()
+            for request in (
+                blockdev_remove(disk),
+                blockdev_grow(disk, 64),
+                blockdev_create(disk),
             ):
-                res = await rpc.call_one(*noded.target, call, args)
-                assert res.failed and "Traceback" not in str(res.fail_msg), (trick, call, res)
-        res = await rpc.call_one(*noded.target, "blockdev_remove", [{"path": str(victim)}])
-        assert "Invalid disk description" in str(res.fail_msg)
+                res = await rpc.result(noded.target, request)
+                assert res.failed and "Traceback" not in str(res.fail_msg), (trick, res)
+        # A bare path, sent as it is (no declaration makes it): refused at the door.
+        res = await rpc.result(noded.target, Request(blockdev_remove, [{"path": str(victim)}]))
+        assert str(res.fail_msg).startswith("Invalid argument disk.template of blockdev_remove")
     assert victim.read_bytes() == before
     assert not cl.paths.from_wire(f"{SHARED}/x").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corral.paths import Paths
+from corral.rpc.calls_storage import blockdev_getdimensions
 from corral.storage.disk import DiskDescription
 from tests.helpers.cluster import running_cluster
 from tests.helpers.instances import add, failed, ok, query
@@ -23,7 +24,7 @@ SHARED = "/srv/ganeti/shared-file-storage"  # Ganeti's default
 
 async def dimensions(node: Noded, disk: DiskDescription) -> list[int | None]:
     async with node.client() as rpc:
-        res = await rpc.call_one(*node.target, "blockdev_getdimensions", [[disk.to_wire()]])
+        res = await rpc.result(node.target, blockdev_getdimensions([disk.to_wire()]))
     assert not res.failed, res
     return list(res.payload[0])
 

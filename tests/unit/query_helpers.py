@@ -11,39 +11,64 @@ Typical use::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from corral.config.manager import ConfigManager, initial_change
 from corral.master import resources
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
-from corral.rpc.client import RpcResult
+from corral.rpc.client import RpcClient
+from corral.rpc.declare import Request
+from corral.rpc.join_channel import JoinChannel
+from corral.rpc.result import NodeTarget, RpcResult
+from corral.rpc.transport import WireReply, WireRequest
 from corral.state.sqlite.config import SqliteConfigStore
 
+R = TypeVar("R")
 
-class FakeRpc:
-    """Answers calls from a script (node uuid → payload, or None: the call fails)
-    and records each call as ``(name, node uuids, args)``."""
 
-    query_deadline = 5.0  # as RpcClient's
+class ScriptedTransport:
+    """Answers from a script: call name → node uuid → payload (unset: the
+    node answers that it failed)."""
 
     def __init__(self) -> None:
         self.answers: dict[str, dict[str, Any]] = {}
+
+    async def send(self, request: WireRequest) -> WireReply:
+        payload = self.answers.get(request.call, {}).get(request.node)
+        answer = [False, "Cannot connect"] if payload is None else [True, payload]
+        return WireReply(200, json.dumps(answer).encode())
+
+    def join_channel(self, address: str) -> JoinChannel:
+        raise AssertionError("queries join no node")
+
+    async def close(self) -> None:
+        pass
+
+
+class FakeRpc(RpcClient):
+    """The RPC client over a :class:`ScriptedTransport`, recording each call as
+    ``(name, node uuids, args)``."""
+
+    def __init__(self) -> None:
+        self.script = ScriptedTransport()
+        super().__init__(self.script)
         self.calls: list[tuple[str, list[str], list[Any]]] = []
 
-    async def call(
-        self, nodes: Sequence[tuple[str, str]], name: str, args: Sequence[Any]
-    ) -> dict[str, RpcResult]:
-        self.calls.append((name, [uuid for uuid, _ in nodes], list(args)))
-        out = {}
-        for uuid, _ in nodes:
-            payload = self.answers.get(name, {}).get(uuid)
-            if payload is None:
-                out[uuid] = RpcResult(uuid, name, fail_msg="Cannot connect")
-            else:
-                out[uuid] = RpcResult(uuid, name, payload=payload)
-        return out
+    async def result(
+        self, node: NodeTarget, request: Request[R], *, timeout: float | None = None
+    ) -> RpcResult[R]:
+        self.calls.append((request.call.name, [node.uuid], request.args))
+        return await super().result(node, request, timeout=timeout)
+
+    async def results(
+        self, nodes: Iterable[NodeTarget], request: Request[R], *, timeout: float | None = None
+    ) -> dict[str, RpcResult[R]]:
+        nodes = list(nodes)
+        self.calls.append((request.call.name, [node.uuid for node in nodes], request.args))
+        return await super().results(nodes, request, timeout=timeout)
 
 
 class QueryWorld:
@@ -110,7 +135,7 @@ class QueryWorld:
 
     def answer(self, call: str, node: Node, payload: Any) -> None:
         """What ``node`` answers to ``call`` (unset: the call fails)."""
-        self.rpc.answers.setdefault(call, {})[node.uuid] = payload
+        self.rpc.script.answers.setdefault(call, {})[node.uuid] = payload
 
     async def result(self, what: str, fields: list[str], qfilter: Any = None) -> dict[str, Any]:
         """The Query answer, as masterd gives it."""

@@ -23,6 +23,7 @@ from corral.node.context import NodeContext
 from corral.node.handlers.info import node_verify
 from corral.paths import Paths
 from corral.rpc import node_verify as NV
+from corral.rpc.wire import DiskWire
 from corral.storage import names as N
 from corral.storage.disk import DiskDescription
 
@@ -99,7 +100,7 @@ def test_node_setup_warns_of_a_certificate_expiring_soon(paths: Paths) -> None:
     ]
 
 
-def disk(paths: Paths, name: str, size: int) -> dict[str, object]:
+def disk(paths: Paths, name: str, size: int) -> DiskWire:
     path = f"/srv/ganeti/file-storage/inst1/{name}"
     return DiskDescription(N.DT_FILE, (N.FILE_DRIVERS[0], path), size, name).to_wire()
 
@@ -120,7 +121,7 @@ def test_disk_states(paths: Paths) -> None:
     ]
     # A description naming a path outside the storage directories is refused.
     assert states[3][0] == NV.DISK_FAULTY
-    assert "outside the file storage directory" in (states[3][1] or "")
+    assert "outside the file storage directory" in str(states[3][1])
 
 
 async def test_node_verify_answers_what_is_asked(paths: Paths) -> None:

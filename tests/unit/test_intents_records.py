@@ -10,6 +10,7 @@ from typing import cast
 from corral.cmdlib import intents
 from corral.master.context import Master
 from corral.master.durable import DurableState
+from corral.storage.disk import DiskDescription
 from corral.storage.names import DT_FILE
 
 
@@ -21,7 +22,7 @@ def master_of(state: DurableState) -> Master:
 async def test_each_kind_round_trips(durable: DurableState) -> None:
     master = master_of(durable)
     move = intents.Intent(
-        "u1", "inst1", "n2", "fake", ({"template": DT_FILE},),
+        "u1", "inst1", "n2", "fake", (DiskDescription(DT_FILE, ("loop", "/d"), 1, "d").to_wire(),),
         kind=intents.MOVE, source="n1", restart=True, transfer="t" * 32,
     )  # fmt: skip
     export = intents.Intent("u2", "inst2", "n2", "fake", kind=intents.EXPORT, export="inst2")

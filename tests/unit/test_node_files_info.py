@@ -86,7 +86,7 @@ async def test_node_info(ctx: NodeContext) -> None:
     with pytest.raises(errors.OpExecError, match="storage info"):
         await node_info(ctx, [["file", "/does/not/exist"]])
     with pytest.raises(errors.OpExecError, match="Invalid storage unit"):
-        await node_info(ctx, ["/srv/ganeti/file-storage"])
+        await node_info(ctx, [["/srv/ganeti/file-storage"]])  # no storage type
 
 
 async def test_node_verify(ctx: NodeContext) -> None:

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from corral.rpc import reachability as R
-from corral.rpc.client import CONNECT_TIMEOUT, RpcClient
+from corral.rpc.calls_node import version
+from corral.rpc.client import CONNECT_TIMEOUT
+from corral.rpc.https import https_client
 from corral.rpc.reachability import Reachability, current_deadline, query_deadline
+from corral.rpc.result import NodeAddress
 from tests.helpers.noded import make_node_root
 
 
@@ -114,10 +117,10 @@ async def test_client_skips_a_remembered_node_in_queries_only(
     tmp_path: Path, silent: SilentNode
 ) -> None:
     paths = make_node_root(tmp_path / "root")
-    target = ("node3", "127.0.0.1")
-    async with RpcClient(paths, silent.port, query_deadline=0.3) as rpc:
+    target = NodeAddress("node3", "127.0.0.1")
+    async with https_client(paths, silent.port, query_deadline=0.3) as rpc:
         with query_deadline(0.3):
-            first = await rpc.call_one(*target, "version", [])
+            first = await rpc.result(target, version())
         assert first.failed
         assert len(silent.accepted) == 1
         down = rpc.reachability.down("127.0.0.1")
@@ -125,13 +128,13 @@ async def test_client_skips_a_remembered_node_in_queries_only(
 
         # A query does not ask it again (no new connection) and says why.
         with query_deadline(0.3):
-            skipped = await rpc.call([target], "version", [])
+            skipped = await rpc.results([target], version())
         assert skipped["node3"].offline
         assert "not asked: unreachable since" in str(skipped["node3"].fail_msg)
         assert len(silent.accepted) == 1
 
         # A logical unit still tries it.
-        tried = await rpc.call_one(*target, "version", [], timeout=0.3)
+        tried = await rpc.result(target, version(), timeout=0.3)
         assert tried.failed and len(silent.accepted) == 2
 
 
@@ -139,12 +142,12 @@ async def test_query_calls_end_at_the_deadline_not_at_their_timeout(
     tmp_path: Path, silent: SilentNode
 ) -> None:
     paths = make_node_root(tmp_path / "root")
-    async with RpcClient(paths, silent.port) as rpc:
+    async with https_client(paths, silent.port) as rpc:
         with query_deadline(0.2):
             start = time.monotonic()
-            result = await rpc.call_one("node3", "127.0.0.1", "version", [])
+            result = await rpc.result(NodeAddress("node3", "127.0.0.1"), version())
             elapsed = time.monotonic() - start
-            late = await rpc.call_one("node4", "127.0.0.2", "version", [])
+            late = await rpc.result(NodeAddress("node4", "127.0.0.2"), version())
     # The bound the issue asks for, generously: without the deadline the call
     # would wait for the connect timeout (10 s), version's own timeout is 60 s.
     assert result.failed and elapsed < CONNECT_TIMEOUT / 2

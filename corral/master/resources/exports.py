@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from corral import constants as C
 from corral.master.resources.common import Names
 from corral.query.fields import NODATA, OFFLINE, Field, FieldSet, Unavailable
+from corral.rpc.calls_impexp import export_list
 
 if TYPE_CHECKING:
     from corral.master.context import Master
@@ -33,7 +34,7 @@ async def items(master: Master, needs: set[str], names: Names) -> list[ExportRow
     row saying so (offline, or no data)."""
     nodes = master.cfg.nodes()
     online = [n for n in nodes if not n.offline]
-    results = await master.rpc.call([(n.uuid, n.primary_ip) for n in online], "export_list", [])
+    results = await master.rpc.results(online, export_list())
     rows: list[ExportRow] = []
     for node in sorted(nodes, key=lambda n: n.name):
         if node.offline:

@@ -9,6 +9,7 @@ and hypervisor in use, and for ``console`` one more per node running instances.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
+    from corral.rpc.result import RpcResult
+    from corral.rpc.wire import JsonObject
 
 LIVE = "live"
 CONSOLE = "console"  # the consoles of the running instances, asked of their nodes
@@ -89,8 +91,8 @@ class InstanceRow:
     obj: Instance
     ctx: InstanceContext
     node_state: str = NODE_OK
-    live: dict[str, Any] | None = None
-    console: RpcResult | None = None
+    live: Mapping[str, Any] | None = None
+    console: RpcResult[JsonObject] | None = None
 
 
 def status(row: InstanceRow) -> str:
@@ -144,9 +146,8 @@ def _console(row: InstanceRow) -> Any:
         return NODATA
     if row.live is None:
         return UNAVAIL  # not running: no console (Ganeti's query leaves it so)
-    if row.console is None or row.console.failed:
-        return NODATA
-    return row.console.payload
+    console = row.console.value if row.console is not None else None
+    return NODATA if console is None else console
 
 
 def _pnode_group(row: InstanceRow) -> Any:
@@ -440,10 +441,10 @@ async def _add_live_data(master: Master, rows: list[InstanceRow], *, named: bool
         results = await running_instances(master, by_target)
     for (uuid, _, hypervisor), target_rows in by_target.items():
         res = results.get((uuid, hypervisor))
-        if res is None or res.fail_msg:
+        running = res.value if res is not None else None
+        if running is None:
             for row in target_rows:
                 row.node_state = NODE_DOWN
             continue
-        running = res.payload
         for row in target_rows:
             row.live = running.get(row.obj.name)

@@ -12,16 +12,19 @@ RS_NODATA.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.objects import Cluster, Node
 from corral.query.fields import NODATA, OFFLINE, Field
+from corral.rpc.calls_instance import hypervisor_info
+from corral.rpc.calls_node import node_info
 from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.master.context import Master
+    from corral.rpc.result import RpcResult
 
 # What live fields need (see FieldSet.needs), and so which calls are made;
 # the calls are named by the first and last.
@@ -191,18 +194,18 @@ async def gather(master: Master, nodes: list[Node], needs: set[str]) -> dict[str
     """node uuid → call name → the call's answer (None if the call failed),
     for the online nodes and the calls that ``needs`` ask for."""
     cluster = master.cfg.cluster
-    targets = [(n.uuid, n.primary_ip) for n in nodes if not n.offline]
-    calls: dict[str, Any] = {}
+    targets = [n for n in nodes if not n.offline]
+    calls: dict[str, Awaitable[Mapping[str, RpcResult[Any]]]] = {}
     if targets and needs & {NODE_INFO, STORAGE}:
         units = storage_units(cluster) if STORAGE in needs else []
-        calls[NODE_INFO] = master.rpc.call(targets, "node_info", [units])
+        calls[NODE_INFO] = master.rpc.results(targets, node_info(units))
     if targets and HV_INFO in needs:
         hypervisor = cluster.enabled_hypervisors[0]
         unit = templates.default_unit(cluster)
-        calls[HV_INFO] = master.rpc.call(targets, "hypervisor_info", [hypervisor, unit.to_wire()])
+        calls[HV_INFO] = master.rpc.results(targets, hypervisor_info(hypervisor, unit.to_wire()))
     answers = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
-    live: dict[str, dict[str, Any]] = {uuid: {} for uuid, _ in targets}
+    live: dict[str, dict[str, Any]] = {node.uuid: {} for node in targets}
     for call, results in answers.items():
         for uuid, result in results.items():
-            live[uuid][call] = None if result.failed else result.payload
+            live[uuid][call] = result.value
     return live

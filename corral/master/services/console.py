@@ -12,13 +12,15 @@ from corral import constants as C
 from corral import params as P
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import Cluster, Instance, Node, NodeGroup
-from corral.rpc.client import RpcResult
+from corral.rpc.calls_console import instance_console
+from corral.rpc.result import RpcResult
+from corral.rpc.wire import InstanceWire, JsonObject
 
 if TYPE_CHECKING:
     from corral.master.context import Master
 
 
-def console_descriptor(cluster: Cluster, inst: Instance) -> dict[str, Any]:
+def console_descriptor(cluster: Cluster, inst: Instance) -> InstanceWire:
     """The instance as a hypervisor describes its console: its filled
     parameters and network port, no disks or NICs (the node need not resolve them)."""
     be = filled_beparams(cluster, inst)
@@ -42,28 +44,30 @@ def _ssh_port(cluster: Cluster, group: NodeGroup | None, node: Node) -> Any:
     return P.fill({"ssh_port": C.DEFAULT_SSH_PORT}, *own)["ssh_port"]
 
 
-def _with_port(console: Any, port: Any) -> Any:
+def _with_port(console: JsonObject, port: Any) -> JsonObject:
     """An ``ssh`` console is reached through its node: without a port of its
     own, the node's ``ssh_port`` parameter is its port, as Ganeti's kvm gives it."""
-    ssh = isinstance(console, dict) and console.get("kind") == C.CONS_SSH
+    ssh = console.get("kind") == C.CONS_SSH
     return {**console, "port": port} if ssh and console.get("port") is None else console
 
 
-async def _node_consoles(master: Master, node: Node, insts: list[Instance]) -> list[RpcResult]:
+async def _node_consoles(
+    master: Master, node: Node, insts: list[Instance]
+) -> list[RpcResult[JsonObject]]:
     """One call to ``node`` for the consoles of ``insts``: one result each."""
     cfg = master.cfg
-    args = [[console_descriptor(cfg.cluster, inst) for inst in insts], node.name]
-    answers = await master.rpc.call([(node.uuid, node.primary_ip)], "instance_console", args)
-    answer = answers[node.uuid]
-    payload = answer.payload
-    if answer.failed or not isinstance(payload, list) or len(payload) != len(insts):
+    descriptors = [console_descriptor(cfg.cluster, inst) for inst in insts]
+    answer = await master.rpc.result(node, instance_console(descriptors, node.name))
+    if answer.failed or len(answer.payload) != len(insts):
         fail_msg = answer.fail_msg or f"Invalid console answer from node {node.name}"
         return [RpcResult(answer.node, answer.call, fail_msg=fail_msg) for _ in insts]
     port = _ssh_port(cfg.cluster, cfg.get(NodeGroup, node.group), node)
-    return [RpcResult(answer.node, answer.call, _with_port(c, port)) for c in payload]
+    return [RpcResult(answer.node, answer.call, _with_port(c, port)) for c in answer.payload]
 
 
-async def instance_consoles(master: Master, instances: Sequence[Instance]) -> dict[str, RpcResult]:
+async def instance_consoles(
+    master: Master, instances: Sequence[Instance]
+) -> dict[str, RpcResult[JsonObject]]:
     """Instance uuid → its primary node's description of its console (the
     instances must be running): one call per primary node, all at once."""
     by_node: dict[str, list[Instance]] = {}

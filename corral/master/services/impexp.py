@@ -32,10 +32,20 @@ from corral import errors
 from corral import impexp_kinds as K
 from corral.crypto.rie import disk_magic
 from corral.objects import Node
+from corral.rpc.calls_impexp import (
+    ImpExpOptions,
+    export_start,
+    impexp_abort,
+    impexp_cleanup,
+    impexp_status,
+    impexp_wait,
+    import_start,
+)
+from corral.rpc.declare import Request
+from corral.rpc.wire import JsonObject
 
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
 
 MIB = 1024 * 1024
 IMPORT, EXPORT = "import", "export"
@@ -212,15 +222,11 @@ def _recent(ep: Endpoint) -> str:
     return "\n".join((ep.status or {}).get("recent_output") or [])
 
 
-async def _call(lu: Unit, node: Node, name: str, args: list[Any]) -> RpcResult:
-    return await lu.master.rpc.call_one(node.uuid, node.primary_ip, name, args)
-
-
 # Starting
 async def start_import(
     lu: Unit,
     node: Node,
-    opts: dict[str, Any],
+    opts: ImpExpOptions,
     instance_desc: dict[str, Any],
     component: str,
     kind: str,
@@ -228,17 +234,16 @@ async def start_import(
 ) -> Endpoint:
     """Start an import on ``node`` (it listens at once); OpExecError if the node refuses."""
     ep = Endpoint(node, kind, args, mode=IMPORT, label=component)
-    res = await _call(lu, node, "import_start", [opts, instance_desc, component, kind, args])
-    if res.failed:
-        raise errors.OpExecError(f"Failed to start import on {node.name}: {res.fail_msg}")
-    ep.name, ep.started_at = str(res.payload), time.monotonic()
+    request = import_start(opts, instance_desc, component, kind, args)
+    ep.name = await lu.master.rpc.run(node, request, f"Failed to start import on {node.name}")
+    ep.started_at = time.monotonic()
     return ep
 
 
 async def start_export(
     lu: Unit,
     node: Node,
-    opts: dict[str, Any],
+    opts: ImpExpOptions,
     host: str,
     port: int,
     instance_desc: dict[str, Any],
@@ -248,12 +253,9 @@ async def start_export(
 ) -> Endpoint:
     """Start an export on ``node`` to ``host``:``port``; OpExecError if the node refuses."""
     ep = Endpoint(node, kind, args, mode=EXPORT, label=component)
-    res = await _call(
-        lu, node, "export_start", [opts, host, port, instance_desc, component, kind, args]
-    )
-    if res.failed:
-        raise errors.OpExecError(f"Failed to start export on {node.name}: {res.fail_msg}")
-    ep.name, ep.started_at = str(res.payload), time.monotonic()
+    request = export_start(opts, host, port, instance_desc, component, kind, args)
+    ep.name = await lu.master.rpc.run(node, request, f"Failed to start export on {node.name}")
+    ep.started_at = time.monotonic()
     return ep
 
 
@@ -262,18 +264,24 @@ async def _poll(lu: Unit, endpoints: Sequence[Endpoint], wait: float | None = No
     """One ``impexp_status`` per node for its running ends; updates each end.
     With ``wait``: ``impexp_wait`` instead, each node answering once one of
     its ends ended or after ``wait`` seconds."""
-    call, extra = ("impexp_status", []) if wait is None else ("impexp_wait", [wait])
     by_node: dict[str, list[Endpoint]] = {}
     for ep in endpoints:
         if ep.success is None and ep.name is not None:
             by_node.setdefault(ep.node.uuid, []).append(ep)
     groups = list(by_node.values())
+
+    def request(names: list[str]) -> Request[list[JsonObject | None]]:
+        return impexp_status(names) if wait is None else impexp_wait(names, wait)
+
     answers = await asyncio.gather(
-        *(_call(lu, eps[0].node, call, [[ep.name for ep in eps], *extra]) for eps in groups)
+        *(
+            lu.master.rpc.result(eps[0].node, request([str(ep.name) for ep in eps]))
+            for eps in groups
+        )
     )
     now = time.monotonic()
     for eps, res in zip(groups, answers, strict=True):
-        if res.failed or not isinstance(res.payload, list) or len(res.payload) != len(eps):
+        if res.failed or len(res.payload) != len(eps):
             why = res.fail_msg or f"malformed answer {res.payload!r}"
             lu.warn(f"Failed to get daemon status on {eps[0].node.name}: {why}")
             for ep in eps:
@@ -454,9 +462,8 @@ async def _abort(lu: Unit, ep: Endpoint) -> None:
         return
     ep.aborted = True
     lu.warn(f"Aborting {ep.mode} '{ep.name}' on {ep.node.name}")
-    res = await _call(lu, ep.node, "impexp_abort", [ep.name])
-    if res.failed:
-        lu.warn(f"Failed to abort {ep.mode} '{ep.name}' on {ep.node.name}: {res.fail_msg}")
+    what = f"Failed to abort {ep.mode} '{ep.name}' on {ep.node.name}"
+    await lu.master.rpc.attempt(ep.node, impexp_abort(ep.name), lu.warn, what)
 
 
 async def _abort_all(lu: Unit, endpoints: Sequence[Endpoint]) -> None:
@@ -471,9 +478,8 @@ async def cleanup(lu: Unit, endpoints: Sequence[Endpoint]) -> None:
         if ep.name is None:
             return
         await _abort(lu, ep)
-        res = await _call(lu, ep.node, "impexp_cleanup", [ep.name])
-        if res.failed:
-            lu.warn(f"Failed to finalize {ep.mode} '{ep.name}' on {ep.node.name}: {res.fail_msg}")
+        what = f"Failed to finalize {ep.mode} '{ep.name}' on {ep.node.name}"
+        await lu.master.rpc.attempt(ep.node, impexp_cleanup(ep.name), lu.warn, what)
         ep.name = None
 
     await asyncio.shield(asyncio.gather(*(one(ep) for ep in endpoints)))
@@ -551,7 +557,7 @@ async def transfer_within_cluster(
         await cleanup(lu, started)
 
 
-def _local_opts(compress: str, magic: str) -> dict[str, Any]:
+def _local_opts(compress: str, magic: str) -> ImpExpOptions:
     """Options of a transfer inside the cluster: the nodes' cluster certificates."""
     return {
         "key_name": None,

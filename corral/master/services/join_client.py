@@ -9,56 +9,38 @@ before that proof checks out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 from corral.node import join_protocol as J
-from corral.paths import Paths
-from corral.storage.units import StorageUnit
+
+if TYPE_CHECKING:
+    from corral.rpc.transport import Transport
+    from corral.storage.units import StorageUnit
 
 # The whole exchange is small; a node that takes longer is not joining.
 JOIN_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 10.0
-# The node's answers are a few kilobytes (a certificate request, capabilities).
-MAX_ANSWER = 1024 * 1024
-
-
-def _client_context(paths: Paths) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.check_hostname = False
-    # The node's certificate is self-signed; the token's proof authenticates it.
-    ctx.verify_mode = ssl.CERT_NONE
-    # A node of this cluster asks for a client certificate: it then answers that
-    # it is in a cluster already, rather than failing the handshake.
-    ctx.load_cert_chain(paths.client_pem)
-    return ctx
 
 
 class JoinSession:
-    """One join exchange with the node daemon at ``address``: both requests on
-    one TLS connection, whose certificate fingerprint the proofs are bound to."""
+    """One join exchange with the node daemon at ``address`` (reached through
+    ``transport``): both requests on one connection, whose certificate
+    fingerprint the proofs are bound to."""
 
-    def __init__(self, paths: Paths, node_name: str, address: str, port: int) -> None:
+    def __init__(self, transport: Transport, node_name: str, address: str) -> None:
         self.node_name = node_name
-        self._address, self._port = address, port
-        self._where = f"{address}:{port}"
-        self._ctx = _client_context(paths)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._channel = transport.join_channel(address)
+        self._where = self._channel.where
         self.master_nonce = J.new_nonce()
         self.fingerprint: str | None = None
 
     async def __aenter__(self) -> JoinSession:
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self._address, self._port, ssl=self._ctx),
-                CONNECT_TIMEOUT,
-            )
+            await asyncio.wait_for(self._channel.connect(), CONNECT_TIMEOUT)
         except ssl.SSLError as err:
             raise errors.OpPrereqError(
                 f"The node daemon at {self._where} refused the TLS handshake ({err.reason});"
@@ -73,9 +55,7 @@ class JoinSession:
                 " for a join)",
                 C.ECODE_ENVIRON,
             ) from None
-        self._reader, self._writer = reader, writer
-        ssl_object = writer.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+        der = self._channel.peer_cert
         if not der:
             await self.__aexit__()
             raise errors.OpExecError(f"No certificate from the node daemon at {self._where}")
@@ -83,41 +63,19 @@ class JoinSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError, ssl.SSLError):
-                await self._writer.wait_closed()
-            self._writer = None
+        await self._channel.close()
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        """The node's payload (HTTP/1.1 on the session's connection)."""
-        assert self._reader is not None and self._writer is not None
+        """The node's payload."""
         data = json.dumps(body).encode("utf-8")
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {self._where}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-        )
         try:
-            self._writer.write(head.encode("ascii") + data)
-            answer = await asyncio.wait_for(self._read_answer(), JOIN_TIMEOUT)
+            answer = await asyncio.wait_for(self._channel.post(path, data), JOIN_TIMEOUT)
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError, TimeoutError) as err:
             raise errors.OpPrereqError(
                 f"The join exchange with {self._where} broke off: {err or 'timed out'}",
                 C.ECODE_ENVIRON,
             ) from None
         return self._payload(answer)
-
-    async def _read_answer(self) -> bytes:
-        assert self._reader is not None
-        head = await self._reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.decode("latin-1").split("\r\n")[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value.strip())
-        if not 0 <= length <= MAX_ANSWER:
-            raise OSError(f"answer of {length} bytes")
-        return await self._reader.readexactly(length)
 
     def _payload(self, data: bytes) -> Any:
         try:

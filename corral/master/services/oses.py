@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corral.rpc.calls_os import os_diagnose
+from corral.rpc.wire import JsonObject
+
 if TYPE_CHECKING:
     from corral.master.context import Master
 
@@ -54,11 +57,11 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-async def node_oses(master: Master) -> dict[str, list[dict[str, Any]] | None]:
+async def node_oses(master: Master) -> dict[str, list[JsonObject] | None]:
     """node name → its os_diagnose answer (None if the node did not answer)."""
     nodes = [n for n in master.cfg.nodes() if not n.offline]
-    results = await master.rpc.call([(n.uuid, n.primary_ip) for n in nodes], "os_diagnose", [])
-    return {n.name: (None if results[n.uuid].fail_msg else results[n.uuid].payload) for n in nodes}
+    results = await master.rpc.results(nodes, os_diagnose())
+    return {n.name: results[n.uuid].value for n in nodes}
 
 
 async def os_rows(master: Master) -> list[OsRow]:

@@ -13,27 +13,28 @@ import asyncio
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from corral.rpc.calls_fanout import instances_info
+from corral.rpc.calls_instance import all_instances_info
+from corral.rpc.result import NodeAddress, RpcResult
+from corral.rpc.wire import RunningInstance
+
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
 
 # (node uuid, node address, hypervisor): what to ask.
 Target = tuple[str, str, str]
+# (node uuid, hypervisor) → the node's answer: running instance name → info.
+Running = dict[tuple[str, str], RpcResult[dict[str, RunningInstance]]]
 
 
-async def running_instances(
-    master: Master, targets: Iterable[Target]
-) -> dict[tuple[str, str], RpcResult]:
+async def running_instances(master: Master, targets: Iterable[Target]) -> Running:
     """(node uuid, hypervisor) → the node's answer: running instance name → info."""
-    nodes_of: dict[str, dict[str, str]] = {}
+    nodes_of: dict[str, list[NodeAddress]] = {}
     for uuid, address, hypervisor in targets:
-        nodes_of.setdefault(hypervisor, {})[uuid] = address
+        nodes_of.setdefault(hypervisor, []).append(NodeAddress(uuid, address))
     hypervisors = sorted(nodes_of)
     answers = await asyncio.gather(
-        *(
-            master.rpc.call(list(nodes_of[hv].items()), "all_instances_info", [[hv]])
-            for hv in hypervisors
-        )
+        *(master.rpc.results(nodes_of[hv], all_instances_info([hv])) for hv in hypervisors)
     )
     return {
         (uuid, hv): result
@@ -42,15 +43,13 @@ async def running_instances(
     }
 
 
-async def named_instances(
-    master: Master, wanted: Mapping[Target, Collection[str]]
-) -> dict[tuple[str, str], RpcResult]:
+async def named_instances(master: Master, wanted: Mapping[Target, Collection[str]]) -> Running:
     """(node uuid, hypervisor) → the node's answer about the named instances
     only (which of them run, with their info): the node reads nothing else."""
     answers = await asyncio.gather(
         *(
-            master.rpc.call([(uuid, address)], "instances_info", [hv, sorted(names)])
+            master.rpc.result(NodeAddress(uuid, address), instances_info(hv, sorted(names)))
             for (uuid, address, hv), names in wanted.items()
         )
     )
-    return {(uuid, hv): answer[uuid] for (uuid, _, hv), answer in zip(wanted, answers, strict=True)}
+    return {(uuid, hv): answer for (uuid, _, hv), answer in zip(wanted, answers, strict=True)}

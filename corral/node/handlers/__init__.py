@@ -1,8 +1,9 @@
 """noded's RPC handlers, one module per domain; importing this registers them all.
 
-A handler is ``async def h(ctx: NodeContext, *args) -> payload`` taking the
-arguments named in :data:`corral.rpc.calls.CALLS`.  It raises to fail the call:
-noded turns the exception into ``[false, "<message>"]``.
+A handler is ``@rpc_handler(call) async def h(ctx: NodeContext, *args) -> payload``
+with the parameters and result of the call's declaration (``corral/rpc/calls_*.py``:
+mypy checks both against it); noded has checked the arguments' types before.
+It raises to fail the call: noded turns the exception into ``[false, "<message>"]``.
 """
 
 from __future__ import annotations

@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from corral import errors
+from corral.node.context import NodeContext
 from corral.rpc.calls import CALLS
+from corral.rpc.declare import NodeCall
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 Handler = Callable[..., Awaitable[Any]]
-H = TypeVar("H", bound=Handler)
 
 HANDLERS: dict[str, Handler] = {}
 
 
-def rpc_handler(name: str) -> Callable[[H], H]:
-    """Register the decorated ``async def h(ctx, *args)`` for the call ``name``."""
-    if name not in CALLS:
-        raise errors.ProgrammerError(f"Handler for {name!r}, which is not in the call table")
+def rpc_handler(
+    call: NodeCall[P, R],
+) -> Callable[
+    [Callable[Concatenate[NodeContext, P], Awaitable[R]]],
+    Callable[Concatenate[NodeContext, P], Awaitable[R]],
+]:
+    """Register the decorated ``async def h(ctx, *args)`` as the handler of
+    ``call``: mypy checks its parameters and result against the declaration."""
+    if CALLS.get(call.name) is not call:
+        raise errors.ProgrammerError(f"Handler for {call!r}, which is not in the call table")
 
-    def register(func: H) -> H:
-        if name in HANDLERS:
-            raise errors.ProgrammerError(f"Two handlers for the RPC call {name!r}")
-        HANDLERS[name] = func
+    def register(
+        func: Callable[Concatenate[NodeContext, P], Awaitable[R]],
+    ) -> Callable[Concatenate[NodeContext, P], Awaitable[R]]:
+        if call.name in HANDLERS:
+            raise errors.ProgrammerError(f"Two handlers for the RPC call {call.name!r}")
+        HANDLERS[call.name] = func
         return func
 
     return register

@@ -20,6 +20,7 @@ from corral.fileio import atomic_write
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.paths import Paths
+from corral.rpc import calls_node as calls
 
 _SSCONF_RE = re.compile(r"^ssconf_[a-z0-9_]+$")
 
@@ -59,7 +60,7 @@ def _times(atime: float | None, mtime: float | None) -> tuple[float, float] | No
     return float(atime), float(mtime)
 
 
-@rpc_handler("upload_file")
+@rpc_handler(calls.upload_file)
 async def upload_file(
     ctx: NodeContext,
     file_name: str,

@@ -23,6 +23,7 @@ from corral import constants as C
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.rpc import calls_node as calls
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def hook_environment(env: Any) -> dict[str, str]:
     return {**{str(key): str(value) for key, value in env.items()}, "PATH": C.HOOKS_PATH}
 
 
-@rpc_handler("hooks_runner")
+@rpc_handler(calls.hooks_runner)
 async def hooks_runner(
     ctx: NodeContext, hpath: str, phase: str, env: dict[str, str]
 ) -> list[list[Any]]:

@@ -17,13 +17,15 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.meminfo import memory_info
 from corral.node.storage import registry
+from corral.rpc import calls_node as calls
 from corral.rpc import node_verify as NV
+from corral.rpc.wire import JsonObject, NodeInfo, StorageSpace, StorageUnitWire
 
 _MIB = 1024 * 1024
 _NUMA_NODE_RE = re.compile(r"^node\d+$")
 
 
-@rpc_handler("version")
+@rpc_handler(calls.version)
 async def version(ctx: NodeContext) -> int:
     """The node's internode protocol version."""
     return C.PROTOCOL_VERSION
@@ -57,7 +59,7 @@ def cpu_info() -> dict[str, int]:
     }
 
 
-def storage_info(ctx: NodeContext, unit: Any) -> dict[str, Any]:
+def storage_info(ctx: NodeContext, unit: StorageUnitWire) -> StorageSpace:
     """Size and free space in MiB of the storage unit ``[type, key]``."""
     try:
         space = registry.capacity(ctx.paths, unit)
@@ -66,17 +68,27 @@ def storage_info(ctx: NodeContext, unit: Any) -> dict[str, Any]:
     return {"type": unit[0], "path": unit[1], "total": space.total, "free": space.free}
 
 
-@rpc_handler("node_info")
-async def node_info(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any]:
+@rpc_handler(calls.node_info)
+async def node_info(ctx: NodeContext, storage_units: list[StorageUnitWire]) -> NodeInfo:
     """The boot id, memory and CPUs of the node and space in the given storage units."""
-    if not isinstance(storage_units, list):
-        raise errors.OpExecError("node_info: storage_units must be a list of storage units")
+    memory, cpus = memory_info(), cpu_info()
+    # In a thread: a unit's capacity may wait for a removed disk's blocks to be freed.
     storage = await asyncio.to_thread(lambda: [storage_info(ctx, u) for u in storage_units])
-    return {"bootid": boot_id(), **memory_info(), **cpu_info(), "storage": storage}
+    return {
+        "bootid": boot_id(),
+        "memory_total": memory["memory_total"],
+        "memory_free": memory["memory_free"],
+        "memory_dom0": memory["memory_dom0"],
+        "cpu_total": cpus["cpu_total"],
+        "cpu_dom0": cpus["cpu_dom0"],
+        "cpu_nodes": cpus["cpu_nodes"],
+        "cpu_sockets": cpus["cpu_sockets"],
+        "storage": storage,
+    }
 
 
-@rpc_handler("node_capabilities")
-async def node_capabilities(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any]:
+@rpc_handler(calls.node_capabilities)
+async def node_capabilities(ctx: NodeContext, storage_units: list[StorageUnitWire]) -> JsonObject:
     """The hypervisors this node can run and the disk templates it can serve
     (with ``storage_units``, ``[type, key]`` each, as the cluster's)."""
     # Imported here: the hypervisors import this module.
@@ -85,16 +97,14 @@ async def node_capabilities(ctx: NodeContext, storage_units: list[Any]) -> dict[
     return await asyncio.to_thread(capabilities.report_wire, ctx.paths, storage_units)
 
 
-@rpc_handler("node_verify")
-async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> dict[str, Any]:
+@rpc_handler(calls.node_verify)
+async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) -> JsonObject:
     """What the master checks about a node: version, clock and certificate,
     and the checks ``checks`` names (see :mod:`corral.node.verify_checks`).
 
     Names this node does not know are ignored, so that a newer master can
     talk to an older node.
     """
-    if not isinstance(checks, dict):
-        raise errors.OpExecError("node_verify: checks must be a dictionary")
     # Imported here: the hypervisors import this module.
     from corral.node import verify_checks
 

@@ -12,22 +12,24 @@ from corral.node.hypervisor import get_hypervisor
 from corral.node.hypervisor.base import REBOOT_HARD, REBOOT_SOFT
 from corral.node.hypervisor.spec import InstanceSpec
 from corral.node.storage import registry
+from corral.rpc import calls_instance as calls
+from corral.rpc.wire import HypervisorInfo, InstanceWire, RunningInstance, StorageUnitWire
 
 
-@rpc_handler("instance_start")
-async def instance_start(ctx: NodeContext, inst: dict[str, Any], paused: bool) -> None:
+@rpc_handler(calls.instance_start)
+async def instance_start(ctx: NodeContext, inst: InstanceWire, paused: bool) -> None:
     spec = InstanceSpec.from_wire(ctx.paths, inst)
-    await get_hypervisor(spec.hypervisor, ctx.paths).start(spec, bool(paused))
+    await get_hypervisor(spec.hypervisor, ctx.paths).start(spec, paused)
 
 
-@rpc_handler("instance_shutdown")
+@rpc_handler(calls.instance_shutdown)
 async def instance_shutdown(ctx: NodeContext, hypervisor: str, name: str, timeout: int) -> None:
     await get_hypervisor(hypervisor, ctx.paths).stop(name, timeout=timeout)
 
 
-@rpc_handler("instance_reboot")
+@rpc_handler(calls.instance_reboot)
 async def instance_reboot(
-    ctx: NodeContext, inst: dict[str, Any], reboot_type: str, timeout: int
+    ctx: NodeContext, inst: InstanceWire, reboot_type: str, timeout: int
 ) -> None:
     """soft: the guest reboots; hard: the hypervisor resets it (a full reboot is
     a shutdown and a start, both called by the master)."""
@@ -37,37 +39,46 @@ async def instance_reboot(
     await get_hypervisor(spec.hypervisor, ctx.paths).reboot(spec, reboot_type, timeout)
 
 
-@rpc_handler("instance_rename")
+@rpc_handler(calls.instance_rename)
 async def instance_rename(ctx: NodeContext, hypervisor: str, old_name: str, new_name: str) -> None:
     await get_hypervisor(hypervisor, ctx.paths).rename(old_name, new_name)
 
 
-@rpc_handler("all_instances_info")
-async def all_instances_info(ctx: NodeContext, hypervisors: list[str]) -> dict[str, dict[str, Any]]:
+@rpc_handler(calls.all_instances_info)
+async def all_instances_info(
+    ctx: NodeContext, hypervisors: list[str]
+) -> dict[str, RunningInstance]:
     """Running instances of the given hypervisors: name → info."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, RunningInstance] = {}
     for name in hypervisors:
         for info in await get_hypervisor(name, ctx.paths).instances_info():
-            out[info.name] = {**info.to_wire(), "hypervisor": name}
+            out[info.name] = info.to_wire(name)
     return out
 
 
-@rpc_handler("hypervisor_validate_params")
+@rpc_handler(calls.hypervisor_validate_params)
 async def hypervisor_validate_params(
     ctx: NodeContext, hvname: str, hvparams: dict[str, Any]
 ) -> None:
     """Refuse ``hvparams`` (filled) that this node cannot honour."""
-    if not isinstance(hvparams, dict):
-        raise errors.OpExecError("Invalid hypervisor parameters: a dict is needed")
     problems = await get_hypervisor(hvname, ctx.paths).validate_params(hvparams)
     if problems:
         raise errors.OpExecError("; ".join(problems))
 
 
-@rpc_handler("hypervisor_info")
-async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_unit: Any) -> dict[str, Any]:
+@rpc_handler(calls.hypervisor_info)
+async def hypervisor_info(
+    ctx: NodeContext, hypervisor: str, storage_unit: StorageUnitWire
+) -> HypervisorInfo:
     """Free memory for instances and free space in the storage unit ``[type, key]``."""
     info = await get_hypervisor(hypervisor, ctx.paths).node_info()
     # In a thread: it may wait for a removed disk's blocks to be freed.
     space = await asyncio.to_thread(registry.capacity, ctx.paths, storage_unit)
-    return {**info, "storage_total": space.total, "storage_free": space.free}
+    return {
+        "memory_total": info["memory_total"],
+        "memory_free": info["memory_free"],
+        "memory_dom0": info["memory_dom0"],
+        "instances_memory": info["instances_memory"],
+        "storage_total": space.total,
+        "storage_free": space.free,
+    }

@@ -8,19 +8,16 @@ from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.join_server import write_ssconf_values
+from corral.rpc import calls_membership as calls
 
 
-@rpc_handler("write_ssconf_files")
+@rpc_handler(calls.write_ssconf_files)
 async def write_ssconf_files(ctx: NodeContext, values: dict[str, str]) -> None:
     """Write the ssconf files the master sends (``{key: content}``)."""
-    if not isinstance(values, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in values.items()
-    ):
-        raise errors.OpExecError("write_ssconf_files: values must map keys to strings")
     await asyncio.to_thread(write_ssconf_values, ctx.paths, values)
 
 
-@rpc_handler("node_leave_cluster")
+@rpc_handler(calls.node_leave_cluster)
 async def node_leave_cluster(ctx: NodeContext) -> None:
     """Forget the cluster: its files go, and noded waits for a join again."""
     if ctx.membership is None:

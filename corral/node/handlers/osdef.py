@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from corral.node.storage import registry
 from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
 from corral.osdef.env import instance_env, os_core_env
 from corral.osdef.runner import log_file, run_script
+from corral.rpc import calls_os as calls
+from corral.rpc.wire import InstanceWire, JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ def _os(ctx: NodeContext, full_name: str) -> OSDefinition:
         raise errors.OpExecError(f"OS '{name}' is not valid on this node: {err}") from None
 
 
-def local_disks(ctx: NodeContext, inst: dict[str, Any]) -> dict[str, Any]:
+def local_disks(ctx: NodeContext, inst: Mapping[str, Any]) -> dict[str, Any]:
     """The descriptor with each disk's local path, resolved from its description.
 
     The scripts write to the disks as root: the disk's template checks the
@@ -54,13 +57,13 @@ def _failure(kind: str, code: int, log_path: Path, tail: str) -> errors.OpExecEr
     )
 
 
-@rpc_handler("os_diagnose")
-async def os_diagnose(ctx: NodeContext) -> list[dict[str, Any]]:
+@rpc_handler(calls.os_diagnose)
+async def os_diagnose(ctx: NodeContext) -> list[JsonObject]:
     """Every OS directory in the search path, valid or not (with the reason)."""
     return diagnose(ctx.paths.os_search_path)
 
 
-@rpc_handler("os_validate")
+@rpc_handler(calls.os_validate)
 async def os_validate(
     ctx: NodeContext, os_name: str, osparams: dict[str, Any], debug: int, secret_names: list[str]
 ) -> bool:
@@ -87,10 +90,10 @@ async def os_validate(
     return True
 
 
-@rpc_handler("instance_os_add")
+@rpc_handler(calls.instance_os_add)
 async def instance_os_add(
     ctx: NodeContext,
-    inst: dict[str, Any],
+    inst: InstanceWire,
     osparams: dict[str, Any],
     reinstall: bool,
     debug: int,
@@ -109,10 +112,10 @@ async def instance_os_add(
     return True
 
 
-@rpc_handler("instance_run_rename")
+@rpc_handler(calls.instance_run_rename)
 async def instance_run_rename(
     ctx: NodeContext,
-    inst: dict[str, Any],
+    inst: InstanceWire,
     old_name: str,
     osparams: dict[str, Any],
     debug: int,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 from corral import errors
 from corral.node.context import NodeContext
@@ -18,57 +17,55 @@ from corral.node.handlers.base import rpc_handler
 from corral.node.storage import file as file_storage
 from corral.node.storage import registry
 from corral.node.storage.dirs import SSCONF_KEYS, template_dirs
+from corral.rpc import calls_storage as calls
+from corral.rpc.wire import DiskWire
 
 # An answer names at most this many files (a flooded directory stays answerable).
 MAX_FILES = 10_000
 
 
-@rpc_handler("blockdev_create")
-async def blockdev_create(ctx: NodeContext, disk: Any) -> None:
+@rpc_handler(calls.blockdev_create)
+async def blockdev_create(ctx: NodeContext, disk: DiskWire) -> None:
     template, desc = registry.resolve(ctx.paths, disk)
     await asyncio.to_thread(template.create, desc)
 
 
-@rpc_handler("blockdev_remove")
-async def blockdev_remove(ctx: NodeContext, disk: Any) -> None:
+@rpc_handler(calls.blockdev_remove)
+async def blockdev_remove(ctx: NodeContext, disk: DiskWire) -> None:
     template, desc = registry.resolve(ctx.paths, disk)
     await asyncio.to_thread(template.remove, desc)
 
 
-@rpc_handler("blockdev_grow")
-async def blockdev_grow(ctx: NodeContext, disk: Any, new_size: Any) -> None:
-    if isinstance(new_size, bool) or not isinstance(new_size, int) or new_size <= 0:
+@rpc_handler(calls.blockdev_grow)
+async def blockdev_grow(ctx: NodeContext, disk: DiskWire, new_size: int) -> None:
+    if new_size <= 0:
         raise errors.OpExecError(f"Invalid disk size {new_size!r}")
     template, desc = registry.resolve(ctx.paths, disk)
     await asyncio.to_thread(template.grow, desc, new_size)
 
 
-@rpc_handler("blockdev_rename")
-async def blockdev_rename(ctx: NodeContext, devlist: Any) -> None:
-    """Each ``[disk, new logical_id]``; all are checked before any moves."""
-    if not isinstance(devlist, list):
-        raise errors.OpExecError(f"Invalid rename list {devlist!r}")
+@rpc_handler(calls.blockdev_rename)
+async def blockdev_rename(ctx: NodeContext, devlist: list[tuple[DiskWire, list[str]]]) -> None:
+    """Each ``(disk, new logical_id)``; all are checked before any moves."""
     moves = []
-    for item in devlist:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
-            raise errors.OpExecError(f"Invalid rename entry {item!r}: expected [disk, logical_id]")
-        template, desc = registry.resolve(ctx.paths, item[0])
-        target = desc.with_logical_id(tuple(str(part) for part in item[1]))
+    for disk, new_id in devlist:
+        template, desc = registry.resolve(ctx.paths, disk)
+        target = desc.with_logical_id(new_id)
         template.attach(desc)
         moves.append((template, desc, target.logical_id))
     for template, desc, logical_id in moves:
         await asyncio.to_thread(template.rename, desc, logical_id)
 
 
-@rpc_handler("blockdev_getdimensions")
-async def blockdev_getdimensions(ctx: NodeContext, disks: Any) -> list[list[int | None]]:
+@rpc_handler(calls.blockdev_getdimensions)
+async def blockdev_getdimensions(
+    ctx: NodeContext, disks: list[DiskWire]
+) -> list[tuple[int, int | None]]:
     """Each disk's ``[size in bytes, spindles]`` (Corral counts no spindles)."""
-    if not isinstance(disks, list):
-        raise errors.OpExecError(f"Invalid disk list {disks!r}")
-    out: list[list[int | None]] = []
+    out: list[tuple[int, int | None]] = []
     for disk in disks:
         template, desc = registry.resolve(ctx.paths, disk)
-        out.append([await asyncio.to_thread(template.size, desc), None])
+        out.append((await asyncio.to_thread(template.size, desc), None))
     return out
 
 
@@ -94,8 +91,8 @@ def _files(top: Path) -> list[Path]:
     return out[:MAX_FILES]
 
 
-@rpc_handler("file_storage_list")
-async def file_storage_list(ctx: NodeContext, disk_template: Any) -> list[str]:
+@rpc_handler(calls.file_storage_list)
+async def file_storage_list(ctx: NodeContext, disk_template: str) -> list[str]:
     """The production paths of the files in the directories of the file-based
     template ``disk_template`` and their subdirectories."""
     if disk_template not in SSCONF_KEYS:

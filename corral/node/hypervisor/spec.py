@@ -17,6 +17,7 @@ from corral import constants as C
 from corral import errors
 from corral.node.storage import registry
 from corral.paths import Paths
+from corral.rpc.wire import RunningInstance
 from corral.storage import templates
 from corral.storage.disk import DiskDescription
 
@@ -151,13 +152,15 @@ class InstanceInfo:
     state: str  # STATE_*
     uptime: float  # seconds
 
-    def to_wire(self) -> dict[str, Any]:
-        """The ``instances_info`` entry (Ganeti's ``time`` is the uptime)."""
+    def to_wire(self, hypervisor: str) -> RunningInstance:
+        """The ``instances_info`` entry of a ``hypervisor`` instance (Ganeti's
+        ``time`` is the uptime)."""
         return {
             "memory": self.memory,
             "vcpus": self.vcpus,
             "state": self.state,
             "time": self.uptime,
+            "hypervisor": hypervisor,
         }
 
 

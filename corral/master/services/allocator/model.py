@@ -18,11 +18,12 @@ from corral.master.services.allocator.requests import Request, disk_space_total
 from corral.master.services.params import filled_beparams, filled_nicparams
 from corral.objects import Cluster, Instance, Node
 from corral.objects.instance import ADMIN_UP
+from corral.rpc.calls_instance import all_instances_info, hypervisor_info
+from corral.rpc.calls_node import node_info
 from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.master.context import Master
-    from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
 
@@ -78,30 +79,30 @@ async def _node_data(
     """node uuid → the answers of hypervisor_info, node_info and
     all_instances_info, for the nodes that gave all three."""
     cluster = master.cfg.cluster
-    targets = [(n.uuid, n.primary_ip) for n in nodes if n.vm_capable and not n.offline]
+    targets = [n for n in nodes if n.vm_capable and not n.offline]
     if not targets:
         return {}
-    calls: dict[str, tuple[str, list[Any]]] = {
-        "hv": (
-            "hypervisor_info",
-            [hypervisor, templates.capacity_unit(disk_template, cluster).to_wire()],
-        ),
-        "node": ("node_info", [[]]),
+    rpc = master.rpc
+    unit = templates.capacity_unit(disk_template, cluster)
+    hv, info, running = await asyncio.gather(
+        rpc.results(targets, hypervisor_info(hypervisor, unit.to_wire())),
+        rpc.results(targets, node_info([])),
         # Only the hypervisors in use: the call fails as a whole on a node that
         # lacks one of those asked, and an enabled one may be unavailable there.
-        "running": ("all_instances_info", [_hypervisors_in_use(master, hypervisor)]),
-    }
-    answers: list[dict[str, RpcResult]] = await asyncio.gather(
-        *(master.rpc.call(targets, name, args) for name, args in calls.values())
+        rpc.results(targets, all_instances_info(_hypervisors_in_use(master, hypervisor))),
     )
     out: dict[str, dict[str, Any]] = {}
-    for uuid, _ in targets:
-        results = dict(zip(calls, (a[uuid] for a in answers), strict=True))
-        failed = [r for r in results.values() if r.failed]
+    for node in targets:
+        results = (hv[node.uuid], info[node.uuid], running[node.uuid])
+        failed = [r for r in results if r.failed]
         if failed:
-            log.warning("Node %s left out of allocation: %s", uuid, failed[0].fail_msg)
+            log.warning("Node %s left out of allocation: %s", node.uuid, failed[0].fail_msg)
             continue
-        out[uuid] = {key: r.payload for key, r in results.items()}
+        out[node.uuid] = {
+            "hv": hv[node.uuid].payload,
+            "node": info[node.uuid].payload,
+            "running": running[node.uuid].payload,
+        }
     return out
 
 

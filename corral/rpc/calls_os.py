@@ -1,0 +1,46 @@
+"""Node calls that run OS definitions."""
+
+# The bodies are the signatures' only: mypy must not ask them for a result.
+# mypy: disable-error-code="empty-body"
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral.rpc.declare import node_call
+from corral.rpc.wire import InstanceWire, JsonObject
+
+
+@node_call(C.RPC_TMO_FAST)
+def os_diagnose() -> list[JsonObject]:
+    """Every OS definition in the search path (``corral.osdef.definition.diagnose``)."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def os_validate(
+    os_name: str, osparams: dict[str, Any], debug: int, secret_names: list[str]
+) -> bool:
+    """Check OS parameters against parameters.list and the verify script."""
+
+
+@node_call(C.RPC_TMO_1DAY)
+def instance_os_add(
+    inst: InstanceWire,
+    osparams: dict[str, Any],
+    reinstall: bool,
+    debug: int,
+    secret_names: list[str],
+) -> bool:
+    """Run the OS create script."""
+
+
+@node_call(C.RPC_TMO_SLOW)
+def instance_run_rename(
+    inst: InstanceWire,
+    old_name: str,
+    osparams: dict[str, Any],
+    debug: int,
+    secret_names: list[str],
+) -> bool:
+    """Run the OS rename script."""

@@ -1,0 +1,101 @@
+"""How a node call is declared: once, as a typed signature shared by master and node.
+
+::
+
+    @node_call(C.RPC_TMO_NORMAL)
+    def instance_start(inst: InstanceWire, paused: bool) -> None:
+        \"\"\"Start an instance.\"\"\"
+
+makes ``instance_start`` a :class:`NodeCall`: its name is the URL path on
+noded, its parameters are the arguments (sent as a JSON list, in order), its
+return type is the payload of a success.  The master builds a request by
+calling it (``instance_start(desc, paused=False)``: mypy checks the
+arguments) and hands the request to the client, which returns the typed
+payload; noded registers the handler with ``@rpc_handler(instance_start)``
+(mypy checks the handler's parameters and result against the same
+signature) and checks the arguments against the declared types at its door.
+
+Stdlib only: the declarations are imported by masterd and noded alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from corral import errors
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+TimeoutFn = Callable[[Sequence[Any]], float]
+
+
+class NodeCall(Generic[P, R]):
+    """One node call: its name, timeout (seconds, or a function of the
+    arguments), argument names and typed signature."""
+
+    __slots__ = ("args", "doc", "name", "signature", "timeout")
+
+    def __init__(self, signature: Callable[P, R], timeout: float | TimeoutFn) -> None:
+        self.signature = signature
+        self.name: str = signature.__name__
+        code = signature.__code__
+        self.args: tuple[str, ...] = code.co_varnames[: code.co_argcount]
+        self.timeout = timeout
+        self.doc = (signature.__doc__ or "").strip()
+
+    def __repr__(self) -> str:
+        return f"<node call {self.name}({', '.join(self.args)})>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Request[R]:
+        """The request of this call with these arguments."""
+        if kwargs:
+            return Request(self, self.check_args([*args, *self._ordered(len(args), kwargs)]))
+        return Request(self, self.check_args(args))
+
+    def _ordered(self, given: int, kwargs: dict[str, Any]) -> list[Any]:
+        try:
+            values = [kwargs.pop(name) for name in self.args[given:]]
+        except KeyError as err:
+            raise errors.ProgrammerError(f"RPC call {self.name}: no argument {err}") from None
+        if kwargs:
+            raise errors.ProgrammerError(f"RPC call {self.name}: unknown {', '.join(kwargs)}")
+        return values
+
+    def timeout_for(self, args: Sequence[Any]) -> float:
+        """The timeout, in seconds, of this call with these arguments."""
+        if callable(self.timeout):
+            return float(self.timeout(args))
+        return float(self.timeout)
+
+    def check_args(self, args: Sequence[Any]) -> list[Any]:
+        """The arguments as a list; raise ProgrammerError on a wrong count."""
+        if len(args) != len(self.args):
+            raise errors.ProgrammerError(
+                f"RPC call {self.name} takes {len(self.args)} arguments "
+                f"({', '.join(self.args) or 'none'}), got {len(args)}"
+            )
+        return list(args)
+
+
+class Request(Generic[R]):
+    """A node call with its arguments, ready to be sent to any node."""
+
+    __slots__ = ("args", "call")
+
+    def __init__(self, call: NodeCall[..., R], args: list[Any]) -> None:
+        self.call = call
+        self.args = args
+
+    def __repr__(self) -> str:
+        return f"<request {self.call.name}>"
+
+
+def node_call(timeout: float | TimeoutFn) -> Callable[[Callable[P, R]], NodeCall[P, R]]:
+    """Declare the decorated signature as a node call with this timeout."""
+
+    def declare(signature: Callable[P, R]) -> NodeCall[P, R]:
+        return NodeCall(signature, timeout)
+
+    return declare

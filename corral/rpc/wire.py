@@ -1,0 +1,146 @@
+"""The objects node calls carry, declared once for master and node.
+
+TypedDicts: the master builds and reads plain dicts (no conversion on its hot
+paths) that mypy checks against these declarations; noded validates what it
+receives against them at its door (:mod:`corral.node.dispatch`).  Keys that
+are ``NotRequired`` are those the node does without.
+
+``typing_extensions.TypedDict``: pydantic (noded's validator) needs it on
+Python 3.11.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
+
+# A JSON object whose keys depend on what produced it (a check, a hypervisor,
+# an OS definition): the master passes it on or reads it by name.
+JsonObject = dict[str, Any]
+
+# A storage unit (:class:`corral.storage.units.StorageUnit`) as node calls take
+# it: ``[storage type, key]``, the key of the file kinds a storage directory.
+StorageUnitWire = list[str]
+
+
+class DiskWire(TypedDict):
+    """A disk description (:class:`corral.storage.disk.DiskDescription`): the
+    node resolves and checks its path itself, never takes one from the master."""
+
+    template: str
+    logical_id: list[str]
+    size: int  # MiB
+    uuid: str
+    iv_name: str
+    name: str | None
+    mode: str
+    # An older Corral's record lacks them: missing means empty.
+    nodes: NotRequired[list[str]]
+    children: NotRequired[list[DiskWire]]
+
+
+class DiskEntry(TypedDict):
+    """A disk of an instance as hypervisors and OS scripts see it."""
+
+    uuid: str
+    size: int
+    mode: str
+    name: str | None
+    description: DiskWire
+    backend_type: str
+
+
+class NicEntry(TypedDict):
+    """A NIC with its filled nicparams."""
+
+    mac: str
+    uuid: str
+    ip: str | None
+    name: str | None
+    mode: str
+    link: str
+    vlan: str
+
+
+class InstanceWire(TypedDict):
+    """An instance as nodes need it (the master's ``instance_descriptor``):
+    filled parameters, disk descriptions, NIC modes."""
+
+    name: str
+    hypervisor: str
+    memory: int  # MiB: the filled maxmem
+    vcpus: int
+    uuid: NotRequired[str]
+    os: NotRequired[str]
+    ctime: NotRequired[float]
+    mtime: NotRequired[float]
+    primary_node: NotRequired[str]
+    secondary_nodes: NotRequired[list[str]]
+    network_port: NotRequired[int | None]
+    beparams: NotRequired[dict[str, Any]]
+    hvparams: NotRequired[dict[str, Any]]
+    disks: NotRequired[list[DiskEntry]]
+    nics: NotRequired[list[NicEntry]]
+
+
+class StorageSpace(TypedDict):
+    """Size and free space (MiB) of a storage unit (``type`` and its key,
+    ``path``)."""
+
+    type: str
+    path: str
+    total: int
+    free: int
+
+
+class NodeInfo(TypedDict):
+    """``node_info``: the boot id, memory (MiB) and CPUs of the node."""
+
+    bootid: str
+    memory_total: int
+    memory_free: int
+    memory_dom0: int
+    cpu_total: int
+    cpu_dom0: int
+    cpu_nodes: int
+    cpu_sockets: int
+    storage: list[StorageSpace]
+
+
+class HypervisorInfo(TypedDict):
+    """``hypervisor_info``: memory as the hypervisor sees it and the space of
+    a storage unit (MiB)."""
+
+    memory_total: int
+    memory_free: int
+    memory_dom0: int
+    instances_memory: int
+    storage_total: int
+    storage_free: int
+
+
+class RunningInstance(TypedDict):
+    """An instance a hypervisor runs (Ganeti's ``time``: its uptime in seconds)."""
+
+    memory: int
+    vcpus: int
+    state: str
+    time: float
+    hypervisor: str
+
+
+class StorageUsage(TypedDict):
+    """``file_storage_usage``: a file storage unit's directory (``name``), its
+    file system and use (MiB)."""
+
+    name: str
+    size: int
+    used: int
+    free: int
+
+
+class TransferFinished(TypedDict):
+    """``transfer_finish``: whether this node received the transfer."""
+
+    received: bool

@@ -1,0 +1,247 @@
+"""A master in this process: masterd's parts, nodes served in-process.
+
+The configuration, the durable state and the job queue (SQLite in the
+master's root, unfenced: no mastership lease), the lock manager and the
+processor are masterd's own, assembled as :func:`corral.master.daemon.serve`
+assembles them; the RPC client calls its
+nodes through a :class:`corral.node.local.LocalTransport`, which runs the
+real node handlers on each node's root.  No daemon, no socket: opcodes go
+through the real logical units in milliseconds.
+
+Typical use::
+
+    async with in_process_cluster(tmp_path, nodes=2) as cl:
+        job = await cl.run({"OP_ID": "OP_INSTANCE_CREATE", ...})
+        assert job.status == "success", job.error
+        cl.node(2).reachable = False          # node2 stops answering
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corral import constants as C
+from corral import ipolicy as IP
+from corral import testbed
+from corral.bootstrap import InitOptions, create_cluster
+from corral.cmdlib.processor import Processor
+from corral.config.manager import ConfigManager
+from corral.jobs.queue import JobQueue
+from corral.locking import LockManager
+from corral.master import durable_flags, join_tokens, resources
+from corral.master.context import Master
+from corral.master.daemon import SHUTDOWN_GRACE
+from corral.master.distribution import SsconfDistributor
+from corral.master.durable import DurableState
+from corral.master.ssconf import write_ssconf
+from corral.node.join_protocol import pem_fingerprint
+from corral.node.join_server import save_token
+from corral.node.local import LocalNode, LocalTransport
+from corral.node.storage.file import REMOVING
+from corral.objects import Instance, Node
+from corral.paths import Paths
+from corral.rpc.client import RpcClient
+from corral.state.sqlite.config import SqliteConfigStore
+from corral.state.sqlite.jobs import SqliteJobStore
+from corral.state.sqlite.kv import SqliteKeyValueStore
+from tests.helpers.osdef import make_os
+
+CLUSTER_NAME = "cluster.example.com"
+# As the test clusters' (tests/helpers/cluster.py): any instance size and number.
+PERMISSIVE_IPOLICY = {
+    IP.ISPECS_MINMAX: [
+        {
+            IP.ISPECS_MIN: dict.fromkeys(IP.ISPECS_MINMAX_DEFAULTS[IP.ISPECS_MIN], 0),
+            IP.ISPECS_MAX: dict.fromkeys(IP.ISPECS_MINMAX_DEFAULTS[IP.ISPECS_MAX], 1 << 30),
+        }
+    ],
+    IP.IPOLICY_VCPU_RATIO: 1024.0,
+}
+# The OS every node has (no variants): its scripts succeed.
+OS_NAME = "plain"
+# Seconds a job of these tests may take (they take milliseconds).
+JOB_TIMEOUT = 30.0
+
+
+def node_address(index: int) -> str:
+    """Node ``index``'s address: only a key of the in-process transport."""
+    return f"127.0.99.{index}"
+
+
+@dataclass
+class JobOutcome:
+    """A finished job: its status, opcode result or error, and its log messages."""
+
+    job_id: int
+    status: str
+    result: Any
+    log: list[str]
+
+    @property
+    def error(self) -> str:
+        """The error message of a failed job ('' if it succeeded)."""
+        if self.status == C.JOB_STATUS_SUCCESS:
+            return ""
+        _, args = self.result
+        return str(args[0]) if args else ""
+
+
+class InProcessCluster:
+    """masterd's parts on node 1's root, and the nodes of the transport
+    (made by :meth:`start`)."""
+
+    cfg: ConfigManager
+    durable: DurableState
+    queue: JobQueue
+    master: Master
+    distributor: SsconfDistributor
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = Paths(root / "node1")
+        self.transport = LocalTransport()
+        create_cluster(
+            self.paths,
+            InitOptions(
+                cluster_name=CLUSTER_NAME,
+                node_name=testbed.node_name(1),
+                node_ip=node_address(1),
+                master_ip=node_address(1),
+                ipolicy=PERMISSIVE_IPOLICY,
+            ),
+        )
+        self._serve(1, self.paths)
+        self.rpc = RpcClient(self.transport)
+        self.store = SqliteJobStore(self.paths.queue_db)
+        self.locks = LockManager()
+
+    async def start(self) -> None:
+        """Open the configuration and the durable state, start the queue."""
+        self.cfg = await ConfigManager.open(SqliteConfigStore(self.paths.config_db))
+        self.cfg.add_listener(lambda c, tables: write_ssconf(self.paths, c, tables))
+        write_ssconf(self.paths, self.cfg)
+        self.durable = await DurableState.open(SqliteKeyValueStore(self.paths.state_db))
+        processor = Processor()
+        self.queue = JobQueue(
+            self.store,
+            processor,
+            lambda: self.cfg.cluster.max_running_jobs,
+            self.locks.set_priority,
+            self.cfg.filter_rules(),
+            drained=lambda: durable_flags.drained(self.durable),
+        )
+        self.master = Master(
+            paths=self.paths,
+            cfg=self.cfg,
+            durable=self.durable,
+            rpc=self.rpc,
+            locks=self.locks,
+            queue=self.queue,
+            query=lambda what, fields, qfilter: resources.query(self.master, what, fields, qfilter),
+        )
+        processor.bind(self.master)
+        self.distributor = SsconfDistributor(self.master)
+        self.cfg.add_listener(self.distributor.changed)
+        await self.queue.recover()
+        self.queue.start()
+
+    def _serve(self, index: int, paths: Paths) -> LocalNode:
+        make_os(paths, OS_NAME, variants=None)
+        return self.transport.add(paths, node_address(index))
+
+    def node(self, index: int) -> LocalNode:
+        """Node ``index`` as the transport serves it."""
+        return self.transport.nodes[node_address(index)]
+
+    def config_node(self, index: int) -> Node:
+        return self.cfg.lookup(Node, testbed.node_name(index))
+
+    def disk_files(self, index: int) -> list[str]:
+        """The disk files in node ``index``'s file storage directory (those
+        being freed after a removal are gone already)."""
+        top = self.node(index).paths.file_storage_dir
+        return sorted(
+            str(path.relative_to(top))
+            for path in top.rglob("*")
+            if path.is_file() and not path.name.startswith(REMOVING)
+        )
+
+    def running(self, index: int) -> list[str]:
+        """The instances node ``index``'s fake hypervisor runs."""
+        state = self.node(index).paths.run_dir / "fake-hypervisor"
+        return sorted(path.name for path in state.glob("*") if path.is_file())
+
+    def instance(self, name: str) -> Instance | None:
+        """The instance as committed now (None if there is none)."""
+        return self.cfg.find(Instance, name)
+
+    async def joining_node(self, index: int) -> LocalNode:
+        """Node ``index``'s root, waiting to join with a token of this cluster."""
+        paths = Paths(self.root / f"node{index}")
+        paths.root.mkdir(parents=True)
+        fingerprint = pem_fingerprint(self.paths.ca_cert.read_bytes())
+        save_token(paths, await join_tokens.create(self.durable, fingerprint))
+        return self._serve(index, paths)
+
+    async def add_node(self, index: int, **fields: Any) -> JobOutcome:
+        """OP_NODE_ADD of node ``index`` (made to wait for it first)."""
+        await self.joining_node(index)
+        return await self.run(
+            {
+                "OP_ID": "OP_NODE_ADD",
+                "node_name": testbed.node_name(index),
+                "primary_ip": node_address(index),
+                **fields,
+            }
+        )
+
+    async def run(self, *ops: dict[str, Any]) -> JobOutcome:
+        """Submit one job of ``ops`` and wait until it is finished."""
+        job_id = await self.queue.submit(list(ops))
+        return await self.wait(job_id)
+
+    async def wait(self, job_id: int) -> JobOutcome:
+        """Wait (WaitForJobChange, as clients do) until job ``job_id`` is finished."""
+        fields = ["status", "opresult", "oplog"]
+        info: Any = None
+        serial = 0
+        async with asyncio.timeout(JOB_TIMEOUT):
+            while info is None or info[0] not in C.JOB_STATUS_FINALIZED:
+                change = await self.queue.wait_for_change(job_id, fields, info, serial, 10.0)
+                if change != "nochange":
+                    info = change[0]
+                    serial = max([serial, *(entry[0] for entry in change[1])])
+        status, results, logs = info
+        messages = [str(entry[3]) for op_log in logs for entry in op_log]
+        return JobOutcome(job_id, status, results[-1], messages)
+
+    async def close(self) -> None:
+        """Stop as masterd stops (what :meth:`start` made only)."""
+        if hasattr(self, "master"):
+            await self.queue.shutdown(SHUTDOWN_GRACE)
+            await self.distributor.stop()
+        await self.rpc.close()
+        await self.store.close()
+        if hasattr(self, "cfg"):
+            await self.cfg.close()
+        if hasattr(self, "durable"):
+            await self.durable.close()
+
+
+@asynccontextmanager
+async def in_process_cluster(root: Path, nodes: int = 1) -> AsyncIterator[InProcessCluster]:
+    """A cluster of ``nodes`` nodes (the others joined through OP_NODE_ADD)."""
+    cluster = InProcessCluster(root)
+    try:
+        await cluster.start()
+        for index in range(2, nodes + 1):
+            job = await cluster.add_node(index)
+            assert job.status == C.JOB_STATUS_SUCCESS, job.error
+        yield cluster
+    finally:
+        await cluster.close()
