@@ -21,6 +21,8 @@ you submitted this job"); its rate was not measured.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.common import Figure, arg_parser, bench_cluster, median, write_results
 from tests.helpers.workload import run_workload
 
@@ -42,7 +44,7 @@ def main() -> None:
         "refuses such jobs (not measured)",
     )
     rate = Figure("workload_jobs_per_s", "Jobs of the workload per second", "jobs/s", 0, "min", "-")
-    details = []
+    details: list[dict[str, Any]] = []
     for run in range(args.runs):
         with bench_cluster(f"{NAME}-{run}") as cluster:
             report = run_workload(

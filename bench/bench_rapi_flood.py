@@ -61,7 +61,7 @@ from bench.common import (
     write_results,
 )
 from corral.bootstrap import RAPI, start_rapi
-from corral.daemons.util import stop_daemon
+from corral.process.daemons import stop_daemon
 from tests.helpers.cluster import RAPI_PORT, TestCluster
 from tests.helpers.rapi import basic
 from tests.helpers.rapi_flood import KINDS, Outcome, Target, burst, paced

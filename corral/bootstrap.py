@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors, uidpool
+from corral import hypervisors as H
 from corral.paths import Paths
 from corral.storage.names import DEFAULT_ENABLED
 
@@ -44,7 +45,7 @@ class InitOptions:
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
-    enabled_hypervisors: list[str] = field(default_factory=lambda: ["fake"])
+    enabled_hypervisors: list[str] = field(default_factory=lambda: list(H.DEFAULT_ENABLED))
     enabled_disk_templates: list[str] = field(default_factory=lambda: list(DEFAULT_ENABLED))
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
@@ -130,12 +131,12 @@ def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:
 
     dirs = _storage_dirs(paths, opts)
     for template in map(templates.DISK_TEMPLATES.get, opts.enabled_disk_templates):
-        directory = template and template.storage_dir(dirs)
-        if directory:
+        unit = None if template is None else template.capacity_unit(dirs)
+        if template is not None and template.file_based and unit is not None:
             # As Ganeti: a storage directory that does not exist yet is made.
-            paths.from_wire(directory).mkdir(mode=0o750, parents=True, exist_ok=True)
+            paths.from_wire(unit.key).mkdir(mode=0o750, parents=True, exist_ok=True)
     capabilities.check_reports(
-        {opts.node_name: report(paths, dirs.file_storage_dir, dirs.shared_file_storage_dir)},
+        {opts.node_name: report(paths, templates.capacity_units(dirs))},
         opts.enabled_hypervisors,
         opts.enabled_disk_templates,
     )
@@ -210,8 +211,6 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
 
 def created_files(paths: Paths) -> list[Path]:
     """What init creates and destroy removes (hooks, OS dirs and logs stay)."""
-    from corral.master.join_tokens import TOKENS_FILE
-
     databases = (paths.config_db, paths.state_db)
     return [
         *(db.with_name(db.name + suffix) for db in databases for suffix in ("", "-wal", "-shm")),
@@ -222,8 +221,6 @@ def created_files(paths: Paths) -> list[Path]:
         paths.client_pem,
         paths.rapi_pem,
         paths.cluster_domain_secret,
-        paths.data_dir / TOKENS_FILE,
-        paths.data_dir / f"{TOKENS_FILE}.lock",
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
     ]
@@ -256,7 +253,7 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
     """noded first (masterd asks it), then masterd and corral-rapi together."""
-    from corral.daemons.util import start_daemon, start_daemons
+    from corral.process.daemons import start_daemon, start_daemons
 
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
@@ -268,7 +265,7 @@ def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:
-    from corral.daemons.util import start_daemon
+    from corral.process.daemons import start_daemon
 
     start_daemon(rapi_command(paths, node_ip), {"CORRAL_ROOT": str(paths.root)})
 
@@ -279,7 +276,7 @@ def rapi_command(paths: Paths, node_ip: str) -> list[str]:
 
 
 def stop_daemons(paths: Paths) -> None:
-    from corral.daemons.util import stop_daemon
+    from corral.process.daemons import stop_daemon
 
     stop_daemon(paths, RAPI)
     stop_daemon(paths, MASTERD)

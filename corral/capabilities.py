@@ -1,8 +1,8 @@
 """What may be enabled on a cluster: hypervisors and disk templates that Corral
 implements and that every node running instances can serve.
 
-The hypervisor table lives here, the disk template table in
-:mod:`corral.storage.templates`.  Nodes report what they can serve through
+The hypervisor table lives in :mod:`corral.hypervisors`, the disk template
+table in :mod:`corral.storage.templates`.  Nodes report what they can serve through
 the ``node_capabilities`` call (:mod:`corral.node.capabilities`); the checks
 below turn those reports into one clear refusal.
 """
@@ -10,32 +10,12 @@ below turn those reports into one clear refusal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.hypervisors import GANETI_HYPERVISORS, HYPERVISORS, HypervisorKind
 from corral.storage import templates
-
-# Ganeti 3.0.2's hypervisors (constants.HYPER_TYPES), in the order its messages list them.
-GANETI_HYPERVISORS = ("lxc", "chroot", "fake", "xen-hvm", "xen-pvm", "kvm")
-
-
-@dataclass(frozen=True)
-class HypervisorKind:
-    """A hypervisor Corral implements (the node's class of the same name runs it)."""
-
-    name: str
-    doc: str
-
-
-HYPERVISORS: Mapping[str, HypervisorKind] = {
-    h.name: h
-    for h in (
-        HypervisorKind("fake", "Instances are state files; nothing runs"),
-        HypervisorKind("kvm", "Instances are QEMU guests (KVM, or TCG without it)"),
-    )
-}
 
 # The keys of a node's capability report.
 REPORT_HYPERVISORS = "hypervisors"

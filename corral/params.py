@@ -13,16 +13,17 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import hvparams as HV
+from corral import paramtypes as PT
 from corral.storage import names as N
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
 VALUE_DEFAULT = "default"
 
 # Types
-T_SIZE = "size"  # MiB, with an optional m/g/t unit
-T_INT = "int"
-T_BOOL = "bool"
-T_STRING = "string"
+T_SIZE = PT.SIZE  # MiB, with an optional m/g/t unit
+T_INT = PT.INT
+T_BOOL = PT.BOOL
+T_STRING = PT.STRING
 
 BE_TYPES = {
     "maxmem": T_SIZE,
@@ -54,7 +55,9 @@ _UNIT = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 
 def parse_size(value: Any, what: str = "size") -> int:
-    """MiB from ``512``, ``512M``, ``1.5G``, ``2T`` (rounded up to whole MiB)."""
+    """MiB of a disk from ``512``, ``512M``, ``1.5G``, ``2T`` (rounded up to
+    whole MiB); a number is taken as given, as Ganeti's masterd takes a disk's
+    size (its commands round it: corral.paramtypes.parse_unit)."""
     if isinstance(value, bool):
         raise errors.OpPrereqError(f"Invalid {what} {value!r}", C.ECODE_INVAL)
     if isinstance(value, int):
@@ -72,9 +75,24 @@ def parse_size(value: Any, what: str = "size") -> int:
     return int(-(-mib // 1))
 
 
+def _parameter_size(key: str, value: Any) -> int:
+    """MiB, rounded up to a multiple of 4 through every door, as Ganeti's
+    masterd converts a size parameter (ForceDictType: ParseUnit)."""
+    try:
+        if isinstance(value, bool):
+            raise errors.UnitParseError("Invalid format")
+        return PT.parse_unit(value)
+    except errors.UnitParseError as err:
+        raise errors.OpPrereqError(
+            f"Invalid value for '{key}' '{value}' ({err}): use a number of MiB, optionally"
+            " with an m, g or t suffix (e.g. 512m, 10g)",
+            C.ECODE_INVAL,
+        ) from None
+
+
 def _convert(kind: str, key: str, value: Any) -> Any:
     if kind == T_SIZE:
-        return parse_size(value, f"value for '{key}'")
+        return _parameter_size(key, value)
     if kind == T_INT:
         if isinstance(value, bool):
             raise errors.OpPrereqError(f"'{key}' must be an integer, got {value!r}", C.ECODE_INVAL)

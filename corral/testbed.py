@@ -38,11 +38,9 @@ from typing import Protocol
 import corral
 from corral import constants as C
 from corral.cli.common import poll_job
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.luxi.client import Client
-from corral.master import join_tokens
-from corral.node.join_protocol import pem_fingerprint
 from corral.paths import ROOT_ENV, Paths
+from corral.process.daemons import start_daemon, stop_daemon
 
 REPO_ROOT = Path(corral.__file__).resolve().parent.parent
 DAEMONS = ("corral-rapi", "corral-masterd", "corral-noded")
@@ -167,10 +165,11 @@ def daemon_env(paths: Paths) -> dict[str, str]:
     return {ROOT_ENV: str(paths.root), "PYTHONPATH": python_path}
 
 
-def make_token(master: Paths, ttl: int = join_tokens.DEFAULT_TTL) -> str:
+def make_token(master: Paths, ttl: int = 3600) -> str:
     """A join token of the cluster whose master runs on ``master``."""
-    fingerprint = pem_fingerprint(master.ca_cert.read_bytes())
-    return join_tokens.create(str(master.root), fingerprint, ttl)
+    with Client(master.master_socket) as client:
+        token: str = client.call("CreateJoinToken", ttl)
+    return token
 
 
 def start_joining(

@@ -16,9 +16,10 @@ from corral.cli import common, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
-from corral.cli.info import format_grouped_params, nice_sort
+from corral.cli.info import format_grouped_params
 from corral.cli.optvalues import boolean, split_key_val
 from corral.cli.table import format_time
+from corral.nicesort import nice_sort
 from corral.paths import Paths, os_search_names
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py

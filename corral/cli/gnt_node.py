@@ -10,7 +10,6 @@ import sys
 from corral import constants as C
 from corral.cli import common, node_membership, node_moves, tags
 from corral.cli.generic_info import format_generic_info
-from corral.cli.info import nice_sort
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.ipolicy import format_params_dict_info
 from corral.cli.optvalues import boolean
@@ -22,6 +21,7 @@ from corral.cli.table import (
     generic_list_fields,
     list_filter,
 )
+from corral.nicesort import nice_sort
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

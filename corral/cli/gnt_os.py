@@ -8,10 +8,10 @@ import sys
 from corral import constants as C
 from corral.cli import common
 from corral.cli.generic_info import format_generic_info
-from corral.cli.info import nice_sort
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.optvalues import boolean
 from corral.cli.table import generate_table
+from corral.nicesort import nice_sort
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

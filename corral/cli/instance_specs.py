@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from corral import constants as C
 from corral import errors
-from corral.cli import typed_params as T
+from corral import paramtypes as T
 from corral.cli.optvalues import boolean, split_key_val
 from corral.storage.names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 

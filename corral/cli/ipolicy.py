@@ -15,12 +15,12 @@ Options (values parsed as Ganeti's optparse types do):
 from __future__ import annotations
 
 import argparse
-import re
 
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
 from corral.cli.optvalues import split_key_val, unescape_and_split
+from corral.paramtypes import parse_unit
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ SPLIT_SPECS = (
     ("--specs-mem-size", "ispecs_mem_size", IP.ISPEC_MEM_SIZE),
     ("--specs-nic-count", "ispecs_nic_count", IP.ISPEC_NIC_COUNT),
 )
-_UNIT_RE = re.compile(r"^([.\d]+)\s*([a-zA-Z]+)?$")
 
 
 def _split_list_key_val(opt: str, value: str) -> dict[str, dict[str, Any]]:
@@ -71,24 +70,6 @@ def parse_maybe_float(opt: str, value: str) -> float | str:
         raise errors.ParameterError(
             f"option {opt}: invalid floating-point value: '{value}'"
         ) from None
-
-
-def parse_unit(value: Any) -> int:
-    """MiB from ``512``, ``1.5g``, ``2T``..., rounded up to a multiple of 4
-    (Ganeti's ParseUnit)."""
-    match = _UNIT_RE.match(str(value))
-    if not match:
-        raise errors.UnitParseError("Invalid format")
-    number = float(match.group(1))
-    unit = (match.group(2) or "m").lower()
-    if unit in ("g", "gb", "gib"):
-        number *= 1024
-    elif unit in ("t", "tb", "tib"):
-        number *= 1024 * 1024
-    elif unit not in ("m", "mb", "mib"):
-        raise errors.UnitParseError(f"Unknown unit: {match.group(2)}")
-    mib = int(number) + (1 if int(number) < number else 0)
-    return mib + (-mib % 4)
 
 
 # Options

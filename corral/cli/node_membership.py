@@ -11,7 +11,6 @@ import sys
 
 from corral import constants as C
 from corral import errors
-from corral import paths as P
 from corral.cli import common
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.optvalues import boolean
@@ -86,18 +85,8 @@ def cmd_remove(opts: argparse.Namespace) -> int:
 
 def cmd_join_token(opts: argparse.Namespace) -> int:
     """Print a one-time join token (the master keeps only its hash)."""
-    from corral.master import join_tokens
-    from corral.node.join_protocol import pem_fingerprint
-
-    if opts.ttl <= 0:
-        raise errors.OpPrereqError(
-            f"Invalid --ttl {opts.ttl}: give the token's lifetime in seconds (> 0)",
-            C.ECODE_INVAL,
-        )
-    root = common.cluster_root()
-    with open(P.below(root, P.DATA_DIR + "/cluster-ca.pem"), "rb") as file:
-        fingerprint = pem_fingerprint(file.read())
-    print(join_tokens.create(root, fingerprint, opts.ttl))
+    with common.get_client() as client:
+        print(client.call("CreateJoinToken", opts.ttl))
     return C.EXIT_SUCCESS
 
 

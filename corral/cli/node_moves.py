@@ -9,8 +9,8 @@ import sys
 from corral import constants as C
 from corral import errors
 from corral.cli import common
-from corral.cli.info import nice_sort
 from corral.cli.jobexec import JobExecutor
+from corral.nicesort import nice_sort
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

@@ -237,8 +237,8 @@ def _replace_rapi_cert(pem: bytes | None) -> None:
     )
     # Only now: a run refused above stays free of the slower imports.
     from corral.bootstrap import start_rapi
-    from corral.daemons.util import stop_daemon
     from corral.paths import Paths
+    from corral.process.daemons import stop_daemon
 
     paths = Paths.from_env()
     node_ip = _primary_ip(str(paths.root), master)

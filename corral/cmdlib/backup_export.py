@@ -168,7 +168,7 @@ class LUBackupExport(InstanceLU):
         inst, op = self.instance, self.op
         restart = op.shutdown and inst.admin_state == ADMIN_UP and not op.remove_instance
         intent = self._intent(restart)
-        record = await intents.write(self.master.paths, intent)
+        record = await intents.write(self.master, intent)
         try:
             if op.shutdown:
                 self.feedback(f"Shutting down instance {inst.name}")
@@ -193,7 +193,7 @@ class LUBackupExport(InstanceLU):
             if restart:
                 await self._start_instance()
         finally:
-            intents.drop(record)
+            intents.drop(self.master, record)
         if op.remove_instance:
             self.feedback(f"Removing instance {inst.name}")
             await self._remove_instance()

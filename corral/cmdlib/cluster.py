@@ -348,8 +348,11 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         nodes = [n for n in self.cfg.nodes() if n.vm_capable and not n.offline]
         if not (hypervisors or disk_templates) or not nodes:
             return
+        units = templates.capacity_units(templates.StorageDirs(file_dir, shared_dir))
         results = await self.master.rpc.call(
-            [(n.uuid, n.primary_ip) for n in nodes], "node_capabilities", [file_dir, shared_dir]
+            [(n.uuid, n.primary_ip) for n in nodes],
+            "node_capabilities",
+            [[unit.to_wire() for unit in units]],
         )
         reports: dict[str, dict[str, Any] | str] = {
             n.name: results[n.uuid].fail_msg or results[n.uuid].payload for n in nodes
@@ -382,12 +385,12 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
 
 def _dir_moved(name: str, cluster: Cluster, file_dir: str, shared_dir: str) -> bool:
-    """Whether template ``name`` keeps its disks in a directory that changes."""
+    """Whether template ``name`` keeps its disks in a storage unit that changes."""
     template = templates.DISK_TEMPLATES.get(name)
     if template is None:
         return False
-    old = template.storage_dir(cluster)
-    new = template.storage_dir(templates.StorageDirs(file_dir, shared_dir))
+    old = template.capacity_unit(cluster)
+    new = template.capacity_unit(templates.StorageDirs(file_dir, shared_dir))
     return old != new
 
 

@@ -234,7 +234,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             checks.instance(inst, wanted)
         self.feedback("* Verifying orphan volumes")
         checks.orphan_files()
-        interrupted_leftovers(self.report, self.cfg, self.master.paths, images)
+        interrupted_leftovers(self.report, self.cfg, self.master.durable, images)
         if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
             # Ganeti checks that secondaries could take over their primaries'
             # instances: Corral's templates have no secondary nodes, so none is due.
@@ -248,11 +248,13 @@ class LUClusterVerifyGroup(_VerifyLU):
         """The checks every node of the group is asked for."""
         cluster = self.cfg.cluster
         hypervisors = list(cluster.enabled_hypervisors)
-        storage = {
-            name: template.storage_dir(cluster)
-            for name in cluster.enabled_disk_templates
-            if (template := templates.DISK_TEMPLATES.get(name)) is not None
-        }
+        # Each template → the key of its storage unit (its directory), or None.
+        storage: dict[str, str | None] = {}
+        for name in cluster.enabled_disk_templates:
+            template = templates.DISK_TEMPLATES.get(name)
+            if template is not None:
+                unit = template.capacity_unit(cluster)
+                storage[name] = None if unit is None else unit.key
         return {
             NV.NODESETUP: None,
             NV.HYPERVISOR: hypervisors,

@@ -18,33 +18,41 @@ from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
 from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
 from corral.rpc import node_verify as NV
-from corral.storage import templates
+from corral.storage import reservations, templates
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
+    from corral.master.durable import DurableState
     from corral.objects import Cluster
-    from corral.paths import Paths
 
 
 def _template(inst: Instance) -> templates.DiskTemplate | None:
     return templates.DISK_TEMPLATES.get(inst.disk_template)
 
 
+def _shared(template: templates.DiskTemplate) -> bool:
+    """Whether every node sees the template's disks (its files are listed once)."""
+    return template.mirroring is templates.Mirroring.EXTERNAL
+
+
 def disk_nodes(inst: Instance) -> list[str]:
-    """The nodes that must hold the instance's disks: a shared template's
-    are checked from the primary node (every node sees the same)."""
-    template = _template(inst)
-    if template is None or not template.has_disks:
+    """The nodes that must hold the instance's disks: those of each disk's
+    tree; a shared disk is checked from the primary node (every node sees it)."""
+    if _template(inst) is None:
         return []
-    return [inst.primary_node] if template.shared else inst.all_nodes
+    nodes = (node for disk in inst.disks for node in disk.holders(inst.primary_node))
+    return list(dict.fromkeys(nodes))
 
 
 def disks_by_node(instances: list[Instance]) -> dict[str, list[tuple[Instance, int]]]:
     """Node uuid → the (instance, disk index) whose disk it must hold."""
     out: dict[str, list[tuple[Instance, int]]] = {}
     for inst in instances:
-        for node in disk_nodes(inst):
-            out.setdefault(node, []).extend((inst, idx) for idx in range(len(inst.disks)))
+        if _template(inst) is None:
+            continue
+        for idx, disk in enumerate(inst.disks):
+            for node in disk.holders(inst.primary_node):
+                out.setdefault(node, []).append((inst, idx))
     return out
 
 
@@ -63,9 +71,9 @@ def storage_files_nodes(cluster: Cluster, images: dict[str, NodeImage]) -> dict[
     out: dict[str, list[str]] = {}
     for name in cluster.enabled_disk_templates:
         template = templates.DISK_TEMPLATES.get(name)
-        if template is None or not template.path_in_id:
+        if template is None or not template.file_based:
             continue
-        for img in listers[:1] if template.shared else listers:
+        for img in listers[:1] if _shared(template) else listers:
             out.setdefault(img.node.uuid, []).append(name)
     return out
 
@@ -144,17 +152,14 @@ class InstanceChecks:
     def orphan_files(self) -> None:
         """Files in the file-based templates' directories that are no disk of
         an instance on that node (for a shared directory: of any instance)."""
-        owned: set[tuple[str | None, str]] = set()
-        for inst in self.instances:
-            template = _template(inst)
-            if template is None or not template.path_in_id:
-                continue
-            for node in inst.all_nodes:
-                owned |= {(None if template.shared else node, d.path or "") for d in inst.disks}
+        owned = {
+            (resource.node, resource.value)
+            for resource in reservations.holders(self.instances, templates.RES_PATH)
+        }
         for uuid, img in sorted(self.images.items(), key=lambda item: item[1].node.name):
             listed = {} if img.answer is None else img.answer.get(NV.STORAGE_FILES, {})
             for name, files in sorted(listed.items()):
-                shared = templates.DISK_TEMPLATES[name].shared
+                shared = _shared(templates.DISK_TEMPLATES[name])
                 for path in files:
                     if (None if shared else uuid, path) not in owned:
                         self.report(
@@ -167,15 +172,15 @@ class InstanceChecks:
 
 
 def interrupted_leftovers(
-    report: Reporter, cfg: ConfigManager, paths: Paths, images: dict[str, NodeImage]
+    report: Reporter, cfg: ConfigManager, state: DurableState, images: dict[str, NodeImage]
 ) -> None:
     """What interrupted operations left on the group's nodes: the records
     masterd has not settled yet (:mod:`corral.cmdlib.intents`), and unfinished
     exports (``<instance>.new``) that no record covers."""
-    for found in intents.findings(cfg, paths):
+    for found in intents.findings(cfg, state):
         if found.node in images:
             report(found.ecode, found.itype, found.item, found.text, warning=found.warning)
-    covered = intents.unfinished_exports(paths)
+    covered = intents.unfinished_exports(state)
     for uuid, img in sorted(images.items(), key=lambda item: item[1].node.name):
         names = [] if img.answer is None else img.answer.get(NV.UNFINISHED_EXPORTS) or []
         for name in names:
@@ -194,7 +199,9 @@ def other_notes(
     node counts when it is neither the master nor a candidate, as in Ganeti)."""
     feedback("* Other Notes")
     non_redundant = sum(
-        1 for inst in instances if (t := _template(inst)) is not None and not t.shared
+        1
+        for inst in instances
+        if (t := _template(inst)) is not None and t.mirroring is templates.Mirroring.NONE
     )
     not_balanced = sum(
         1 for inst in instances if not filled_beparams(cluster, inst).get("auto_balance", True)

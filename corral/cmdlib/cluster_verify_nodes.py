@@ -16,12 +16,13 @@ from corral import constants as C
 from corral.crypto.cert_check import NODE_MAX_CLOCK_SKEW, WARNING
 from corral.objects import Node
 from corral.rpc import node_verify as NV
+from corral.storage import names as N
 from corral.storage import templates
 
 # A storage kind the node lacks → Ganeti's code for it (ENODESETUP for the rest).
 _STORAGE_CODES = {
-    templates.STORAGE_FILE_DIR: "ENODEFILESTORAGEPATHUNUSABLE",
-    templates.STORAGE_SHARED_DIR: "ENODESHAREDFILESTORAGEPATHUNUSABLE",
+    N.ST_FILE: "ENODEFILESTORAGEPATHUNUSABLE",
+    N.ST_SHARED_FILE: "ENODESHAREDFILESTORAGEPATHUNUSABLE",
 }
 
 
@@ -124,7 +125,7 @@ def verify_storage(report: Reporter, img: NodeImage) -> None:
         template = templates.DISK_TEMPLATES.get(template_name)
         if problem is None or template is None:
             continue
-        code = _STORAGE_CODES.get(template.storage)
+        code = _STORAGE_CODES.get(template.storage_type)
         if code is None:
             text = f"cannot serve disk template {template_name}: {problem}"
         else:

@@ -1,5 +1,5 @@
 """Logical units for node groups: add, remove, rename, change parameters,
-assign nodes, verify disks (``gnt-group``).  Group evacuation comes later."""
+assign nodes, verify disks (``gnt-group``; evacuation: group_evacuate)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,17 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
-from corral.cli.info import nice_sort
-from corral.cli.typed_params import force_dict_type
 from corral.cmdlib.base import LogicalUnit
 from corral.config.manager import ConfigManager
 from corral.master.services.ndparams import updated_ndparams
 from corral.master.services.params import filled_beparams
+from corral.nicesort import nice_sort
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import group as opg
 from corral.params import DISK_DT_DEFAULTS
-from corral.storage import names as N
+from corral.paramtypes import force_dict_type
+from corral.storage import templates
 
-# Templates whose instances have disks on several nodes kept in sync: such an
-# instance must not be split across groups (Ganeti's DTS_INT_MIRROR).
-INT_MIRROR = (N.DT_DRBD,)
 _KIND = {bool: "bool", int: "int", float: "float", str: "string"}
 
 
@@ -246,7 +243,10 @@ def split_instances(cfg: ConfigManager, moves: dict[str, str]) -> tuple[list[str
     new_split: list[str] = []
     still_split: list[str] = []
     for inst in cfg.instances():
-        if inst.disk_template not in INT_MIRROR:
+        # Disks on several nodes kept in sync (Ganeti's DTS_INT_MIRROR) must
+        # not be split across groups.
+        template = templates.DISK_TEMPLATES.get(inst.disk_template)
+        if template is None or template.mirroring is not templates.Mirroring.INTERNAL:
             continue
         before = {group_of.get(n) for n in inst.all_nodes}
         after = {moves.get(n, group_of.get(n)) for n in inst.all_nodes}

@@ -140,10 +140,7 @@ def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]
     out = []
     for disk in inst.disks:
         template = templates.DISK_TEMPLATES.get(disk.dev_type)
-        path = disk.path
-        if template is None or not template.path_in_id or path is None:
-            continue
-        directory, filename = path.rsplit("/", 1)
-        top = directory.rsplit("/", 1)[0]
-        out.append((disk, [disk.logical_id[0], f"{top}/{new_name}/{filename}"]))
+        new_id = None if template is None else template.renamed(disk, new_name)
+        if new_id is not None:
+            out.append((disk, new_id))
     return out

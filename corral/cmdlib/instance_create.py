@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any
 
-from corral import capabilities, errors
+from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
 from corral.cmdlib import instance_import as imp
@@ -21,7 +21,7 @@ from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.master.services import ports
 from corral.master.services.params import filled_beparams
-from corral.objects import NIC, Disk, Instance, Node
+from corral.objects import NIC, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.storage import templates
@@ -214,7 +214,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 "Disk adoption not allowed with an iallocator script", C.ECODE_INVAL
             )
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
-        placement.check_arguments(op, self.disk_template)
+        placement.check_arguments(op, self.template)
         self.beparams = P.check_beparams(op.beparams)
         for tag in op.tags:
             check_tag(tag)
@@ -279,6 +279,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             raise errors.OpPrereqError(
                 f"Instance '{op.instance_name}' is already in the cluster", C.ECODE_EXISTS
             )
+        self.ledger = U.ledger(self, op.instance_name)
         if self.allocator is not None:
             await self._allocate(self.allocator)
         placement.check_primary(self.pnode)
@@ -291,9 +292,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         if op.os_type:
             await self._check_os()
         memory = filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
-        # Only disks made in the node's file storage directory take its space.
-        in_file_dir = self.template.storage == templates.STORAGE_FILE_DIR
-        disk_total = sum(d.size for d in self.instance.disks) if in_file_dir else 0
+        # Disks take space on the nodes holding them (none for shared storage).
+        disk_total = sum(d.size for d in self.instance.disks if self.pnode.uuid in d.nodes)
         await U.check_node_resources(
             self,
             self.pnode,
@@ -301,6 +301,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             memory,
             disk_total,
             f"creating instance {op.instance_name}",
+            self.disk_template,
         )
         await U.check_hvparams_on_nodes(self, [self.pnode], self.hypervisor, self.hvparams)
 
@@ -319,24 +320,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     async def _read_adopted_sizes(self) -> None:
         """Each adopted disk's size, read from the device on the primary node
         (which refuses what is not an adoptable block device)."""
-        taken = {
-            disk.logical_id[1]: inst.name
-            for inst in self.cfg.instances()
-            if inst.primary_node == self.pnode.uuid and inst.disk_template == self.disk_template
-            for disk in inst.disks
-            if len(disk.logical_id) == 2
-        }
-        cluster, name = self.cfg.cluster, self.op.instance_name
-        descriptions = []
-        for idx, spec in enumerate(self.disk_specs):
-            if spec["adopt"] in taken:
-                raise errors.OpPrereqError(
-                    f"Device {spec['adopt']} is already adopted by instance {taken[spec['adopt']]}",
-                    C.ECODE_NOTUNIQUE,
-                )
-            logical_id = self.template.logical_id(cluster, name, idx, spec)
-            disk = Disk(size=0, dev_type=self.disk_template, logical_id=logical_id)
-            descriptions.append(disk.description().to_wire())
+        where = self._placement()
+        descriptions = [
+            self.template.new_disk(where, idx, {**spec, "size": 0}, self.ledger)
+            .description()
+            .to_wire()
+            for idx, spec in enumerate(self.disk_specs)
+        ]
         res = await self.master.rpc.call_one(
             self.pnode.uuid, self.pnode.primary_ip, "blockdev_getdimensions", [descriptions]
         )
@@ -351,6 +341,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 raise errors.OpPrereqError(
                     f"Device {spec['adopt']} is smaller than 1 MiB", C.ECODE_INVAL
                 )
+
+    def _placement(self) -> templates.Placement:
+        return templates.Placement(self.op.instance_name, self.pnode.uuid, self.cfg.cluster)
 
     async def _check_name(self) -> str | None:
         if not self.op.name_check:
@@ -386,17 +379,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                     f"NIC {idx}: ip=auto needs the name check", C.ECODE_INVAL
                 )
             nics.append(NIC(mac=mac, ip=ip, name=spec["name"], nicparams=spec["nicparams"]))
+        where = self._placement()
         disks = [
-            Disk(
-                size=d["size"],
-                mode=d["mode"],
-                name=d["name"],
-                dev_type=self.disk_template,
-                iv_name=f"disk/{idx}",
-                logical_id=self.template.logical_id(
-                    cluster, name, idx, {**d, "driver": self.op.file_driver}
-                ),
-            )
+            self.template.new_disk(where, idx, {**d, "driver": self.op.file_driver}, self.ledger)
             for idx, d in enumerate(self.disk_specs)
         ]
         return Instance(
@@ -460,22 +445,15 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         return nodes, nodes
 
     async def exec(self) -> Any:
-        if self.hypervisor not in ports.NEEDS_PORT:
-            return await self._exec()
-        with ports.reserved_port(self.cfg) as port:
-            self.instance.network_port = port
-            result = await self._exec()
-            await self.checkpoint()
-            return result
-
-    async def _exec(self) -> Any:
         inst = self.instance
+        if hypervisors.needs_port(self.hypervisor):
+            inst.network_port = ports.allocate_port(self.ledger)
         # What an earlier, interrupted add of this name left behind goes first.
         say = intents.Say.of(self)
         await intents.settle_name(self.master, inst.name, say)
         record = None
         if inst.disks or self.op.start:
-            record = await intents.write(self.master.paths, intents.Intent.of(inst))
+            record = await intents.write(self.master, intents.Intent.of(inst))
         try:
             await self._create(inst)
         except BaseException:

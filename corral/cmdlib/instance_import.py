@@ -31,7 +31,7 @@ from corral.exports.config_ini import ExportInfo
 from corral.master.services import impexp
 from corral.master.services.impexp import Endpoint
 from corral.objects import Instance, Node
-from corral.storage import names
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.cmdlib.instance_create import LUInstanceCreate
@@ -154,7 +154,8 @@ def _fill_op(lu: LUInstanceCreate, info: ExportInfo) -> None:
     """Ganeti's _ReadExportParams: the export's values where the opcode gives none."""
     op = lu.op
     disks = _disks(op.disks, info)
-    if not disks and (op.disk_template or "") != names.DT_DISKLESS:
+    template = templates.DISK_TEMPLATES.get(op.disk_template or "")
+    if not disks and (template is None or template.has_disks):
         raise errors.OpPrereqError(
             "No disk info specified and the export is missing the disk information",
             C.ECODE_INVAL,

@@ -20,9 +20,9 @@ from corral.storage import templates
 
 
 def copied_disks(inst: Instance) -> bool:
-    """Whether a migration of ``inst`` copies its disks (not seen by every node)."""
+    """Whether a migration of ``inst`` copies its disks (the target has no copy)."""
     template = templates.DISK_TEMPLATES.get(inst.disk_template)
-    return bool(inst.disks) and template is not None and not template.shared
+    return bool(inst.disks) and template is not None and not template.moves.migrate
 
 
 class MigratedDisks:

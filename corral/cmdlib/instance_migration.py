@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from corral import constants as C
-from corral import errors
+from corral import errors, hypervisors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib import intents
 from corral.cmdlib.base import ALL_SET
@@ -22,20 +22,17 @@ from corral.master.services.allocator.requests import Relocate
 from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
-from corral.storage import names, templates
-
-# Hypervisors that live-migrate disks only the source has, and those
-# templates (Corral's extension: they copy the disks while the guest runs).
-COPYING_MIGRATION = {"kvm": frozenset({names.DT_FILE})}
+from corral.storage import templates
 
 
 def check_movable(inst: Instance, failover: bool) -> None:
     """Refuse an instance whose disk template keeps its disks on one node
-    (but a migration that copies them): the one place that asks the
-    template table whether disks are shared."""
+    (but a live migration by a hypervisor that copies them, Corral's
+    extension): the one place that asks the template how it moves."""
     template = templates.DISK_TEMPLATES.get(inst.disk_template)
-    copies = inst.disk_template in COPYING_MIGRATION.get(inst.hypervisor, ())
-    if template is None or not (template.shared or (copies and not failover)):
+    kind = hypervisors.kind(inst.hypervisor)
+    copies = kind is not None and kind.copies_disks
+    if template is None or not template.moves.allows(failover=failover, hypervisor_copies=copies):
         text = "failovers" if failover else "migrations"
         raise errors.OpPrereqError(
             f"Instance's disk layout '{inst.disk_template}' does not allow {text}",

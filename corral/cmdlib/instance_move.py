@@ -34,7 +34,7 @@ def check_copyable(inst: Instance) -> None:
     """Ganeti's DTS_COPYABLE, from the template table: disks that live on one
     node and that Corral made (not seen by every node, not adopted)."""
     template = templates.DISK_TEMPLATES.get(inst.disk_template)
-    copyable = template is not None and not template.shared and not template.adopts
+    copyable = template is not None and template.moves.copy
     for index, disk in enumerate(inst.disks):
         if not copyable or disk.dev_type != inst.disk_template:
             raise errors.OpPrereqError(
@@ -97,7 +97,9 @@ class LUInstanceMove(InstanceLU):
             )
         disk_mib = sum(d.size for d in inst.disks)
         purpose = f"failing over instance {inst.name}"
-        await U.check_node_resources(self, target, inst.hypervisor, memory, disk_mib, purpose)
+        await U.check_node_resources(
+            self, target, inst.hypervisor, memory, disk_mib, purpose, inst.disk_template
+        )
 
     def build_hooks_env(self) -> dict[str, Any]:
         return {
@@ -118,7 +120,7 @@ class LUInstanceMove(InstanceLU):
         intent = intents.Intent.for_instance(
             intents.MOVE, inst, target.uuid, restart=was_running, transfer=copy.transfer_id
         )
-        record = await intents.write(self.master.paths, intent)
+        record = await intents.write(self.master, intent)
         try:
             self.log_info(f"Shutting down instance {inst.name} on source node {source.name}")
             await self._shutdown(source)
@@ -145,7 +147,7 @@ class LUInstanceMove(InstanceLU):
                     )
         finally:
             if removed:
-                intents.drop(record)
+                intents.drop(self.master, record)
             else:
                 intents.release(self.master, record)
         return None
@@ -189,7 +191,7 @@ class LUInstanceMove(InstanceLU):
         """Name the target as primary node, durably, before the source's disks go
         (the file disks keep their logical_id: the same path on the target)."""
         inst = self.updated()
-        inst.primary_node = self.target.uuid
+        inst.set_primary(self.target.uuid)
         self.tx.update(inst)
         await self.checkpoint()
         self.instance = inst

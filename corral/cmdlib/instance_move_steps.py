@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from pathlib import Path
 from typing import Any
 
 from corral import constants as C
@@ -22,6 +21,7 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.client import RpcResult
+from corral.storage import templates
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Mover:
         self.disks: MigratedDisks | None = None
         # A failover's record while it runs (see failover).
         self.intent: intents.Intent
-        self.record: Path | None = None
+        self.record: str | None = None
         self.source_removed = False  # a migration removed the source's disk copies
 
     # Helpers
@@ -63,7 +63,7 @@ class Mover:
     def _set_primary(self, node: Node) -> None:
         inst = self.instance.copy_for_update()
         assert isinstance(inst, Instance)
-        inst.primary_node = node.uuid
+        inst.set_primary(node.uuid)
         self.lu.tx.update(inst)
         self.instance = inst
 
@@ -84,7 +84,7 @@ class Mover:
             restart=inst.admin_state == ADMIN_UP,
             phase=intents.STOPPING,
         )
-        self.record = await intents.write(master.paths, self.intent)
+        self.record = await intents.write(master, self.intent)
         try:
             await self._failover(shutdown_timeout, ignore_consistency)
         except BaseException:
@@ -129,11 +129,11 @@ class Mover:
         self.feedback(f"* starting the instance on the target node {target.name}")
         assert self.record is not None
         self.intent = dataclasses.replace(self.intent, phase=intents.STARTING)
-        await intents.write(self.lu.master.paths, self.intent, self.record)
+        await intents.write(self.lu.master, self.intent, self.record)
         res = await self._call(target, "instance_start", [self._desc(), False])
         if res.failed:
             await self.lu.tx.commit()  # the instance now belongs to the target
-            intents.drop(self.record)
+            intents.drop(self.lu.master, self.record)
             self.record = None
             raise errors.OpExecError(
                 f"Could not start instance {inst.name} on node {target.name}: {res.fail_msg}"
@@ -149,7 +149,7 @@ class Mover:
             return
         master = self.lu.master
         intent = intents.Intent.for_instance(intents.MIGRATE, self.instance, self._target().uuid)
-        record = await intents.write(master.paths, intent)
+        record = await intents.write(master, intent)
         try:
             await self._migrate(live, current_memory, allow_runtime_changes)
         except BaseException:
@@ -157,7 +157,7 @@ class Mover:
             await asyncio.shield(intents.conclude(master, record, intent, say))
             raise
         if self.source_removed:
-            intents.drop(record)
+            intents.drop(master, record)
         else:
             intents.release(master, record)
 
@@ -205,10 +205,9 @@ class Mover:
 
     async def _check_target_memory(self, current: int, allow_runtime_changes: bool) -> None:
         target = self._target()
+        unit = templates.default_unit(self.cfg.cluster)
         res = await self._call(
-            target,
-            "hypervisor_info",
-            [self.instance.hypervisor, self.cfg.cluster.file_storage_dir],
+            target, "hypervisor_info", [self.instance.hypervisor, unit.to_wire()]
         )
         res.raise_if_failed(f"Cannot get the resources of node {target.name}")
         free = int(res.payload["memory_free"])

@@ -15,19 +15,18 @@ from corral.objects import Node, NodeGroup
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
     from corral.opcodes.instance import OpInstanceCreate
+    from corral.storage.templates import DiskTemplate
 
 
-def check_arguments(op: OpInstanceCreate, disk_template: str) -> None:
-    """Refuse a node together with an allocator, and a secondary node (no
-    template of Corral's keeps a disk copy on a second node)."""
+def check_arguments(op: OpInstanceCreate, template: DiskTemplate) -> None:
+    """Refuse a node together with an allocator, and nodes the template cannot
+    use: as many secondary nodes as it needs (an allocator chooses them when
+    it chooses the primary)."""
     if (op.pnode or op.pnode_uuid) and op.iallocator:
         raise errors.OpPrereqError("Do not specify both, iallocator and node", C.ECODE_INVAL)
-    if op.snode or op.snode_uuid:
-        raise errors.OpPrereqError(
-            f"The {disk_template} template keeps its disks on the primary node only:"
-            " give no secondary node (-n PNODE, not -n PNODE:SNODE)",
-            C.ECODE_INVAL,
-        )
+    secondary = bool(op.snode or op.snode_uuid)
+    if secondary or op.pnode or op.pnode_uuid:
+        template.check_secondaries(int(secondary))
 
 
 def allocator_name(lu: LogicalUnit[OpInstanceCreate]) -> str | None:

@@ -115,7 +115,7 @@ def _disk(disk: Any) -> dict[str, Any]:
         "spindles": disk.spindles,
         "pstatus": None,
         "sstatus": None,
-        "children": [],
+        "children": [_disk(child) for child in disk.children],
     }
 
 

@@ -96,7 +96,9 @@ class LUInstanceSetParams(InstanceLU):
         check_changed_instance(self, self.instance, self.new, added, self.op.ignore_ipolicy)
         if self.new_disks:
             size = sum(d.size for d in self.new_disks)
-            await U.check_node_resources(self, self.pnode, self.new.hypervisor, 0, size)
+            await U.check_node_resources(
+                self, self.pnode, self.new.hypervisor, 0, size, disk_template=self.new.disk_template
+            )
         if self.op.hvparams:
             await U.check_hvparams_on_nodes(
                 self, [self.pnode], self.new.hypervisor, self.new.hvparams
@@ -211,6 +213,7 @@ class LUInstanceSetParams(InstanceLU):
     def _apply_disks(self) -> None:
         new = self.new
         template = templates.get(new.disk_template)
+        ledger = U.ledger(self, new.name)
         for action, index, params in self.disk_mods:
             if not template.has_disks and action != MODIFY:
                 raise errors.OpPrereqError(
@@ -233,14 +236,10 @@ class LUInstanceSetParams(InstanceLU):
             elif action == ADD:
                 (spec,) = parse_disks([params], new.disk_template)
                 idx = len(new.disks)
-                disk = Disk(
-                    size=spec["size"],
-                    mode=spec["mode"],
-                    name=spec["name"],
-                    dev_type=new.disk_template,
-                    iv_name=f"disk/{idx}",
-                    logical_id=template.logical_id(self.cfg.cluster, new.name, idx, spec),
+                where = templates.Placement(
+                    new.name, new.primary_node, self.cfg.cluster, tuple(new.secondary_nodes)
                 )
+                disk = template.new_disk(where, idx, spec, ledger)
                 new.disks.append(disk)
                 self.new_disks.append(disk)
                 self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
@@ -321,7 +320,14 @@ class LUInstanceGrowDisk(InstanceLU):
                 f"Disk {self.index} cannot shrink from {current} to {self.new_size} MiB",
                 C.ECODE_INVAL,
             )
-        await U.check_node_resources(self, self.pnode, inst.hypervisor, 0, self.new_size - current)
+        await U.check_node_resources(
+            self,
+            self.pnode,
+            inst.hypervisor,
+            0,
+            self.new_size - current,
+            disk_template=inst.disk_template,
+        )
         check_grown_disk(self, inst, self.index, self.new_size, self.op.ignore_ipolicy)
 
     def build_hooks_env(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from corral import ipolicy as IP
 from corral.cmdlib.ipolicy_checks import node_group_policy
 from corral.master.services.params import filled_beparams
 from corral.objects import Node
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.cmdlib.instance_base import InstanceLU
@@ -52,7 +53,7 @@ async def check_target_capabilities(lu: InstanceLU, target: Node) -> None:
         target.uuid,
         target.primary_ip,
         "node_capabilities",
-        [cluster.file_storage_dir, cluster.shared_file_storage_dir],
+        [[unit.to_wire() for unit in templates.capacity_units(cluster)]],
     )
     if res.failed:
         raise errors.OpPrereqError(

@@ -14,6 +14,7 @@ from corral.master.services.params import filled_beparams, filled_hvparams, fill
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
 from corral.storage import templates
+from corral.storage.reservations import JobLedger
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
@@ -190,14 +191,13 @@ def _disk_descriptor(disk: Disk) -> dict[str, Any]:
     """A disk as the hypervisor and OS scripts see it; noded takes the path
     from ``description`` (its template checks it), never from the master."""
     template = templates.DISK_TEMPLATES.get(disk.dev_type)
-    file_based = template is not None and template.path_in_id
     return {
         "uuid": disk.uuid,
         "size": disk.size,
         "mode": disk.mode,
         "name": disk.name,
         "description": disk.description().to_wire(),
-        "backend_type": f"file:{disk.logical_id[0]}" if file_based else "block",
+        "backend_type": "block" if template is None else template.backend_type(disk),
     }
 
 
@@ -295,10 +295,13 @@ async def check_node_resources(
     memory: int,
     disk_mib: int,
     purpose: str = "the instance",
+    disk_template: str | None = None,
 ) -> None:
-    """Refuse when the node lacks the memory (to start) or the file storage space."""
+    """Refuse when the node lacks the memory (to start) or the space for
+    ``disk_mib`` MiB of ``disk_template`` disks (by default: file disks)."""
+    unit = templates.capacity_unit(disk_template, lu.cfg.cluster)
     res = await lu.master.rpc.call_one(
-        node.uuid, node.primary_ip, "hypervisor_info", [hypervisor, lu.cfg.cluster.file_storage_dir]
+        node.uuid, node.primary_ip, "hypervisor_info", [hypervisor, unit.to_wire()]
     )
     res.raise_if_failed(f"Cannot get the resources of node {node.name}")
     info = res.payload
@@ -311,9 +314,15 @@ async def check_node_resources(
     if disk_mib and disk_mib > info["storage_free"]:
         raise errors.OpPrereqError(
             f"Not enough disk space on target node {node.name}: required {disk_mib} MiB, available"
-            f" {info['storage_free']} MiB in {lu.cfg.cluster.file_storage_dir}",
+            f" {info['storage_free']} MiB in {unit.key}",
             C.ECODE_NORES,
         )
+
+
+def ledger(lu: LogicalUnit[Any], instance: str) -> JobLedger:
+    """What the unit's instance ``instance`` may hold alone (disks' devices,
+    ports): it reserves there what it takes, until the unit's job ends."""
+    return JobLedger(lu.cfg.reservations, str(lu.ctx.job_id), instance, lu.cfg.instances)
 
 
 async def check_hvparams_on_nodes(

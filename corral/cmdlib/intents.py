@@ -2,7 +2,7 @@
 creates things on nodes or stops an instance.
 
 Before such an operation touches a node it writes, durably, what it is about
-to do: one record format, ``<data dir>/instance-intents/<name>.json``, with a
+to do: one record format, under ``intents/`` in masterd's durable state, with a
 ``kind`` per operation (the table KINDS).  Once the operation is over its
 record is dropped.  A record left by an interrupted operation (masterd
 killed) is *settled* when masterd starts again, under the instance's lock:
@@ -15,8 +15,8 @@ Kinds:
 
 - ``add`` (instance add or import): the disks and the hypervisor state made
   on the primary node go unless the instance is in the configuration.
-  Records of older Corral have no kind: they are adds, named
-  ``<instance uuid>.json``, whose disks may be bare file paths.
+  Records of older Corral have no kind: they are adds, named by the
+  instance's uuid, whose disks may be bare file paths.
 - ``move`` (``gnt-instance move``): if the configuration names the target
   node, the move is finished (the source's disks go, the instance starts on
   the target if it is marked up); otherwise it is undone (the target's copies
@@ -40,19 +40,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
-import os
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
-from corral.fileio import atomic_write
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.storage.disk import DiskDescription
 from corral.storage.names import DT_FILE, FILE_DRIVERS
@@ -62,12 +58,12 @@ if TYPE_CHECKING:
     from corral.cmdlib.instance_base import InstanceLU
     from corral.config.manager import ConfigManager
     from corral.master.context import Master
-    from corral.paths import Paths
+    from corral.master.durable import DurableState
     from corral.rpc.client import RpcResult
 
 log = logging.getLogger(__name__)
 
-INTENT_DIR = "instance-intents"
+PREFIX = "intents/"
 # Seconds between background attempts while records are left: doubling up to the cap.
 RETRY_FIRST = 1.0
 RETRY_MAX = 15.0
@@ -138,60 +134,46 @@ def _disk(entry: Any) -> dict[str, Any]:
     return dict(entry)
 
 
-def intent_dir(paths: Paths) -> Path:
-    return paths.data_dir / INTENT_DIR
-
-
 # Records written by this masterd whose operation is under way (not settled
 # by the background, not reported by verify), and why a settlement failed last.
-_ACTIVE: set[Path] = set()
-_WHY: dict[Path, str] = {}
+_ACTIVE: set[str] = set()
+_WHY: dict[str, str] = {}
 
 
-async def write(paths: Paths, intent: Intent, path: Path | None = None) -> Path:
-    """Record ``intent`` durably (file and directory entry synced), at ``path``
-    if given (a record rewritten as its operation goes on); its path."""
-    if path is None:
-        # An add's record is named by its (new) instance: as older Corral did.
+async def write(master: Master, intent: Intent, key: str | None = None) -> str:
+    """Record ``intent`` durably, under ``key`` if given (a record rewritten
+    as its operation goes on); its key."""
+    if key is None:
         stem = intent.uuid if intent.kind == ADD else f"{intent.uuid}.{intent.kind}"
         suffix = "" if intent.kind == ADD else f".{secrets.token_hex(4)}"
-        path = intent_dir(paths) / f"{stem}{suffix}.json"
-    await asyncio.to_thread(_write_synced, path, json.dumps(asdict(intent)).encode())
-    _ACTIVE.add(path)
-    return path
+        key = f"{PREFIX}{stem}{suffix}"
+    await master.durable.put(key, asdict(intent))
+    _ACTIVE.add(key)
+    return key
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    atomic_write(path, data, mode=0o600)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def drop(path: Path) -> None:
+def drop(master: Master, key: str) -> None:
     """Forget a record: its operation ended and left nothing to settle."""
-    path.unlink(missing_ok=True)
-    _ACTIVE.discard(path)
-    _WHY.pop(path, None)
+    master.durable.forget(key)
+    _ACTIVE.discard(key)
+    _WHY.pop(key, None)
 
 
-def _read(path: Path) -> Intent:
-    data = json.loads(path.read_text())
+def from_record(data: dict[str, Any]) -> Intent:
+    """The intent a record holds (one of an older Corral too)."""
     known = {f.name for f in dataclasses.fields(Intent)}
     data = {k: v for k, v in data.items() if k in known}  # a newer Corral's extras
     return Intent(**{**data, "disks": tuple(_disk(entry) for entry in data["disks"])})
 
 
-def pending(paths: Paths) -> list[tuple[Path, Intent]]:
+def pending(state: DurableState) -> list[tuple[str, Intent]]:
     """The records left (unreadable ones are logged and kept)."""
     out = []
-    for path in sorted(intent_dir(paths).glob("*.json")):
+    for key, data in state.scan(PREFIX).items():
         try:
-            out.append((path, _read(path)))
-        except (OSError, ValueError, TypeError, KeyError) as err:
-            log.error("Cannot read the operation record %s: %s", path, err)
+            out.append((key, from_record(data)))
+        except (ValueError, TypeError, KeyError) as err:
+            log.error("Cannot read the operation record %s: %s", key, err)
     return out
 
 
@@ -351,7 +333,7 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
         tx = cfg.transaction()
         moved = inst.copy_for_update()
         assert isinstance(moved, Instance)
-        moved.primary_node = it.node
+        moved.set_primary(it.node)
         tx.update(moved)
         await tx.commit()
         inst = moved
@@ -412,41 +394,41 @@ KINDS: dict[str, Settler] = {
 }
 
 
-async def settle(master: Master, path: Path, intent: Intent, say: Say) -> bool:
+async def settle(master: Master, key: str, intent: Intent, say: Say) -> bool:
     """Finish or undo what the record names (the instance's lock held); drop
     the record once nothing is left.  Whether nothing is left."""
     settler = KINDS.get(intent.kind)
     if settler is None:
-        say.warn(f"Unknown operation {intent.kind!r} in {path}: kept for a newer Corral")
+        say.warn(f"Unknown operation {intent.kind!r} in record {key}: kept for a newer Corral")
         return False
     if not await settler(master, intent, say):
         return False
-    drop(path)
+    drop(master, key)
     return True
 
 
-async def conclude(master: Master, path: Path, intent: Intent, say: Say) -> None:
+async def conclude(master: Master, key: str, intent: Intent, say: Say) -> None:
     """Settle the record of an operation that failed; what cannot be settled
     now is left to the background (and shown by verify)."""
-    _ACTIVE.discard(path)
-    if not await settle(master, path, intent, say):
-        release(master, path)
+    _ACTIVE.discard(key)
+    if not await settle(master, key, intent, say):
+        release(master, key)
 
 
 async def settle_name(master: Master, name: str, say: Say) -> None:
     """Settle the records of earlier adds of ``name`` (its lock held)."""
-    for path, intent in pending(master.paths):
-        if intent.kind == ADD and intent.name == name and path not in _ACTIVE:
-            await settle(master, path, intent, say)
+    for key, intent in pending(master.durable):
+        if intent.kind == ADD and intent.name == name and key not in _ACTIVE:
+            await settle(master, key, intent, say)
 
 
 async def settle_before(lu: InstanceLU) -> None:
     """Settle what interrupted operations on ``lu``'s instance left, before
     the unit acts on it (its locks held)."""
     inst = lu.instance
-    for path, intent in pending(lu.master.paths):
-        if intent.uuid == inst.uuid and intent.kind != ADD and path not in _ACTIVE:
-            await settle(lu.master, path, intent, Say.of(lu))
+    for key, intent in pending(lu.master.durable):
+        if intent.uuid == inst.uuid and intent.kind != ADD and key not in _ACTIVE:
+            await settle(lu.master, key, intent, Say.of(lu))
     current = lu.cfg.get(Instance, inst.uuid)
     if current is None or current.primary_node != inst.primary_node:
         # A failover finished: the unit's node locks are not the instance's any more.
@@ -457,14 +439,14 @@ async def settle_before(lu: InstanceLU) -> None:
     lu.instance = current
 
 
-def release(master: Master, path: Path) -> None:
+def release(master: Master, key: str) -> None:
     """The operation of the record ended, leaving something: the background
     settles it (and verify shows it meanwhile)."""
-    _ACTIVE.discard(path)
+    _ACTIVE.discard(key)
     resolve_in_background(master)
 
 
-def drop_after_commit(lu: LogicalUnit[Any], path: Path, committed: Callable[[], bool]) -> None:
+def drop_after_commit(lu: LogicalUnit[Any], key: str, committed: Callable[[], bool]) -> None:
     """Drop the record of a successful operation once the unit's transaction
     has committed, if ``committed()`` says the configuration has it (should
     the commit fail, or not happen, the background settles the record)."""
@@ -472,31 +454,30 @@ def drop_after_commit(lu: LogicalUnit[Any], path: Path, committed: Callable[[], 
 
     def finish(ended: bool) -> None:
         if ended and committed():
-            drop(path)
+            drop(master, key)
         else:
-            release(master, path)
+            release(master, key)
 
     lu.tx.when_ended(finish)
 
 
 # Background resolution, one task per masterd.
-_tasks: dict[str, asyncio.Task[None]] = {}
+_tasks: dict[int, asyncio.Task[None]] = {}
 
 
 def resolve_in_background(master: Master) -> None:
     """Make sure every record left gets settled (started by masterd, and after
     an operation that could not clean up)."""
-    key = str(intent_dir(master.paths))
-    task = _tasks.get(key)
+    task = _tasks.get(id(master))
     if task is not None and not task.done():
         return
-    _tasks[key] = asyncio.get_running_loop().create_task(_resolve_loop(master))
+    _tasks[id(master)] = asyncio.get_running_loop().create_task(_resolve_loop(master))
 
 
 async def stop_background(master: Master) -> None:
     """Cancel the background resolution (masterd stopping: records left are
     resolved at the next start)."""
-    task = _tasks.pop(str(intent_dir(master.paths)), None)
+    task = _tasks.pop(id(master), None)
     if task is not None and not task.done():
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -507,9 +488,9 @@ async def _resolve_loop(master: Master) -> None:
     delay = RETRY_FIRST
     while True:
         left = [
-            await _resolve_one(master, path, intent)
-            for path, intent in pending(master.paths)
-            if path not in _ACTIVE
+            await _resolve_one(master, key, intent)
+            for key, intent in pending(master.durable)
+            if key not in _ACTIVE
         ]
         if not any(left):
             return
@@ -517,31 +498,31 @@ async def _resolve_loop(master: Master) -> None:
         delay = min(delay * 2, RETRY_MAX)
 
 
-async def _resolve_one(master: Master, path: Path, intent: Intent) -> bool:
+async def _resolve_one(master: Master, key: str, intent: Intent) -> bool:
     """Settle one record under the instance's lock; True if it is left."""
     cfg = master.cfg
     inst = cfg.get(Instance, intent.uuid)
     if intent.kind == ADD and inst is not None:
-        drop(path)  # committed: no lock needed
+        drop(master, key)  # committed: no lock needed
         return False
     # An add locks the name it was adding; other operations the instance's current name.
     name = inst.name if inst is not None and intent.kind != ADD else intent.name
-    owner = f"intent-settle:{path.name}"
+    owner = f"intent-settle:{key}"
     locks = master.locks
 
     def note(message: str) -> None:
         log.warning("%s", message)
-        _WHY[path] = message
+        _WHY[key] = message
 
     try:
         await locks.acquire(owner, C.LEVEL_CLUSTER, [C.BGL], shared=True)
         await locks.acquire(owner, C.LEVEL_INSTANCE, [name], shared=False)
-        if not path.exists() or path in _ACTIVE:
+        if master.durable.get(key) is None or key in _ACTIVE:
             return False  # settled meanwhile (by the next operation on the instance)
         current = cfg.get(Instance, intent.uuid)
         if intent.kind != ADD and current is not None and current.name != name:
             return True  # renamed while we waited: the next round locks the new name
-        return not await settle(master, path, intent, Say(log.info, note))
+        return not await settle(master, key, intent, Say(log.info, note))
     except Exception:
         log.exception("Cannot settle the interrupted %s of %s", intent.kind, intent.name)
         return True
@@ -580,22 +561,22 @@ def _left(cfg: ConfigManager, it: Intent) -> list[tuple[str, str]]:
     return []
 
 
-def findings(cfg: ConfigManager, paths: Paths) -> list[Finding]:
+def findings(cfg: ConfigManager, state: DurableState) -> list[Finding]:
     """What the records of interrupted operations, not settled yet, left on
     nodes (operations under way are not reported).  An instance not started
     again shows as not running on its node (or its node as unreachable)."""
     out = []
-    for path, it in pending(paths):
-        if path in _ACTIVE:
+    for key, it in pending(state):
+        if key in _ACTIVE:
             continue
-        why = f" ({_WHY[path]})" if path in _WHY else ""
+        why = f" ({_WHY[key]})" if key in _WHY else ""
         for node, text in _left(cfg, it):
             item = _name(cfg, node)
             out.append(Finding(node, "ENODEORPHANLV", "node", item, text + why, True))
     return out
 
 
-def unfinished_exports(paths: Paths) -> set[tuple[str, str]]:
+def unfinished_exports(state: DurableState) -> set[tuple[str, str]]:
     """(node uuid, instance name) of every ``<name>.new`` an export record
     covers: verify reports those through :func:`findings`, or not at all."""
-    return {(it.node, it.export) for _, it in pending(paths) if it.kind == EXPORT and it.export}
+    return {(it.node, it.export) for _, it in pending(state) if it.kind == EXPORT and it.export}

@@ -25,6 +25,7 @@ from corral.master.ssconf import ssconf_values
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.opcodes import node_membership as opn
+from corral.storage import templates
 
 
 def _node_ip(name: str, given: str | None) -> str:
@@ -196,24 +197,22 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
     async def _join(self, node: Node) -> None:
         from corral.master.services.join_client import JoinSession
 
-        paths, cluster = self.master.paths, self.cfg.cluster
-        root = str(paths.root)
+        paths, cluster, state = self.master.paths, self.cfg.cluster, self.master.durable
         async with JoinSession(paths, node.name, node.primary_ip, cluster.noded_port) as join:
-            hello = await join.hello(cluster.file_storage_dir)
-            key = await asyncio.to_thread(join_tokens.key_of, root, hello.get("token_id"))
+            hello = await join.hello(templates.capacity_units(cluster))
+            key = join_tokens.key_of(state, hello.get("token_id"))
             join.check_node_proof(key, hello)
             self._check_capabilities(node, hello)
             # Held while the node is sent its files; used once it accepted them.
             token_id, holder = str(hello["token_id"]), secrets.token_hex(8)
-            await asyncio.to_thread(join_tokens.reserve, root, token_id, holder)
+            await join_tokens.reserve(state, token_id, holder)
             try:
                 files = await asyncio.to_thread(self._files_for, node, str(hello["csr"]))
                 await join.finish(key, hello, files)
             except BaseException:
-                release = asyncio.to_thread(join_tokens.release, root, token_id, holder)
-                await asyncio.shield(release)
+                await asyncio.shield(join_tokens.release(state, token_id, holder))
                 raise
-            await asyncio.to_thread(join_tokens.use, root, token_id, holder)
+            await join_tokens.use(state, token_id, holder)
         self.log_info(f"Node {node.name} joined (certificate fingerprint {join.fingerprint})")
 
     def _check_capabilities(self, node: Node, hello: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
 from corral.master.services import allocator
-from corral.master.services.allocator.requests import NodeEvacuate
+from corral.master.services.allocator.requests import ChangeGroup, NodeEvacuate
 from corral.objects import Instance, Node
 from corral.opcodes import instance as opi
 from corral.opcodes import node as opn
@@ -47,10 +47,15 @@ class _NodeJobsLU(LogicalUnit[Any]):
         self.op.node_uuid, self.op.node_name = self.node.uuid, self.node.name
 
     async def submit(self, jobs: list[list[OpCode]]) -> dict[str, Any]:
-        for job in jobs:
-            for op in job:
-                op.priority = self.op.priority
-        return {"jobs": await self.ctx.submit_jobs(jobs) if jobs else []}
+        return await submit_jobs(self, jobs)
+
+
+async def submit_jobs(lu: LogicalUnit[Any], jobs: list[list[OpCode]]) -> dict[str, Any]:
+    """Submit ``jobs`` at the unit's priority; Ganeti's ResultWithJobs."""
+    for job in jobs:
+        for op in job:
+            op.priority = lu.op.priority
+    return {"jobs": await lu.ctx.submit_jobs(jobs) if jobs else []}
 
 
 class LUNodeMigrate(_NodeJobsLU):
@@ -161,29 +166,37 @@ class LUNodeEvacuate(_NodeJobsLU):
         return await self.submit(await self._allocate())
 
     async def _allocate(self) -> list[list[OpCode]]:
-        name = allocator.default_name(self.cfg.cluster, self.op.iallocator)
-        allocator.check_exists(self.master.paths, name)
-        first = self.cfg.lookup(Instance, self.names[0])
-        answer = await allocator.run(
-            self.master,
-            name,
-            NodeEvacuate(list(self.names), self.op.mode),
-            hypervisor=first.hypervisor,
-            disk_template=first.disk_template,
+        request = NodeEvacuate(list(self.names), self.op.mode)
+        return await evacuation_jobs(self, request, "node evacuation", use_nodes=True)
+
+
+async def evacuation_jobs(
+    lu: LogicalUnit[Any], request: NodeEvacuate | ChangeGroup, what: str, use_nodes: bool
+) -> list[list[OpCode]]:
+    """The jobs the allocator (``lu.op.iallocator``) proposes to move
+    ``request``'s instances (at least one); OpExecError if it cannot place
+    them all, as Ganeti's LoadNodeEvacResult."""
+    name = allocator.default_name(lu.cfg.cluster, lu.op.iallocator)
+    allocator.check_exists(lu.master.paths, name)
+    first = lu.cfg.lookup(Instance, request.instances[0])
+    answer = await allocator.run(
+        lu.master, name, request, hypervisor=first.hypervisor, disk_template=first.disk_template
+    )
+    if not answer.success:
+        raise errors.OpPrereqError(
+            f"Can't compute {what} using iallocator '{name}': {answer.info}", C.ECODE_NORES
         )
-        if not answer.success:
-            raise errors.OpPrereqError(
-                f"Can't compute node evacuation using iallocator '{name}': {answer.info}",
-                C.ECODE_NORES,
+    moved, failed, jobs = answer.result
+    if failed:
+        reasons = ", ".join(f"{inst} ({why})" for inst, why in failed)
+        lu.warn(f"Unable to evacuate instances {reasons}")
+        raise errors.OpExecError(f"Unable to evacuate instances {reasons}")
+    if moved:
+        lu.log_info(
+            "Instances to be moved: "
+            + ", ".join(
+                f"{inst} (to {', '.join(nodes) if use_nodes else group})"
+                for inst, group, nodes in moved
             )
-        moved, failed, jobs = answer.result
-        if failed:
-            reasons = ", ".join(f"{inst} ({why})" for inst, why in failed)
-            self.warn(f"Unable to evacuate instances {reasons}")
-            raise errors.OpExecError(f"Unable to evacuate instances {reasons}")
-        if moved:
-            self.log_info(
-                "Instances to be moved: "
-                + ", ".join(f"{inst} (to {', '.join(nodes)})" for inst, _, nodes in moved)
-            )
-        return [[from_dict(op) for op in job] for job in jobs]
+        )
+    return [[from_dict(op) for op in job] for job in jobs]

@@ -13,31 +13,30 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli.info import nice_sort
 from corral.cmdlib.base import ALL_SET, LogicalUnit
+from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node
 from corral.opcodes import node as opn
 from corral.storage import names as N
 from corral.storage import templates
 
-# Ganeti's storage types (constants.ST_*).
-ST_FILE, ST_SHARED_FILE, ST_LVM_VG, ST_LVM_PV = "file", "sharedfile", "lvm-vg", "lvm-pv"
+ST_FILE, ST_SHARED_FILE, ST_LVM_VG, ST_LVM_PV = (
+    N.ST_FILE,
+    N.ST_SHARED_FILE,
+    N.ST_LVM_VG,
+    N.ST_LVM_PV,
+)
 # The disk templates whose disks each storage type holds (Ganeti's
 # MAP_DISK_TEMPLATE_STORAGE_TYPE, inverted).
 STORAGE_TEMPLATES: dict[str, tuple[str, ...]] = {
-    ST_FILE: (N.DT_FILE,),
-    ST_SHARED_FILE: (N.DT_SHARED_FILE,),
-    ST_LVM_VG: (N.DT_PLAIN, N.DT_DRBD),
-    "rados": (N.DT_RBD,),
-    "gluster": (N.DT_GLUSTER,),
-    "ext": (N.DT_EXT,),
-    "blockdev": (N.DT_BLOCK,),
-    "diskless": (N.DT_DISKLESS,),
+    storage_type: tuple(t for t, st in N.STORAGE_TYPES.items() if st == storage_type)
+    for storage_type in dict.fromkeys(N.STORAGE_TYPES.values())
 }
-# The storage types Corral's nodes report, by the template whose directory they are.
-REPORTED = {ST_FILE: N.DT_FILE, ST_SHARED_FILE: N.DT_SHARED_FILE}
+# The storage types Corral's nodes report: those of the file-based templates,
+# each with its template.
+REPORTED = {t.storage_type: t for t in templates.DISK_TEMPLATES.values() if t.file_based}
 # Ganeti's STS_REPORT_NODE_STORAGE, in its order for messages.
-GANETI_REPORTED = (ST_SHARED_FILE, "gluster", ST_LVM_VG, ST_FILE, ST_LVM_PV)
+GANETI_REPORTED = (ST_SHARED_FILE, N.ST_GLUSTER, ST_LVM_VG, ST_FILE, ST_LVM_PV)
 VOLUME_FIELDS = frozenset({"node", "phys", "vg", "name", "size", "instance"})
 STORAGE_FIELDS = frozenset({"node", "type", "name", "size", "used", "free", "allocatable"})
 # Ganeti's MODIFIABLE_STORAGE_FIELDS and the types with SO_FIX_CONSISTENCY.
@@ -128,11 +127,13 @@ class LUNodeQueryStorage(_NodesLU):
             )
 
     async def exec(self) -> Any:
-        template = templates.get(REPORTED[self.storage_type])
-        directory = self.op.name or template.storage_dir(self.cfg.cluster)
+        unit = REPORTED[self.storage_type].capacity_unit(self.cfg.cluster)
+        assert unit is not None  # the reported types are the file-based templates'
+        if self.op.name:
+            unit = templates.StorageUnit(unit.storage_type, self.op.name)
         nodes = {n.uuid: n for n in self.nodes()}
         results = await self.master.rpc.call(
-            self.node_addresses(list(nodes)), "file_storage_usage", [directory]
+            self.node_addresses(list(nodes)), "file_storage_usage", [unit.to_wire()]
         )
         out = []
         for name in nice_sort([n.name for n in nodes.values()]):
@@ -142,8 +143,8 @@ class LUNodeQueryStorage(_NodesLU):
                 reason = res.fail_msg if res is not None else "no answer"
                 self.warn(f"Can't get storage data from node {name}: {reason}")
                 continue
-            unit = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
-            out.append([unit[field] for field in self.op.output_fields])
+            row = {**res.payload, "node": name, "type": self.storage_type, "allocatable": True}
+            out.append([row[field] for field in self.op.output_fields])
         return out
 
 

@@ -49,6 +49,8 @@ class Processor:
             ctx.notify_start()
             return await self._run(lu)
         finally:
+            # Committed or not, the unit's instances no longer need reserving.
+            self.master.cfg.reservations.release(owner)
             self.master.locks.release(owner)
 
     async def _acquire_locks(self, lu: LogicalUnit[Any], owner: str, ctx: OpContext) -> None:
@@ -99,6 +101,9 @@ class Processor:
             changed = await lu.tx.commit()
         finally:
             lu.tx.abandon()
+            # What the unit's end dropped from the durable state (its intent
+            # records) is gone from disk too before the job is reported done.
+            await self.master.durable.flush()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
         if changed:

@@ -1,1 +1,2 @@
-"""Daemon entry points (corral-noded, corral-masterd) and their shared plumbing."""
+"""Daemon entry points: corral-masterd, corral-noded, corral-rapi (their
+plumbing: corral.process)."""

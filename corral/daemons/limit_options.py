@@ -7,8 +7,8 @@ import argparse
 import math
 from collections.abc import Callable
 
-from corral.node import limits as L
-from corral.node.limits import ConnectionLimits
+from corral.http import limits as L
+from corral.http.limits import ConnectionLimits
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:

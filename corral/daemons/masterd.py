@@ -7,10 +7,10 @@ import functools
 import math
 import sys
 
-from corral.daemons.privileges import DEFAULT_RAPI_USER
-from corral.daemons.util import run_daemon
 from corral.luxi import protocol
 from corral.paths import Paths
+from corral.process.daemons import run_daemon
+from corral.process.privileges import DEFAULT_RAPI_USER
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 
 NAME = "corral-masterd"

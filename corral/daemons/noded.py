@@ -9,8 +9,8 @@ from pathlib import Path
 
 from corral import constants as C
 from corral.daemons.limit_options import add_limit_options, connection_limits
-from corral.daemons.util import run_daemon
 from corral.paths import Paths
+from corral.process.daemons import run_daemon
 
 NAME = "corral-noded"
 

@@ -8,9 +8,9 @@ import sys
 
 from corral import constants as C
 from corral.daemons.limit_options import LimitOption, add_limit_options
-from corral.daemons.privileges import DEFAULT_RAPI_USER
-from corral.daemons.util import run_daemon
 from corral.paths import Paths
+from corral.process.daemons import run_daemon
+from corral.process.privileges import DEFAULT_RAPI_USER
 from corral.rapi import limits as L
 
 NAME = "corral-rapi"

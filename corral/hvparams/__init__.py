@@ -21,6 +21,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import hypervisors as H
 from corral.hvparams import fake, kvm, kvm_checks
 from corral.hvparams.rows import Check, HvParam, unspecified
 
@@ -53,8 +54,8 @@ def _table(rows: tuple[HvParam, ...], **checks: Any) -> HvTable:
 
 
 TABLES: Mapping[str, HvTable] = {
-    "fake": _table(fake.PARAMS),
-    "kvm": _table(
+    H.HT_FAKE: _table(fake.PARAMS),
+    H.HT_KVM: _table(
         kvm.PARAMS, cross_checks=kvm_checks.CROSS_CHECKS, node_check=kvm_checks.node_problems
     ),
 }

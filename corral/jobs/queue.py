@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from corral import constants as C
@@ -41,13 +40,13 @@ class JobQueue:
     def __init__(
         self,
         store: JobStore,
-        drain_file: Path,
         executor: OpExecutor,
         max_running: Callable[[], int],
         lock_priority: Callable[[str, int], None] | None = None,
         filter_rules: Iterable[FilterRule] = (),
+        drained: Callable[[], bool] = lambda: False,
     ) -> None:
-        self._drain_file = drain_file
+        self._drained = drained
         self._lock_priority = lock_priority
         self.fence = NO_FENCE  # the master's fence token (masterd sets its lease's)
         self._unfinished = Unfinished()
@@ -66,16 +65,6 @@ class JobQueue:
         return self._unfinished.jobs
 
     # Submission
-    @property
-    def drained(self) -> bool:
-        return self._drain_file.exists()
-
-    def set_drain(self, flag: bool) -> None:
-        if flag:
-            self._drain_file.touch()
-        else:
-            self._drain_file.unlink(missing_ok=True)
-
     async def submit(self, ops: Any, *, ignore_drain: bool = False) -> int:
         """Validate and queue one job; returns its id."""
         submitted = await self.submit_many([ops], ignore_drain=ignore_drain, single=True)
@@ -108,7 +97,7 @@ class JobQueue:
     def _check_accepting(self, ignore_drain: bool, count: int) -> None:
         if not self._scheduler.accepting:
             raise errors.JobQueueError("The master daemon is shutting down; not accepting jobs")
-        if self.drained and not ignore_drain:
+        if self._drained() and not ignore_drain:
             raise errors.JobQueueDrainError(
                 "Job queue is drained, refusing job; undrain it with 'gnt-cluster queue undrain'"
             )

@@ -61,6 +61,8 @@ METHODS = frozenset(
         "QueryFilters",
         "ReplaceFilter",
         "DeleteFilter",
+        # Corral's own: gnt-node join-token (Ganeti adds nodes over SSH).
+        "CreateJoinToken",
     }
 )
 

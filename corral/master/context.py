@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.jobs.queue import JobQueue
     from corral.locking import LockManager
+    from corral.master.durable import DurableState
     from corral.paths import Paths
     from corral.rpc.client import RpcClient
 
@@ -21,10 +22,12 @@ QueryFn = Callable[[Any, list[str], Any], Awaitable[dict[str, Any]]]
 
 @dataclass
 class Master:
-    """masterd's configuration, RPC client, locks, job queue and queries."""
+    """masterd's configuration, durable state, RPC client, locks, job queue
+    and queries."""
 
     paths: Paths
     cfg: ConfigManager
+    durable: DurableState
     rpc: RpcClient
     locks: LockManager
     queue: JobQueue

@@ -6,40 +6,18 @@ import gc
 import logging
 from collections.abc import Callable
 
-# Importing the logical-unit modules registers them.
-from corral.cmdlib import (  # noqa: F401
-    backup_export,
-    backup_prepare,
-    backup_remove,
-    cluster,
-    cluster_verify,
-    group,
-    instance,
-    instance_console,
-    instance_create,
-    instance_migration,
-    instance_move,
-    instance_operation,
-    instance_query,
-    instance_set_params,
-    intents,
-    node,
-    node_membership,
-    node_moves,
-    node_storage,
-    operating_system,
-    tags,
-    test,
-)
+import corral.cmdlib.units  # noqa: F401  (registers every logical unit)
+from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
-from corral.master import resources
+from corral.master import durable_flags, legacy_state, resources
 from corral.master.context import Master
 from corral.master.distribution import SsconfDistributor
+from corral.master.durable import DurableState
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.mastership import MastershipKeeper
 from corral.master.ssconf import write_ssconf
@@ -49,7 +27,7 @@ from corral.rpc.client import RpcClient
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
-from corral.state.sqlite.kv import SqliteMastership
+from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +57,8 @@ async def serve(
     lease = await keeper.acquire()
     cfg = await ConfigManager.open(SqliteConfigStore(paths.config_db))
     cfg.fence = lease.token
+    durable = await DurableState.open(SqliteKeyValueStore(paths.state_db), lease.token)
+    await legacy_state.move_into(durable, paths)
     cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
     write_ssconf(paths, cfg)
     rpc = RpcClient(
@@ -92,11 +72,11 @@ async def serve(
     locks = LockManager()
     queue = JobQueue(
         store,
-        paths.queue_drain_file,
         processor,
         lambda: cfg.cluster.max_running_jobs,
         locks.set_priority,
         cfg.filter_rules(),
+        drained=lambda: durable_flags.drained(durable),
     )
     # As luxid: a change of the filter rules re-filters the queue at once.
     cfg.add_listener(
@@ -107,6 +87,7 @@ async def serve(
     master = Master(
         paths=paths,
         cfg=cfg,
+        durable=durable,
         rpc=rpc,
         locks=locks,
         queue=queue,
@@ -141,6 +122,7 @@ async def serve(
         await rpc.close()
         await store.close()
         await cfg.close()
+        await durable.close()
         await keeper.release()
         await mastership.close()
     raise errors.ConfigurationError(keeper.reason)

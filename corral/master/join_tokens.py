@@ -1,35 +1,26 @@
 """The master's one-time join tokens (``gnt-node join-token``).
 
-One JSON file, 0600, in the data directory: per token id the hash of its
-secret (:func:`corral.node.join_protocol.token_key`), its expiry, whether it
-was used, and the join exchange that holds it right now.  A join reserves
-its token before it sends the node anything, marks it used once the node
-accepted, and gives it back if the join failed: a failed join leaves the
-token usable, and two joins never share one.  A reservation lapses after
-RESERVE_TTL (a master that died mid-join).  A lock file serialises the
-command that adds tokens and masterd that uses them.  Stdlib only (the gnt-*
-commands use it).
+Kept in masterd's durable state (``join-tokens/<id>``): per token id the hash
+of its secret (:func:`corral.node.join_protocol.token_key`), its expiry,
+whether it was used, and the join exchange that holds it right now.  A join
+reserves its token before it sends the node anything, marks it used once the
+node accepted, and gives it back if the join failed: a failed join leaves the
+token usable, and two joins never share one (a check and its change are one
+step: the state answers from memory).  A reservation lapses after
+RESERVE_TTL (a master that died mid-join).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
 import time
+from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral import paths as P
+from corral.master.durable import DurableState
 from corral.node import join_protocol as J
 
-TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
-
-TOKENS_FILE = "join-tokens.json"
+PREFIX = "join-tokens/"
 DEFAULT_TTL = 3600
 # Seconds a join exchange holds its token at most: longer than the exchange
 # may take (corral.master.services.join_client's time-outs).
@@ -38,55 +29,19 @@ RESERVE_TTL = 300.0
 _KEEP_AFTER = 7 * 24 * 3600
 
 
-def _file(root: str) -> str:
-    return P.below(root, f"{P.DATA_DIR}/{TOKENS_FILE}")
-
-
-@contextlib.contextmanager
-def _locked(root: str) -> Iterator[dict[str, Any]]:
-    """The tokens, locked; written back (atomically, 0600) when the block ends."""
-    path = _file(root)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            with open(path) as file:
-                tokens: dict[str, Any] = json.load(file)
-        except FileNotFoundError:
-            tokens = {}
-        except ValueError:
-            raise errors.ConfigurationError(f"The join token file {path} is corrupt") from None
-        before = json.dumps(tokens, sort_keys=True)
-        yield tokens
-        now = time.time()
-        for token_id in [k for k, v in tokens.items() if v["expires"] + _KEEP_AFTER < now]:
-            del tokens[token_id]
-        if json.dumps(tokens, sort_keys=True) != before:
-            tmp = f"{path}.tmp"
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-                json.dump(tokens, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-    finally:
-        os.close(fd)
-
-
-def create(root: str, ca_fingerprint: str, ttl: int = DEFAULT_TTL) -> str:
+async def create(state: DurableState, ca_fingerprint: str, ttl: int = DEFAULT_TTL) -> str:
     """A new token valid for ``ttl`` seconds; its text (the secret is not kept)."""
+    now = time.time()
+    for key, entry in state.scan(PREFIX).items():
+        if entry["expires"] + _KEEP_AFTER < now:
+            await state.delete(key)
     token = J.new_token(ca_fingerprint)
-    with _locked(root) as tokens:
-        tokens[token.token_id] = {
-            "key": J.token_key(token.secret).hex(),
-            "expires": time.time() + ttl,
-            "used": False,
-        }
+    entry = {"key": J.token_key(token.secret).hex(), "expires": now + ttl, "used": False}
+    await state.put(PREFIX + token.token_id, entry)
     return token.text()
 
 
-def _usable(tokens: dict[str, Any], token_id: object, holder: str | None = None) -> dict[str, Any]:
-    """The token's entry if a join (``holder``, if it reserved it) may use it."""
-    entry: dict[str, Any] | None = tokens.get(token_id) if isinstance(token_id, str) else None
+def _usable(token_id: object, entry: dict[str, Any] | None, holder: str | None) -> dict[str, Any]:
     if entry is None:
         raise errors.OpPrereqError(
             f"The node's join token ({token_id}) was not made by this cluster's master;"
@@ -116,32 +71,36 @@ def _usable(tokens: dict[str, Any], token_id: object, holder: str | None = None)
     return entry
 
 
-def key_of(root: str, token_id: object) -> bytes:
+def _entry(state: DurableState, token_id: object, holder: str | None = None) -> dict[str, Any]:
+    """A copy of the token's entry if a join (``holder``, if it reserved it) may use it."""
+    entry = state.get(PREFIX + token_id) if isinstance(token_id, str) else None
+    return _usable(token_id, None if entry is None else dict(entry), holder)
+
+
+def key_of(state: DurableState, token_id: object) -> bytes:
     """The key of a usable token; OpPrereqError if it is unknown, used,
     expired or held by another join."""
-    with _locked(root) as tokens:
-        return bytes.fromhex(_usable(tokens, token_id)["key"])
+    return bytes.fromhex(_entry(state, token_id)["key"])
 
 
-def reserve(root: str, token_id: str, holder: str) -> None:
+async def reserve(state: DurableState, token_id: str, holder: str) -> None:
     """Hold a usable token for the join exchange ``holder`` (checking again
     that it is usable): no other join can use it until it is used or released."""
-    with _locked(root) as tokens:
-        entry = _usable(tokens, token_id, holder)
-        entry["reserved"] = {"holder": holder, "until": time.time() + RESERVE_TTL}
+    entry = _entry(state, token_id, holder)
+    entry["reserved"] = {"holder": holder, "until": time.time() + RESERVE_TTL}
+    await state.put(PREFIX + token_id, entry)
 
 
-def use(root: str, token_id: str, holder: str) -> None:
+async def use(state: DurableState, token_id: str, holder: str) -> None:
     """Mark a token used: the join ``holder`` reserved it for succeeded."""
-    with _locked(root) as tokens:
-        entry = _usable(tokens, token_id, holder)
-        entry["used"] = True
-        entry.pop("reserved", None)
+    entry = _entry(state, token_id, holder)
+    entry["used"] = True
+    entry.pop("reserved", None)
+    await state.put(PREFIX + token_id, entry)
 
 
-def release(root: str, token_id: str, holder: str) -> None:
+async def release(state: DurableState, token_id: str, holder: str) -> None:
     """Give back a token ``holder`` reserved: its join failed, the token stays usable."""
-    with _locked(root) as tokens:
-        entry = tokens.get(token_id)
-        if entry is not None and (entry.get("reserved") or {}).get("holder") == holder:
-            del entry["reserved"]
+    entry = state.get(PREFIX + token_id)
+    if entry is not None and (entry.get("reserved") or {}).get("holder") == holder:
+        await state.put(PREFIX + token_id, {k: v for k, v in entry.items() if k != "reserved"})

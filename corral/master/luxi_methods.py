@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.cluster import cluster_info
-from corral.master import filter_rules, resources, watcher_pause
+from corral.master import durable_flags, filter_rules, join_tokens, resources
+from corral.node.join_protocol import pem_fingerprint
 from corral.query.filter import simple_filter
 
 if TYPE_CHECKING:
@@ -93,6 +95,8 @@ class LuxiMethods:
             "QueryExports": self.query_exports,
             "SetDrainFlag": self.set_drain_flag,
             "SetWatcherPause": self.set_watcher_pause,
+            # Corral's own: gnt-node join-token (Ganeti adds nodes over SSH).
+            "CreateJoinToken": self.create_join_token,
             "QueryFilters": self._filter_call(filter_rules.query_filters),
             "ReplaceFilter": self._filter_call(filter_rules.replace_filter),
             "DeleteFilter": self._filter_call(filter_rules.delete_filter),
@@ -195,8 +199,8 @@ class LuxiMethods:
         values: dict[str, Callable[[], Any]] = {
             "cluster_name": lambda: cfg.cluster.name,
             "master_node": lambda: cfg.master_node.name,
-            "drain_flag": lambda: self.master.queue.drained,
-            "watcher_pause": lambda: watcher_pause.paused_until(self.master.paths),
+            "drain_flag": lambda: durable_flags.drained(self.master.durable),
+            "watcher_pause": lambda: durable_flags.watcher_paused_until(self.master.durable),
             "modify_ssh_setup": lambda: cfg.cluster.modify_ssh_setup,
             "ssh_key_type": lambda: cfg.cluster.ssh_key_type,
             "ssh_key_bits": lambda: cfg.cluster.ssh_key_bits,
@@ -259,9 +263,19 @@ class LuxiMethods:
         (flag,) = _args(args, "SetDrainFlag", 1)
         if not isinstance(flag, bool):
             raise errors.OpPrereqError("SetDrainFlag takes true or false", C.ECODE_INVAL)
-        self.master.queue.set_drain(flag)
+        await durable_flags.set_drained(self.master.durable, flag)
         return True
+
+    async def create_join_token(self, args: Any) -> Any:
+        (ttl,) = _args(args, "CreateJoinToken", 1)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
+            raise errors.OpPrereqError(
+                f"Invalid --ttl {ttl}: give the token's lifetime in seconds (> 0)",
+                C.ECODE_INVAL,
+            )
+        ca_pem = await asyncio.to_thread(self.master.paths.ca_cert.read_bytes)
+        return await join_tokens.create(self.master.durable, pem_fingerprint(ca_pem), ttl)
 
     async def set_watcher_pause(self, args: Any) -> Any:
         (until,) = _args(args, "SetWatcherPause", 1)
-        return watcher_pause.set_pause(self.master.paths, until)
+        return await durable_flags.set_watcher_pause(self.master.durable, until)

@@ -9,14 +9,15 @@ refuses to enable what some node lacks (``corral.capabilities.check_reports``).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from corral import capabilities, errors
+from corral import capabilities, errors, hypervisors
 from corral.node.hypervisor import hypervisor_class
+from corral.node.storage.registry import NODE_TEMPLATES
 from corral.paths import Paths
 from corral.storage import templates
+from corral.storage.units import StorageUnit
 
 
 def hypervisor_problem(paths: Paths, name: str) -> str | None:
@@ -27,71 +28,31 @@ def hypervisor_problem(paths: Paths, name: str) -> str | None:
         return err.message
 
 
-def _no_storage(paths: Paths, directory: str | None) -> str | None:
-    return None
-
-
-def _writable_dir(what: str) -> Callable[[Paths, str | None], str | None]:
-    """A probe: the template's directory must be one this node can write in."""
-
-    def probe(paths: Paths, directory: str | None) -> str | None:
-        if not directory:
-            return f"no {what} is set"
-        try:
-            local = paths.from_wire(directory)
-        except ValueError:
-            return f"the {what} '{directory}' is not an absolute path"
-        if not local.is_dir():
-            state = "does not exist" if not local.exists() else "is not a directory"
-            return f"the {what} {directory} {state}"
-        if not os.access(local, os.W_OK | os.X_OK):
-            return f"the {what} {directory} is not writable"
-        return None
-
-    return probe
-
-
-def _block_devices(paths: Paths, directory: str | None) -> str | None:
-    """Adopted devices are named below the node's /dev/disk/ (see node.storage.blockdev)."""
-    return None if os.path.isdir("/dev") else "the node has no /dev"
-
-
-# Storage kind (templates.STORAGE_*) → why this node lacks it, or None.
-_STORAGE_PROBES: dict[str, Callable[[Paths, str | None], str | None]] = {
-    templates.STORAGE_NONE: _no_storage,
-    templates.STORAGE_FILE_DIR: _writable_dir("file storage directory"),
-    templates.STORAGE_SHARED_DIR: _writable_dir("shared file storage directory"),
-    templates.STORAGE_BLOCK: _block_devices,
-}
-
-
-def disk_template_problem(paths: Paths, name: str, storage_dirs: Mapping[str, str]) -> str | None:
+def disk_template_problem(paths: Paths, name: str, keys: Mapping[str, str]) -> str | None:
     """Why this node cannot serve disk template ``name``, or None if it can;
-    ``storage_dirs``: template → the cluster directory its disks go in."""
-    template = templates.DISK_TEMPLATES.get(name)
-    if template is None:
+    ``keys``: storage type → the key of the cluster's storage unit of that type."""
+    cls = NODE_TEMPLATES.get(name)
+    if cls is None or name not in templates.DISK_TEMPLATES:
         return "not implemented by Corral"
-    return _STORAGE_PROBES[template.storage](paths, storage_dirs.get(name))
+    return cls(paths).unit_problem(keys.get(cls.STORAGE_TYPE))
 
 
-def report(
-    paths: Paths, file_storage_dir: str, shared_file_storage_dir: str | None = None
-) -> dict[str, Any]:
-    """The node's capability report (see the module's docstring) with these
-    cluster directories (production paths; the shared one by default Ganeti's)."""
-    shared = shared_file_storage_dir or paths.to_wire(paths.shared_file_storage_dir)
-    dirs = templates.StorageDirs(file_storage_dir, shared)
-    storage_dirs = {
-        name: directory
-        for name, template in templates.DISK_TEMPLATES.items()
-        if (directory := template.storage_dir(dirs)) is not None
-    }
+def report(paths: Paths, units: Iterable[StorageUnit]) -> dict[str, Any]:
+    """The node's capability report (see the module's docstring), the templates
+    checked against the cluster's storage ``units`` (their keys production paths)."""
+    keys = {unit.storage_type: unit.key for unit in units}
     return {
         capabilities.REPORT_HYPERVISORS: {
-            name: hypervisor_problem(paths, name) for name in capabilities.HYPERVISORS
+            name: hypervisor_problem(paths, name) for name in hypervisors.HYPERVISORS
         },
         capabilities.REPORT_DISK_TEMPLATES: {
-            name: disk_template_problem(paths, name, storage_dirs)
-            for name in templates.DISK_TEMPLATES
+            name: disk_template_problem(paths, name, keys) for name in templates.DISK_TEMPLATES
         },
     }
+
+
+def report_wire(paths: Paths, units: object) -> dict[str, Any]:
+    """:func:`report` for storage units sent as ``[[type, key], ...]``."""
+    if not isinstance(units, list):
+        raise errors.OpExecError(f"Invalid storage units {units!r}: expected a list")
+    return report(paths, [StorageUnit.from_wire(unit) for unit in units])

@@ -31,7 +31,7 @@ from corral.fileio import atomic_write
 from corral.node import join_protocol as J
 
 if TYPE_CHECKING:
-    from corral.node.listener import GuardedTCPSite
+    from corral.http.listener import GuardedTCPSite
     from corral.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -179,14 +179,15 @@ class Membership:
         from corral.node import capabilities
 
         token = self._token()
-        master_nonce, storage_dir, name = (
-            body.get(k) for k in ("master_nonce", "storage_dir", "node_name")
-        )
-        if not all(isinstance(v, str) and v for v in (master_nonce, storage_dir, name)):
+        master_nonce, name = body.get("master_nonce"), body.get("node_name")
+        units = body.get("storage_units")
+        if not all(isinstance(v, str) and v for v in (master_nonce, name)) or not isinstance(
+            units, list
+        ):
             raise errors.ParameterError(
-                "join hello: master_nonce, storage_dir and node_name needed"
+                "join hello: master_nonce, storage_units and node_name needed"
             )
-        assert isinstance(master_nonce, str) and isinstance(storage_dir, str)
+        assert isinstance(master_nonce, str)
         node_nonce = J.new_nonce()
         if len(self._pending) >= _MAX_PENDING:
             self._pending.pop(next(iter(self._pending)))
@@ -202,7 +203,7 @@ class Membership:
                 "ascii"
             ),
             "version": C.PROTOCOL_VERSION,
-            "capabilities": await asyncio.to_thread(capabilities.report, self.paths, storage_dir),
+            "capabilities": await asyncio.to_thread(capabilities.report_wire, self.paths, units),
         }
 
     def finish(self, body: dict[str, Any]) -> None:

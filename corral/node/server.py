@@ -16,8 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
-from corral.daemons.accepting import fd_limit
-from corral.daemons.util import ReadyCallback, listen_error, one_line
+from corral.http.accepting import fd_limit
+from corral.http.limits import ConnectionLimits
+from corral.http.listener import GuardedTCPSite
 from corral.node import join_protocol as J
 from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
@@ -25,10 +26,9 @@ from corral.node.handlers import get_handler
 from corral.node.hypervisor import available
 from corral.node.impexp import service as impexp_service
 from corral.node.join_server import Membership, serve_join
-from corral.node.limits import ConnectionLimits
-from corral.node.listener import GuardedTCPSite
 from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
+from corral.process.daemons import ReadyCallback, listen_error, one_line
 from corral.rpc.calls import CALLS
 
 log = logging.getLogger(__name__)

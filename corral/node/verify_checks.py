@@ -112,10 +112,11 @@ def disk_status(paths: Paths, disks: Any) -> list[list[str | None]]:
     for data in disks:
         try:
             template, disk = registry.resolve(paths, data)
-            if not template.attach(disk).exists():
+            status = template.sync_status(disk)
+            if not status.present:
                 out.append([NV.DISK_MISSING, None])
                 continue
-            problem = template.verify(disk)
+            problem = status.problem
         except errors.GenericError as err:
             problem = err.message
         out.append([NV.DISK_OK, None] if problem is None else [NV.DISK_FAULTY, problem])

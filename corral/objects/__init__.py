@@ -2,7 +2,8 @@
 
 from corral.objects.base import ConfigObject
 from corral.objects.cluster import Cluster
-from corral.objects.instance import ADMIN_DOWN, ADMIN_OFFLINE, ADMIN_UP, NIC, Disk, Instance
+from corral.objects.disk import Disk
+from corral.objects.instance import ADMIN_DOWN, ADMIN_OFFLINE, ADMIN_UP, NIC, Instance
 from corral.objects.node import Node, NodeGroup
 
 __all__ = [

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from corral import constants as C
+from corral import hypervisors as H
 from corral.ipolicy import initial_ipolicy
 from corral.objects.base import ConfigObject
 from corral.storage.names import DEFAULT_ENABLED
@@ -26,7 +27,7 @@ class Cluster(ConfigObject):
     file_storage_dir: str = ""
     # Ganeti's default; used once sharedfile is enabled.
     shared_file_storage_dir: str = "/srv/ganeti/shared-file-storage"
-    enabled_hypervisors: list[str] = Field(default_factory=lambda: ["fake"])
+    enabled_hypervisors: list[str] = Field(default_factory=lambda: list(H.DEFAULT_ENABLED))
     enabled_disk_templates: list[str] = Field(default_factory=lambda: list(DEFAULT_ENABLED))
     hvparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # OS (full os+variant name) → hypervisor → parameters, between the cluster's

@@ -4,52 +4,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corral.objects.base import ConfigObject, new_uuid
-from corral.storage import templates
-from corral.storage.disk import DiskDescription
+from corral.objects.disk import Disk
 
 ADMIN_UP = "up"
 ADMIN_DOWN = "down"
 ADMIN_OFFLINE = "offline"
-
-
-class Disk(BaseModel):
-    """One disk; ``logical_id`` has its template's shape (``corral.storage.templates``):
-    ``[driver, path]`` for file-based templates, ``[manual, device]`` for blockdev."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    uuid: str = Field(default_factory=new_uuid)
-    name: str | None = None
-    size: int
-    mode: str = "rw"
-    dev_type: str
-    logical_id: list[str] = Field(default_factory=list)
-    iv_name: str = ""
-    spindles: int | None = None
-    serial_no: int = 1
-
-    @property
-    def path(self) -> str | None:
-        """The production path of a disk whose logical_id names one (file-based
-        templates, adopted block devices), else None."""
-        template = templates.DISK_TEMPLATES.get(self.dev_type)
-        named = template is not None and (template.path_in_id or template.adopts)
-        return self.logical_id[1] if named and len(self.logical_id) == 2 else None
-
-    def description(self) -> DiskDescription:
-        """The disk as node RPCs take it."""
-        return DiskDescription(
-            self.dev_type,
-            tuple(self.logical_id),
-            self.size,
-            self.uuid,
-            self.iv_name,
-            self.name,
-            self.mode,
-        )
 
 
 class NIC(BaseModel):
@@ -85,3 +47,27 @@ class Instance(ConfigObject):
     @property
     def all_nodes(self) -> list[str]:
         return [self.primary_node, *self.secondary_nodes]
+
+    @model_validator(mode="after")
+    def _disk_nodes(self) -> Instance:
+        """Disks stored by an older Corral, without their nodes, get those
+        their template gives them (a file disk: the primary node)."""
+        for disk in self.disks:
+            if not disk.nodes:
+                disk.nodes = _disk_nodes(disk, self.primary_node, self.secondary_nodes)
+        return self
+
+    def set_primary(self, node: str) -> None:
+        """Make ``node`` (a uuid) the primary node (a failover, migration or
+        move); the disks follow, as their template places them."""
+        self.primary_node = node
+        for disk in self.disks:
+            disk.nodes = _disk_nodes(disk, node, self.secondary_nodes)
+
+
+def _disk_nodes(disk: Disk, primary: str, secondaries: list[str]) -> list[str]:
+    """The nodes holding ``disk`` of an instance on these nodes."""
+    from corral.storage import templates  # the templates make Disks: imported late
+
+    template = templates.DISK_TEMPLATES.get(disk.dev_type)
+    return list(disk.nodes) if template is None else template.disk_nodes(primary, secondaries)

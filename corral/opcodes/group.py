@@ -65,7 +65,7 @@ class OpGroupAssignNodes(_GroupOp):
 
 
 class OpGroupEvacuate(_GroupOp):
-    """Move a group's instances to other groups (its logical unit comes later)."""
+    """Move a group's instances to other groups."""
 
     OP_ID = "OP_GROUP_EVACUATE"
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StringConstraints
 
 from corral import constants as C
+from corral.hypervisors import HypervisorName
 from corral.storage.templates import DiskTemplateName
 
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
@@ -44,7 +45,7 @@ OsName = Annotated[str, AfterValidator(check_os_name)]
 OsNestedParams = dict[OsName, dict[str, Any]]
 
 DiskTemplate = DiskTemplateName
-Hypervisor = Literal["lxc", "chroot", "fake", "xen-hvm", "xen-pvm", "kvm"]
+Hypervisor = HypervisorName
 FileDriver = Literal["blktap2", "blktap", "loop"]
 TagKind = Literal["instance", "node", "cluster", "network", "nodegroup"]
 NIC_PARAM_KEYS = ("bridge", "vlan", "mac", "name", "ip", "network", "link", "mode")

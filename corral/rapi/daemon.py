@@ -11,10 +11,10 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from corral.daemons.accepting import fd_limit
-from corral.daemons.privileges import drop_privileges, lookup_user
-from corral.daemons.util import listen_error
+from corral.http.accepting import fd_limit
 from corral.paths import Paths
+from corral.process.daemons import listen_error
+from corral.process.privileges import drop_privileges, lookup_user
 from corral.rapi.httpd.listener import Listener
 from corral.rapi.limits import RapiLimits
 from corral.rapi.luxi import LuxiPool

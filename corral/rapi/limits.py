@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from corral.node.limits import FD_RESERVE
+from corral.http.limits import FD_RESERVE
 
 # Seconds for a TLS handshake.
 HANDSHAKE_TIMEOUT = 10.0

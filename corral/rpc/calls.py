@@ -56,11 +56,11 @@ def _delay_timeout(args: Sequence[Any]) -> float:
 
 _TABLE = (
     RpcCall("version", C.RPC_TMO_URGENT, (), "The node's protocol version"),
-    RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_paths",), "Memory, CPU and storage"),
+    RpcCall("node_info", C.RPC_TMO_URGENT, ("storage_units",), "Memory, CPU and storage"),
     RpcCall(
         "node_capabilities",
         C.RPC_TMO_URGENT,
-        ("file_storage_dir", "shared_file_storage_dir"),
+        ("storage_units",),
         "Hypervisors the node can run, disk templates it can serve",
     ),
     RpcCall("node_verify", C.RPC_TMO_NORMAL, ("checks", "node_name"), "Node checks"),
@@ -125,7 +125,7 @@ _INSTANCE_TABLE = (
     RpcCall(
         "hypervisor_info",
         C.RPC_TMO_URGENT,
-        ("hypervisor", "storage_dir"),
+        ("hypervisor", "storage_unit"),
         "Memory and storage as the hypervisor and storage see them",
     ),
 )

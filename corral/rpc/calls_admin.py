@@ -9,7 +9,7 @@ ADMIN_CALLS = (
     RpcCall(
         "file_storage_usage",
         C.RPC_TMO_NORMAL,
-        ("storage_dir",),
+        ("storage_unit",),
         "Size, use and free space of a file storage directory",
     ),
 )

@@ -3,12 +3,14 @@
 The master builds it from the configuration's disk (``Disk.description()``);
 noded rebuilds it with :meth:`DiskDescription.from_wire`, which refuses any
 malformed description, and resolves the disk's local path itself through the
-template's node-side class (:mod:`corral.node.storage.registry`).
+template's node-side class (:mod:`corral.node.storage.registry`).  A disk
+built on others (a mirrored disk on its per-node volumes) carries their
+descriptions as its ``children``, and the nodes holding it, the primary first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from corral import errors
@@ -23,11 +25,17 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "name": (str, type(None)),
     "mode": str,
 }
+# Keys a description of an older Corral lacks (an interrupted operation's
+# record written before them): missing means empty.
+_OPTIONAL: dict[str, type] = {"nodes": list, "children": list}
+# A disk tree deeper than this is refused (Ganeti's deepest, drbd over plain, is 2).
+MAX_DEPTH = 4
 
 
 @dataclass(frozen=True)
 class DiskDescription:
-    """One disk: its template, its logical_id (the template's shape), size in MiB."""
+    """One disk: its template, its logical_id (the template's shape), size in
+    MiB, the nodes holding it and the disks it is built on."""
 
     template: str
     logical_id: tuple[str, ...]
@@ -36,6 +44,8 @@ class DiskDescription:
     iv_name: str = ""
     name: str | None = None
     mode: str = "rw"
+    nodes: tuple[str, ...] = ()
+    children: tuple[DiskDescription, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """The description as a JSON-ready dict."""
@@ -47,32 +57,34 @@ class DiskDescription:
             "iv_name": self.iv_name,
             "name": self.name,
             "mode": self.mode,
+            "nodes": list(self.nodes),
+            "children": [child.to_wire() for child in self.children],
         }
 
     @classmethod
-    def from_wire(cls, data: object) -> DiskDescription:
+    def from_wire(cls, data: object, depth: int = 0) -> DiskDescription:
         """The description sent as ``data``; OpExecError if it is malformed."""
-        if not isinstance(data, dict) or set(data) != set(_FIELDS):
+        if not isinstance(data, dict) or not set(_FIELDS) <= set(data) <= {*_FIELDS, *_OPTIONAL}:
             raise errors.OpExecError(f"Invalid disk description {data!r}")
-        for key, kind in _FIELDS.items():
-            value = data[key]
+        for key, kind in (*_FIELDS.items(), *_OPTIONAL.items()):
+            value = data.get(key, [])
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise errors.OpExecError(f"Invalid disk description: bad {key} {value!r}")
-        logical_id = data["logical_id"]
-        if not all(isinstance(part, str) for part in logical_id):
-            raise errors.OpExecError(f"Invalid disk description: bad logical_id {logical_id!r}")
+        for key in ("logical_id", "nodes"):
+            if not all(isinstance(part, str) for part in data.get(key, [])):
+                raise errors.OpExecError(f"Invalid disk description: bad {key} {data[key]!r}")
         if data["size"] < 0:
             raise errors.OpExecError(f"Invalid disk description: bad size {data['size']!r}")
-        return cls(**{**data, "logical_id": tuple(logical_id)})
+        children = data.get("children", [])
+        if children and depth >= MAX_DEPTH:
+            raise errors.OpExecError("Invalid disk description: its children nest too deep")
+        return cls(
+            **{key: data[key] for key in _FIELDS if key != "logical_id"},
+            logical_id=tuple(data["logical_id"]),
+            nodes=tuple(data.get("nodes", [])),
+            children=tuple(cls.from_wire(child, depth + 1) for child in children),
+        )
 
     def with_logical_id(self, logical_id: list[str] | tuple[str, ...]) -> DiskDescription:
         """The same disk under another logical_id (a rename's target)."""
-        return DiskDescription(
-            self.template,
-            tuple(logical_id),
-            self.size,
-            self.uuid,
-            self.iv_name,
-            self.name,
-            self.mode,
-        )
+        return replace(self, logical_id=tuple(logical_id))

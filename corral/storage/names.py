@@ -39,3 +39,28 @@ BLOCKDEV_DRIVER_MANUAL = "manual"
 
 # Ganeti's ADOPTABLE_BLOCKDEV_ROOT: adopted devices are named below it.
 ADOPTABLE_BLOCKDEV_ROOT = "/dev/disk/"
+
+# Ganeti's storage types (constants.ST_*): what holds a template's disks, the
+# first half of a storage unit (the second is its key: a directory, a volume group).
+ST_FILE = "file"
+ST_SHARED_FILE = "sharedfile"
+ST_BLOCK = "blockdev"
+ST_DISKLESS = "diskless"
+ST_LVM_VG = "lvm-vg"
+ST_LVM_PV = "lvm-pv"
+ST_RADOS = "rados"
+ST_EXT = "ext"
+ST_GLUSTER = "gluster"
+
+# The storage type of each of Ganeti's templates (its MAP_DISK_TEMPLATE_STORAGE_TYPE).
+STORAGE_TYPES = {
+    DT_SHARED_FILE: ST_SHARED_FILE,
+    DT_DISKLESS: ST_DISKLESS,
+    DT_PLAIN: ST_LVM_VG,
+    DT_BLOCK: ST_BLOCK,
+    DT_EXT: ST_EXT,
+    DT_RBD: ST_RADOS,
+    DT_DRBD: ST_LVM_VG,
+    DT_FILE: ST_FILE,
+    DT_GLUSTER: ST_GLUSTER,
+}

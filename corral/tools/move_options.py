@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 from corral import constants as C
 from corral import errors
+from corral import paramtypes as T
 from corral.cli import instance_specs as S
-from corral.cli import typed_params as T
 from corral.cli.optvalues import split_key_val
 
 USAGE = "%(prog)s [--debug|--verbose] <source-cluster> <dest-cluster> <instance...>"

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral import errors
-from corral.daemons.util import running_pid
 from corral.luxi import protocol
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.jobs import RawLuxi
 from tests.helpers.opcodes import SERVED, with_required

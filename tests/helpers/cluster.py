@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from corral.daemons.util import stop_daemon
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
+from corral.process.daemons import stop_daemon
 from tests.helpers.noded import REPO_ROOT, free_port
 
 # Test clusters allow any instance size and number, so that tests about other

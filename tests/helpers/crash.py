@@ -11,11 +11,12 @@ import signal
 import sys
 from pathlib import Path
 
-from corral.cmdlib.intents import INTENT_DIR
-from corral.daemons.util import running_pid, start_daemon
+from corral.cmdlib.intents import PREFIX
 from corral.node.hypervisor.fake import GATES_DIR
 from corral.paths import Paths
+from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import TestCluster
+from tests.helpers.offline_config import durable_values
 from tests.helpers.waiting import wait_until
 
 MASTERD = "corral-masterd"
@@ -61,10 +62,9 @@ def wait_reached(gate: Path) -> None:
     wait_until(reached.exists, timeout=30, what=f"{reached}")
 
 
-def intent_records(cl: TestCluster) -> list[Path]:
-    """The master's records of operations under way or interrupted."""
-    directory = cl.paths.data_dir / INTENT_DIR
-    return sorted(directory.glob("*.json")) if directory.exists() else []
+def intent_records(cl: TestCluster) -> list[str]:
+    """The keys of the master's records of operations under way or interrupted."""
+    return list(durable_values(cl.paths, PREFIX))
 
 
 def verify_findings(cl: TestCluster) -> tuple[int, list[str]]:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from corral.config.manager import ConfigManager, ConfigTransaction
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.paths import Paths
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import TestCluster
 from tests.helpers.multinode import free_address
 from tests.helpers.noded import Noded, daemon_env, make_node_root, start_noded

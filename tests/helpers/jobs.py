@@ -66,7 +66,7 @@ def wait_new_job(client: Client, known: set[int], timeout: float = 30) -> int:
     while time.monotonic() < deadline:
         new = {row[0] for row in client.query_jobs(None, ["id"])} - known
         if new:
-            return min(new)
+            return int(min(new))
         time.sleep(0.02)
     raise AssertionError(f"no new job within {timeout} s")
 

@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Iterator
 from types import TracebackType
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute, NetNS, netns  # type: ignore[import-untyped]
 
 SUBNET = "10.213.0"
 PREFIX = 24

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
-from pyroute2 import netns
+from pyroute2 import netns  # type: ignore[import-untyped]
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import corral
 from corral.crypto.certs import create_cluster_crypto, write_node_cert
-from corral.daemons.util import running_pid, start_daemon, stop_daemon
 from corral.paths import ROOT_ENV, Paths
+from corral.process.daemons import running_pid, start_daemon, stop_daemon
 
 if TYPE_CHECKING:
     from corral.rpc.client import RpcClient

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from corral.config.manager import ConfigManager, ConfigTransaction
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Node
 from corral.paths import Paths
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, rows
 from tests.helpers.multinode import add_node

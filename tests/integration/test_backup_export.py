@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from corral import errors
-from corral.daemons.util import start_daemon
 from corral.exports import config_ini
+from corral.process.daemons import start_daemon
 from tests.helpers.backup import (
     NODE1,
     NODE2,

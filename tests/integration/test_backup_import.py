@@ -29,15 +29,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from corral.cmdlib.instance_import import CONNECT_TIMEOUT_ENV
+from corral.cmdlib.intents import PREFIX
 from corral.crypto import rie
-from corral.daemons.util import start_daemon
 from corral.paths import Paths
+from corral.process.daemons import start_daemon
 from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import wait_final
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import REPO_ROOT, Noded, daemon_env, noded_cmd
+from tests.helpers.offline_config import durable_values
 from tests.helpers.osdef import make_os
 from tests.helpers.waiting import wait_until
 
@@ -199,7 +201,7 @@ def assert_nothing_created(bed: Bed, name: str) -> None:
         assert disk_files(bed, node, name) == [], node
         crypto = bed.paths(node).run_dir / "crypto"
         assert not crypto.exists() or not any(crypto.iterdir()), node
-    assert not any((bed.cl.paths.data_dir / "instance-intents").glob("*.json"))
+    assert not durable_values(bed.cl.paths, PREFIX)
 
 
 # Local imports

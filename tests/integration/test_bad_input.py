@@ -12,7 +12,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.daemons.util import running_pid
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import Result, TestCluster, new_root, running_cluster
 from tests.helpers.jobs import RawLuxi, cluster_state, wait_final
 
@@ -178,11 +178,12 @@ def test_unknown_parameter_is_refused(cl: TestCluster, before: dict[str, Any]) -
 def test_bad_job_refuses_its_whole_batch(cl: TestCluster, before: dict[str, Any]) -> None:
     good = [{"OP_ID": "OP_TEST_DELAY", "duration": 0}]
     bad = [{"OP_ID": "OP_TEST_DELAY", "duration": "soon"}]
+    batches: list[tuple[list[Any], str]] = [
+        ([good, bad, good], "Job 2 of 3 submitted: "),
+        ([good, []], "non-empty"),
+    ]
     with cl.client() as client:
-        for jobs, wanted in (
-            ([good, bad, good], "Job 2 of 3 submitted: "),
-            ([good, []], "non-empty"),
-        ):
+        for jobs, wanted in batches:
             with pytest.raises(errors.OpPrereqError) as info:
                 client.submit_many_jobs(jobs)
             assert wanted in info.value.message

@@ -24,8 +24,8 @@ import pytest
 
 from corral import testbed
 from corral.crypto.certs import make_ca, write_node_cert
-from corral.daemons.util import running_pid, start_daemon, stop_daemon
 from corral.paths import Paths
+from corral.process.daemons import running_pid, start_daemon, stop_daemon
 from corral.rpc.reachability import DEFAULT_QUERY_DEADLINE
 from tests.helpers.cluster import PERMISSIVE_IPOLICY
 from tests.helpers.osdef import make_os

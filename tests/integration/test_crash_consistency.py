@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import start_daemon
+from corral.process.daemons import start_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.crash import UNCLEAN_SHUTDOWN, intent_records, kill_9, verify_findings
 from tests.helpers.gate import Gate

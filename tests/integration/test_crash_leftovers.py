@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from corral.daemons.util import start_daemon
+from corral.process.daemons import start_daemon
 from tests.helpers.backup import NODE1, NODE2, Bed, export_op, fill_disks, job_log, node_call
 from tests.helpers.crash import (
     MASTERD,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import start_daemon, stop_daemon
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers import debian_guest, guest
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.instances import NO_CHECKS, ok, rows

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from corral import constants as C
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.luxi.client import Client
-from corral.master.resources.filters import nice_key
+from corral.nicesort import nice_key
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.jobs import wait_final, wait_status
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from corral import testbed
-from corral.daemons.util import running_pid
+from corral.process.daemons import running_pid
 
 pytestmark = pytest.mark.slow
 

@@ -178,7 +178,7 @@ def test_list_statuses_and_formats(cl: TestCluster) -> None:
     # marked down, but running
     state = {"name": "st-errup", "memory": 128, "vcpus": 1, "state": "running"}
     (fake_state_dir(cl) / "st-errup").write_text(json.dumps({**state, "started": time.time()}))
-    statuses = dict(tuple(r) for r in rows(cl, ["name", "status"], *names))
+    statuses = {name: status for name, status in rows(cl, ["name", "status"], *names)}
     assert statuses == {
         "st-run": "running",
         "st-down": "ADMIN_down",

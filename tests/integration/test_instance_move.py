@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from corral.daemons.util import start_daemon
 from corral.paths import Paths
+from corral.process.daemons import start_daemon
 from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, failed, ok, rows

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from corral.daemons.util import start_daemon
 from corral.node.storage.file import REMOVING
 from corral.paths import Paths
+from corral.process.daemons import start_daemon
 from corral.rpc.client import RpcClient
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.noded import Noded, daemon_env, free_port, make_node_root, noded_cmd, start_noded

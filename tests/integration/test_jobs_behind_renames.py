@@ -55,7 +55,8 @@ def behind(
         two = client.submit_job([second])
         wait_until(lambda: waits_for(client, two, lock), 30, f"job {two} waiting for {lock}")
         gate.release()
-        return [list(row) for row in wait_final(client, [one, two], ("opresult",), timeout=60)]
+        first_row, second_row = wait_final(client, [one, two], ("opresult",), timeout=60)
+        return list(first_row), list(second_row)
 
 
 def error_of(row: list[Any]) -> tuple[str, str, str]:

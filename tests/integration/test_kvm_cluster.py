@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import running_pid, start_daemon
 from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.kvm.runtime import Layout
+from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, ok, rows
 from tests.helpers.kvm_guest import MARKER, short_root

@@ -11,11 +11,12 @@ import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
-from pyroute2 import IPRoute
+from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
 from corral import errors
 from corral.node import netdev
@@ -155,13 +156,15 @@ async def test_pool_gives_each_guest_its_uid(hv: KvmHypervisor, tmp_path: Path) 
     ssconf = hv.paths.ssconf_file("uid_pool")
     ssconf.parent.mkdir(parents=True, exist_ok=True)
     ssconf.write_text(f"{POOL[0]}-{POOL[1]}\n")
-    pool = {"security_model": "pool"}
+    pool: dict[str, Any] = {"security_model": "pool"}
     specs = [guest_spec(f"pool{i}", **pool) for i in range(3)]
     async with booted(hv, specs[0]), booted(hv, specs[1]):
         got = sorted(uids(hv.monitors[s.name].pid)[0] for s in specs[:2])
         assert got == list(POOL)
         for s in specs[:2]:
-            assert set(uids(hv.monitors[s.name].pid)) == {hv.layout.read_runtime(s.name).uid}
+            runtime = hv.layout.read_runtime(s.name)
+            assert runtime is not None
+            assert set(uids(hv.monitors[s.name].pid)) == {runtime.uid}
         with pytest.raises(errors.LockError, match="No free uid left"):
             await hv.start(specs[2])
         assert "pool2" not in hv.monitors and hv.layout.read_runtime("pool2") is None

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyroute2 import NetNS
+from pyroute2 import NetNS  # type: ignore[import-untyped]
 
 from corral import testbed
-from corral.daemons.util import running_pid, start_daemon
 from corral.node.hypervisor.kvm.runtime import Layout
+from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import PERMISSIVE_IPOLICY
 from tests.helpers.guest import guest_initramfs, guest_kernel
 from tests.helpers.jobs import wait_final

@@ -10,11 +10,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
-from corral.daemons.util import running_pid, start_daemon, stop_daemon
 from corral.luxi import protocol
+from corral.process.daemons import running_pid, start_daemon, stop_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.jobs import RawLuxi
 
@@ -106,7 +107,7 @@ def test_total_buffered_bound_across_connections(cl: TestCluster) -> None:
             raw = stack.enter_context(RawLuxi(cl.paths.master_socket, timeout=60))
             refused = answer_of(raw, padded("QueryClusterInfo", MIB))
             assert refused["success"] is False
-            cls, (message,) = refused["result"]  # type: ignore[misc]
+            cls, (message,) = cast(list[Any], refused["result"])
             assert cls == "LuxiError"
             assert "--luxi-max-buffered" in message and "try again later" in message
             # Small requests still fit; once the holders' requests are answered

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from corral import constants as C
-from corral.daemons.util import DaemonStartError, running_pid, start_daemon
+from corral.process.daemons import DaemonStartError, running_pid, start_daemon
 from tests.helpers.cluster import TestCluster, new_root, running_cluster
 from tests.helpers.jobs import wait_final, wait_status
 from tests.helpers.waiting import wait_until

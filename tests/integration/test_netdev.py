@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyroute2 import IPRoute
+from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
 from corral import errors
 from corral.node import netdev

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from pyroute2 import NetlinkError
+from pyroute2 import NetlinkError  # type: ignore[import-untyped]
 
 from tests.helpers.netns import NetnsBed
 

@@ -132,3 +132,33 @@ def test_node_failover(cl: TestCluster) -> None:
     placed = {row[0]: row[1] for row in rows(cl, ["name", "status"])}
     assert placed["nf1"] == "running" and placed["nf2"] == "ADMIN_down"
     remove(cl, "nf1", "nf2")
+
+
+def test_group_evacuate_moves_every_instance_to_another_group(
+    cl: TestCluster, tmp_path: Any
+) -> None:
+    ok(cl.gnt("group", "add", "rack2"))
+    ok(cl.gnt("group", "assign-nodes", "rack2", NODE3))
+    dump = tmp_path / "env"
+    hook = cl.hook("group-evacuate", "pre", "50dump", f"#!/bin/sh\nenv > {dump}\n")
+    try:
+        on_node(cl, "ge1")
+        on_node(cl, "ge2", start=False)
+        failed(cl.gnt("group", "evacuate", "--to", "default", "default"), "can not be used")
+        out = ok(cl.gnt("group", "evacuate", "--sequential", "default"))
+        assert "All instances evacuated successfully." in out, out
+        assert primaries(cl, NODE3) == ["ge1", "ge2"]
+        placed = {row[0]: row[1] for row in rows(cl, ["name", "status"])}
+        assert placed["ge1"] == "running" and placed["ge2"] == "ADMIN_down"
+        env = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+        assert env["GANETI_GROUP_NAME"] == "default"
+        # Nothing left to move: no job; no other group to go to: refused.
+        out = ok(cl.gnt("group", "evacuate", "default"))
+        assert "All instances evacuated successfully." in out, out
+        failed(cl.gnt("group", "evacuate", "--to", "rack2", "--early-release", "rack2"),
+               "early_release is not implemented by Corral yet")  # fmt: skip
+        remove(cl, "ge1", "ge2")
+    finally:
+        hook.unlink()
+        ok(cl.gnt("group", "assign-nodes", "default", NODE3))
+        ok(cl.gnt("group", "remove", "rack2"))

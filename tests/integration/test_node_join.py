@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,10 +24,12 @@ from corral.master import join_tokens
 from corral.node import join_protocol as J
 from corral.node import join_server
 from corral.paths import Paths
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import failed, ok
 from tests.helpers.multinode import free_address, start_joining_node
 from tests.helpers.noded import Noded, daemon_env, noded_cmd
+from tests.helpers.offline_config import change_durable_offline, durable_values
 
 NODE2 = "node2.example.com"
 
@@ -65,7 +68,7 @@ def assert_untouched(cl: TestCluster, node: Noded) -> None:
     assert not list(node.paths.data_dir.glob("ssconf_*"))
 
 
-async def _post(address: str, port: int, path: str, body: object) -> tuple[int, object]:
+async def _post(address: str, port: int, path: str, body: object) -> tuple[int, Any]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     reader, writer = await asyncio.open_connection(address, port, ssl=ctx)
@@ -81,7 +84,7 @@ async def _post(address: str, port: int, path: str, body: object) -> tuple[int, 
     return int(head.split()[1]), json.loads(payload)
 
 
-def post(node: Noded, path: str, body: object) -> tuple[int, object]:
+def post(node: Noded, path: str, body: object) -> tuple[int, Any]:
     return asyncio.run(_post(node.address, node.port, path, body))
 
 
@@ -90,7 +93,9 @@ def test_join_mode_serves_only_the_join(joining: Noded) -> None:
     assert status == 403 and reply == [False, J.NOT_IN_CLUSTER]
     # The hello answers with a certificate request, never the key itself.
     status, reply = post(
-        joining, J.HELLO_PATH, {"master_nonce": "n", "storage_dir": "/x", "node_name": NODE2}
+        joining,
+        J.HELLO_PATH,
+        {"master_nonce": "n", "storage_units": [["file", "/x"]], "node_name": NODE2},
     )
     assert status == 200 and reply[0] is True
     assert "PRIVATE KEY" not in json.dumps(reply)
@@ -128,7 +133,7 @@ def test_join_writes_files_keeps_the_key_and_secrets_0600(cl: TestCluster, joini
     assert paths.cluster_domain_secret.read_bytes() == cl.paths.cluster_domain_secret.read_bytes()
     for secret in (key_file, paths.server_pem, paths.client_pem, paths.cluster_domain_secret):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
-    assert stat.S_IMODE(cl.paths.data_dir.joinpath("join-tokens.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(cl.paths.state_db.stat().st_mode) == 0o600  # holds the tokens
     # The token is forgotten, and noded now serves the cluster's RPC (no restart).
     assert not join_server.token_file(paths).exists()
     assert joining.pid is not None
@@ -145,6 +150,18 @@ def _token_text(cl: TestCluster, **change: object) -> str:
     for name, value in change.items():
         setattr(token, name, value)
     return token.text()
+
+
+def expired_token(cl: TestCluster) -> str:
+    """A token past its time (masterd stopped meanwhile: no command makes one)."""
+    fingerprint = J.pem_fingerprint(cl.paths.ca_cert.read_bytes())
+    stop_daemon(cl.paths, "corral-masterd")
+    try:
+        return change_durable_offline(
+            cl.paths, lambda state: join_tokens.create(state, fingerprint, ttl=-1)
+        )
+    finally:
+        start_daemon([sys.executable, "-m", "corral.daemons.masterd"], daemon_env(cl.paths))
 
 
 def _joining_with(cl: TestCluster, root: Path, token: str) -> Noded:
@@ -169,8 +186,7 @@ def test_bad_tokens_are_refused(cl: TestCluster, tmp_path: Path, kind: str, mess
     elif kind == "unknown":
         token = _token_text(cl, token_id="0123456789abcdef")
     elif kind == "expired":
-        fp = J.pem_fingerprint(cl.paths.ca_cert.read_bytes())
-        token = join_tokens.create(str(cl.paths.root), fp, ttl=-1)
+        token = expired_token(cl)
     else:
         token = _token_text(cl, ca_fingerprint="0" * 64)
     node = _joining_with(cl, tmp_path / "node2", token)
@@ -217,7 +233,7 @@ def test_token_command_and_bad_ttl(cl: TestCluster) -> None:
     token = J.parse_token(out)
     assert token.ca_fingerprint == J.pem_fingerprint(cl.paths.ca_cert.read_bytes())
     # Only a hash of the secret is kept.
-    stored = cl.paths.data_dir.joinpath("join-tokens.json").read_text()
+    stored = json.dumps(durable_values(cl.paths, join_tokens.PREFIX))
     assert token.token_id in stored and out.split(".")[2] not in stored
     failed(cl.gnt("node", "join-token", "--ttl", "0"), "Invalid --ttl 0")
 

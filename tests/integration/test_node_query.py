@@ -14,8 +14,8 @@ import pytest
 
 from corral import constants as C
 from corral.config.manager import ConfigManager, ConfigTransaction
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Node
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.multinode import MASTERD, add_node
 from tests.helpers.noded import daemon_env

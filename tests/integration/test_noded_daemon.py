@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import DaemonStartError, running_pid
 from corral.paths import Paths
+from corral.process.daemons import DaemonStartError, running_pid
 from tests.helpers.noded import (
     NODED,
     daemon_env,

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from corral.crypto.tls import ssl_client_context
-from corral.daemons.util import running_pid, start_daemon, stop_daemon
+from corral.process.daemons import running_pid, start_daemon, stop_daemon
 from corral.rpc.client import RpcClient
 from tests.helpers.cluster import TestCluster, running_cluster, unique_loopback
 from tests.helpers.instances import add, ok
@@ -175,9 +175,9 @@ import asyncio, resource, sys
 from pathlib import Path
 from aiohttp import web
 from corral.crypto.tls import ssl_server_context
-from corral.daemons.util import setup_logging
-from corral.node.limits import ConnectionLimits
-from corral.node.listener import GuardedTCPSite
+from corral.process.daemons import setup_logging
+from corral.http.limits import ConnectionLimits
+from corral.http.listener import GuardedTCPSite
 from corral.paths import Paths
 
 root, address, port, log = sys.argv[1:]

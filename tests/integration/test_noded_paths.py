@@ -55,7 +55,7 @@ async def test_disks_inside_the_storage_directory_work(noded: Noded) -> None:
     assert not (await call(noded, "blockdev_grow", desc(disk), 2)).failed
     assert not (await call(noded, "blockdev_remove", desc(disk, 2))).failed
     assert not noded.paths.from_wire(disk).exists()
-    info = await call(noded, "hypervisor_info", "fake", STORAGE)
+    info = await call(noded, "hypervisor_info", "fake", ["file", STORAGE])
     assert info.payload["storage_total"] > 0
 
 
@@ -110,9 +110,9 @@ async def test_renames_outside_are_refused(noded: Noded) -> None:
         f"Path {STORAGE} is a file storage directory, not a path inside one",
     )
     # Free space: only of a storage directory (and none is created elsewhere).
-    refused(await call(noded, "hypervisor_info", "fake", "/var/lib/ganeti/newdir"))
+    refused(await call(noded, "hypervisor_info", "fake", ["file", "/var/lib/ganeti/newdir"]))
     assert not (noded.paths.data_dir / "newdir").exists()
-    refused(await call(noded, "node_info", ["/etc"]))
+    refused(await call(noded, "node_info", [["file", "/etc"]]))
 
 
 async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> None:

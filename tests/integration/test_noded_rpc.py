@@ -43,7 +43,8 @@ async def test_version_on_many_nodes_including_an_unreachable_one(noded: Noded) 
 
 async def test_node_info_and_verify(noded: Noded) -> None:
     async with noded.client() as rpc:
-        info = await rpc.call_one(*noded.target, "node_info", [["/srv/ganeti/file-storage"]])
+        unit = ["file", "/srv/ganeti/file-storage"]
+        info = await rpc.call_one(*noded.target, "node_info", [[unit]])
         verify = await rpc.call_one(*noded.target, "node_verify", [{"version": None}, "node1"])
     assert info.payload["memory_total"] > 0
     assert info.payload["storage"][0]["path"] == "/srv/ganeti/file-storage"
@@ -120,5 +121,6 @@ async def test_wrong_calls(noded: Noded) -> None:
 
 async def test_storage_paths_are_below_the_node_root(noded: Noded, tmp_path: Path) -> None:
     async with noded.client() as rpc:
-        result = await rpc.call_one(*noded.target, "node_info", [[str(tmp_path / "nowhere")]])
+        unit = ["file", str(tmp_path / "nowhere")]
+        result = await rpc.call_one(*noded.target, "node_info", [[unit]])
     assert result.failed and "storage info" in str(result.fail_msg)

@@ -253,8 +253,8 @@ def test_hidden_and_blacklisted_oses(cl: TestCluster, new_os: MakeOS) -> None:
         job = client.submit_job([{"OP_ID": "OP_OS_DIAGNOSE", "output_fields": ["name"]}])
         ((status, result),) = wait_final(client, [job], ("status", "opresult"))
         assert status == "success"
-        names = {row[0] for row in result[0]}
-        assert "hideme" not in names and "blockme" not in names
+        listed = {row[0] for row in result[0]}
+        assert "hideme" not in listed and "blockme" not in listed
         job = client.submit_job(
             [{"OP_ID": "OP_OS_DIAGNOSE", "output_fields": ["name", "hidden", "blacklisted"]}]
         )

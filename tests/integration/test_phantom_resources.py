@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from corral.config.manager import ConfigManager, ConfigTransaction
-from corral.daemons.util import start_daemon, stop_daemon
 from corral.objects import Cluster, Instance
+from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers.cluster import TestCluster, new_root, running_cluster
 from tests.helpers.instances import add, config_serial, failed, files_under, ok, rows
 from tests.helpers.multinode import add_node

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from corral.bootstrap import MASTERD, NODED, RAPI
-from corral.daemons.util import running_pid
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import new_root, running_cluster
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.privileges import DEFAULT_RAPI_USER
 from corral.paths import Paths
+from corral.process.privileges import DEFAULT_RAPI_USER
 from tests.helpers.cluster import TestCluster, running_cluster
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")

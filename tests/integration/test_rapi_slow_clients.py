@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from corral.bootstrap import RAPI
-from corral.daemons.util import running_pid
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import RAPI_PORT, TestCluster
 from tests.helpers.rapi import (
     READ_USER,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.util import stop_daemon
 from corral.paths import Paths
+from corral.process.daemons import stop_daemon
 from tests.helpers.guest import guest_initramfs, guest_kernel
 from tests.helpers.kvm_guest import kill_leftovers
 from tests.helpers.noded import REPO_ROOT

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from corral.bootstrap import MASTERD, RAPI
 from corral.crypto.certs import make_self_signed_cert
-from corral.daemons.util import running_pid, stop_daemon
+from corral.process.daemons import running_pid, stop_daemon
 from tests.helpers.cluster import RAPI_PORT, Result, TestCluster, running_cluster
 
 MASTER = "node1.example.com"

@@ -115,7 +115,11 @@ def test_cluster_shows_and_changes_the_shared_directory(cl: TestCluster) -> None
 
 def test_blockdev_adopts_a_loop_device(cl: TestCluster, out: Path, loop_device: Path) -> None:
     name = by_id(cl, loop_device)
-    ok(add_on(cl, "bd1", "-t", "blockdev", "--disk", f"0:adopt={name}", "-o", "dump", "--no-start"))
+    # A dry run takes the device for its job, which ends there: nothing stays
+    # reserved (else the add below would find it "already adopted by bd0").
+    adopt = ("-t", "blockdev", "--disk", f"0:adopt={name}")
+    ok(add_on(cl, "bd0", *adopt, "-o", "dump", "--no-start", "--dry-run"))
+    ok(add_on(cl, "bd1", *adopt, "-o", "dump", "--no-start"))
     # The size is the device's; the OS script writes to the device itself.
     assert query(cl, ["disk.sizes"], "bd1")["bd1"]["disk.sizes"] == [8]
     assert read_env(out / "create-bd1")["DISK_0_PATH"] == str(loop_device)
@@ -127,7 +131,7 @@ def test_blockdev_adopts_a_loop_device(cl: TestCluster, out: Path, loop_device: 
     )
     # The same device twice is refused.
     failed(
-        add_on(cl, "bd2", "-t", "blockdev", "--disk", f"0:adopt={name}", "--no-install"),
+        add_on(cl, "bd2", *adopt, "--no-install"),
         f"Device {name} is already adopted by instance bd1",
     )
     ok(cl.gnt("instance", "remove", "-f", "bd1"))

@@ -3,6 +3,7 @@ same everywhere, getmaster on any node, redist-conf repairing a node."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from corral import testbed
-from corral.daemons.util import running_pid
 from corral.paths import Paths
+from corral.process.daemons import running_pid
 from tests.helpers.noded import daemon_env
 from tests.helpers.waiting import wait_until
 
@@ -26,6 +27,10 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed.Testbed]:
         yield running
     finally:
         running.down()
+
+
+def gone(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}")
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -116,4 +121,4 @@ def test_command_line_up_and_down_leave_no_process(tmp_path: Path) -> None:
         subprocess.run([*cmd, "down", "--root", str(root)], env=env, check=True, timeout=120)
     for pid in pids:
         if pid is not None:
-            wait_until(lambda pid=pid: not os.path.exists(f"/proc/{pid}"), what=f"pid {pid} gone")
+            wait_until(functools.partial(gone, pid), what=f"pid {pid} gone")

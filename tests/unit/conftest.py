@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from corral.master.durable import DurableState
+from corral.state.sqlite.kv import SqliteKeyValueStore
 from tests.unit.jobqueue_helpers import QueueHarness
 
 
@@ -15,3 +17,11 @@ async def harness(tmp_path: Path) -> AsyncIterator[QueueHarness]:
     h = QueueHarness(tmp_path)
     yield h
     await h.close()
+
+
+@pytest.fixture
+async def durable(tmp_path: Path) -> AsyncIterator[DurableState]:
+    """masterd's durable state over a fresh ``state.db``."""
+    state = await DurableState.open(SqliteKeyValueStore(tmp_path / "state.db"))
+    yield state
+    await state.close()

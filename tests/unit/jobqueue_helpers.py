@@ -39,7 +39,7 @@ class QueueHarness:
 
     def __init__(self, tmp_path: Path, max_running: int = 20) -> None:
         self.db_path = tmp_path / "queue.db"
-        self.drain_file = tmp_path / "queue-drain"
+        self.drained = False
         self.max_running = max_running
         self.store = SqliteJobStore(self.db_path)
         self.gates: dict[str, asyncio.Event] = {}
@@ -51,10 +51,10 @@ class QueueHarness:
         self.lock_priorities: list[tuple[str, int]] = []
         self.queue = JobQueue(
             self.store,
-            self.drain_file,
             self.execute,
             lambda: self.max_running,
             lambda owner, prio: self.lock_priorities.append((owner, prio)),
+            drained=lambda: self.drained,
         )
         self.closed = False
 
@@ -100,7 +100,7 @@ class QueueHarness:
     async def row(self, job_id: int, *fields: str) -> list[Any]:
         row = (await self.queue.query_jobs([job_id], list(fields)))[0]
         assert row is not None, f"job {job_id} unknown"
-        return row
+        return list(row)
 
     async def wait_status(
         self, job_id: int, wanted: frozenset[str] | set[str] = FINAL, timeout: float = 3.0
@@ -110,7 +110,7 @@ class QueueHarness:
         deadline = loop.time() + timeout
         while True:
             status = await self.status(job_id)
-            if status in wanted:
+            if status is not None and status in wanted:
                 return status
             if loop.time() > deadline:
                 raise AssertionError(f"job {job_id} stuck in {status}, wanted {sorted(wanted)}")

@@ -4,37 +4,86 @@ the checks built on them refuse with one clear message."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
-from corral import capabilities, errors
+from corral import capabilities, errors, hvparams, hypervisors
 from corral import constants as C
 from corral import params as P
 from corral.node import capabilities as node_caps
-from corral.node.hypervisor import get_hypervisor
+from corral.node.hypervisor import CLASSES, get_hypervisor
+from corral.opcodes.types import Hypervisor
 from corral.paths import Paths
 from corral.storage import templates
+from corral.storage.units import StorageUnit
+from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outside
+
+# Same spelling, other namespaces: QEMU's "kvm" accelerator, kvm's "chroot" directory.
+HV_OTHER_USES = {
+    (CORRAL / "node" / "hypervisor" / "kvm" / "cmdline.py", hypervisors.HT_KVM),
+    (CORRAL / "node" / "hypervisor" / "kvm" / "runtime.py", hypervisors.HT_CHROOT),
+}
 
 
 def test_every_implemented_hypervisor_runs_on_a_node(tmp_path: Path) -> None:
-    for name in capabilities.HYPERVISORS:
+    for name in hypervisors.HYPERVISORS:
         assert name == get_hypervisor(name, Paths(tmp_path)).NAME
         assert name in P.HV_TYPES
-    assert set(capabilities.HYPERVISORS) <= set(capabilities.GANETI_HYPERVISORS)
+    assert set(hypervisors.HYPERVISORS) <= set(hypervisors.GANETI_HYPERVISORS)
+    # The master's table, the nodes' classes and the parameter tables agree.
+    assert set(CLASSES) == set(hvparams.TABLES) == set(hypervisors.HYPERVISORS)
+    assert get_args(Hypervisor) == hypervisors.GANETI_HYPERVISORS
+
+
+def test_no_hypervisor_name_is_spelled_outside_the_table() -> None:
+    allowed = {CORRAL / "hypervisors.py"}
+    assert spelled_outside(hypervisors.GANETI_HYPERVISORS, allowed, HV_OTHER_USES) == []
+
+
+def test_no_behaviour_is_chosen_by_hypervisor_name() -> None:
+    constants = [name for name in vars(hypervisors) if name.startswith("HT_")]
+    assert len(constants) == len(hypervisors.GANETI_HYPERVISORS)
+    assert compared_outside(constants, {CORRAL / "hypervisors.py"}) == []
+
+
+def test_hypervisor_behaviour_is_declared_in_the_table() -> None:
+    kvm, fake = hypervisors.HYPERVISORS["kvm"], hypervisors.HYPERVISORS["fake"]
+    # Ganeti's HTS_REQ_PORT, for what Corral has; kvm copies file disks while migrating.
+    assert {h.name for h in hypervisors.HYPERVISORS.values() if h.needs_port} == {"kvm"}
+    assert hypervisors.needs_port("kvm") and not hypervisors.needs_port("xen-hvm")
+    assert (kvm.copies_disks, fake.copies_disks) == (True, False)
+    # The parameter allowing user shutdown is one of the hypervisor's.
+    assert kvm.user_shutdown_param in hvparams.TABLES["kvm"].params
+    assert fake.user_shutdown_param is None
+    assert hypervisors.kind("xen-pvm") is None
 
 
 def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.file_storage_dir.mkdir(parents=True)
     paths.shared_file_storage_dir.mkdir(parents=True)
-    report = node_caps.report(paths, paths.to_wire(paths.file_storage_dir))
+    dirs = templates.StorageDirs(
+        paths.to_wire(paths.file_storage_dir), paths.to_wire(paths.shared_file_storage_dir)
+    )
+    report = node_caps.report(paths, templates.capacity_units(dirs))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == dict.fromkeys(templates.DISK_TEMPLATES)
-    assert report[capabilities.REPORT_HYPERVISORS] == dict.fromkeys(capabilities.HYPERVISORS)
+    assert report[capabilities.REPORT_HYPERVISORS] == dict.fromkeys(hypervisors.HYPERVISORS)
     assert set(templates.DISK_TEMPLATES) <= set(templates.GANETI_DISK_TEMPLATES)
 
 
 def test_a_missing_file_storage_directory_is_reported(tmp_path: Path) -> None:
-    report = node_caps.report(Paths(tmp_path), "/srv/elsewhere", "/srv/shared")
+    dirs = templates.StorageDirs("/srv/elsewhere", "/srv/shared")
+    assert templates.capacity_units(dirs) == [
+        StorageUnit("file", "/srv/elsewhere"),
+        StorageUnit("sharedfile", "/srv/shared"),
+    ]
+    # The call's arguments: the storage units, as [type, key].
+    report = node_caps.report_wire(Paths(tmp_path), [["file", "/srv/elsewhere"]])
+    assert report[capabilities.REPORT_DISK_TEMPLATES]["sharedfile"] == (
+        "no shared file storage directory is set"
+    )
+    report = node_caps.report(Paths(tmp_path), templates.capacity_units(dirs))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == {
         "diskless": None,
         "file": "the file storage directory /srv/elsewhere does not exist",

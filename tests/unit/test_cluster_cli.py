@@ -6,7 +6,8 @@ import pytest
 
 from corral import errors
 from corral.cli import cluster_opts, gnt_cluster
-from corral.cli.info import format_grouped_params, nice_sort
+from corral.cli.info import format_grouped_params
+from corral.nicesort import nice_sort
 
 
 def modify_op(*argv: str) -> dict[str, object] | None:

@@ -119,7 +119,8 @@ def test_disk_states(paths: Paths) -> None:
         [NV.DISK_MISSING, None],
     ]
     # A description naming a path outside the storage directories is refused.
-    assert states[3][0] == NV.DISK_FAULTY and "outside the file storage directory" in states[3][1]
+    assert states[3][0] == NV.DISK_FAULTY
+    assert "outside the file storage directory" in (states[3][1] or "")
 
 
 async def test_node_verify_answers_what_is_asked(paths: Paths) -> None:

@@ -122,7 +122,9 @@ async def test_store_uses_wal_mode(cfg: ConfigManager, db_path: Path) -> None:
     assert db_path.with_name(db_path.name + "-wal").exists()
 
 
-async def test_store_load_returns_serial_and_rows(db_path: Path, objects: tuple) -> None:
+async def test_store_load_returns_serial_and_rows(
+    db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
     SqliteConfigStore.create(db_path, initial_change(list(objects)))
     store = SqliteConfigStore(db_path)
     try:

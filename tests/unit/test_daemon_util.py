@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from corral import errors
-from corral.daemons.util import (
+from corral.paths import Paths
+from corral.process.daemons import (
     DaemonStartError,
     PidFile,
     listen_error,
@@ -18,7 +19,6 @@ from corral.daemons.util import (
     start_daemon,
     stop_daemon,
 )
-from corral.paths import Paths
 
 
 def test_pid_file_lock(tmp_path: Path) -> None:

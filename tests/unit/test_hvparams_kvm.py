@@ -13,7 +13,7 @@ import pytest
 from corral import errors
 from corral import hvparams as HV
 from corral import params as P
-from corral.cli import typed_params
+from corral import paramtypes as typed_params
 from corral.hvparams import kvm, rows
 
 # Ganeti 3.0.2's constants.HVC_DEFAULTS[HT_KVM], written out (the conformance
@@ -180,6 +180,7 @@ def test_types_are_converted_as_given_on_the_command_line() -> None:
 
 
 def test_cpu_masks_as_ganeti_parses_them() -> None:
+    mask: str | int
     for mask in ("all", "0", "0-3,5", "0-1:all:2,3", "1::2"):
         assert rows.multi_cpu_mask_ok(mask), mask
     for mask in ("a", "0-1-2", "3-1", "-1", "1,", 7):

@@ -1,62 +1,51 @@
 """The records of operations under way (corral.cmdlib.intents): one format
-with a kind per operation, and the records older Corral wrote (adds, no
-kind, file disks named by their path) still read."""
+with a kind per operation, kept in masterd's durable state (the records an
+older Corral wrote as files: tests/unit/test_durable_state.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 from corral.cmdlib import intents
-from corral.paths import Paths
+from corral.master.context import Master
+from corral.master.durable import DurableState
 from corral.storage.names import DT_FILE
 
 
-def test_each_kind_round_trips(tmp_path: Path) -> None:
-    paths = Paths(tmp_path)
+def master_of(state: DurableState) -> Master:
+    """As much of masterd as the records need."""
+    return cast(Master, SimpleNamespace(durable=state))
+
+
+async def test_each_kind_round_trips(durable: DurableState) -> None:
+    master = master_of(durable)
     move = intents.Intent(
         "u1", "inst1", "n2", "fake", ({"template": DT_FILE},),
         kind=intents.MOVE, source="n1", restart=True, transfer="t" * 32,
     )  # fmt: skip
     export = intents.Intent("u2", "inst2", "n2", "fake", kind=intents.EXPORT, export="inst2")
-    written = [asyncio.run(intents.write(paths, it)) for it in (move, export)]
-    assert [p.parent for p in written] == [intents.intent_dir(paths)] * 2
-    assert written[0].name.startswith("u1.move.") and written[1].name.startswith("u2.export.")
-    assert [it for _, it in intents.pending(paths)] == [move, export]
-    for path in written:
-        intents.drop(path)
-    assert intents.pending(paths) == []
+    written = [await intents.write(master, it) for it in (move, export)]
+    assert written[0].startswith("intents/u1.move.")
+    assert written[1].startswith("intents/u2.export.")
+    assert [it for _, it in intents.pending(durable)] == [move, export]
+    for key in written:
+        intents.drop(master, key)
+    assert intents.pending(durable) == []
 
 
-def test_a_record_rewritten_in_place(tmp_path: Path) -> None:
-    paths = Paths(tmp_path)
+async def test_a_record_rewritten_in_place(durable: DurableState) -> None:
+    master = master_of(durable)
     it = intents.Intent("u3", "inst3", "n2", "fake", kind=intents.FAILOVER, phase=intents.STOPPING)
-    path = asyncio.run(intents.write(paths, it))
+    key = await intents.write(master, it)
     later = intents.Intent(
         "u3", "inst3", "n2", "fake", kind=intents.FAILOVER, phase=intents.STARTING
     )
-    assert asyncio.run(intents.write(paths, later, path)) == path
-    assert intents.pending(paths) == [(path, later)]
+    assert await intents.write(master, later, key) == key
+    assert intents.pending(durable) == [(key, later)]
 
 
-def test_an_older_corral_add_record_reads_as_an_add(tmp_path: Path) -> None:
-    paths = Paths(tmp_path)
-    directory = intents.intent_dir(paths)
-    directory.mkdir(parents=True)
-    old = {"uuid": "u4", "name": "inst4", "node": "n1", "hypervisor": "fake",
-           "disks": ["/srv/ganeti/file-storage/inst4/d.file.disk0"]}  # fmt: skip
-    (directory / "u4.json").write_text(json.dumps(old))
-    ((path, it),) = intents.pending(paths)
-    assert path.name == "u4.json" and it.kind == intents.ADD
-    assert it.disks[0]["template"] == DT_FILE
-    assert it.disks[0]["logical_id"][-1] == old["disks"][0]
-
-
-def test_unreadable_records_are_kept(tmp_path: Path) -> None:
-    paths = Paths(tmp_path)
-    directory = intents.intent_dir(paths)
-    directory.mkdir(parents=True)
-    (directory / "broken.json").write_text("{")
-    assert intents.pending(paths) == []
-    assert (directory / "broken.json").exists()
+async def test_unreadable_records_are_kept(durable: DurableState) -> None:
+    await durable.put("intents/broken", {"uuid": "u5"})
+    assert intents.pending(durable) == []
+    assert durable.get("intents/broken") == {"uuid": "u5"}

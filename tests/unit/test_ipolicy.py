@@ -11,7 +11,9 @@ import pytest
 
 from corral import errors
 from corral import ipolicy as IP
+from corral import paramtypes as PT
 from corral.cli import ipolicy as CLI
+from corral.cli import optvalues
 
 MIN = {"cpu-count": 1, "disk-count": 1, "disk-size": 1024, "memory-size": 128, "nic-count": 1,
        "spindle-use": 1}  # fmt: skip
@@ -170,10 +172,11 @@ def test_disk_size_and_instance_spec_helpers() -> None:
 
 # The command line (Ganeti's option types and CreateIPolicyFromOpts)
 def test_option_value_syntax() -> None:
-    assert CLI.unescape_and_split(r"a\,b,c\\,d") == ["a,b", "c\\", "d"]
-    assert CLI.split_key_val("-x", "a=1,no_b,-c,d") == {"a": "1", "b": False, "c": None, "d": True}
+    assert optvalues.unescape_and_split(r"a\,b,c\\,d") == ["a,b", "c\\", "d"]
+    parsed = optvalues.split_key_val("-x", "a=1,no_b,-c,d")
+    assert parsed == {"a": "1", "b": False, "c": None, "d": True}
     with pytest.raises(errors.ParameterError, match="Duplicate key 'a' in option -x"):
-        CLI.split_key_val("-x", "a=1,a=2")
+        optvalues.split_key_val("-x", "a=1,a=2")
     assert CLI.multilist_ident_key_val("-o", "min:a=1/max:a=2//min:a=3") == [
         {"min": {"a": "1"}, "max": {"a": "2"}},
         {"min": {"a": "3"}},
@@ -188,7 +191,7 @@ def test_option_value_syntax() -> None:
     ("text", "mib"), [("1", 4), ("512", 512), ("1.5g", 1536), ("2T", 2097152), ("3 MiB", 4)]
 )
 def test_units_round_up_to_four_mib(text: str, mib: int) -> None:
-    assert CLI.parse_unit(text) == mib
+    assert PT.parse_unit(text) == mib
 
 
 def options(**given: Any) -> argparse.Namespace:

@@ -90,6 +90,7 @@ def test_bad_filters_get_luxids_messages(given: Any, message: str) -> None:
 
 
 def test_predicates_and_their_errors() -> None:
+    given: Any
     assert normalise_predicate(["jobid", [">", "id", "watermark"]]) == [
         "jobid",
         [">", "id", "watermark"],
@@ -115,6 +116,7 @@ def test_predicates_and_their_errors() -> None:
 
 
 def test_actions() -> None:
+    bad: Any
     for action in ("ACCEPT", "PAUSE", "REJECT", "CONTINUE"):
         assert normalise_action(action) == action
     assert normalise_action(["RATE_LIMIT", 3]) == ["RATE_LIMIT", 3]
@@ -180,6 +182,7 @@ def test_replace_filter_bad_arguments(args: Any, error: str) -> None:
 
 
 def test_delete_and_query_arguments() -> None:
+    args: Any
     assert delete_filter_args(["abc"]) == "abc"
     assert query_filters_args([None, ["uuid"]]) == ([], ["uuid"])
     assert query_filters_args([["a", "b"], []]) == (["a", "b"], [])

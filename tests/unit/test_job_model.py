@@ -193,7 +193,7 @@ def test_recover_waiting_and_queued_ops_are_queued_again() -> None:
 # JobStore
 
 
-def _row(job_id: int, status: str = "queued", end: float | None = None) -> dict:
+def _row(job_id: int, status: str = "queued", end: float | None = None) -> dict[str, Any]:
     return {
         "id": job_id,
         "status": status,

@@ -225,10 +225,7 @@ async def test_auto_archive_with_a_timeout_reports_what_is_left(harness: QueueHa
 
 async def test_drain_flag_refuses_submissions(harness: QueueHarness) -> None:
     q = harness.queue
-    assert q.drained is False
-    q.set_drain(True)
-    assert q.drained is True
-    assert harness.drain_file.exists()
+    harness.drained = True
     with pytest.raises(errors.JobQueueDrainError):
         await q.submit([jqueue()])
     with pytest.raises(errors.JobQueueDrainError):
@@ -237,10 +234,7 @@ async def test_drain_flag_refuses_submissions(harness: QueueHarness) -> None:
     # The internal path ignores the flag.
     job_id = await q.submit([delay(0.0)], ignore_drain=True)
     assert await harness.wait_status(job_id) == "success"
-    q.set_drain(False)
-    q.set_drain(False)  # idempotent
-    assert q.drained is False
-    assert not harness.drain_file.exists()
+    harness.drained = False
     assert await harness.wait_status(await q.submit([jqueue()])) == "success"
 
 

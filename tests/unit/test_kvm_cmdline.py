@@ -81,7 +81,7 @@ def test_accel(flag: str, kvm_works: bool, accel: str) -> None:
 
 
 def test_direct_kernel_boot_append_line() -> None:
-    hvp = {"kernel_path": "/k", "initrd_path": "/i", "kernel_args": "ro quiet"}
+    hvp: dict[str, Any] = {"kernel_path": "/k", "initrd_path": "/i", "kernel_args": "ro quiet"}
     argv = cmdline.build(spec(serial_speed=115200, **hvp), launch())
     assert option(argv, "-kernel") == ["/k"] and option(argv, "-initrd") == ["/i"]
     assert option(argv, "-append") == ["root=/dev/vda1 ro quiet console=ttyS0,115200"]
@@ -144,7 +144,7 @@ def test_vnc_display_from_network_port() -> None:
     argv = cmdline.build(spec(vnc_bind_address="127.0.0.1"), launch(network_port=11005))
     assert option(argv, "-vnc") == ["127.0.0.1:5105"] and "-display" not in argv
     assert option(argv, "-device")[-1] == "usb-tablet"
-    hvp = {"vnc_bind_address": "::1", "vnc_password_file": "/etc/pw"}
+    hvp: dict[str, Any] = {"vnc_bind_address": "::1", "vnc_password_file": "/etc/pw"}
     argv = cmdline.build(spec(**hvp), launch(network_port=5901))
     assert option(argv, "-vnc") == ["[::1]:1,password=on"]
     argv = cmdline.build(spec(vnc_bind_address="0.0.0.0"), launch(network_port=5902))
@@ -154,7 +154,7 @@ def test_vnc_display_from_network_port() -> None:
 
 
 def test_misc_parameters() -> None:
-    hvp = {
+    hvp: dict[str, Any] = {
         "acpi": False,
         "reboot_behavior": "exit",
         "cpu_type": "qemu64",

@@ -46,12 +46,34 @@ def _offenders(package: str, forbidden: str) -> list[str]:
         ("corral.hooks.py", "corral.cmdlib"),
         ("corral.master.context.py", "corral.cmdlib"),
         ("corral.node.hypervisor", "corral.node.handlers"),
+        # Node code and the HTTP plumbing do not import daemon entry points.
+        ("corral.node", "corral.daemons"),
+        ("corral.http", "corral.daemons"),
+        ("corral.process", "corral.daemons"),
+        # RAPI talks to masterd over luxi, never to node code.
+        ("corral.rapi", "corral.node"),
     ],
 )
 def test_layer_does_not_import(package: str, forbidden: str) -> None:
     assert _offenders(package, forbidden) == []
 
 
+# The command-line layer: the gnt-* commands, the tools and the test bed.
+CLI_LAYER = ("cli", "tools", "testbed.py")
+
+
+def test_nothing_below_the_command_line_imports_it() -> None:
+    below = [p for p in sorted(PACKAGE.iterdir()) if p.name not in CLI_LAYER]
+    offenders = [
+        found
+        for path in below
+        if path.suffix == ".py" or (path / "__init__.py").exists()
+        for found in _offenders(f"corral.{path.name}", "corral.cli")
+    ]
+    assert offenders == []
+
+
 def test_the_check_sees_imports() -> None:
     # Guard against a checker that finds nothing: cmdlib does import the services.
     assert _offenders("corral.cmdlib", "corral.master.services")
+    assert _offenders("corral.tools", "corral.cli")  # a tool of the command-line layer

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.lograte import LOG_BURST, RateLimitFilter
-from corral.daemons.util import setup_logging
+from corral.process.daemons import setup_logging
+from corral.process.lograte import LOG_BURST, RateLimitFilter
 
 
 class ListHandler(logging.Handler):
@@ -93,7 +93,7 @@ def test_daemon_log_stays_small_under_a_flood(tmp_path: Path) -> None:
     saved = (root.handlers[:], root.level)
     try:
         setup_logging(path, debug=False)
-        log = logging.getLogger("corral.node.listener")
+        log = logging.getLogger("corral.http.listener")
         for _ in range(50_000):
             log.error("Cannot accept a connection: %s", "Too many open files")
         for handler in root.handlers:

@@ -75,16 +75,18 @@ async def test_upload_rejects_bad_data_and_mode(ctx: NodeContext) -> None:
 
 async def test_node_info(ctx: NodeContext) -> None:
     ctx.paths.file_storage_dir.mkdir(parents=True)
-    info = await node_info(ctx, ["/srv/ganeti/file-storage"])
+    info = await node_info(ctx, [["file", "/srv/ganeti/file-storage"]])
     assert 0 < info["memory_free"] <= info["memory_total"]
     assert info["memory_dom0"] == info["memory_total"] - info["memory_free"]
     assert info["cpu_total"] == os.cpu_count()
     assert info["cpu_nodes"] >= 1 and info["cpu_sockets"] >= 1
     [storage] = info["storage"]
-    assert storage["path"] == "/srv/ganeti/file-storage"
+    assert (storage["type"], storage["path"]) == ("file", "/srv/ganeti/file-storage")
     assert 0 <= storage["free"] <= storage["total"]
     with pytest.raises(errors.OpExecError, match="storage info"):
-        await node_info(ctx, ["/does/not/exist"])
+        await node_info(ctx, [["file", "/does/not/exist"]])
+    with pytest.raises(errors.OpExecError, match="Invalid storage unit"):
+        await node_info(ctx, ["/srv/ganeti/file-storage"])
 
 
 async def test_node_verify(ctx: NodeContext) -> None:

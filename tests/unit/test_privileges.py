@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from corral import errors
-from corral.daemons.privileges import DEFAULT_RAPI_USER, drop_privileges, lookup_user
+from corral.process.privileges import DEFAULT_RAPI_USER, drop_privileges, lookup_user
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 # Drops privileges, then reports its ids and which of the given files it can read.
 _CHILD = """
 import json, os, sys
-from corral.daemons.privileges import drop_privileges
+from corral.process.privileges import drop_privileges
 drop_privileges(sys.argv[1])
 readable = []
 for path in sys.argv[2:]:
@@ -140,7 +140,7 @@ def test_not_root_already_the_user_is_fine() -> None:
     if os.geteuid() == 0:
         child = """
 import sys
-from corral.daemons.privileges import drop_privileges
+from corral.process.privileges import drop_privileges
 from corral import errors
 drop_privileges(sys.argv[1])
 drop_privileges(sys.argv[1])  # again, now unprivileged: nothing to do

@@ -59,7 +59,7 @@ async def test_live_fields_from_node_info_and_hypervisor_info(world: QueryWorld)
         "mfree": [OK, 2872],
         "mnode": [OK, 1096],
     }
-    storage = world.cfg.cluster.file_storage_dir
+    storage = ["file", world.cfg.cluster.file_storage_dir]
     assert sorted(world.rpc.calls) == [
         ("hypervisor_info", [world.node1.uuid, world.node2.uuid], ["fake", storage]),
         ("node_info", [world.node1.uuid, world.node2.uuid], [[storage]]),
@@ -95,7 +95,8 @@ async def test_only_live_fields_call_nodes(
     assert [name for name, _, _ in world.rpc.calls] == calls
     if calls == ["node_info"]:
         # The storage unit is asked for only with a storage field.
-        storage = [world.cfg.cluster.file_storage_dir] if "dfree" in fields else []
+        unit = ["file", world.cfg.cluster.file_storage_dir]
+        storage = [unit] if "dfree" in fields else []
         assert world.rpc.calls[0][2] == [storage]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.daemons.privileges import DEFAULT_RAPI_USER, lookup_user
+from corral.process.privileges import DEFAULT_RAPI_USER, lookup_user
 from corral.rapi.users import REALM, User, UsersFile, parse_users, password_matches
 
 
@@ -231,7 +231,7 @@ def test_users_file_relative_to_dir_fd(tmp_path: Path, monkeypatch: pytest.Monke
 # the directory descriptor, once by full path (which the locked ancestor blocks).
 _CHILD = """
 import os, sys
-from corral.daemons.privileges import drop_privileges
+from corral.process.privileges import drop_privileges
 from corral.rapi.users import UsersFile
 directory, user = sys.argv[1], sys.argv[2]
 fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

@@ -37,7 +37,7 @@ def test_timeouts() -> None:
     assert get_call("test_delay").timeout_for([100]) > 100
 
 
-@pytest.mark.parametrize("module", ["corral.rpc.calls", "corral.daemons.util"])
+@pytest.mark.parametrize("module", ["corral.rpc.calls", "corral.process.daemons"])
 def test_light_modules_import_no_heavy_libraries(module: str) -> None:
     code = (
         f"import sys, {module}; "

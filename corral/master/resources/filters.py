@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral import constants as C
 from corral.master.resources.common import Names
+from corral.nicesort import nice_key
 from corral.objects.filter_rule import FilterRule
 from corral.query.fields import Field, FieldSet
 
@@ -42,13 +42,6 @@ FIELDS = FieldSet(
         Field("uuid", "UUID", C.QFT_OTHER, "Filter ID", lambda r: r.uuid),
     ]
 )
-
-_PARTS = re.compile(r"[0-9]+|[^0-9]+")
-
-
-def nice_key(text: str) -> list[tuple[int, Any]]:
-    """Ganeti's "nice" order: runs of digits compare as numbers, before text."""
-    return [(0, int(part)) if part.isdigit() else (1, part) for part in _PARTS.findall(text)]
 
 
 def sorted_rules(cfg: ConfigManager) -> list[FilterRule]:

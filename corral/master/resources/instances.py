@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral import hypervisors
 from corral import params as P
 from corral.master.resources.common import (
     Names,
@@ -115,11 +116,13 @@ def status(row: InstanceRow) -> str:
 
 def _user_down_allowed(row: InstanceRow) -> bool:
     """Ganeti's rule: the cluster allows user shutdown and, for kvm, so does
-    the instance's ``user_shutdown`` parameter."""
+    the instance's ``user_shutdown`` parameter (the hypervisor table names it)."""
     inst, cluster = row.obj, row.ctx.cluster
     if not cluster.enabled_user_shutdown:
         return False
-    return inst.hypervisor != "kvm" or bool(filled_hvparams(cluster, inst).get("user_shutdown"))
+    kind = hypervisors.kind(inst.hypervisor)
+    param = None if kind is None else kind.user_shutdown_param
+    return param is None or bool(filled_hvparams(cluster, inst).get(param))
 
 
 def _live(key: str) -> Any:

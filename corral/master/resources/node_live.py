@@ -176,14 +176,14 @@ def _getter(source: str, extract: Extract) -> Callable[[Any], Any]:
     return getter
 
 
-def storage_paths(cluster: Cluster) -> list[str]:
-    """The default storage unit: the directory of the first enabled disk
-    template that keeps its disks in one (none if no such template is enabled)."""
+def storage_units(cluster: Cluster) -> list[list[str]]:
+    """The default storage unit: that of the first enabled disk template whose
+    space is counted (none if no such template is enabled)."""
     for name in cluster.enabled_disk_templates:
         template = templates.DISK_TEMPLATES.get(name)
-        directory = template.storage_dir(cluster) if template is not None else None
-        if directory is not None:
-            return [directory]
+        unit = template.capacity_unit(cluster) if template is not None else None
+        if unit is not None:
+            return [unit.to_wire()]
     return []
 
 
@@ -194,13 +194,12 @@ async def gather(master: Master, nodes: list[Node], needs: set[str]) -> dict[str
     targets = [(n.uuid, n.primary_ip) for n in nodes if not n.offline]
     calls: dict[str, Any] = {}
     if targets and needs & {NODE_INFO, STORAGE}:
-        paths = storage_paths(cluster) if STORAGE in needs else []
-        calls[NODE_INFO] = master.rpc.call(targets, "node_info", [paths])
+        units = storage_units(cluster) if STORAGE in needs else []
+        calls[NODE_INFO] = master.rpc.call(targets, "node_info", [units])
     if targets and HV_INFO in needs:
         hypervisor = cluster.enabled_hypervisors[0]
-        calls[HV_INFO] = master.rpc.call(
-            targets, "hypervisor_info", [hypervisor, cluster.file_storage_dir]
-        )
+        unit = templates.default_unit(cluster)
+        calls[HV_INFO] = master.rpc.call(targets, "hypervisor_info", [hypervisor, unit.to_wire()])
     answers = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
     live: dict[str, dict[str, Any]] = {uuid: {} for uuid, _ in targets}
     for call, results in answers.items():

@@ -16,9 +16,9 @@ from corral import constants as C
 from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
-from corral.master.resources.filters import nice_key
 from corral.master.resources.params import ND_TITLES, group_ndparams, node_ndparams
 from corral.master.services.ndparams import ND_TYPES
+from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node, NodeGroup
 from corral.params import DISK_DT_DEFAULTS
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 
 # The need of the fields that list a node's instances.
 INSTANCES = "instances"
-
-
-def _nice_sorted(names: list[str]) -> list[str]:
-    return sorted(names, key=nice_key)
 
 
 @dataclass
@@ -169,7 +165,7 @@ def _instance_fields() -> list[Field]:
             "PriInstances",
             C.QFT_OTHER,
             "List of instances with this node as primary",
-            lambda r: _nice_sorted(r.ctx.primaries.get(r.obj.uuid, [])),
+            lambda r: nice_sort(r.ctx.primaries.get(r.obj.uuid, [])),
             need,
         ),
         Field(
@@ -185,7 +181,7 @@ def _instance_fields() -> list[Field]:
             "SecInstances",
             C.QFT_OTHER,
             "List of instances with this node as secondary",
-            lambda r: _nice_sorted(r.ctx.secondaries.get(r.obj.uuid, [])),
+            lambda r: nice_sort(r.ctx.secondaries.get(r.obj.uuid, [])),
             need,
         ),
     ]
@@ -366,7 +362,7 @@ async def group_items(master: Master, needs: set[str], names: Names) -> list[Gro
             group,
             cfg.cluster,
             sorted(members.get(group.uuid, [])),
-            _nice_sorted(instances.get(group.uuid, [])),
+            nice_sort(instances.get(group.uuid, [])),
         )
         for group in cfg.groups()
     ]

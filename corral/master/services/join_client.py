@@ -18,6 +18,7 @@ from corral import constants as C
 from corral import errors
 from corral.node import join_protocol as J
 from corral.paths import Paths
+from corral.storage.units import StorageUnit
 
 # The whole exchange is small; a node that takes longer is not joining.
 JOIN_TIMEOUT = 60.0
@@ -133,11 +134,12 @@ class JoinSession:
             )
         return payload
 
-    async def hello(self, storage_dir: str) -> dict[str, Any]:
-        """The node's answer: token id, nonce, proof, CSR, version, capabilities."""
+    async def hello(self, storage_units: list[StorageUnit]) -> dict[str, Any]:
+        """The node's answer: token id, nonce, proof, CSR, version, capabilities
+        (checked against the cluster's ``storage_units``)."""
         body = {
             "master_nonce": self.master_nonce,
-            "storage_dir": storage_dir,
+            "storage_units": [unit.to_wire() for unit in storage_units],
             "node_name": self.node_name,
         }
         payload = await self._post(J.HELLO_PATH, body)

@@ -7,7 +7,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.cli.typed_params import force_dict_type
+from corral.paramtypes import force_dict_type
 
 ND_TYPES: dict[str, str] = {
     "cpu_speed": "float",

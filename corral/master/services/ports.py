@@ -2,33 +2,18 @@
 display is its port - 5900.
 
 Ganeti hands out one more than the highest port used so far, from 11000 on;
-Corral does the same from the ports the configuration holds, plus those of
-creations still running (not yet committed), which masterd keeps in memory:
-two concurrent creations never get one port.
+Corral does the same from the ports the configuration's instances hold and
+those running jobs reserved (:mod:`corral.storage.reservations`): two
+concurrent creations never get one port, and removing an instance frees its.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from corral.config.manager import ConfigManager
+from corral.storage.strategy import RES_PORT, Ledger
 
 FIRST_PORT = 11000  # Ganeti's FIRST_DRBD_PORT, where its port counter starts
-# Hypervisors whose instances get a port (Ganeti's HTS_REQ_PORT).
-NEEDS_PORT = frozenset({"kvm", "xen-hvm"})
-
-_IN_FLIGHT: set[int] = set()
 
 
-@contextmanager
-def reserved_port(cfg: ConfigManager) -> Iterator[int]:
-    """A port no instance has and no running creation holds, held until the
-    block ends (by then the instance carrying it is committed, or not)."""
-    used = {inst.network_port for inst in cfg.instances() if inst.network_port is not None}
-    port = max(used | _IN_FLIGHT | {FIRST_PORT - 1}) + 1
-    _IN_FLIGHT.add(port)
-    try:
-        yield port
-    finally:
-        _IN_FLIGHT.discard(port)
+def allocate_port(ledger: Ledger) -> int:
+    """A port no instance holds, reserved for the ledger's job until it ends."""
+    return ledger.allocate(RES_PORT, None, FIRST_PORT)

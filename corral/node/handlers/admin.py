@@ -10,7 +10,9 @@ from typing import Any
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
-from corral.node.storage.dirs import storage_path
+from corral.node.storage import registry
+from corral.node.storage.file import FileTemplate
+from corral.storage.units import StorageUnit
 
 _MIB = 1024 * 1024
 
@@ -33,11 +35,16 @@ def _usage(top: Path) -> dict[str, int]:
 
 
 @rpc_handler("file_storage_usage")
-async def file_storage_usage(ctx: NodeContext, storage_dir: str) -> dict[str, Any]:
-    """Size, use and free space (MiB) of the file storage directory ``storage_dir``."""
-    top = storage_path(ctx.paths, storage_dir, strictly=False)
+async def file_storage_usage(ctx: NodeContext, storage_unit: Any) -> dict[str, Any]:
+    """Size, use and free space (MiB) of the file storage directory of the
+    storage unit ``[file or sharedfile, directory]``."""
+    unit = StorageUnit.from_wire(storage_unit)
+    template = registry.unit_template(ctx.paths, unit)
+    if not isinstance(template, FileTemplate):
+        raise errors.OpExecError(f"Storage type {unit.storage_type} keeps no files")
+    top = template.unit_dir(unit.key)
     try:
         usage = await asyncio.to_thread(_usage, top)
     except OSError as err:
-        raise errors.OpExecError(f"Cannot get the usage of {storage_dir}: {err}") from None
-    return {"name": storage_dir, **usage}
+        raise errors.OpExecError(f"Cannot get the usage of {unit.key}: {err}") from None
+    return {"name": unit.key, **usage}

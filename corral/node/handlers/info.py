@@ -16,7 +16,7 @@ from corral.crypto.certs import cert_info
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.meminfo import memory_info
-from corral.node.storage.dirs import storage_path
+from corral.node.storage import registry
 from corral.rpc import node_verify as NV
 
 _MIB = 1024 * 1024
@@ -57,47 +57,32 @@ def cpu_info() -> dict[str, int]:
     }
 
 
-def storage_info(ctx: NodeContext, wire_path: str) -> dict[str, Any]:
-    """Size and free space in MiB of the file system holding ``wire_path``."""
+def storage_info(ctx: NodeContext, unit: Any) -> dict[str, Any]:
+    """Size and free space in MiB of the storage unit ``[type, key]``."""
     try:
-        st = os.statvfs(storage_path(ctx.paths, wire_path, strictly=False))
+        space = registry.capacity(ctx.paths, unit)
     except (OSError, errors.OpExecError) as err:
-        raise errors.OpExecError(f"Cannot get storage info of {wire_path}: {err}") from None
-    return {
-        "path": wire_path,
-        "total": st.f_blocks * st.f_frsize // _MIB,
-        "free": st.f_bavail * st.f_frsize // _MIB,
-    }
+        raise errors.OpExecError(f"Cannot get storage info of {unit}: {err}") from None
+    return {"type": unit[0], "path": unit[1], "total": space.total, "free": space.free}
 
 
 @rpc_handler("node_info")
-async def node_info(ctx: NodeContext, storage_paths: list[str]) -> dict[str, Any]:
-    """The boot id, memory and CPUs of the node and space in the given storage paths."""
-    if not isinstance(storage_paths, list):
-        raise errors.OpExecError("node_info: storage_paths must be a list of paths")
-    return {
-        "bootid": boot_id(),
-        **memory_info(),
-        **cpu_info(),
-        "storage": [storage_info(ctx, str(path)) for path in storage_paths],
-    }
+async def node_info(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any]:
+    """The boot id, memory and CPUs of the node and space in the given storage units."""
+    if not isinstance(storage_units, list):
+        raise errors.OpExecError("node_info: storage_units must be a list of storage units")
+    storage = await asyncio.to_thread(lambda: [storage_info(ctx, u) for u in storage_units])
+    return {"bootid": boot_id(), **memory_info(), **cpu_info(), "storage": storage}
 
 
 @rpc_handler("node_capabilities")
-async def node_capabilities(
-    ctx: NodeContext, file_storage_dir: str, shared_file_storage_dir: str
-) -> dict[str, Any]:
+async def node_capabilities(ctx: NodeContext, storage_units: list[Any]) -> dict[str, Any]:
     """The hypervisors this node can run and the disk templates it can serve
-    (with these as the cluster's file and shared file storage directories)."""
-    for value in (file_storage_dir, shared_file_storage_dir):
-        if not isinstance(value, str):
-            raise errors.OpExecError(f"node_capabilities: {value!r} is not a path")
+    (with ``storage_units``, ``[type, key]`` each, as the cluster's)."""
     # Imported here: the hypervisors import this module.
     from corral.node import capabilities
 
-    return await asyncio.to_thread(
-        capabilities.report, ctx.paths, file_storage_dir, shared_file_storage_dir
-    )
+    return await asyncio.to_thread(capabilities.report_wire, ctx.paths, storage_units)
 
 
 @rpc_handler("node_verify")

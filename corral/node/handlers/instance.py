@@ -11,8 +11,7 @@ from corral.node.handlers.base import rpc_handler
 from corral.node.hypervisor import get_hypervisor
 from corral.node.hypervisor.base import REBOOT_HARD, REBOOT_SOFT
 from corral.node.hypervisor.spec import InstanceSpec
-from corral.node.storage import file as file_storage
-from corral.node.storage.dirs import storage_path
+from corral.node.storage import registry
 
 
 @rpc_handler("instance_start")
@@ -66,10 +65,9 @@ async def hypervisor_validate_params(
 
 
 @rpc_handler("hypervisor_info")
-async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_dir: str) -> dict[str, Any]:
-    """Free memory for instances and free space in the file storage directory."""
+async def hypervisor_info(ctx: NodeContext, hypervisor: str, storage_unit: Any) -> dict[str, Any]:
+    """Free memory for instances and free space in the storage unit ``[type, key]``."""
     info = await get_hypervisor(hypervisor, ctx.paths).node_info()
-    directory = storage_path(ctx.paths, storage_dir, strictly=False)
     # In a thread: it may wait for a removed disk's blocks to be freed.
-    total, free = await asyncio.to_thread(file_storage.free_mib, directory)
-    return {**info, "storage_total": total, "storage_free": free}
+    space = await asyncio.to_thread(registry.capacity, ctx.paths, storage_unit)
+    return {**info, "storage_total": space.total, "storage_free": space.free}

@@ -13,7 +13,7 @@ from corral.node.hypervisor.fake import FakeHypervisor
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.paths import Paths
 
-# Name → class: the node side of corral.capabilities.HYPERVISORS.
+# Name → class: the node side of corral.hypervisors.HYPERVISORS.
 CLASSES: dict[str, type[Hypervisor]] = {
     FakeHypervisor.NAME: FakeHypervisor,
     KvmHypervisor.NAME: KvmHypervisor,

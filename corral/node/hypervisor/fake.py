@@ -32,6 +32,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import hypervisors as H
 from corral.fileio import atomic_write
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
 from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec
@@ -46,7 +47,7 @@ _MIGRATING = "migrating"
 
 
 class FakeHypervisor(Hypervisor):
-    NAME = "fake"
+    NAME = H.HT_FAKE
 
     @property
     def state_dir(self) -> Path:

@@ -123,7 +123,7 @@ def _disk(paths: Paths, index: int, data: Mapping[str, Any]) -> DiskSpec:
         mode=description.mode,
         size=description.size,
         template=description.template,
-        shared=template is not None and template.shared,
+        shared=template is not None and template.mirroring is templates.Mirroring.EXTERNAL,
         name=description.name,
     )
 

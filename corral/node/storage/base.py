@@ -7,6 +7,12 @@ grows and renames disks, says whether a disk is as the configuration says
 (``verify``) and streams a disk's content out or in (``read_stream`` /
 ``write_stream``: what a copy between two nodeds sends over its TLS stream,
 chunk by chunk, without a temporary copy).
+
+As Ganeti's block devices, a disk is assembled before it is used (made
+ready on this node: for a mirrored disk, its link to the other copy) and
+shut down after, and reports its sync status; for disks that are plain
+files or devices these are trivial.  A template also answers for its storage
+type: whether the node can serve a storage unit of it, and its capacity.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from corral import errors
 from corral.paths import Paths
@@ -26,9 +34,34 @@ MIB = 1024 * 1024
 CHUNK = 4 * MIB
 
 
+@dataclass(frozen=True)
+class SyncStatus:
+    """A disk's state on this node (the part of Ganeti's BlockDevStatus Corral has)."""
+
+    present: bool
+    # Why the disk is not usable as configured (too small, unreadable), or None.
+    problem: str | None = None
+    # A mirrored disk lacks an up-to-date copy (Ganeti's is_degraded).
+    degraded: bool = False
+    # While a resync runs: how far it is (percent) and the seconds left.
+    sync_percent: float | None = None
+    estimated_time: int | None = None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Size and free space of a storage unit, in MiB."""
+
+    total: int
+    free: int
+
+
 class NodeTemplate(ABC):
     """A disk template as one node serves it (one instance per call)."""
 
+    NAME: ClassVar[str]
+    # Ganeti's storage type of the template's disks (names.ST_*).
+    STORAGE_TYPE: ClassVar[str]
     # Writing a run of zeros may skip it (the disk is a fresh sparse file).
     SPARSE_WRITES = False
 
@@ -77,6 +110,31 @@ class NodeTemplate(ABC):
         if actual < disk.size * MIB:
             return f"disk {disk.iv_name or disk.uuid} has {actual // MIB} MiB, not {disk.size} MiB"
         return None
+
+    def assemble(self, disk: DiskDescription) -> Path:
+        """Make the disk ready for use on this node; its local path.  A disk
+        that is a plain file or device needs nothing: its path."""
+        return self.attach(disk)
+
+    def shutdown(self, disk: DiskDescription) -> None:
+        """Undo :meth:`assemble` (the data stays); nothing for a plain disk."""
+        self.attach(disk)
+
+    def sync_status(self, disk: DiskDescription) -> SyncStatus:
+        """The disk's state here: missing, faulty, or there (a plain disk is
+        never degraded and never resyncs)."""
+        if not self.attach(disk).exists():
+            return SyncStatus(present=False)
+        return SyncStatus(present=True, problem=self.verify(disk))
+
+    def unit_problem(self, key: str | None) -> str | None:
+        """Why this node cannot serve the storage unit ``key`` of the
+        template's storage type, or None if it can."""
+        return None
+
+    def capacity(self, key: str) -> Capacity:
+        """Size and free space of the storage unit ``key``."""
+        raise errors.OpExecError(f"Storage type {self.STORAGE_TYPE} reports no capacity")
 
     async def read_stream(self, disk: DiskDescription) -> AsyncIterator[bytes]:
         """The disk's content, chunk by chunk."""

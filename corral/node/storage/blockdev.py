@@ -39,6 +39,7 @@ class BlockDevTemplate(NodeTemplate):
     """``blockdev``: logical_id ``[manual, /dev/disk/...]``."""
 
     NAME = N.DT_BLOCK
+    STORAGE_TYPE = N.ST_BLOCK
 
     def attach(self, disk: DiskDescription) -> Path:
         return device_path(self.paths.from_wire(self._name(disk)), self._name(disk))
@@ -57,6 +58,10 @@ class BlockDevTemplate(NodeTemplate):
                 f"Device {name} lies outside {N.ADOPTABLE_BLOCKDEV_ROOT} and cannot be adopted"
             )
         return name
+
+    def unit_problem(self, key: str | None) -> str | None:
+        """Adopted devices are named below the node's /dev/disk/."""
+        return None if os.path.isdir("/dev") else "the node has no /dev"
 
     def create(self, disk: DiskDescription) -> None:
         """Adoption creates nothing: the device must exist and hold the size."""

@@ -13,24 +13,26 @@ file names (written by the master) and the default one, which always counts.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from corral import errors
 from corral.paths import Paths
 from corral.storage import names as N
 
-# File-based template → the ssconf key naming the cluster's directory for it.
-SSCONF_KEYS = {N.DT_FILE: "file_storage_dir", N.DT_SHARED_FILE: "shared_file_storage_dir"}
-
-
-def _default_dir(paths: Paths, template: str) -> Path:
-    return paths.file_storage_dir if template == N.DT_FILE else paths.shared_file_storage_dir
+# File-based template → the ssconf key naming the cluster's directory for it,
+# and the node's default directory for it.
+_DIRS: Mapping[str, tuple[str, Callable[[Paths], Path]]] = {
+    N.DT_FILE: ("file_storage_dir", lambda paths: paths.file_storage_dir),
+    N.DT_SHARED_FILE: ("shared_file_storage_dir", lambda paths: paths.shared_file_storage_dir),
+}
+SSCONF_KEYS = {template: key for template, (key, _) in _DIRS.items()}
 
 
 def template_dirs(paths: Paths, template: str) -> list[Path]:
     """The local directories disks of the file-based ``template`` may lie in:
     the default one, and the cluster's (ssconf) when it is another."""
-    dirs = [_default_dir(paths, template)]
+    dirs = [_DIRS[template][1](paths)]
     try:
         name = paths.ssconf_file(SSCONF_KEYS[template]).read_text().strip()
     except OSError:

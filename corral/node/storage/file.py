@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from corral import errors
-from corral.node.storage.base import NodeTemplate
+from corral.node.storage.base import Capacity, NodeTemplate
 from corral.node.storage.dirs import storage_dirs, storage_path, template_dirs
 from corral.paths import Paths
 from corral.storage import names as N
@@ -156,7 +156,10 @@ class FileTemplate(NodeTemplate):
     """``file``: logical_id ``[driver, path]``, the path in the template's directory."""
 
     NAME = N.DT_FILE
+    STORAGE_TYPE = N.ST_FILE
     SPARSE_WRITES = True
+    # What the template's storage unit is, in messages.
+    UNIT_WHAT = "file storage directory"
 
     def _path(self, logical_id: tuple[str, ...]) -> Path:
         if len(logical_id) != 2 or logical_id[0] not in N.FILE_DRIVERS:
@@ -185,8 +188,36 @@ class FileTemplate(NodeTemplate):
     def rename(self, disk: DiskDescription, new_logical_id: tuple[str, ...]) -> None:
         rename(self.attach(disk), self._path(new_logical_id))
 
+    def unit_dir(self, key: str) -> Path:
+        """The local directory of the storage unit ``key``: one of the
+        template's directories (OpExecError for any other path)."""
+        return storage_path(
+            self.paths, key, strictly=False, dirs=template_dirs(self.paths, self.NAME)
+        )
+
+    def unit_problem(self, key: str | None) -> str | None:
+        """The directory must be one this node can write in."""
+        if not key:
+            return f"no {self.UNIT_WHAT} is set"
+        try:
+            local = self.paths.from_wire(key)
+        except ValueError:
+            return f"the {self.UNIT_WHAT} '{key}' is not an absolute path"
+        if not local.is_dir():
+            state = "does not exist" if not local.exists() else "is not a directory"
+            return f"the {self.UNIT_WHAT} {key} {state}"
+        if not os.access(local, os.W_OK | os.X_OK):
+            return f"the {self.UNIT_WHAT} {key} is not writable"
+        return None
+
+    def capacity(self, key: str) -> Capacity:
+        """The file system holding the directory (once removed disks' space is back)."""
+        return Capacity(*free_mib(self.unit_dir(key)))
+
 
 class SharedFileTemplate(FileTemplate):
     """``sharedfile``: as ``file``, in the shared file storage directory."""
 
     NAME = N.DT_SHARED_FILE
+    STORAGE_TYPE = N.ST_SHARED_FILE
+    UNIT_WHAT = "shared file storage directory"

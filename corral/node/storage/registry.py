@@ -1,4 +1,5 @@
-"""The node side of the disk template table: template name → its class.
+"""The node side of the disk template table: template name → its class, and
+storage type → the class answering for its storage units.
 
 The names are the master's table's (:mod:`corral.storage.templates`); a
 test checks both tables hold the same templates.
@@ -10,16 +11,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from corral import errors
-from corral.node.storage.base import NodeTemplate, refuse
+from corral.node.storage.base import Capacity, NodeTemplate, refuse
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.paths import Paths
 from corral.storage import names as N
 from corral.storage.disk import DiskDescription
+from corral.storage.units import StorageUnit
 
 
 class DisklessTemplate(NodeTemplate):
     """``diskless``: there is never a disk to act on."""
+
+    NAME = N.DT_DISKLESS
+    STORAGE_TYPE = N.ST_DISKLESS
 
     def attach(self, disk: DiskDescription) -> Path:
         raise refuse(N.DT_DISKLESS, "exist")
@@ -43,6 +48,10 @@ NODE_TEMPLATES: Mapping[str, type[NodeTemplate]] = {
     N.DT_SHARED_FILE: SharedFileTemplate,
     N.DT_BLOCK: BlockDevTemplate,
 }
+# Storage type → the template answering for its units.
+UNIT_TEMPLATES: Mapping[str, type[NodeTemplate]] = {
+    cls.STORAGE_TYPE: cls for cls in NODE_TEMPLATES.values()
+}
 
 
 def template_of(paths: Paths, disk: DiskDescription) -> NodeTemplate:
@@ -61,6 +70,22 @@ def resolve(paths: Paths, data: object) -> tuple[NodeTemplate, DiskDescription]:
 
 
 def local_path(paths: Paths, data: object) -> Path:
-    """The local path of the disk sent as ``data`` (the hypervisor's and OS scripts')."""
+    """The local path of the disk sent as ``data``, assembled (for OS scripts)."""
     template, disk = resolve(paths, data)
-    return template.attach(disk)
+    return template.assemble(disk)
+
+
+def unit_template(paths: Paths, unit: StorageUnit) -> NodeTemplate:
+    """The template answering for ``unit``; OpExecError for a storage type this
+    node does not serve."""
+    cls = UNIT_TEMPLATES.get(unit.storage_type)
+    if cls is None:
+        raise errors.OpExecError(f"Storage type {unit.storage_type!r} is not served by this node")
+    return cls(paths)
+
+
+def capacity(paths: Paths, data: object) -> Capacity:
+    """Size and free space of the storage unit sent as ``data`` (blocks: it may
+    wait for removed disks' space to come back)."""
+    unit = StorageUnit.from_wire(data)
+    return unit_template(paths, unit).capacity(unit.key)

@@ -27,7 +27,7 @@ import socket
 import ssl
 from collections import OrderedDict
 
-from corral.daemons.accepting import ACCEPT_RETRY_DELAY, BACKLOG, OUT_OF_RESOURCES, error_reason
+from corral.http.accepting import ACCEPT_RETRY_DELAY, BACKLOG, OUT_OF_RESOURCES, error_reason
 from corral.rapi.httpd.connection import ConnectionSettings, HttpConnection, Phase
 from corral.rapi.httpd.messages import Application
 from corral.rapi.limits import EVICTABLE_AFTER, STOP_GRACE, RapiLimits

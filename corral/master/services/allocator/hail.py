@@ -164,7 +164,7 @@ def _away_from(current: list[str], groups: set[str]) -> Callable[[NodeState], st
 
 def _move_op(inst: dict[str, Any], name: str, target: str) -> dict[str, Any]:
     template = templates.DISK_TEMPLATES.get(inst["disk_template"])
-    if template is not None and not template.shared:
+    if template is not None and not template.moves.migrate:
         return {"OP_ID": _MOVE, "instance_name": name, "target_node": target}
     return {"OP_ID": _MIGRATE, "instance_name": name, "target_node": target, "allow_failover": True}
 

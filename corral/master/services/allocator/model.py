@@ -31,16 +31,10 @@ IALLOCATOR_VERSION = 2
 
 def reports_storage(template: str) -> bool:
     """Whether the nodes report free space for ``template``'s disks: the
-    file-based templates (the others are not checked for disk space:
-    diskless, adopted devices)."""
+    templates whose space is counted, the file-based ones (the others are not
+    checked for disk space: diskless, adopted devices)."""
     kind = templates.DISK_TEMPLATES.get(template)
-    return kind is not None and kind.directory is not None
-
-
-def _storage_dir(cluster: Cluster, template: str) -> str:
-    kind = templates.DISK_TEMPLATES.get(template)
-    directory = kind.storage_dir(cluster) if kind is not None else None
-    return directory or cluster.file_storage_dir
+    return kind is not None and kind.counts_space
 
 
 async def build_input(
@@ -88,7 +82,10 @@ async def _node_data(
     if not targets:
         return {}
     calls: dict[str, tuple[str, list[Any]]] = {
-        "hv": ("hypervisor_info", [hypervisor, _storage_dir(cluster, disk_template)]),
+        "hv": (
+            "hypervisor_info",
+            [hypervisor, templates.capacity_unit(disk_template, cluster).to_wire()],
+        ),
         "node": ("node_info", [[]]),
         # Only the hypervisors in use: the call fails as a whole on a node that
         # lacks one of those asked, and an enabled one may be unavailable there.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import errors
+from corral import hypervisors as H
 from corral.node import netdev
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
 from corral.node.hypervisor.kvm import cmdline, process, security
@@ -57,7 +58,7 @@ def _executable(path: str) -> bool:
 
 
 class KvmHypervisor(Hypervisor):
-    NAME = "kvm"
+    NAME = H.HT_KVM
 
     def __init__(self, paths: Paths) -> None:
         super().__init__(paths)

@@ -152,11 +152,11 @@ def running_pid(path: Path) -> int | None:
 def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
     """Log to ``log_path`` (and stderr if asked) with time, daemon, pid and level.
 
-    Repeated messages of one kind are rate-limited (see corral.daemons.lograte).
+    Repeated messages of one kind are rate-limited (see corral.process.lograte).
     """
     import logging
 
-    from corral.daemons.lograte import rate_limit
+    from corral.process.lograte import rate_limit
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter(

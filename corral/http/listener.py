@@ -27,13 +27,13 @@ import ssl
 
 from aiohttp import web
 
-from corral.daemons.accepting import (
+from corral.http.accepting import (
     ACCEPT_RETRY_DELAY,
     BACKLOG,
     OUT_OF_RESOURCES,
     error_reason,
 )
-from corral.node.limits import ConnectionLimits
+from corral.http.limits import ConnectionLimits
 
 log = logging.getLogger(__name__)
 

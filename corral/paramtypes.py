@@ -1,10 +1,17 @@
-"""Ganeti's types of the parameters given on the command line, and its
-client-side check of them (``-B``, ``-H``, ``--net``): what a value must look
-like, converted as Ganeti's commands convert it before submitting.
+"""Ganeti's parameter value types (its VTYPE_*), declared once for the
+commands and masterd, and its conversions: ParseUnit (sizes) and
+ForceDictType (a dict of parameters).  Stdlib only: the gnt-* commands use it.
+
+Each door converts as Ganeti's same door does.  The commands check ``-B``,
+``-H`` and ``--net`` against the tables below and turn sizes into MiB rounded
+up to a multiple of 4 (``--disk size=1025`` is 1028 MiB); masterd converts a
+backend parameter's size the same way whatever door it came through (Ganeti's
+ForceDictType in the logical units), while a disk's size given through luxi or
+RAPI is taken as given (Ganeti's ``int(size)``).
 
 The hypervisor table lists every hypervisor's parameters, as Ganeti's does:
 the commands check names and types; whether the cluster's hypervisor has the
-parameter is for masterd to say.
+parameter is for masterd to say (corral.hvparams).
 """
 
 from __future__ import annotations

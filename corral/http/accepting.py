@@ -7,7 +7,7 @@ import errno
 import resource
 import ssl
 
-from corral.daemons.util import FD_LIMIT_CAP
+from corral.process.daemons import FD_LIMIT_CAP
 
 # Beyond what the kernel queues, new connections are dropped (and retried a second
 # later), the master's too: room for a flood that the accept loop drains quickly.

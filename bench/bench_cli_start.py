@@ -1,0 +1,71 @@
+"""How fast a ``gnt-*`` command starts: ``gnt-job list`` against a bare
+interpreter start of the same venv, measured in one run (issue 21).
+
+One sample pair, taken alternately so both see the same load: the venv's
+python started with ``-c pass`` (the floor: interpreter and ``site``), and
+``python -m corral.cli.gnt_job list`` against a running single-node cluster
+with 10 finished jobs, from the fork to its exit (imports, the luxi round
+trip, masterd's query, the table).  The figure is the ratio of the medians.
+
+Target: at most 2.5 times (at 200d382: 96 ms against 24.5 ms, 3.9 times).  Ganeti 3.0.2's
+``gnt-job list``: 0.21 s.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from bench.common import (
+    PYTHON,
+    Figure,
+    arg_parser,
+    bench_cluster,
+    delay_op,
+    ensure_bytecode,
+    median,
+    submit_many,
+    time_gnt,
+    wait_all_final,
+    write_results,
+)
+
+NAME = "cli_start"
+
+
+def bare() -> float:
+    start = time.perf_counter()
+    subprocess.run([PYTHON, "-c", "pass"], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = arg_parser(__doc__ or NAME, runs=40)
+    args = parser.parse_args()
+    ensure_bytecode()
+    with bench_cluster(NAME) as cluster:
+        with cluster.client() as client:
+            wait_all_final(client, submit_many(client, [[delay_op(0.0)]] * 10))
+        time_gnt(cluster, "job", "list")  # warm-up: the page cache
+        floor, listing = [], []
+        for _ in range(args.runs):
+            floor.append(bare() * 1000)
+            listing.append(time_gnt(cluster, "job", "list") * 1000)
+    ratio = Figure(
+        "job_list_vs_bare", "gnt-job list / bare interpreter start", "x", 2.5, "max", "0.21 s"
+    )
+    ratio.runs = [median(listing) / median(floor)]
+    ratio.notes = f"medians {median(listing):.1f} ms against {median(floor):.1f} ms"
+    shown = []
+    for key, title, runs in (
+        ("bare_ms", "python -c pass (the floor)", floor),
+        ("job_list_ms", "gnt-job list, 10 jobs", listing),
+    ):
+        figure = Figure(key, title, "ms", 0, "min", "0.21 s" if key == "job_list_ms" else "")
+        figure.runs = runs
+        shown.append(figure)
+    write_results(NAME, [ratio, *shown], {"runs": args.runs})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Every logical unit: importing this module registers them all (a unit
+registers itself with its opcode when its class is made)."""
+
+from __future__ import annotations
+
+from corral.cmdlib import (  # noqa: F401
+    backup_export,
+    backup_prepare,
+    backup_remove,
+    cluster,
+    cluster_verify,
+    group,
+    group_evacuate,
+    instance,
+    instance_console,
+    instance_create,
+    instance_migration,
+    instance_move,
+    instance_operation,
+    instance_query,
+    instance_set_params,
+    node,
+    node_membership,
+    node_moves,
+    node_storage,
+    operating_system,
+    tags,
+    test,
+)
