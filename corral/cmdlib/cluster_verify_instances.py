@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from corral.cmdlib import intents
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
-from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
 from corral.rpc import node_verify as NV
 from corral.rpc.wire import DiskWire
+from corral.services.params import filled_beparams
 from corral.storage import reservations, templates
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
-    from corral.master.durable import DurableState
     from corral.objects import Cluster
+    from corral.services.durable import DurableState
 
 
 def _template(inst: Instance) -> templates.DiskTemplate | None:

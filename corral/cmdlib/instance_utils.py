@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.objects import NIC, Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
 from corral.rpc.calls_instance import (
@@ -20,6 +19,7 @@ from corral.rpc.calls_instance import (
 )
 from corral.rpc.calls_os import os_diagnose, os_validate
 from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.storage import templates
 from corral.storage.reservations import JobLedger
 

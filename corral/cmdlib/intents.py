@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
     from corral.cmdlib.instance_base import InstanceLU
     from corral.config.manager import ConfigManager
-    from corral.master.context import Master
-    from corral.master.durable import DurableState
+    from corral.services.context import Master
+    from corral.services.durable import DurableState
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.osdef.definition import split_name
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.storage.names import DT_DISKLESS
 
 if TYPE_CHECKING:

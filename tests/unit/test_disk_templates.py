@@ -17,13 +17,13 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.master.services import ports
 from corral.node.storage import registry
 from corral.node.storage.base import CHUNK, Capacity, SyncStatus
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.objects import Disk, Instance
 from corral.paths import Paths
+from corral.services import ports
 from corral.storage import names, reservations, templates
 from corral.storage.disk import DiskDescription
 from corral.storage.reservations import JobLedger, Reservations

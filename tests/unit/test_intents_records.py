@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import cast
 
 from corral.cmdlib import intents
-from corral.master.context import Master
-from corral.master.durable import DurableState
+from corral.services.context import Master
+from corral.services.durable import DurableState
 from corral.storage.disk import DiskDescription
 from corral.storage.names import DT_FILE
 
