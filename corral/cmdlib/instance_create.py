@@ -29,7 +29,7 @@ from corral.rpc.declare import Request
 from corral.services import ports
 from corral.services.params import filled_beparams
 from corral.storage import templates
-from corral.storage.names import ADOPTABLE_BLOCKDEV_ROOT
+from corral.storage_names import ADOPTABLE_BLOCKDEV_ROOT
 
 R = TypeVar("R")
 

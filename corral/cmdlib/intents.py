@@ -49,14 +49,14 @@ from typing import TYPE_CHECKING, Any, cast
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
+from corral.disk_description import DiskDescription
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.calls_impexp import export_discard, x509_cert_remove
 from corral.rpc.calls_instance import all_instances_info, instance_shutdown, instance_start
 from corral.rpc.calls_storage import blockdev_remove
 from corral.rpc.calls_transfer import transfer_finish
 from corral.rpc.wire import DiskWire
-from corral.storage.disk import DiskDescription
-from corral.storage.names import DT_FILE, FILE_DRIVERS
+from corral.storage_names import DT_FILE, FILE_DRIVERS
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit

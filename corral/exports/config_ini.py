@@ -26,7 +26,7 @@ from corral import errors
 from corral import params as P
 from corral.osdef.definition import split_name
 from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
-from corral.storage.names import DT_DISKLESS
+from corral.storage_names import DT_DISKLESS
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager

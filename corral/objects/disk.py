@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corral.disk_description import DiskDescription
 from corral.objects.base import new_uuid
-from corral.storage.disk import DiskDescription
 
 
 class Disk(BaseModel):

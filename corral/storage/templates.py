@@ -18,11 +18,10 @@ from typing import Literal
 
 from corral import constants as C
 from corral import errors
-from corral.storage import names as N
+from corral import storage_names as N
 from corral.storage.blockdev import BlockDevTemplate
 from corral.storage.diskless import DisklessTemplate
 from corral.storage.file import FileTemplate, SharedFileTemplate
-from corral.storage.names import GANETI_DISK_TEMPLATES
 from corral.storage.strategy import (
     RES_DEVICE,
     RES_PATH,
@@ -37,6 +36,7 @@ from corral.storage.strategy import (
     StorageDirs,
 )
 from corral.storage.units import StorageUnit
+from corral.storage_names import GANETI_DISK_TEMPLATES
 
 __all__ = [
     "DISK_TEMPLATES",

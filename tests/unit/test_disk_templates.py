@@ -17,6 +17,8 @@ import pytest
 
 from corral import constants as C
 from corral import errors
+from corral import storage_names as names
+from corral.disk_description import DiskDescription
 from corral.node.storage import registry
 from corral.node.storage.base import CHUNK, Capacity, SyncStatus
 from corral.node.storage.blockdev import BlockDevTemplate
@@ -24,8 +26,7 @@ from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.objects import Disk, Instance
 from corral.paths import Paths
 from corral.services import ports
-from corral.storage import names, reservations, templates
-from corral.storage.disk import DiskDescription
+from corral.storage import reservations, templates
 from corral.storage.reservations import JobLedger, Reservations
 from corral.storage.strategy import Mirroring, Placement, Resource
 from corral.storage.units import StorageUnit
@@ -35,7 +36,7 @@ from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outs
 MIB = 1024 * 1024
 # Where a template name may be spelled: the names module, and the table's
 # Literal type (mypy needs literals there; a test below checks it).
-TABLE = {CORRAL / "storage" / "names.py", CORRAL / "storage" / "templates.py"}
+TABLE = {CORRAL / "storage_names.py", CORRAL / "storage" / "templates.py"}
 # Same spelling, other namespaces: the "drbd" data collector, the "file" end
 # of an import/export stream, Ganeti's storage types on the command line.
 OTHER_NAMESPACES = {

@@ -19,7 +19,7 @@ from corral.services import durable_flags, join_tokens
 from corral.services.durable import DurableState
 from corral.state.ports import FencedOut
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
-from corral.storage.names import DT_FILE
+from corral.storage_names import DT_FILE
 
 
 async def reopen(tmp_path: Path) -> DurableState:
