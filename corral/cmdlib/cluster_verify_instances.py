@@ -143,7 +143,7 @@ class InstanceChecks:
                 continue
             disk = inst.disks[idx]
             if state == NV.DISK_MISSING:
-                volume = disk.path or disk.iv_name
+                volume = templates.disk_path(disk) or disk.iv_name
                 text = f"volume {volume} missing on node {name}"
                 self.report("EINSTANCEMISSINGDISK", "instance", inst.name, text)
             elif state == NV.DISK_FAULTY:

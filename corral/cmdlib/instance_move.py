@@ -187,7 +187,7 @@ class LUInstanceMove(InstanceLU):
         """Name the target as primary node, durably, before the source's disks go
         (the file disks keep their logical_id: the same path on the target)."""
         inst = self.updated()
-        inst.set_primary(self.target.uuid)
+        templates.set_primary(inst, self.target.uuid)
         self.tx.update(inst)
         await self.checkpoint()
         self.instance = inst

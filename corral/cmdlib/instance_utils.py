@@ -156,7 +156,7 @@ def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
     """Ganeti's BuildDiskLogicalIDEnv: DEV_TYPE, and DRIVER/ID for file and adopted disks."""
     env: dict[str, Any] = {}
     # File-based and adopted disks: [driver, path] (Ganeti's shapes).
-    if disk.path is not None:
+    if templates.disk_path(disk) is not None:
         env[prefix + "DRIVER"], env[prefix + "ID"] = disk.logical_id
     env[prefix + "DEV_TYPE"] = disk.dev_type
     return env

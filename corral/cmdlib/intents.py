@@ -56,6 +56,7 @@ from corral.rpc.calls_instance import all_instances_info, instance_shutdown, ins
 from corral.rpc.calls_storage import blockdev_remove
 from corral.rpc.calls_transfer import transfer_finish
 from corral.rpc.wire import DiskWire
+from corral.storage import templates
 from corral.storage_names import DT_FILE, FILE_DRIVERS
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
         tx = cfg.transaction()
         moved = inst.copy_for_update()
         assert isinstance(moved, Instance)
-        moved.set_primary(it.node)
+        templates.set_primary(moved, it.node)
         tx.update(moved)
         await tx.commit()
         inst = moved

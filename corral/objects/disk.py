@@ -36,15 +36,6 @@ class Disk(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     children: list[Disk] = Field(default_factory=list)
 
-    @property
-    def path(self) -> str | None:
-        """The production path of a disk whose logical_id names one (file-based
-        templates, adopted block devices), else None."""
-        from corral.storage import templates  # the templates make Disks
-
-        template = templates.DISK_TEMPLATES.get(self.dev_type)
-        return None if template is None else template.disk_path(self.logical_id)
-
     def holders(self, primary: str) -> list[str]:
         """The nodes that hold this disk: its own, or (every node seeing it)
         the instance's primary node ``primary`` (Ganeti's ``GetNodes``)."""
