@@ -22,7 +22,7 @@ from corral import constants as C
 from corral import errors, uidpool
 from corral import hypervisors as H
 from corral.paths import Paths
-from corral.storage.names import DEFAULT_ENABLED
+from corral.storage_names import DEFAULT_ENABLED
 
 if TYPE_CHECKING:
     from corral.storage.templates import StorageDirs

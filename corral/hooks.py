@@ -22,7 +22,7 @@ from corral.rpc.calls_node import hooks_runner
 from corral.rpc.result import NodeAddress, RpcResult
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 
 from corral import constants as C
 from corral import errors
-from corral.storage.names import DT_DISKLESS, GANETI_DISK_TEMPLATES
+from corral.storage_names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from corral import constants as C
 from corral import errors
 from corral import hvparams as HV
 from corral import paramtypes as PT
-from corral.storage import names as N
+from corral import storage_names as N
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
 VALUE_DEFAULT = "default"

@@ -11,7 +11,7 @@ from corral import constants as C
 from corral import errors
 from corral import paramtypes as T
 from corral.cli.optvalues import boolean, split_key_val
-from corral.storage.names import DT_DISKLESS, GANETI_DISK_TEMPLATES
+from corral.storage_names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

@@ -38,7 +38,6 @@ from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import InstanceLU
 from corral.crypto import rie
 from corral.exports import config_ini
-from corral.master.services import impexp
 from corral.objects import ADMIN_UP, Node
 from corral.opcodes import backup as opb
 from corral.rpc.calls_impexp import (
@@ -51,6 +50,7 @@ from corral.rpc.calls_impexp import (
 from corral.rpc.calls_instance import instance_shutdown, instance_start
 from corral.rpc.calls_storage import blockdev_remove
 from corral.rpc.result import NodeCallError
+from corral.services import impexp
 
 
 class LUBackupExport(InstanceLU):

@@ -21,8 +21,8 @@ from corral.opcodes.base import OpCode
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager, ConfigTransaction
     from corral.jobs.runner import OpContext
-    from corral.master.context import Master
     from corral.rpc.result import NodeAddress
+    from corral.services.context import Master
 
 # A lock level's value meaning "every lock of the level".
 ALL_SET = "__all__"

@@ -13,11 +13,11 @@ from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
-from corral.master.services import allocator
 from corral.objects import Cluster, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
+from corral.services import allocator
 from corral.storage import templates
 
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
@@ -360,7 +360,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
 
     async def _verify_os(self, os_name: str, values: dict[str, Any], private: bool) -> None:
         from corral.cmdlib import instance_utils as U
-        from corral.master.services.oses import node_oses
+        from corral.services.oses import node_oses
 
         base, _ = split_name(os_name)
         answers = await node_oses(self.master)

@@ -1,7 +1,7 @@
 """gnt-cluster verify: the cluster's distributed files, alike on every node.
 
 Which file belongs on which node is the distribution's own list
-(:mod:`corral.master.distribution`: the CA certificate and domain secret on
+(:mod:`corral.services.distribution`: the CA certificate and domain secret on
 every node, the RAPI key on master candidates) plus the ssconf files: the
 one source of truth for what ``redist-conf`` sends and what verify expects.
 Findings are Ganeti's _VerifyFiles' (ECLUSTERFILECHECK, ENODEFILECHECK).
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
-from corral.master.distribution import ancillary_files
-from corral.master.ssconf import ssconf_values
 from corral.rpc import node_verify as NV
+from corral.services.distribution import ancillary_files
+from corral.services.ssconf import ssconf_values
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from corral.cmdlib import intents
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
-from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
 from corral.rpc import node_verify as NV
 from corral.rpc.wire import DiskWire
+from corral.services.params import filled_beparams
 from corral.storage import reservations, templates
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
-    from corral.master.durable import DurableState
     from corral.objects import Cluster
+    from corral.services.durable import DurableState
 
 
 def _template(inst: Instance) -> templates.DiskTemplate | None:
@@ -143,7 +143,7 @@ class InstanceChecks:
                 continue
             disk = inst.disks[idx]
             if state == NV.DISK_MISSING:
-                volume = disk.path or disk.iv_name
+                volume = templates.disk_path(disk) or disk.iv_name
                 text = f"volume {volume} missing on node {name}"
                 self.report("EINSTANCEMISSINGDISK", "instance", inst.name, text)
             elif state == NV.DISK_FAULTY:

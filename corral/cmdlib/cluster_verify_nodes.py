@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 import corral
 from corral import constants as C
+from corral import storage_names as N
 from corral.crypto.cert_check import NODE_MAX_CLOCK_SKEW, WARNING
 from corral.objects import Node
 from corral.rpc import node_verify as NV
-from corral.storage import names as N
 from corral.storage import templates
 
 # A storage kind the node lacks → Ganeti's code for it (ENODESETUP for the rest).

@@ -10,11 +10,11 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.node_moves import evacuation_jobs, submit_jobs
-from corral.master.services.allocator.requests import ChangeGroup
 from corral.objects import NodeGroup
 from corral.opcodes import group as opg
 from corral.opcodes import instance as opi
 from corral.opcodes.base import OpCode
+from corral.services.allocator.requests import ChangeGroup
 
 
 class LUGroupEvacuate(LogicalUnit[Any]):

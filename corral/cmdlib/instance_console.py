@@ -7,9 +7,9 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.instance_base import InstanceLU
-from corral.master.services.console import instance_consoles
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
+from corral.services.console import instance_consoles
 
 # What a stopped instance's state is called in the refusal (Ganeti's INSTST_*).
 _NOT_RUNNING = {ADMIN_UP: "ERROR_down", ADMIN_DOWN: "ADMIN_down"}

@@ -19,8 +19,6 @@ from corral.cmdlib.backup_common import check_compression_tool
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
-from corral.master.services import ports
-from corral.master.services.params import filled_beparams
 from corral.objects import NIC, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
@@ -28,8 +26,10 @@ from corral.rpc.calls_instance import instance_start
 from corral.rpc.calls_os import instance_os_add
 from corral.rpc.calls_storage import blockdev_create, blockdev_getdimensions
 from corral.rpc.declare import Request
+from corral.services import ports
+from corral.services.params import filled_beparams
 from corral.storage import templates
-from corral.storage.names import ADOPTABLE_BLOCKDEV_ROOT
+from corral.storage_names import ADOPTABLE_BLOCKDEV_ROOT
 
 R = TypeVar("R")
 

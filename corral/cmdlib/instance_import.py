@@ -28,8 +28,6 @@ from corral.cmdlib.backup_common import check_node_online
 from corral.crypto import rie
 from corral.exports import config_ini
 from corral.exports.config_ini import ExportInfo
-from corral.master.services import impexp
-from corral.master.services.impexp import Endpoint
 from corral.objects import Instance, Node
 from corral.rpc.calls_impexp import (
     ImpExpOptions,
@@ -39,6 +37,8 @@ from corral.rpc.calls_impexp import (
     x509_cert_remove,
 )
 from corral.rpc.calls_os import instance_run_rename
+from corral.services import impexp
+from corral.services.impexp import Endpoint
 from corral.storage import templates
 
 if TYPE_CHECKING:

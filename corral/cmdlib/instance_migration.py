@@ -17,12 +17,12 @@ from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
-from corral.master.services import allocator
-from corral.master.services.allocator.requests import Relocate
-from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_migration import instance_migratable
+from corral.services import allocator
+from corral.services.allocator.requests import Relocate
+from corral.services.params import filled_beparams, filled_hvparams
 from corral.storage import templates
 
 

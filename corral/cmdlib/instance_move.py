@@ -24,12 +24,12 @@ from corral.cmdlib import intents
 from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_copy import DiskCopy
 from corral.cmdlib.instance_targets import check_target_capabilities, check_target_ipolicy
-from corral.master.services.params import filled_beparams
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_instance import instance_shutdown, instance_start
 from corral.rpc.calls_storage import blockdev_remove
 from corral.rpc.result import NodeCallError
+from corral.services.params import filled_beparams
 from corral.storage import templates
 
 
@@ -187,7 +187,7 @@ class LUInstanceMove(InstanceLU):
         """Name the target as primary node, durably, before the source's disks go
         (the file disks keep their logical_id: the same path on the target)."""
         inst = self.updated()
-        inst.set_primary(self.target.uuid)
+        templates.set_primary(inst, self.target.uuid)
         self.tx.update(inst)
         await self.checkpoint()
         self.instance = inst

@@ -5,7 +5,7 @@ transfer id (``transfer_prepare``), so that a failure never leaves partial
 disks behind: ``transfer_finish`` keeps or removes them, a transfer unused
 for its time-to-live expires, and a node daemon that died resolves its
 records when it starts again.  The bytes move on the import/export engine
-(:mod:`corral.master.services.impexp`): an import on the target writes each
+(:mod:`corral.services.impexp`): an import on the target writes each
 disk, an export on the source reads it, and the engine writes Ganeti's
 progress lines to the job log ("disk/0 sent 512M, 180.3 MiB/s, 45%, ETA 3s").
 While it copies, the master keeps the transfer alive on the target
@@ -26,10 +26,10 @@ from corral import constants as C
 from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib.base import LogicalUnit
-from corral.master.services import impexp
 from corral.objects import Disk, Node
 from corral.rpc.calls_transfer import transfer_finish, transfer_prepare, transfer_touch
 from corral.rpc.result import NodeCallError
+from corral.services import impexp
 
 # A transfer the target is given but nobody uses for this long expires there.
 TRANSFER_TTL = 600.0

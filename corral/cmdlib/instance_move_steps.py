@@ -87,7 +87,7 @@ class Mover:
     def _set_primary(self, node: Node) -> None:
         inst = self.instance.copy_for_update()
         assert isinstance(inst, Instance)
-        inst.set_primary(node.uuid)
+        templates.set_primary(inst, node.uuid)
         self.lu.tx.update(inst)
         self.instance = inst
 

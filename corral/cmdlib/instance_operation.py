@@ -9,11 +9,11 @@ from corral import errors
 from corral import params as P
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
-from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
 from corral.rpc.calls_os import instance_os_add
+from corral.services.params import filled_beparams, filled_hvparams
 
 
 class LUInstanceStartup(InstanceLU):

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.master.services import allocator
-from corral.master.services.allocator.requests import InstanceAlloc
 from corral.objects import Node, NodeGroup
+from corral.services import allocator
+from corral.services.allocator.requests import InstanceAlloc
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit

@@ -7,11 +7,11 @@ from typing import Any
 from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
-from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
-from corral.master.services.running import Running, running_instances
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.opcodes.base import REDACTED
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.services.running import Running, running_instances
 
 
 class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):

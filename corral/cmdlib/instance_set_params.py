@@ -11,12 +11,12 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks, parse_nic
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
-from corral.master.services.params import filled_hvparams
 from corral.objects import NIC, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
+from corral.services.params import filled_hvparams
 from corral.storage import templates
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"

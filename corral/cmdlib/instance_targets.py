@@ -9,9 +9,9 @@ from corral import capabilities, errors
 from corral import constants as C
 from corral import ipolicy as IP
 from corral.cmdlib.ipolicy_checks import node_group_policy
-from corral.master.services.params import filled_beparams
 from corral.objects import Node
 from corral.rpc.calls_node import node_capabilities
+from corral.services.params import filled_beparams
 from corral.storage import templates
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.objects import NIC, Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
 from corral.rpc.calls_instance import (
@@ -20,6 +19,7 @@ from corral.rpc.calls_instance import (
 )
 from corral.rpc.calls_os import os_diagnose, os_validate
 from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.storage import templates
 from corral.storage.reservations import JobLedger
 
@@ -156,7 +156,7 @@ def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
     """Ganeti's BuildDiskLogicalIDEnv: DEV_TYPE, and DRIVER/ID for file and adopted disks."""
     env: dict[str, Any] = {}
     # File-based and adopted disks: [driver, path] (Ganeti's shapes).
-    if disk.path is not None:
+    if templates.disk_path(disk) is not None:
         env[prefix + "DRIVER"], env[prefix + "ID"] = disk.logical_id
     env[prefix + "DEV_TYPE"] = disk.dev_type
     return env

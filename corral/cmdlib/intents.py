@@ -49,21 +49,22 @@ from typing import TYPE_CHECKING, Any, cast
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
+from corral.disk_description import DiskDescription
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.calls_impexp import export_discard, x509_cert_remove
 from corral.rpc.calls_instance import all_instances_info, instance_shutdown, instance_start
 from corral.rpc.calls_storage import blockdev_remove
 from corral.rpc.calls_transfer import transfer_finish
 from corral.rpc.wire import DiskWire
-from corral.storage.disk import DiskDescription
-from corral.storage.names import DT_FILE, FILE_DRIVERS
+from corral.storage import templates
+from corral.storage_names import DT_FILE, FILE_DRIVERS
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
     from corral.cmdlib.instance_base import InstanceLU
     from corral.config.manager import ConfigManager
-    from corral.master.context import Master
-    from corral.master.durable import DurableState
+    from corral.services.context import Master
+    from corral.services.durable import DurableState
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +327,7 @@ async def _settle_failover(master: Master, it: Intent, say: Say) -> bool:
         tx = cfg.transaction()
         moved = inst.copy_for_update()
         assert isinstance(moved, Instance)
-        moved.set_primary(it.node)
+        templates.set_primary(moved, it.node)
         tx.update(moved)
         await tx.commit()
         inst = moved

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
-from corral.master.services.params import filled_beparams
 from corral.objects import Instance, Node, NodeGroup
+from corral.services.params import filled_beparams
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit

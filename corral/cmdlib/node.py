@@ -16,10 +16,10 @@ from corral.cmdlib.node_roles import (
     check_secondary_ip,
     fill_candidate_pool,
 )
-from corral.master.services.ndparams import check_not_global, updated_ndparams
 from corral.objects import Node
 from corral.opcodes import node as opn
 from corral.rpc.calls_node import version
+from corral.services.ndparams import check_not_global, updated_ndparams
 
 
 class _OneNodeLU(LogicalUnit[Any]):

@@ -1,7 +1,7 @@
 """Logical units of node membership: add (and readd), remove, redist-conf.
 
 A node joins without SSH: its noded waits with a join token, and
-OP_NODE_ADD runs the join exchange (:mod:`corral.master.services.join_client`),
+OP_NODE_ADD runs the join exchange (:mod:`corral.services.join_client`),
 signs the node's certificate request, sends the cluster files, then checks
 the node over the normal RPC before the node enters the configuration.
 """
@@ -19,14 +19,14 @@ from corral import constants as C
 from corral.bootstrap import check_hostname
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.node_roles import candidate_stats, check_secondary_ip
-from corral.master import distribution, join_tokens
-from corral.master.services.ndparams import check_not_global, updated_ndparams
-from corral.master.ssconf import ssconf_values
 from corral.objects import Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.opcodes import node_membership as opn
 from corral.rpc.calls_membership import node_leave_cluster
 from corral.rpc.calls_node import version
+from corral.services import distribution, join_tokens
+from corral.services.ndparams import check_not_global, updated_ndparams
+from corral.services.ssconf import ssconf_values
 from corral.storage import templates
 
 
@@ -203,7 +203,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         return not result.failed
 
     async def _join(self, node: Node) -> None:
-        from corral.master.services.join_client import JoinSession
+        from corral.services.join_client import JoinSession
 
         cluster, state = self.cfg.cluster, self.master.durable
         transport = self.master.rpc.transport

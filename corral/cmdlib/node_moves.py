@@ -10,12 +10,12 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
-from corral.master.services import allocator
-from corral.master.services.allocator.requests import ChangeGroup, NodeEvacuate
 from corral.objects import Instance, Node
 from corral.opcodes import instance as opi
 from corral.opcodes import node as opn
 from corral.opcodes.base import OpCode, from_dict
+from corral.services import allocator
+from corral.services.allocator.requests import ChangeGroup, NodeEvacuate
 
 # Ganeti's NODE_EVAC_* modes.
 EVAC_PRIMARY = "primary-only"

@@ -13,12 +13,12 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import storage_names as N
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node
 from corral.opcodes import node as opn
 from corral.rpc.calls_admin import file_storage_usage
-from corral.storage import names as N
 from corral.storage import templates
 
 ST_FILE, ST_SHARED_FILE, ST_LVM_VG, ST_LVM_PV = (

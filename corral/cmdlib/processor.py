@@ -9,7 +9,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import ALL_SET, LogicalUnit, lu_class
 from corral.locking import LOCKSET
-from corral.master.context import Master
+from corral.services.context import Master
 
 if TYPE_CHECKING:
     from corral.jobs.runner import OpContext

@@ -20,6 +20,7 @@ from corral import errors
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
+from corral.storage import templates
 from corral.storage.reservations import Reservations
 
 T = TypeVar("T", bound=ConfigObject)
@@ -55,6 +56,7 @@ class ConfigManager:
         self._macs: set[str] = set()
         self._ips: dict[str, str] = {}
         for inst in self._all(Instance):
+            templates.fill_disk_nodes(inst)
             self._index_nics(inst, add=True)
         # What running jobs reserved for instances they have not committed yet.
         self.reservations = Reservations()

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.master.services.params import filled_beparams, filled_hvparams, filled_nicparams
 from corral.osdef.definition import split_name
-from corral.storage.names import DT_DISKLESS
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.storage_names import DT_DISKLESS
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager

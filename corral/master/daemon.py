@@ -14,17 +14,18 @@ from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
-from corral.master import durable_flags, legacy_state, resources
-from corral.master.context import Master
-from corral.master.distribution import SsconfDistributor
-from corral.master.durable import DurableState
+from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.mastership import MastershipKeeper
-from corral.master.ssconf import write_ssconf
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.https import https_client
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
+from corral.services import durable_flags
+from corral.services.context import Master
+from corral.services.distribution import SsconfDistributor
+from corral.services.durable import DurableState
+from corral.services.ssconf import write_ssconf
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership

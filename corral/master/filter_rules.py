@@ -23,7 +23,7 @@ from corral.objects.base import new_uuid
 from corral.objects.filter_rule import FilterRule
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 # luxid accepts only the form of the uuids it makes: lower-case hexadecimal.
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")

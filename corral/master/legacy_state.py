@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from corral.cmdlib import intents
-from corral.master import join_tokens
-from corral.master.durable import DRAINED, WATCHER_PAUSE, DurableState
 from corral.paths import Paths
+from corral.services import join_tokens
+from corral.services.durable import DRAINED, WATCHER_PAUSE, DurableState
 
 log = logging.getLogger(__name__)
 

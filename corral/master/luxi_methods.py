@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.cluster import cluster_info
-from corral.master import durable_flags, filter_rules, join_tokens, resources
+from corral.master import filter_rules, resources
 from corral.node.join_protocol import pem_fingerprint
 from corral.query.filter import simple_filter
+from corral.services import durable_flags, join_tokens
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 
 def _job_id(value: Any) -> int:

@@ -28,12 +28,12 @@ from typing import Any
 from aiohttp import web
 
 from corral import errors
+from corral.disk_description import DiskDescription
 from corral.fileio import atomic_write
 from corral.node.context import NodeContext
 from corral.node.storage import file as file_storage
 from corral.node.storage import registry
 from corral.paths import Paths
-from corral.storage.disk import DiskDescription
 
 log = logging.getLogger(__name__)
 

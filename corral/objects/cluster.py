@@ -10,7 +10,7 @@ from corral import constants as C
 from corral import hypervisors as H
 from corral.ipolicy import initial_ipolicy
 from corral.objects.base import ConfigObject
-from corral.storage.names import DEFAULT_ENABLED
+from corral.storage_names import DEFAULT_ENABLED
 
 
 class Cluster(ConfigObject):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corral.disk_description import DiskDescription
 from corral.objects.base import new_uuid
-from corral.storage.disk import DiskDescription
 
 
 class Disk(BaseModel):
@@ -35,15 +35,6 @@ class Disk(BaseModel):
     serial_no: int = 1
     nodes: list[str] = Field(default_factory=list)
     children: list[Disk] = Field(default_factory=list)
-
-    @property
-    def path(self) -> str | None:
-        """The production path of a disk whose logical_id names one (file-based
-        templates, adopted block devices), else None."""
-        from corral.storage import templates  # the templates make Disks
-
-        template = templates.DISK_TEMPLATES.get(self.dev_type)
-        return None if template is None else template.disk_path(self.logical_id)
 
     def holders(self, primary: str) -> list[str]:
         """The nodes that hold this disk: its own, or (every node seeing it)

@@ -3,7 +3,7 @@
 A node waiting to join has no cluster certificate yet: the master talks to it
 on a connection of its own, whose peer certificate (self-signed, not
 verified) the node's proof is bound to.  :class:`JoinChannel` is what the
-master's join session (:mod:`corral.master.services.join_client`) needs from
+master's join session (:mod:`corral.services.join_client`) needs from
 a transport; :class:`TlsJoinChannel` is the production one (HTTP/1.1 over
 TLS); :class:`corral.node.local.LocalJoinChannel` the in-process one.
 """

@@ -25,7 +25,7 @@ StorageUnitWire = list[str]
 
 
 class DiskWire(TypedDict):
-    """A disk description (:class:`corral.storage.disk.DiskDescription`): the
+    """A disk description (:class:`corral.disk_description.DiskDescription`): the
     node resolves and checks its path itself, never takes one from the master."""
 
     template: str

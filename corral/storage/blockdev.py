@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from corral import constants as C
 from corral import errors
+from corral import storage_names as N
 from corral.objects.disk import Disk
-from corral.storage import names as N
 from corral.storage.strategy import (
     RES_DEVICE,
     DiskTemplate,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from corral import errors
-from corral.storage import names as N
+from corral import storage_names as N
 from corral.storage.strategy import DiskTemplate, Ledger, Mirroring, Moves, Placement
 
 

@@ -14,8 +14,8 @@ import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from corral import storage_names as N
 from corral.objects.disk import Disk
-from corral.storage import names as N
 from corral.storage.strategy import (
     RES_PATH,
     ClusterDirs,

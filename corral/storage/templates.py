@@ -18,11 +18,11 @@ from typing import Literal
 
 from corral import constants as C
 from corral import errors
-from corral.storage import names as N
+from corral import storage_names as N
+from corral.objects import Disk, Instance
 from corral.storage.blockdev import BlockDevTemplate
 from corral.storage.diskless import DisklessTemplate
 from corral.storage.file import FileTemplate, SharedFileTemplate
-from corral.storage.names import GANETI_DISK_TEMPLATES
 from corral.storage.strategy import (
     RES_DEVICE,
     RES_PATH,
@@ -37,6 +37,7 @@ from corral.storage.strategy import (
     StorageDirs,
 )
 from corral.storage.units import StorageUnit
+from corral.storage_names import GANETI_DISK_TEMPLATES
 
 __all__ = [
     "DISK_TEMPLATES",
@@ -153,3 +154,32 @@ def capacity_unit(name: str | None, dirs: ClusterDirs) -> StorageUnit:
     template = None if name is None else DISK_TEMPLATES.get(name)
     unit = None if template is None else template.capacity_unit(dirs)
     return unit or default_unit(dirs)
+
+
+def disk_path(disk: Disk) -> str | None:
+    """The production path of a disk whose logical_id names one (file-based
+    templates, adopted block devices), else None."""
+    template = DISK_TEMPLATES.get(disk.dev_type)
+    return None if template is None else template.disk_path(disk.logical_id)
+
+
+def set_primary(instance: Instance, node: str) -> None:
+    """Make ``node`` (a uuid) the primary node of ``instance`` (a failover,
+    migration or move); the disks follow, as their template places them."""
+    instance.primary_node = node
+    for disk in instance.disks:
+        disk.nodes = _disk_nodes(disk, node, instance.secondary_nodes)
+
+
+def fill_disk_nodes(instance: Instance) -> None:
+    """Disks stored by an older Corral, without their nodes, get those their
+    template gives them (a file disk: the primary node)."""
+    for disk in instance.disks:
+        if not disk.nodes:
+            disk.nodes = _disk_nodes(disk, instance.primary_node, instance.secondary_nodes)
+
+
+def _disk_nodes(disk: Disk, primary: str, secondaries: list[str]) -> list[str]:
+    """The nodes holding ``disk`` of an instance on these nodes."""
+    template = DISK_TEMPLATES.get(disk.dev_type)
+    return list(disk.nodes) if template is None else template.disk_nodes(primary, secondaries)

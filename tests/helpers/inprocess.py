@@ -33,12 +33,8 @@ from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
-from corral.master import durable_flags, join_tokens, resources
-from corral.master.context import Master
+from corral.master import resources
 from corral.master.daemon import SHUTDOWN_GRACE
-from corral.master.distribution import SsconfDistributor
-from corral.master.durable import DurableState
-from corral.master.ssconf import write_ssconf
 from corral.node.join_protocol import pem_fingerprint
 from corral.node.join_server import save_token
 from corral.node.local import LocalNode, LocalTransport
@@ -46,6 +42,11 @@ from corral.node.storage.file import REMOVING
 from corral.objects import Instance, Node
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
+from corral.services import durable_flags, join_tokens
+from corral.services.context import Master
+from corral.services.distribution import SsconfDistributor
+from corral.services.durable import DurableState
+from corral.services.ssconf import write_ssconf
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from corral.master.services import ports
 from corral.objects import Disk
+from corral.services import ports
 from corral.storage import templates
 from corral.storage.strategy import (
     DiskTemplate,

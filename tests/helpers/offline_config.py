@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from corral.config.manager import ConfigManager, ConfigTransaction
-from corral.master.durable import DurableState
 from corral.paths import Paths
+from corral.services.durable import DurableState
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
 

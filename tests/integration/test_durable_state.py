@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from corral.master import join_tokens
-from corral.master.durable import DRAINED, WATCHER_PAUSE
 from corral.node import join_protocol as J
+from corral.services import join_tokens
+from corral.services.durable import DRAINED, WATCHER_PAUSE
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.crash import kill_9, start_masterd
 from tests.helpers.instances import failed, ok

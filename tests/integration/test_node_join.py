@@ -20,12 +20,12 @@ import pytest
 
 from corral import testbed
 from corral.crypto import certs
-from corral.master import join_tokens
 from corral.node import join_protocol as J
 from corral.node import join_server
 from corral.paths import Paths
 from corral.process.daemons import start_daemon, stop_daemon
 from corral.rpc.calls_node import version
+from corral.services import join_tokens
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import failed, ok
 from tests.helpers.multinode import free_address, start_joining_node

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from corral.disk_description import DiskDescription
 from corral.rpc.calls_instance import hypervisor_info
 from corral.rpc.calls_node import node_info
 from corral.rpc.calls_os import instance_os_add
@@ -26,7 +27,6 @@ from corral.rpc.calls_storage import (
 from corral.rpc.declare import Request
 from corral.rpc.result import RpcResult
 from corral.rpc.wire import DiskWire
-from corral.storage.disk import DiskDescription
 from tests.helpers.noded import Noded, make_node_root, running_noded
 from tests.helpers.osdef import make_os
 

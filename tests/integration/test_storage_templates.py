@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from corral.disk_description import DiskDescription
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.declare import Request
-from corral.storage.disk import DiskDescription
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, env_os, failed, ok, query, read_env
 from tests.helpers.noded import Noded

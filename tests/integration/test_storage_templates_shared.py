@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corral.disk_description import DiskDescription
 from corral.paths import Paths
 from corral.rpc.calls_storage import blockdev_getdimensions
-from corral.storage.disk import DiskDescription
 from tests.helpers.cluster import running_cluster
 from tests.helpers.instances import add, failed, ok, query
 from tests.helpers.multinode import add_node

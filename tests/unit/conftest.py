@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.master.durable import DurableState
+from corral.services.durable import DurableState
 from corral.state.sqlite.kv import SqliteKeyValueStore
 from tests.unit.jobqueue_helpers import QueueHarness
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.ipolicy import initial_ipolicy
-from corral.master.services.allocator import hail
-from corral.master.services.allocator import requests as R
+from corral.services.allocator import hail
+from corral.services.allocator import requests as R
 
 POLICY = initial_ipolicy({}, ["file", "diskless"])
 RATIO = POLICY["vcpu-ratio"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from corral import storage_names as N
 from corral.crypto import cert_check
 from corral.crypto.certs import (
     create_cluster_crypto,
@@ -18,14 +19,13 @@ from corral.crypto.certs import (
     write_node_cert,
     write_pem,
 )
+from corral.disk_description import DiskDescription
 from corral.node import verify_checks
 from corral.node.context import NodeContext
 from corral.node.handlers.info import node_verify
 from corral.paths import Paths
 from corral.rpc import node_verify as NV
 from corral.rpc.wire import DiskWire
-from corral.storage import names as N
-from corral.storage.disk import DiskDescription
 
 DAY = 24 * 3600
 

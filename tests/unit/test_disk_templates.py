@@ -17,15 +17,19 @@ import pytest
 
 from corral import constants as C
 from corral import errors
-from corral.master.services import ports
+from corral import storage_names as names
+from corral.config.manager import ConfigManager
+from corral.disk_description import DiskDescription
 from corral.node.storage import registry
 from corral.node.storage.base import CHUNK, Capacity, SyncStatus
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
-from corral.objects import Disk, Instance
+from corral.objects import Cluster, Disk, Instance
 from corral.paths import Paths
-from corral.storage import names, reservations, templates
-from corral.storage.disk import DiskDescription
+from corral.services import ports
+from corral.state.ports import ConfigSnapshot
+from corral.state.sqlite.config import SqliteConfigStore
+from corral.storage import reservations, templates
 from corral.storage.reservations import JobLedger, Reservations
 from corral.storage.strategy import Mirroring, Placement, Resource
 from corral.storage.units import StorageUnit
@@ -35,7 +39,7 @@ from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outs
 MIB = 1024 * 1024
 # Where a template name may be spelled: the names module, and the table's
 # Literal type (mypy needs literals there; a test below checks it).
-TABLE = {CORRAL / "storage" / "names.py", CORRAL / "storage" / "templates.py"}
+TABLE = {CORRAL / "storage_names.py", CORRAL / "storage" / "templates.py"}
 # Same spelling, other namespaces: the "drbd" data collector, the "file" end
 # of an import/export stream, Ganeti's storage types on the command line.
 OTHER_NAMESPACES = {
@@ -119,7 +123,8 @@ def test_new_disks_have_each_templates_shape() -> None:
     assert shared.nodes == [] and shared.holders("node-b") == ["node-b"]
     adopted = _disk("blockdev", {"adopt": "/dev/disk/by-id/x/"})
     assert adopted.logical_id == ["manual", "/dev/disk/by-id/x"] and adopted.nodes == []
-    assert adopted.path == "/dev/disk/by-id/x" and file_disk.path == file_disk.logical_id[1]
+    assert templates.disk_path(adopted) == "/dev/disk/by-id/x"
+    assert templates.disk_path(file_disk) == file_disk.logical_id[1]
     assert templates.get("blockdev").backend_type(adopted) == "block"
     assert templates.get("file").backend_type(file_disk) == "file:loop"
 
@@ -283,12 +288,12 @@ def test_a_mirrored_template_fits_the_seams() -> None:
     assert DiskDescription.from_wire(wire) == disk.description()
 
 
-def test_disks_of_an_older_configuration_get_their_nodes() -> None:
-    def row(template: str, logical_id: list[str]) -> dict[str, Any]:
-        disk = {"uuid": "d1", "size": 8, "dev_type": template, "logical_id": logical_id}
+def test_disks_of_an_older_configuration_get_their_nodes(tmp_path: Path) -> None:
+    def row(uuid: str, template: str, logical_id: list[str]) -> dict[str, Any]:
+        disk = {"uuid": f"d-{uuid}", "size": 8, "dev_type": template, "logical_id": logical_id}
         return {
-            "uuid": "i1",
-            "name": "inst1",
+            "uuid": uuid,
+            "name": f"inst-{uuid}",
             "primary_node": "node-a",
             "os": "",
             "hypervisor": "fake",
@@ -296,16 +301,25 @@ def test_disks_of_an_older_configuration_get_their_nodes() -> None:
             "disks": [disk],
         }
 
-    old_file = Instance.model_validate(row("file", ["loop", "/srv/files/inst1/x"]))
+    cluster = Cluster(name="c", master_node="node-a", master_ip="127.0.0.1")
+    tables = {
+        "cluster": [cluster.model_dump()],
+        "instances": [
+            row("i1", "file", ["loop", "/srv/files/inst1/x"]),
+            row("i2", "sharedfile", ["loop", "/srv/shared/inst2/x"]),
+        ],
+    }
+    # The configuration fills them in as it loads (never opening the store).
+    cfg = ConfigManager(SqliteConfigStore(tmp_path / "config.db"), ConfigSnapshot(1, tables))
+    old_file, old_shared = cfg.lookup(Instance, "i1"), cfg.lookup(Instance, "i2")
     assert old_file.disks[0].nodes == ["node-a"] and old_file.disks[0].children == []
-    old_shared = Instance.model_validate(row("sharedfile", ["loop", "/srv/shared/inst1/x"]))
     assert old_shared.disks[0].nodes == []
     # What is stored now loads the same.
     again = Instance.model_validate(old_file.model_dump())
     assert again == old_file
     # A change of primary node moves a file disk with it; a shared disk stays on none.
-    old_file.set_primary("node-b")
-    old_shared.set_primary("node-b")
+    templates.set_primary(old_file, "node-b")
+    templates.set_primary(old_shared, "node-b")
     assert (old_file.disks[0].nodes, old_shared.disks[0].nodes) == (["node-b"], [])
 
 

@@ -1,4 +1,4 @@
-"""masterd's durable state (corral.master.durable): answered from memory,
+"""masterd's durable state (corral.services.durable): answered from memory,
 written in order and durable when a write returns, a failed write undone in
 memory; its flags; the state files of an older Corral moved into it."""
 
@@ -13,12 +13,13 @@ import pytest
 
 from corral import errors
 from corral.cmdlib import intents
-from corral.master import durable_flags, join_tokens, legacy_state
-from corral.master.durable import DurableState
+from corral.master import legacy_state
 from corral.paths import Paths
+from corral.services import durable_flags, join_tokens
+from corral.services.durable import DurableState
 from corral.state.ports import FencedOut
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
-from corral.storage.names import DT_FILE
+from corral.storage_names import DT_FILE
 
 
 async def reopen(tmp_path: Path) -> DurableState:

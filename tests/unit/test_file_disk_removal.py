@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from corral.disk_description import DiskDescription
 from corral.node.storage import file as file_storage
 from corral.node.storage.file import REMOVING, FileTemplate
 from corral.paths import Paths
-from corral.storage.disk import DiskDescription
 from tests.helpers.waiting import wait_until
 
 MIB = 1024 * 1024

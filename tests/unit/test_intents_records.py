@@ -8,10 +8,10 @@ from types import SimpleNamespace
 from typing import cast
 
 from corral.cmdlib import intents
-from corral.master.context import Master
-from corral.master.durable import DurableState
-from corral.storage.disk import DiskDescription
-from corral.storage.names import DT_FILE
+from corral.disk_description import DiskDescription
+from corral.services.context import Master
+from corral.services.durable import DurableState
+from corral.storage_names import DT_FILE
 
 
 def master_of(state: DurableState) -> Master:

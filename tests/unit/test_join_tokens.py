@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from corral import errors
-from corral.master import join_tokens
-from corral.master.durable import DurableState
 from corral.node import join_protocol as J
+from corral.services import join_tokens
+from corral.services.durable import DurableState
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from corral import storage_names as N
 from corral.cmdlib.group import split_instances
 from corral.cmdlib.node_roles import Role, candidate_stats, fill_candidate_pool
 from corral.config.manager import ConfigManager, ConfigTransaction, initial_change
 from corral.objects import Cluster, Instance, Node, NodeGroup
 from corral.state.sqlite.config import SqliteConfigStore
-from corral.storage import names as N
 from tests.helpers.mirrored import mirrored_in_table
 
 

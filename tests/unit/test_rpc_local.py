@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corral import constants as C
+from corral.disk_description import DiskDescription
 from corral.node import join_protocol as J
 from corral.node.local import LocalTransport
 from corral.paths import Paths
@@ -16,7 +17,6 @@ from corral.rpc.client import RpcClient
 from corral.rpc.reachability import query_deadline
 from corral.rpc.result import NodeAddress
 from corral.rpc.wire import DiskWire
-from corral.storage.disk import DiskDescription
 from tests.helpers.noded import make_node_root
 
 ADDRESS = "127.0.99.1"

@@ -29,7 +29,7 @@ from corral.query.filter import compile_filter, filter_fields, requested_names
 from corral.rpc.reachability import query_deadline
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 # A resource's items: (master, needs, names) → items; ``needs`` says what the
 # fields use, ``names`` (if not None) the only items asked for (a loader may

@@ -11,7 +11,7 @@ from corral.query.fields import NODATA, OFFLINE, Field, FieldSet, Unavailable
 from corral.rpc.calls_impexp import export_list
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 
 @dataclass

@@ -12,7 +12,7 @@ from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 FIELDS = FieldSet(
     [

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral.master.services.params import filled_nicparams
 from corral.objects import NIC, Disk
 from corral.query.fields import UNAVAIL, Field
+from corral.services.params import filled_nicparams
 
 if TYPE_CHECKING:
     from corral.master.resources.instances import InstanceRow

@@ -25,16 +25,16 @@ from corral.master.resources.common import (
 )
 from corral.master.resources.instance_devices import disk_fields, nic_fields
 from corral.master.resources.params import BE_TITLES
-from corral.master.services.console import instance_consoles
-from corral.master.services.params import filled_beparams, filled_hvparams
-from corral.master.services.running import Target, named_instances, running_instances
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
+from corral.services.console import instance_consoles
+from corral.services.params import filled_beparams, filled_hvparams
+from corral.services.running import Target, named_instances, running_instances
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
     from corral.rpc.result import RpcResult
     from corral.rpc.wire import JsonObject
+    from corral.services.context import Master
 
 LIVE = "live"
 CONSOLE = "console"  # the consoles of the running instances, asked of their nodes

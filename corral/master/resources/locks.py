@@ -9,7 +9,7 @@ from corral.master.resources.common import Names
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 FIELDS = FieldSet(
     [

@@ -14,7 +14,7 @@ from corral.master.resources.common import Names
 from corral.query.fields import Field, FieldSet
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 _DEFINITIONS = (
     ("ctime", "CTime", C.QFT_TIMESTAMP, "Creation timestamp"),

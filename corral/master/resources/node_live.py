@@ -23,8 +23,8 @@ from corral.rpc.calls_node import node_info
 from corral.storage import templates
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
     from corral.rpc.result import RpcResult
+    from corral.services.context import Master
 
 # What live fields need (see FieldSet.needs), and so which calls are made;
 # the calls are named by the first and last.

@@ -17,14 +17,14 @@ from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
 from corral.master.resources.params import ND_TITLES, group_ndparams, node_ndparams
-from corral.master.services.ndparams import ND_TYPES
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node, NodeGroup
 from corral.params import DISK_DT_DEFAULTS
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
+from corral.services.ndparams import ND_TYPES
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 # The need of the fields that list a node's instances.
 INSTANCES = "instances"

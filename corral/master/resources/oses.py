@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.master.resources.common import Names
-from corral.master.services.oses import OsRow, os_rows
 from corral.query.fields import Field, FieldSet
+from corral.services.oses import OsRow, os_rows
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 
 def _node_status(row: OsRow) -> dict[str, list[list[Any]]]:

@@ -15,11 +15,11 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.disk_description import DiskDescription
 from corral.node.storage import registry
 from corral.paths import Paths
 from corral.rpc.wire import RunningInstance
 from corral.storage import templates
-from corral.storage.disk import DiskDescription
 
 # Instance states a hypervisor reports (the "state" of instances_info).
 STATE_RUNNING = "running"

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from corral import errors
+from corral.disk_description import DiskDescription
 from corral.paths import Paths
-from corral.storage.disk import DiskDescription
 
 MIB = 1024 * 1024
 # Bytes read or written per step of a copy stream.

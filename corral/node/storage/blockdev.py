@@ -14,9 +14,9 @@ import stat
 from pathlib import Path
 
 from corral import errors
+from corral import storage_names as N
+from corral.disk_description import DiskDescription
 from corral.node.storage.base import NodeTemplate, refuse
-from corral.storage import names as N
-from corral.storage.disk import DiskDescription
 
 
 def device_path(local: Path, name: str) -> Path:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from corral import errors
+from corral import storage_names as N
 from corral.paths import Paths
-from corral.storage import names as N
 
 # File-based template → the ssconf key naming the cluster's directory for it,
 # and the node's default directory for it.

@@ -13,11 +13,11 @@ import threading
 from pathlib import Path
 
 from corral import errors
+from corral import storage_names as N
+from corral.disk_description import DiskDescription
 from corral.node.storage.base import Capacity, NodeTemplate
 from corral.node.storage.dirs import storage_dirs, storage_path, template_dirs
 from corral.paths import Paths
-from corral.storage import names as N
-from corral.storage.disk import DiskDescription
 
 MIB = 1024 * 1024
 

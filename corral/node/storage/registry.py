@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from corral import errors
+from corral import storage_names as N
+from corral.disk_description import DiskDescription
 from corral.node.storage.base import Capacity, NodeTemplate, refuse
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.paths import Paths
-from corral.storage import names as N
-from corral.storage.disk import DiskDescription
 from corral.storage.units import StorageUnit
 
 

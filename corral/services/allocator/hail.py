@@ -2,7 +2,7 @@
 
 It takes Ganeti's iallocator input and gives Ganeti's answer
 ``{"success", "info", "result"}``, as an external script would; placement
-rules are in :mod:`corral.master.services.allocator.builtin`.
+rules are in :mod:`corral.services.allocator.builtin`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from corral.master.services.allocator import requests as R
-from corral.master.services.allocator.builtin import (
+from corral.services.allocator import requests as R
+from corral.services.allocator.builtin import (
     NodeState,
     Spec,
     best_node,

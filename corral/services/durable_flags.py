@@ -14,7 +14,7 @@ import time
 
 from corral import constants as C
 from corral import errors
-from corral.master.durable import DRAINED, WATCHER_PAUSE, DurableState
+from corral.services.durable import DRAINED, WATCHER_PAUSE, DurableState
 
 
 def drained(state: DurableState) -> bool:

@@ -19,7 +19,7 @@ from corral.rpc.result import NodeAddress, RpcResult
 from corral.rpc.wire import RunningInstance
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 # (node uuid, node address, hypervisor): what to ask.
 Target = tuple[str, str, str]

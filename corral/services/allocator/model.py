@@ -14,16 +14,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from corral import ipolicy as IP
-from corral.master.services.allocator.requests import Request, disk_space_total
-from corral.master.services.params import filled_beparams, filled_nicparams
 from corral.objects import Cluster, Instance, Node
 from corral.objects.instance import ADMIN_UP
 from corral.rpc.calls_instance import all_instances_info, hypervisor_info
 from corral.rpc.calls_node import node_info
+from corral.services.allocator.requests import Request, disk_space_total
+from corral.services.params import filled_beparams, filled_nicparams
 from corral.storage import templates
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 log = logging.getLogger(__name__)
 

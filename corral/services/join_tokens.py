@@ -17,13 +17,13 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral.master.durable import DurableState
 from corral.node import join_protocol as J
+from corral.services.durable import DurableState
 
 PREFIX = "join-tokens/"
 DEFAULT_TTL = 3600
 # Seconds a join exchange holds its token at most: longer than the exchange
-# may take (corral.master.services.join_client's time-outs).
+# may take (corral.services.join_client's time-outs).
 RESERVE_TTL = 300.0
 # Used and expired tokens are kept this long (for clear messages), then dropped.
 _KEEP_AFTER = 7 * 24 * 3600

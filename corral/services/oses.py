@@ -13,7 +13,7 @@ from corral.rpc.calls_os import os_diagnose
 from corral.rpc.wire import JsonObject
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 
 @dataclass

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import params as P
-from corral.master.services.params import filled_beparams, filled_hvparams
 from corral.objects import Cluster, Instance, Node, NodeGroup
 from corral.rpc.calls_console import instance_console
 from corral.rpc.result import RpcResult
 from corral.rpc.wire import InstanceWire, JsonObject
+from corral.services.params import filled_beparams, filled_hvparams
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 
 def console_descriptor(cluster: Cluster, inst: Instance) -> InstanceWire:

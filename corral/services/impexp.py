@@ -45,7 +45,7 @@ from corral.rpc.declare import Request
 from corral.rpc.wire import JsonObject
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
+    from corral.services.context import Master
 
 MIB = 1024 * 1024
 IMPORT, EXPORT = "import", "export"

@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.jobs.queue import JobQueue
     from corral.locking import LockManager
-    from corral.master.durable import DurableState
     from corral.paths import Paths
     from corral.rpc.client import RpcClient
+    from corral.services.durable import DurableState
 
 # Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
 # how a logical unit asks a query resource without importing it.

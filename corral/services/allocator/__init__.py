@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral.master.services.allocator import hail, script
-from corral.master.services.allocator.model import build_input
-from corral.master.services.allocator.requests import Request
+from corral.services.allocator import hail, script
+from corral.services.allocator.model import build_input
+from corral.services.allocator.requests import Request
 
 if TYPE_CHECKING:
-    from corral.master.context import Master
     from corral.objects import Cluster
     from corral.paths import Paths
+    from corral.services.context import Master
 
 BUILTIN = hail.NAME
 # Ganeti's DEFAULT_IALLOCATOR_SHORTCUT: "the cluster's default allocator".

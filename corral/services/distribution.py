@@ -1,7 +1,7 @@
 """The cluster's files on every node: the ssconf files after each change that
 touches them, and everything (``gnt-cluster redist-conf``) on demand.
 
-The master writes its own ssconf files (:mod:`corral.master.ssconf`); the other
+The master writes its own ssconf files (:mod:`corral.services.ssconf`); the other
 online nodes get theirs from :class:`SsconfDistributor` in the background: a
 burst of changes costs one push, and an unreachable node only a warning in
 the log (``redist-conf`` or the next change repairs it).
@@ -15,16 +15,16 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corral.master.ssconf import affects_ssconf, ssconf_values
 from corral.objects import Node
 from corral.rpc.calls_membership import write_ssconf_files
 from corral.rpc.calls_node import upload_file
+from corral.services.ssconf import affects_ssconf, ssconf_values
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
-    from corral.master.context import Master
     from corral.paths import Paths
     from corral.rpc.result import RpcResult
+    from corral.services.context import Master
 
 log = logging.getLogger(__name__)
 

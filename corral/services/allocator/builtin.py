@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral import ipolicy as IP
-from corral.master.services.allocator.model import reports_storage
+from corral.services.allocator.model import reports_storage
 
 # Group allocation policies, in the order they are tried (Ganeti's).
 POLICY_RANK = {"preferred": 0, "last_resort": 1}
