@@ -133,6 +133,9 @@ HTYPE_GROUP: Final = "GROUP"
 HTYPE_INSTANCE: Final = "INSTANCE"
 HTYPE_NETWORK: Final = "NETWORK"
 
+# What a private or secret value is shown as (Ganeti's serializer.Private).
+REDACTED: Final = "<redacted>"
+
 # Tags.
 TAG_CLUSTER: Final = "cluster"
 TAG_NODEGROUP: Final = "nodegroup"

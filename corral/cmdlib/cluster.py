@@ -379,8 +379,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             self.log_info(f"OS {os_name} not found on node {master.name}, validation skipped")
         if holders and values:
             public, hidden = ({}, values) if private else (values, {})
-            params, names = U.script_osparams(self, os_name, public, hidden, {})
-            await U.verify_osparams(self, holders, os_name, params, names)
+            spec = U.job_os_spec(self, os_name, public, hidden)
+            await U.verify_osparams(self, holders, spec)
 
 
 def _dir_moved(name: str, cluster: Cluster, file_dir: str, shared_dir: str) -> bool:

@@ -6,13 +6,13 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.cmdlib import installer
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
 from corral.objects import ADMIN_UP, Disk, Instance
 from corral.opcodes import instance as opi
 from corral.rpc.calls_instance import instance_rename, instance_shutdown
-from corral.rpc.calls_os import instance_run_rename
 from corral.rpc.calls_storage import blockdev_remove, blockdev_rename
 from corral.rpc.declare import Request
 from corral.rpc.result import NodeCallError
@@ -121,19 +121,8 @@ class LUInstanceRename(InstanceLU):
     async def _run_rename_script(self, inst: Instance, old_name: str) -> None:
         if not inst.os:
             return
-        osparams, hidden = U.script_osparams(
-            self, inst.os, inst.osparams, inst.osparams_private, {}
-        )
-        node = self.pnode
-        await self.master.rpc.attempt(
-            node,
-            instance_run_rename(
-                self.descriptor(inst), old_name, osparams, self.op.debug_level or 0, hidden
-            ),
-            self.warn,
-            f"Could not run OS rename script for instance {inst.name} on node"
-            f" {node.name} (but the instance has been renamed in Ganeti)",
-        )
+        spec = U.job_os_spec(self, inst.os, inst.osparams, inst.osparams_private)
+        await installer.run_rename(self, installer.Target(inst, self.pnode, spec), old_name)
 
 
 def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
+from corral.cmdlib import installer, intents
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib import intents
 from corral.cmdlib.backup_common import check_compression_tool
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.ipolicy_checks import check_new_instance
@@ -22,8 +22,8 @@ from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
+from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
-from corral.rpc.calls_os import instance_os_add
 from corral.rpc.calls_storage import blockdev_create, blockdev_getdimensions
 from corral.rpc.declare import Request
 from corral.services import ports
@@ -191,8 +191,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             )
         check_compression_tool(op.compress)
         # What the OS scripts get (set by _check_os when there is an OS).
-        self.osparams: dict[str, Any] = {}
-        self.hidden_osparams: list[str] = []
+        self.os_spec: OsSpec | None = None
         self.import_source: imp.LocalSource | None = None
         self.remote_source: imp.RemoteSource | None = None
         self.src_node: Node | None = None
@@ -428,14 +427,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         U.check_variant(op.os_type, info, op.force_variant)
         private, secret = op.osparams_private or {}, op.osparams_secret or {}
         U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
-        self.osparams, self.hidden_osparams = U.script_osparams(
-            self, op.os_type, op.osparams, private, secret
-        )
+        self.os_spec = U.job_os_spec(self, op.os_type, op.osparams, private, secret)
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
-            await U.verify_osparams(
-                self, [self.pnode], op.os_type, self.osparams, self.hidden_osparams
-            )
+            await U.verify_osparams(self, [self.pnode], self.os_spec)
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
@@ -483,29 +478,25 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             )
         # Said in Ganeti's order; the config is committed when the unit succeeds.
         self.feedback(f"adding instance {inst.name} to cluster config")
-        # As Ganeti, diskless instances get no OS installation.
-        if self.import_source is not None and inst.disks:
-            await imp.import_local(self, inst, self.import_source)
-        elif self.remote_source is not None and inst.disks:
-            await imp.import_remote(self, inst, self.remote_source)
-        elif not self.op.no_install and self.op.os_type and inst.disks:
-            self.feedback("* running the instance OS create scripts...")
-            await self._node_call(
-                instance_os_add(
-                    U.instance_descriptor(self.cfg, inst),
-                    self.osparams,
-                    False,
-                    self.op.debug_level or 0,
-                    self.hidden_osparams,
-                ),
-                "Could not add os for instance",
-            )
+        kind = self._install_kind()
+        if kind is not None:
+            await installer.install(self, installer.Target(inst, self.pnode, self.os_spec), kind)
         if self.op.start:
             self.feedback("* starting instance...")
             await self._node_call(
                 instance_start(U.instance_descriptor(self.cfg, inst), False),
                 "Could not start instance",
             )
+
+    def _install_kind(self) -> installer.InstallKind | None:
+        """Where the new disks' data comes from, by the opcode's mode."""
+        if self.import_source is not None:
+            return installer.FromExport(self.import_source)
+        if self.remote_source is not None:
+            return installer.FromCluster(self.remote_source)
+        if self.op.os_type and not self.op.no_install:
+            return installer.OsScript()
+        return None
 
     async def _node_call(self, request: Request[R], what: str) -> R:
         what = f"{what} {self.instance.name} on node {self.pnode.name}"

@@ -1,56 +1,40 @@
-"""Creating an instance from an export: modes ``import`` (an export in a
-node's export directory) and ``remote-import`` (the disks sent by another
-cluster, Ganeti's inter-cluster move), as Ganeti 3.0.2's LUInstanceCreate.
+"""The arguments and sources of creating an instance from an export: modes
+``import`` (an export in a node's export directory) and ``remote-import`` (the
+disks sent by another cluster, Ganeti's inter-cluster move), as Ganeti 3.0.2's
+LUInstanceCreate.
 
 The instance is made as a fresh one is (disks first, under the same intent
-record, so that a failure or a dead masterd leaves nothing behind); then each
-disk's data arrives through the OS ``import`` script (a raw write when the
-instance has no OS), and the OS ``rename`` script runs with the exported
-instance's name as OLD_INSTANCE_NAME (a failure there is only a warning, as
-in Ganeti).  Unlike Ganeti, a disk that could not be imported fails the
-whole creation: an instance with a missing disk is not what was asked for.
+record, so that a failure or a dead masterd leaves nothing behind); the
+installer (:mod:`corral.cmdlib.installer`) then brings the data.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral import impexp_kinds as K
 from corral import params as P
-from corral.cmdlib import instance_utils as U
 from corral.cmdlib.backup_common import check_node_online
 from corral.crypto import rie
 from corral.exports import config_ini
 from corral.exports.config_ini import ExportInfo
-from corral.objects import Instance, Node
+from corral.objects import Node
+from corral.osdef.spec import Visibility
 from corral.rpc.calls_impexp import (
-    ImpExpOptions,
     export_info,
     export_list,
-    x509_cert_create,
-    x509_cert_remove,
 )
-from corral.rpc.calls_os import instance_run_rename
-from corral.services import impexp
-from corral.services.impexp import Endpoint
+from corral.services.params import cluster_osparams
 from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.cmdlib.instance_create import LUInstanceCreate
 
-MIB = 1024 * 1024
 MODE_IMPORT = "import"
 MODE_REMOTE_IMPORT = "remote-import"
-# Tests only: seconds a remote import waits for its source to connect, instead
-# of Ganeti's RIE_CONNECT_TIMEOUT plus the source's shutdown timeout (read by
-# masterd, from its environment, at each import).
-CONNECT_TIMEOUT_ENV = "CORRAL_TEST_RIE_CONNECT_TIMEOUT"
 
 
 @dataclass
@@ -240,8 +224,9 @@ def revert_to_defaults(lu: LUInstanceCreate) -> None:
     nic_defaults = P.fill(P.NIC_DEFAULTS, cluster.nicparams.get("default", {}))
     for spec in lu.nic_specs:
         spec["nicparams"] = _without_defaults(spec["nicparams"], nic_defaults)
-    public = config_ini.cluster_osparams(cluster, os_name, private=False)
-    private = config_ini.cluster_osparams(cluster, os_name, private=True)
+    public = cluster_osparams(cluster, os_name, Visibility.PUBLIC)
+    # As Ganeti: private values are compared with the public and private defaults.
+    private = {**public, **cluster_osparams(cluster, os_name, Visibility.PRIVATE)}
     lu.op = op.model_copy(
         update={
             "osparams": _without_defaults(op.osparams, public),
@@ -259,135 +244,3 @@ def hook_env(source: LocalSource) -> dict[str, Any]:
     False where a disk has no dump)."""
     images = [f"{source.path}/{image}" if image else False for image in source.images]
     return {"SRC_NODE": source.node.name, "SRC_PATH": source.path, "SRC_IMAGES": str(images)}
-
-
-# Executing
-def _script_descriptor(lu: LUInstanceCreate, inst: Instance) -> dict[str, Any]:
-    """The instance as an import script needs it (CONTRACT §1)."""
-    return {
-        **U.instance_descriptor(lu.cfg, inst),
-        "osparams": lu.osparams,
-        "secret_names": lu.hidden_osparams,
-        "debug": lu.op.debug_level or 0,
-    }
-
-
-async def import_local(lu: LUInstanceCreate, inst: Instance, source: LocalSource) -> None:
-    """Each exported disk through the OS import script, then the rename script."""
-    lu.feedback("* running the instance OS import scripts...")
-    desc = _script_descriptor(lu, inst)
-    kind = K.SCRIPT if inst.os else K.DISK
-    pairs, indexes = [], []
-    for idx, image in enumerate(source.images):
-        if image is None:
-            continue
-        pairs.append(
-            (
-                Endpoint(source.node, K.FILE, {"export": source.export, "dump": image}),
-                Endpoint(lu.pnode, kind, {"index": idx}),
-            )
-        )
-        indexes.append(idx)
-    results = await impexp.transfer_within_cluster(lu, pairs, desc, desc, lu.op.compress)
-    _check_results(lu, inst, [i for i, ok in zip(indexes, results, strict=True) if not ok])
-    await run_rename(lu, inst, source.info.name or inst.name)
-
-
-def _check_results(lu: LUInstanceCreate, inst: Instance, failed: list[int]) -> None:
-    if failed:
-        disks = ", ".join(f"disk/{i}" for i in failed)
-        raise errors.OpExecError(
-            f"Could not import {disks} of instance {inst.name} on node {lu.pnode.name}"
-            " (see the job log); the instance is not created"
-        )
-
-
-def connect_timeout(lu: LUInstanceCreate) -> float:
-    """How long a remote import waits for its source: Ganeti's RIE_CONNECT_TIMEOUT
-    plus the time the source may take to shut its instance down."""
-    override = os.environ.get(CONNECT_TIMEOUT_ENV)
-    if override:
-        return float(override)
-    return float(C.RIE_CONNECT_TIMEOUT + lu.op.source_shutdown_timeout)
-
-
-async def import_remote(lu: LUInstanceCreate, inst: Instance, source: RemoteSource) -> None:
-    """Receive the disks from another cluster (Ganeti's RemoteImport), with a
-    key and certificate made for this move on the primary node and removed
-    after it, whatever happened; then the rename script."""
-    lu.feedback("* preparing remote import...")
-    pnode = lu.pnode
-    rpc = lu.master.rpc
-    key_name, cert_pem = await rpc.run(
-        pnode,
-        x509_cert_create(C.RIE_CERT_VALIDITY),
-        f"Can't create X509 key and certificate on {pnode.name}",
-    )
-    try:
-        await _receive(lu, inst, source, key_name, cert_pem)
-    finally:
-        what = f"Can't remove X509 key and certificate on {pnode.name}"
-        await asyncio.shield(rpc.attempt(pnode, x509_cert_remove(key_name), lu.warn, what))
-    await run_rename(lu, inst, source.instance_name)
-
-
-async def _receive(
-    lu: LUInstanceCreate, inst: Instance, source: RemoteSource, key_name: str, cert_pem: str
-) -> None:
-    pnode, cds = lu.pnode, source.cds
-    timeout = connect_timeout(lu)
-    desc = _script_descriptor(lu, inst)
-    kind = K.SCRIPT if inst.os else K.DISK
-    base = secrets.token_hex(6)
-    magics = [rie.disk_magic(base, inst.name, idx) for idx in range(len(inst.disks))]
-    reporter = impexp.RemoteImportReporter()
-    imports: list[Endpoint] = []
-    try:
-        for idx, disk in enumerate(inst.disks):
-            opts: ImpExpOptions = {
-                "key_name": key_name,
-                "ca_pem": source.ca_pem,
-                "compress": lu.op.compress,
-                "magic": magics[idx],
-                "connect_timeout": max(1, int(timeout)),
-                "bind_address": None,
-                "size": disk.size * MIB,
-            }
-            imports.append(
-                await impexp.start_import(
-                    lu, pnode, opts, desc, f"disk/{idx}", kind, {"index": idx}
-                )
-            )
-        await impexp.wait_listening(lu, imports, impexp.LISTEN_TIMEOUT, reporter)
-        salt = rie.new_salt()
-        disks = [
-            rie.sign_disk_info(cds, salt, idx, pnode.primary_ip, int(ep.port or 0), magics[idx])
-            for idx, ep in enumerate(imports)
-        ]
-        signed_ca = rie.sign_x509_cert(cert_pem, cds, rie.new_salt())
-        # What the source cluster needs to send (Ganeti's _RemoteImportCb entry).
-        lu.ctx.feedback({"disks": disks, "x509_ca": signed_ca}, kind=C.ELOG_REMOTE_IMPORT)
-        results = await impexp.follow(
-            lu, imports, [ep.label for ep in imports], connect_timeout=timeout, on_update=reporter
-        )
-    finally:
-        await impexp.cleanup(lu, imports)
-    _check_results(lu, inst, [i for i, ok in enumerate(results) if not ok])
-
-
-async def run_rename(lu: LUInstanceCreate, inst: Instance, old_name: str) -> None:
-    """The OS rename script after an import, even under the same name; a
-    failure is a warning (Ganeti's rule)."""
-    if not inst.os:
-        return
-    lu.feedback(f"Running rename script for {inst.name}")
-    pnode = lu.pnode
-    request = instance_run_rename(
-        U.instance_descriptor(lu.cfg, inst),
-        old_name,
-        lu.osparams,
-        lu.op.debug_level or 0,
-        lu.hidden_osparams,
-    )
-    what = f"Failed to run rename script for {inst.name} on node {pnode.name}"
-    await lu.master.rpc.attempt(pnode, request, lu.warn, what)

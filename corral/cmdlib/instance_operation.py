@@ -7,12 +7,12 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
+from corral.cmdlib import installer
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
-from corral.rpc.calls_os import instance_os_add
 from corral.services.params import filled_beparams, filled_hvparams
 
 
@@ -165,14 +165,10 @@ class LUInstanceReinstall(InstanceLU):
         self.private = P.apply_changes(inst.osparams_private, op.osparams_private or {})
         secret = op.osparams_secret or {}
         U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
-        self.osparams, self.hidden_osparams = U.script_osparams(
-            self, self.os_name, self.public, self.private, secret
-        )
+        self.os_spec = U.job_os_spec(self, self.os_name, self.public, self.private, secret)
         # As Ganeti's CheckOSParams: the merged parameters the create script will
         # get are verified on every reinstall, new ones given or not.
-        await U.verify_osparams(
-            self, [self.pnode], self.os_name, self.osparams, self.hidden_osparams
-        )
+        await U.verify_osparams(self, [self.pnode], self.os_spec)
 
     async def exec(self) -> Any:
         inst = self.updated()
@@ -181,16 +177,7 @@ class LUInstanceReinstall(InstanceLU):
         inst.osparams_private = self.private
         if self.os_name != self.instance.os:
             self.feedback(f"Changing OS to '{self.os_name}'...")
-        self.feedback("Running the instance OS create scripts...")
-        await self.node_call(
-            instance_os_add(
-                self.descriptor(inst),
-                self.osparams,
-                True,
-                self.op.debug_level or 0,
-                self.hidden_osparams,
-            ),
-            "Could not install OS for instance",
-        )
+        target = installer.Target(inst, self.pnode, self.os_spec)
+        await installer.install(self, target, installer.OsScript(reinstall=True))
         self.tx.update(inst)
         return None

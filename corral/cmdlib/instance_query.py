@@ -9,8 +9,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import instance as opi
-from corral.opcodes.base import REDACTED
-from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams, os_spec
 from corral.services.running import Running, running_instances
 
 
@@ -87,10 +86,10 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             "hv_actual": filled_hvparams(cluster, inst),
             "be_instance": inst.beparams,
             "be_actual": filled_beparams(cluster, inst),
-            "os_instance": {**inst.osparams, **{k: REDACTED for k in inst.osparams_private}},
+            "os_instance": {**inst.osparams, **{k: C.REDACTED for k in inst.osparams_private}},
             "os_actual": {
-                **U.merged_osparams(cluster, inst.os, inst.osparams, {}, {}),
-                **{k: REDACTED for k in inst.osparams_private},
+                **os_spec(cluster, inst.os, inst.osparams).shown(),
+                **{k: C.REDACTED for k in inst.osparams_private},
             },
             "uuid": inst.uuid,
             "serial_no": inst.serial_no,

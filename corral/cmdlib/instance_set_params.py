@@ -140,7 +140,7 @@ class LUInstanceSetParams(InstanceLU):
             self.changes += [[f"os/{k}", v] for k, v in op.osparams.items()]
         if op.osparams_private is not None:
             new.osparams_private = P.apply_changes(new.osparams_private, op.osparams_private)
-            self.changes += [[f"os_private/{k}", "<redacted>"] for k in op.osparams_private]
+            self.changes += [[f"os_private/{k}", C.REDACTED] for k in op.osparams_private]
         if not (op.os_name or op.osparams or op.osparams_private):
             return
         if not new.os:
@@ -151,9 +151,9 @@ class LUInstanceSetParams(InstanceLU):
         if op.os_name:
             U.check_variant(new.os, info, op.force_variant)
         U.check_params_declared(new.os, info, [*new.osparams, *new.osparams_private])
-        merged, hidden = U.script_osparams(self, new.os, new.osparams, new.osparams_private, {})
+        spec = U.job_os_spec(self, new.os, new.osparams, new.osparams_private)
         if op.osparams or op.osparams_private:
-            await U.verify_osparams(self, [self.pnode], new.os, merged, hidden)
+            await U.verify_osparams(self, [self.pnode], spec)
 
     def _check_ip(self, index: int, ip: str | None) -> None:
         """Refuse an IP address another instance's NIC has (unless told not to check)."""

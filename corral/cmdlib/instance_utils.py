@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
@@ -12,6 +13,7 @@ from corral import errors
 from corral import params as P
 from corral.objects import NIC, Cluster, Disk, Instance, Node
 from corral.osdef.definition import split_name
+from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
     all_instances_info,
     hypervisor_info,
@@ -19,7 +21,12 @@ from corral.rpc.calls_instance import (
 )
 from corral.rpc.calls_os import os_diagnose, os_validate
 from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
-from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.services.params import (
+    filled_beparams,
+    filled_hvparams,
+    filled_nicparams,
+    os_spec,
+)
 from corral.storage import templates
 from corral.storage.reservations import JobLedger
 
@@ -30,69 +37,19 @@ if TYPE_CHECKING:
 MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
 
 
-def _osparam_sources(
-    cluster: Cluster,
-    os_name: str,
-    public: dict[str, Any],
-    private: dict[str, Any],
-    secret: dict[str, Any],
-) -> list[tuple[dict[str, Any], bool]]:
-    """Where an OS script's parameters come from, later ones winning: cluster OS <
-    cluster OS+variant < instance; with each, whether its values are hidden."""
-    base, _ = split_name(os_name)
-    sources: list[tuple[dict[str, Any], bool]] = []
-    for name in dict.fromkeys((base, os_name)):
-        sources.append((cluster.osparams.get(name, {}), False))
-        sources.append((cluster.osparams_private_cluster.get(name, {}), True))
-    return [*sources, (public, False), (private, True), (secret, True)]
-
-
-def merged_osparams(
-    cluster: Cluster,
-    os_name: str,
-    public: dict[str, Any],
-    private: dict[str, Any],
-    secret: dict[str, Any],
-) -> dict[str, Any]:
-    """The parameters merged; private and secret in one namespace."""
-    out: dict[str, Any] = {}
-    for params, _ in _osparam_sources(cluster, os_name, public, private, secret):
-        out.update(params)
-    return out
-
-
-def hidden_osparams(
-    cluster: Cluster,
-    os_name: str,
-    public: dict[str, Any],
-    private: dict[str, Any],
-    secret: dict[str, Any],
-) -> list[str]:
-    """The names among :func:`merged_osparams` whose values are private or
-    secret (the source that wins decides, as the merge does)."""
-    hidden: set[str] = set()
-    for params, is_hidden in _osparam_sources(cluster, os_name, public, private, secret):
-        hidden = hidden | set(params) if is_hidden else hidden - set(params)
-    return sorted(hidden)
-
-
-def script_osparams(
+def job_os_spec(
     lu: LogicalUnit[Any],
     os_name: str,
-    public: dict[str, Any],
-    private: dict[str, Any],
-    secret: dict[str, Any],
-) -> tuple[dict[str, Any], list[str]]:
-    """The parameters an OS script gets, and the names of the hidden ones.
-
-    The hidden values are scrubbed from what the job reports (its log, result
-    and error); noded, given the names, scrubs them from the script's log.
-    """
-    cluster = lu.cfg.cluster
-    merged = merged_osparams(cluster, os_name, public, private, secret)
-    hidden = hidden_osparams(cluster, os_name, public, private, secret)
-    lu.ctx.hide([str(merged[name]) for name in hidden])
-    return merged, hidden
+    public: Mapping[str, Any],
+    private: Mapping[str, Any] | None = None,
+    secret: Mapping[str, Any] | None = None,
+) -> OsSpec:
+    """The OS spec this job's scripts get (:func:`corral.services.params.os_spec`);
+    its private and secret values are scrubbed from what the job reports (its
+    log, result and error), as noded scrubs them from the scripts' logs."""
+    spec = os_spec(lu.cfg.cluster, os_name, public, private, secret)
+    lu.ctx.hide(spec.hidden_values())
+    return spec
 
 
 # Environments
@@ -264,20 +221,10 @@ def check_variant(os_name: str, info: dict[str, Any], force_variant: bool) -> No
         )
 
 
-async def verify_osparams(
-    lu: LogicalUnit[Any],
-    nodes: list[Node],
-    os_name: str,
-    osparams: dict[str, Any],
-    hidden_names: list[str],
-) -> None:
-    """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal.
-
-    ``hidden_names``: the private and secret parameters (see
-    :func:`script_osparams`), whose values noded keeps out of the script log.
-    """
+async def verify_osparams(lu: LogicalUnit[Any], nodes: list[Node], spec: OsSpec) -> None:
+    """Run the OS's parameter checks on ``nodes``; OpPrereqError on refusal."""
     results = await lu.master.rpc.results(
-        nodes, os_validate(os_name, osparams, lu.op.debug_level or 0, hidden_names)
+        nodes, os_validate(spec.to_wire(), lu.op.debug_level or 0)
     )
     for node in nodes:
         results[node.uuid].get(

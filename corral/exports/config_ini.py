@@ -24,13 +24,18 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.osdef.definition import split_name
-from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams
+from corral.osdef.spec import Visibility
+from corral.services.params import (
+    cluster_osparams,
+    filled_beparams,
+    filled_hvparams,
+    filled_nicparams,
+)
 from corral.storage_names import DT_DISKLESS
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
-    from corral.objects import Cluster, Instance
+    from corral.objects import Instance
 
 EXPORT_VERSION = 0
 CONFIG_FILE = "config.ini"
@@ -93,20 +98,7 @@ def dump(
 def public_osparams(cfg: ConfigManager, inst: Instance) -> dict[str, Any]:
     """The instance's public OS parameters over the cluster's for its OS: what
     Ganeti exports (the cluster's private defaults stay behind)."""
-    return {**cluster_osparams(cfg.cluster, inst.os, private=False), **inst.osparams}
-
-
-def cluster_osparams(cluster: Cluster, os_name: str, *, private: bool) -> dict[str, Any]:
-    """The cluster's OS parameters for ``os_name`` (base OS, then variant; with
-    ``private``, its private ones over them as Ganeti's SimpleFillOS does)."""
-    base, _ = split_name(os_name)
-    out: dict[str, Any] = {}
-    for name in dict.fromkeys((base, os_name)):
-        out.update(cluster.osparams.get(name, {}))
-    if private:
-        for name in dict.fromkeys((base, os_name)):
-            out.update(cluster.osparams_private_cluster.get(name, {}))
-    return out
+    return {**cluster_osparams(cfg.cluster, inst.os, Visibility.PUBLIC), **inst.osparams}
 
 
 def _instance_section(

@@ -10,7 +10,7 @@ from typing import Any
 
 from corral import constants as C
 from corral.jobs.model import split_time
-from corral.opcodes.base import REDACTED, registry
+from corral.opcodes.base import registry
 from corral.query.fields import UNAVAIL, Field, FieldSet
 
 
@@ -21,7 +21,7 @@ def _redacted_input(op_input: dict[str, Any]) -> dict[str, Any]:
     shown = dict(op_input)
     for name in cls.PRIVATE_FIELDS:
         if shown.get(name):
-            shown[name] = {key: REDACTED for key in shown[name]}
+            shown[name] = {key: C.REDACTED for key in shown[name]}
     return shown
 
 

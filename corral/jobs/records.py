@@ -9,7 +9,7 @@ from corral import constants as C
 from corral import errors
 from corral.jobs.model import Job, LogEntry, QueuedOpCode, split_time
 from corral.jobs.states import advance
-from corral.opcodes.base import REDACTED, from_dict
+from corral.opcodes.base import from_dict
 
 __all__ = [
     "ROW_COLUMNS",
@@ -92,7 +92,7 @@ def job_from_row(row: dict[str, Any]) -> Job:
 def _has_lost_secrets(op: QueuedOpCode) -> bool:
     for name in op.input.SECRET_FIELDS:
         values = getattr(op.input, name, None) or {}
-        if any(v == REDACTED for v in values.values()):
+        if any(v == C.REDACTED for v in values.values()):
             return True
     return False
 

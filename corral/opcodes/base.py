@@ -16,7 +16,6 @@ from corral import errors
 from corral.opcodes.types import NOT_BUILT_KEY, NonNegInt, SubmitPriority, same_value
 
 OP_ID_KEY = "OP_ID"
-REDACTED = "<redacted>"
 
 _REGISTRY: dict[str, type[OpCode]] = {}
 
@@ -122,11 +121,11 @@ class OpCode(BaseModel):
         if not keep_secret:
             for name in self.SECRET_FIELDS:
                 if data.get(name):
-                    data[name] = {key: REDACTED for key in data[name]}
+                    data[name] = {key: C.REDACTED for key in data[name]}
         if redact_private:
             for name in self.PRIVATE_FIELDS:
                 if data.get(name):
-                    data[name] = {key: REDACTED for key in data[name]}
+                    data[name] = {key: C.REDACTED for key in data[name]}
         return data
 
     def secret_values(self) -> list[str]:
@@ -134,7 +133,7 @@ class OpCode(BaseModel):
         values = {
             str(v) for name in self.SECRET_FIELDS for v in (getattr(self, name) or {}).values()
         }
-        return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
+        return sorted((v for v in values if v and v != C.REDACTED), key=len, reverse=True)
 
     def hidden_values(self) -> list[str]:
         """The secret and private values (longest first): what a script or an
@@ -142,7 +141,7 @@ class OpCode(BaseModel):
         values: set[str] = set(self.secret_values())
         for name in self.PRIVATE_FIELDS:
             values.update(_leaves(getattr(self, name)))
-        return sorted((v for v in values if v and v != REDACTED), key=len, reverse=True)
+        return sorted((v for v in values if v and v != C.REDACTED), key=len, reverse=True)
 
     def summary_value(self) -> str | None:
         """The text in parentheses of the job summary, if any."""
@@ -176,7 +175,7 @@ def scrub(value: Any, secrets: list[str]) -> Any:
         return value
     if isinstance(value, str):
         for secret in secrets:
-            value = value.replace(secret, REDACTED)
+            value = value.replace(secret, C.REDACTED)
         return value
     if isinstance(value, list | tuple):
         return [scrub(item, secrets) for item in value]

@@ -1,9 +1,9 @@
 """The environment of OS scripts, exactly as the OS interface defines it.
 
 The master sends an *instance descriptor* (a plain dict: the instance with its
-parameters already filled in and its disks' paths on the node) and the merged
-OS parameters; the node, which knows its own copy of the OS definition, turns
-them into variables here.
+parameters already filled in and its disks' paths on the node) and its OS spec
+(the merged OS parameters with their visibilities); the node, which knows its
+own copy of the OS definition, turns them into variables here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from corral import constants as C
 from corral.osdef.definition import OSDefinition, split_name
+from corral.osdef.spec import OsSpec
 
 
 def param_var(name: str) -> str:
@@ -19,11 +20,10 @@ def param_var(name: str) -> str:
     return "OSP_" + name.upper().replace("-", "_")
 
 
-def os_core_env(
-    osdef: OSDefinition, full_name: str, osparams: dict[str, Any], debug: int = 0
-) -> dict[str, str]:
-    """Variables every OS script gets (and all that ``verify`` gets)."""
-    _, variant = split_name(full_name)
+def os_core_env(osdef: OSDefinition, spec: OsSpec, debug: int = 0) -> dict[str, str]:
+    """Variables every OS script gets (and all that ``verify`` gets): private
+    and secret parameters too, which the scripts need in clear."""
+    _, variant = split_name(spec.name)
     api = osdef.api_version
     env = {
         "OS_API_VERSION": str(api),
@@ -35,8 +35,8 @@ def os_core_env(
         env["OS_VARIANT"] = variant or (osdef.variants[0] if osdef.variants else "")
     else:
         env["OS_VARIANT"] = ""
-    for key, value in osparams.items():
-        env[param_var(key)] = str(value)
+    for key, value in spec.script_values().items():
+        env[param_var(key)] = value
     return env
 
 
@@ -88,10 +88,10 @@ def _nic_env(index: int, nic: dict[str, Any], hvparams: dict[str, Any]) -> dict[
 
 
 def instance_env(
-    osdef: OSDefinition, inst: dict[str, Any], osparams: dict[str, Any], debug: int = 0
+    osdef: OSDefinition, inst: dict[str, Any], spec: OsSpec, debug: int = 0
 ) -> dict[str, str]:
     """The full environment of create/import/export/rename for one instance."""
-    env = os_core_env(osdef, inst["os"], osparams, debug)
+    env = os_core_env(osdef, spec, debug)
     hvparams = inst.get("hvparams", {})
     env.update(
         {

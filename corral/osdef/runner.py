@@ -56,7 +56,7 @@ class _Scrubber:
 
     def _scrub(self, data: bytes) -> bytes:
         for secret in self._hidden:
-            data = data.replace(secret, b"<redacted>")
+            data = data.replace(secret, C.REDACTED.encode())
         return data
 
     def feed(self, chunk: bytes) -> bytes:

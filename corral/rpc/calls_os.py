@@ -5,11 +5,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from corral import constants as C
 from corral.rpc.declare import node_call
-from corral.rpc.wire import InstanceWire, JsonObject
+from corral.rpc.wire import InstanceWire, JsonObject, OsSpecWire
 
 
 @node_call(C.RPC_TMO_FAST)
@@ -18,29 +16,15 @@ def os_diagnose() -> list[JsonObject]:
 
 
 @node_call(C.RPC_TMO_FAST)
-def os_validate(
-    os_name: str, osparams: dict[str, Any], debug: int, secret_names: list[str]
-) -> bool:
-    """Check OS parameters against parameters.list and the verify script."""
+def os_validate(spec: OsSpecWire, debug: int) -> bool:
+    """Check the OS's parameters against parameters.list and the verify script."""
 
 
 @node_call(C.RPC_TMO_1DAY)
-def instance_os_add(
-    inst: InstanceWire,
-    osparams: dict[str, Any],
-    reinstall: bool,
-    debug: int,
-    secret_names: list[str],
-) -> bool:
-    """Run the OS create script."""
+def instance_os_add(inst: InstanceWire, reinstall: bool, debug: int) -> bool:
+    """Run the OS create script (``inst`` carries its OS spec)."""
 
 
 @node_call(C.RPC_TMO_SLOW)
-def instance_run_rename(
-    inst: InstanceWire,
-    old_name: str,
-    osparams: dict[str, Any],
-    debug: int,
-    secret_names: list[str],
-) -> bool:
-    """Run the OS rename script."""
+def instance_run_rename(inst: InstanceWire, old_name: str, debug: int) -> bool:
+    """Run the OS rename script (``inst`` carries its OS spec)."""

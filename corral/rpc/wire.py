@@ -11,7 +11,7 @@ Python 3.11.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -63,6 +63,20 @@ class NicEntry(TypedDict):
     vlan: str
 
 
+class OsParamWire(TypedDict):
+    """An OS parameter (:class:`corral.osdef.spec.OsParam`): its text and who may see it."""
+
+    value: str
+    visibility: Literal["public", "private", "secret"]
+
+
+class OsSpecWire(TypedDict):
+    """An OS with its merged parameters (:class:`corral.osdef.spec.OsSpec`)."""
+
+    name: str
+    params: dict[str, OsParamWire]
+
+
 class InstanceWire(TypedDict):
     """An instance as nodes need it (the master's ``instance_descriptor``):
     filled parameters, disk descriptions, NIC modes."""
@@ -82,6 +96,8 @@ class InstanceWire(TypedDict):
     hvparams: NotRequired[dict[str, Any]]
     disks: NotRequired[list[DiskEntry]]
     nics: NotRequired[list[NicEntry]]
+    # Only in the calls that run OS scripts (the only ones needing its parameters).
+    osspec: NotRequired[OsSpecWire]
 
 
 class StorageSpace(TypedDict):

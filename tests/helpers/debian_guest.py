@@ -21,6 +21,7 @@ from pathlib import Path
 
 from corral.osdef.definition import OSDefinition
 from corral.osdef.env import instance_env
+from corral.osdef.spec import OsSpec
 from tests.helpers import guest
 
 OS_PKG = "ganeti-instance-debootstrap"
@@ -72,7 +73,7 @@ def create_env(disk: Path, instance: str) -> dict[str, str]:
                    "path": str(disk), "backend_type": "file"}],
         "nics": [], "hvparams": {"serial_console": True},
     }  # fmt: skip
-    env = instance_env(osdef, inst, {})
+    env = instance_env(osdef, inst, OsSpec.public("debootstrap+default", {}))
     env.update(
         SUITE=SUITE,
         PARTITION_STYLE="none",

@@ -18,6 +18,7 @@ from pathlib import Path
 from corral.osdef.definition import load_os
 from corral.osdef.env import disk_transfer_env, instance_env
 from corral.osdef.runner import run_script
+from corral.osdef.spec import OsSpec
 from corral.paths import Paths
 from tests.helpers import guest
 from tests.helpers.osdef import make_os
@@ -73,7 +74,7 @@ def tiny_os_env(
                    "path": str(disk), "backend_type": "file"}],
         "nics": [],
     }  # fmt: skip
-    env = instance_env(osdef, inst, osparams or {})
+    env = instance_env(osdef, inst, OsSpec.public(f"{osdef.name}+default", osparams or {}))
     if script in ("export", "import"):
         env = disk_transfer_env(env, script, 0, str(disk))
     return env

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from corral.cmdlib.instance_import import CONNECT_TIMEOUT_ENV
+from corral.cmdlib.installer import CONNECT_TIMEOUT_ENV
 from corral.cmdlib.intents import PREFIX
 from corral.crypto import rie
 from corral.paths import Paths

@@ -148,8 +148,13 @@ def instance(name: str, sizes: list[int], os_name: str = "none") -> dict[str, An
         "nics": [],
         "beparams": {"vcpus": 1},
         "hvparams": {},
-        "osparams": {"greeting": "hello", "token": "sekrit-value"},
-        "secret_names": ["token"],
+        "osspec": {
+            "name": f"{os_name}+default",
+            "params": {
+                "greeting": {"value": "hello", "visibility": "public"},
+                "token": {"value": "sekrit-value", "visibility": "secret"},
+            },
+        },
         "debug": 0,
     }
 

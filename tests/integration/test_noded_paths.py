@@ -137,6 +137,7 @@ async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> N
     inst: dict[str, Any] = {
         "name": "inst3.example.com",
         "os": "marker",
+        "osspec": {"name": "marker", "params": {}},
         "hypervisor": "fake",
         "memory": 128,
         "vcpus": 1,
@@ -144,11 +145,11 @@ async def test_os_scripts_get_no_disk_outside(noded: Noded, tmp_path: Path) -> N
     }
     # A disk without a description (no declaration makes it) is refused at noded's door.
     refused(
-        await call(noded, Request(instance_os_add, [inst, {}, False, 0, []])),
+        await call(noded, Request(instance_os_add, [inst, False, 0])),
         "Invalid argument inst.disks[0].description of instance_os_add: Field required",
     )
     inst["disks"] = [{**disk, "path": f"{STORAGE}/ok", "description": desc("/etc/shadow")}]
-    refused(await call(noded, Request(instance_os_add, [inst, {}, False, 0, []])))
+    refused(await call(noded, Request(instance_os_add, [inst, False, 0])))
     assert not marker.exists()
 
 

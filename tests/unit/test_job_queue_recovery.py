@@ -10,9 +10,10 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from corral import constants as C
+from corral.constants import REDACTED
 from corral.jobs import records
 from corral.jobs.model import Job, QueuedOpCode
-from corral.opcodes.base import REDACTED, OpCode
+from corral.opcodes.base import OpCode
 from corral.opcodes.test import OpTestJqueue
 from corral.state.sqlite.jobs import SqliteJobStore
 from tests.unit.jobqueue_helpers import QueueHarness, gated, jqueue, settle

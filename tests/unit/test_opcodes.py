@@ -12,8 +12,8 @@ from pydantic import Field
 
 from corral import constants as C
 from corral import errors
+from corral.constants import REDACTED
 from corral.opcodes import OpCode, from_dict, registry
-from corral.opcodes.base import REDACTED
 from corral.opcodes.cluster import OpClusterPostInit, OpClusterVerify, OpClusterVerifyGroup
 from corral.opcodes.tags import OpTagsSearch, OpTagsSet
 from corral.opcodes.test import OpTestDelay, OpTestJqueue

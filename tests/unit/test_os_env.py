@@ -8,6 +8,7 @@ import pytest
 
 from corral.osdef.definition import OSDefinition
 from corral.osdef.env import disk_transfer_env, instance_env, os_core_env, param_var
+from corral.osdef.spec import OsSpec
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "ganeti-3.0.2-env"
 
@@ -73,14 +74,14 @@ def test_param_names_are_upper_case_with_underscores() -> None:
 
 
 def test_variant_defaults_to_the_first_listed_and_is_empty_before_api_15() -> None:
-    assert os_core_env(_osdef(), "envdump", {})["OS_VARIANT"] == "default"
-    assert os_core_env(_osdef(api=(10,)), "envdump", {})["OS_VARIANT"] == ""
-    assert os_core_env(_osdef(variants=()), "envdump", {})["OS_VARIANT"] == ""
+    assert os_core_env(_osdef(), OsSpec.public("envdump", {}))["OS_VARIANT"] == "default"
+    assert os_core_env(_osdef(api=(10,)), OsSpec.public("envdump", {}))["OS_VARIANT"] == ""
+    assert os_core_env(_osdef(variants=()), OsSpec.public("envdump", {}))["OS_VARIANT"] == ""
 
 
 def test_create_environment_has_the_reference_names_and_values() -> None:
     ref = _reference("os-create.1.env.txt")
-    env = instance_env(_osdef(), INSTANCE, {"greeting": "hello"})
+    env = instance_env(_osdef(), INSTANCE, OsSpec.public("envdump+default", {"greeting": "hello"}))
     shell_added = {"PWD", "SHLVL", "_"}
     ignored = {"OSP_PRIVATE_NOTE", "OSP_SECRET_TOKEN"}  # parameters of that test only
     assert set(env) == set(ref) - shell_added - ignored

@@ -14,13 +14,15 @@ from corral.node.storage import registry
 from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
 from corral.osdef.env import instance_env, os_core_env
 from corral.osdef.runner import log_file, run_script
+from corral.osdef.spec import OsSpec
 from corral.rpc import calls_os as calls
-from corral.rpc.wire import InstanceWire, JsonObject
+from corral.rpc.wire import InstanceWire, JsonObject, OsSpecWire
 
 log = logging.getLogger(__name__)
 
 
-def _os(ctx: NodeContext, full_name: str) -> OSDefinition:
+def node_os(ctx: NodeContext, full_name: str) -> OSDefinition:
+    """This node's copy of the OS ``full_name`` names; OpExecError when it is not valid."""
     name, _ = split_name(full_name)
     try:
         return find_os(ctx.paths.os_search_path, name)
@@ -44,10 +46,12 @@ def local_disks(ctx: NodeContext, inst: Mapping[str, Any]) -> dict[str, Any]:
     return {**inst, "disks": disks}
 
 
-def _secrets(osparams: dict[str, Any], names: list[str]) -> list[str]:
-    """The values of the private and secret parameters (``secret_names`` from
-    the master names both): kept out of the script logs."""
-    return [str(osparams[name]) for name in names if name in osparams]
+def instance_spec(inst: Mapping[str, Any]) -> OsSpec:
+    """The OS spec the master put in the instance descriptor of a script call."""
+    wire = inst.get("osspec")
+    if wire is None:
+        raise errors.OpExecError(f"The descriptor of {inst.get('name')} carries no OS spec")
+    return OsSpec.from_wire(wire)
 
 
 def _failure(kind: str, code: int, log_path: Path, tail: str) -> errors.OpExecError:
@@ -64,24 +68,23 @@ async def os_diagnose(ctx: NodeContext) -> list[JsonObject]:
 
 
 @rpc_handler(calls.os_validate)
-async def os_validate(
-    ctx: NodeContext, os_name: str, osparams: dict[str, Any], debug: int, secret_names: list[str]
-) -> bool:
+async def os_validate(ctx: NodeContext, spec: OsSpecWire, debug: int) -> bool:
     """Refuse undeclared parameters, then run ``verify parameters``."""
-    osdef = _os(ctx, os_name)
+    os_spec = OsSpec.from_wire(spec)
+    osdef = node_os(ctx, os_spec.name)
     if osdef.api_version < 20:
         return True
     declared = {name for name, _ in osdef.parameters}
-    unknown = sorted(set(osparams) - declared)
+    unknown = sorted(set(os_spec.params) - declared)
     if unknown:
         raise errors.OpExecError(
             f"OS '{osdef.name}' does not declare the parameter(s) {', '.join(unknown)}"
             f" (declared: {', '.join(sorted(declared)) or 'none'})"
         )
-    env = os_core_env(osdef, os_name, osparams, debug)
+    env = os_core_env(osdef, os_spec, debug)
     path = log_file(ctx.paths.log_dir, "verify", osdef.name, "parameters")
     code, tail = await run_script(
-        osdef, "verify", ["parameters"], env, path, _secrets(osparams, secret_names)
+        osdef, "verify", ["parameters"], env, path, os_spec.hidden_values()
     )
     if code != 0:
         raise errors.OpExecError(
@@ -92,21 +95,17 @@ async def os_validate(
 
 @rpc_handler(calls.instance_os_add)
 async def instance_os_add(
-    ctx: NodeContext,
-    inst: InstanceWire,
-    osparams: dict[str, Any],
-    reinstall: bool,
-    debug: int,
-    secret_names: list[str],
+    ctx: NodeContext, inst: InstanceWire, reinstall: bool, debug: int
 ) -> bool:
     """Run the OS ``create`` script for an instance (a reinstall when asked)."""
-    osdef = _os(ctx, inst["os"])
-    env = instance_env(osdef, local_disks(ctx, inst), osparams, debug)
+    spec = instance_spec(inst)
+    osdef = node_os(ctx, spec.name)
+    env = instance_env(osdef, local_disks(ctx, inst), spec, debug)
     if reinstall:
         env["INSTANCE_REINSTALL"] = "1"
     kind = "add"
     path = log_file(ctx.paths.log_dir, kind, osdef.name, inst["name"])
-    code, tail = await run_script(osdef, "create", [], env, path, _secrets(osparams, secret_names))
+    code, tail = await run_script(osdef, "create", [], env, path, spec.hidden_values())
     if code != 0:
         raise _failure("create", code, path, tail)
     return True
@@ -114,19 +113,15 @@ async def instance_os_add(
 
 @rpc_handler(calls.instance_run_rename)
 async def instance_run_rename(
-    ctx: NodeContext,
-    inst: InstanceWire,
-    old_name: str,
-    osparams: dict[str, Any],
-    debug: int,
-    secret_names: list[str],
+    ctx: NodeContext, inst: InstanceWire, old_name: str, debug: int
 ) -> bool:
     """Run the OS ``rename`` script: INSTANCE_NAME is new, OLD_INSTANCE_NAME old."""
-    osdef = _os(ctx, inst["os"])
-    env = instance_env(osdef, local_disks(ctx, inst), osparams, debug)
+    spec = instance_spec(inst)
+    osdef = node_os(ctx, spec.name)
+    env = instance_env(osdef, local_disks(ctx, inst), spec, debug)
     env["OLD_INSTANCE_NAME"] = old_name
     path = log_file(ctx.paths.log_dir, "rename", osdef.name, f"{old_name}-{inst['name']}")
-    code, tail = await run_script(osdef, "rename", [], env, path, _secrets(osparams, secret_names))
+    code, tail = await run_script(osdef, "rename", [], env, path, spec.hidden_values())
     if code != 0:
         raise _failure("rename", code, path, tail)
     return True

@@ -16,14 +16,13 @@ from typing import Any
 from corral import errors
 from corral import impexp_kinds as K
 from corral.node.context import NodeContext
-from corral.node.handlers.osdef import local_disks
+from corral.node.handlers.osdef import instance_spec, local_disks, node_os
 from corral.node.impexp import exports
 from corral.node.impexp.engine import ImpExp
 from corral.node.impexp.scripts import ScriptRun
 from corral.node.impexp.sinks import DiscardSink, FileSink, ScriptSink, Sink
 from corral.node.impexp.sources import FileSource, ScriptSource, Source, ZeroSource
 from corral.node.storage import registry
-from corral.osdef.definition import InvalidOS, find_os, split_name
 from corral.osdef.env import instance_env
 from corral.osdef.runner import log_file
 
@@ -65,17 +64,13 @@ def _disk(ctx: NodeContext, inst: dict[str, Any], index: int) -> tuple[Path, int
 
 def _script(ctx: NodeContext, inst: dict[str, Any], index: int, kind: str) -> ScriptRun | None:
     """The OS script ``kind`` for the disk; None when the OS has none (raw data)."""
-    name, _ = split_name(str(inst.get("os", "")))
-    try:
-        osdef = find_os(ctx.paths.os_search_path, name)
-    except InvalidOS as err:
-        raise errors.OpExecError(f"OS '{name}' is not valid on this node: {err}") from None
+    spec = instance_spec(inst)
+    osdef = node_os(ctx, spec.name)
     if not os.access(osdef.script(kind), os.X_OK):
         return None
-    osparams = inst.get("osparams") or {}
     local = local_disks(ctx, inst)
-    env = instance_env(osdef, local, osparams, int(inst.get("debug") or 0))
-    hidden = [str(osparams[n]) for n in inst.get("secret_names") or [] if n in osparams]
+    env = instance_env(osdef, local, spec, int(inst.get("debug") or 0))
+    hidden = spec.hidden_values()
     log_path = log_file(ctx.paths.log_dir, kind, osdef.name, f"{inst['name']}-disk{index}")
     return ScriptRun(osdef, kind, env, (index, local["disks"][index]["path"]), log_path, hidden)
 
