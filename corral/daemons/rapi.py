@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from dataclasses import asdict
 
 from corral import constants as C
-from corral.daemons.limit_options import LimitOption, add_limit_options
+from corral.daemons.limit_options import LimitOption, add_limit_options, connection_limits
+from corral.http.limits import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
 from corral.process.privileges import DEFAULT_RAPI_USER
@@ -16,7 +18,7 @@ from corral.rapi import limits as L
 NAME = "corral-rapi"
 
 LIMITS: tuple[LimitOption, ...] = (
-    ("--handshake-timeout", float, L.HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
+    ("--handshake-timeout", float, HANDSHAKE_TIMEOUT, "seconds for a TLS handshake"),
     (
         "--request-timeout",
         float,
@@ -24,7 +26,7 @@ LIMITS: tuple[LimitOption, ...] = (
         "seconds a client gets to send a request's head (the first one from the end of"
         " the handshake), to send its body, and to read the answer",
     ),
-    ("--idle-timeout", float, L.IDLE_TIMEOUT, "seconds a connection may idle between requests"),
+    ("--idle-timeout", float, IDLE_TIMEOUT, "seconds a connection may idle between requests"),
     (
         "--max-unauthenticated",
         int,
@@ -107,11 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         require_auth=opts.require_authentication,
         user=opts.user,
         limits=L.RapiLimits(
-            handshake_timeout=opts.handshake_timeout,
-            request_timeout=opts.request_timeout,
-            idle_timeout=opts.idle_timeout,
-            max_unauthenticated=int(opts.max_unauthenticated),
-            max_connections=int(opts.max_connections),
+            request_timeout=opts.request_timeout, **asdict(connection_limits(opts))
         ),
         login_delay=opts.login_delay,
         max_login_delay=opts.max_login_delay,

@@ -6,6 +6,7 @@ Stdlib only: corral-noded takes the defaults for its options from here.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 # Seconds a client gets to finish its TLS handshake (masterd's connect and
 # handshake time-out is 10 s too).
@@ -26,14 +27,14 @@ _MIN_CONNECTIONS = 16
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """noded's time-outs (seconds) and bounds on connections."""
+    """A daemon's time-outs (seconds) and bounds on connections (noded's by default)."""
 
     handshake_timeout: float = HANDSHAKE_TIMEOUT
     idle_timeout: float = IDLE_TIMEOUT
     max_unauthenticated: int = MAX_UNAUTHENTICATED
     max_connections: int = MAX_CONNECTIONS
 
-    def within_fd_limit(self, fd_limit: int) -> ConnectionLimits:
+    def within_fd_limit(self, fd_limit: int) -> Self:
         """These limits, with the bounds lowered to fit ``fd_limit`` descriptors."""
         total = max(min(self.max_connections, fd_limit - FD_RESERVE), _MIN_CONNECTIONS)
         return replace(

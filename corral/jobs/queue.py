@@ -288,23 +288,6 @@ class JobQueue:
                 break
         return [archived, len(ids) - archived]
 
-    # Queries
-    async def query(self, fields: list[str], qfilter: Any, archived: bool = False) -> Any:
-        return await self.queries.query(fields, qfilter, archived)
-
-    async def query_jobs(self, job_ids: list[int] | None, fields: list[str]) -> list[Any]:
-        return await self.queries.query_jobs(job_ids, fields)
-
-    async def wait_for_change(
-        self,
-        job_id: int,
-        fields: list[str],
-        prev_info: Any,
-        prev_serial: int | None,
-        timeout: float,
-    ) -> Any:
-        return await self.queries.wait_for_change(job_id, fields, prev_info, prev_serial, timeout)
-
     # Life cycle
     async def recover(self) -> None:
         """After a restart: finish interrupted jobs as errors, requeue waiting ones."""

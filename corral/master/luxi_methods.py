@@ -136,7 +136,7 @@ class LuxiMethods:
             not isinstance(prev_serial, int) or isinstance(prev_serial, bool)
         ):
             raise errors.OpPrereqError("prev_log_serial must be a number", C.ECODE_INVAL)
-        return await self.master.queue.wait_for_change(
+        return await self.master.queue.queries.wait_for_change(
             _job_id(job_id), fields, prev_info, prev_serial, seconds
         )
 
@@ -172,7 +172,7 @@ class LuxiMethods:
         if job_ids is not None and not isinstance(job_ids, list):
             raise errors.OpPrereqError("QueryJobs job ids must be a list", C.ECODE_INVAL)
         ids = [_job_id(j) for j in job_ids] if job_ids else None
-        return await self.master.queue.query_jobs(ids, _str_list(fields, "fields"))
+        return await self.master.queue.queries.query_jobs(ids, _str_list(fields, "fields"))
 
     async def query(self, args: Any) -> Any:
         what, fields, qfilter = _args(args, "Query", 2, 3)

@@ -13,17 +13,14 @@ kernel's backlog holds until room is made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from corral.http.limits import FD_RESERVE
+from corral.http.limits import ConnectionLimits
 
-# Seconds for a TLS handshake.
-HANDSHAKE_TIMEOUT = 10.0
 # Seconds a client gets for each of: the head of a request (the first one from
-# the end of the handshake), its body, reading the answer.
+# the end of the handshake), its body, reading the answer.  The handshake and
+# idle time-outs are noded's (corral.http.limits).
 REQUEST_TIMEOUT = 10.0
-# Seconds a connection may stay idle between requests.
-IDLE_TIMEOUT = 60.0
 # Connections that have not sent valid credentials, open at once.
 MAX_UNAUTHENTICATED = 1024
 # Connections open at once, authenticated or not.
@@ -39,25 +36,12 @@ EVICTABLE_AFTER = 3.0
 DEADLINE_SPREAD = 0.2
 # Seconds requests in progress get to finish when the daemon stops.
 STOP_GRACE = 0.5
-# The least max_connections may become for a small limit of open files.
-_MIN_CONNECTIONS = 16
 
 
 @dataclass(frozen=True)
-class RapiLimits:
+class RapiLimits(ConnectionLimits):
     """corral-rapi's time-outs (seconds) and bounds on connections."""
 
-    handshake_timeout: float = HANDSHAKE_TIMEOUT
     request_timeout: float = REQUEST_TIMEOUT
-    idle_timeout: float = IDLE_TIMEOUT
     max_unauthenticated: int = MAX_UNAUTHENTICATED
     max_connections: int = MAX_CONNECTIONS
-
-    def within_fd_limit(self, fd_limit: int) -> RapiLimits:
-        """These limits, with the bounds lowered to fit ``fd_limit`` descriptors."""
-        total = max(min(self.max_connections, fd_limit - FD_RESERVE), _MIN_CONNECTIONS)
-        return replace(
-            self,
-            max_connections=total,
-            max_unauthenticated=min(self.max_unauthenticated, total),
-        )

@@ -213,7 +213,9 @@ class InProcessCluster:
         serial = 0
         async with asyncio.timeout(JOB_TIMEOUT):
             while info is None or info[0] not in C.JOB_STATUS_FINALIZED:
-                change = await self.queue.wait_for_change(job_id, fields, info, serial, 10.0)
+                change = await self.queue.queries.wait_for_change(
+                    job_id, fields, info, serial, 10.0
+                )
                 if change != "nochange":
                     info = change[0]
                     serial = max([serial, *(entry[0] for entry in change[1])])

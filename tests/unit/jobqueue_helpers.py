@@ -94,11 +94,11 @@ class QueueHarness:
             self.active -= 1
 
     async def status(self, job_id: int) -> str | None:
-        row = (await self.queue.query_jobs([job_id], ["status"]))[0]
+        row = (await self.queue.queries.query_jobs([job_id], ["status"]))[0]
         return None if row is None else row[0]
 
     async def row(self, job_id: int, *fields: str) -> list[Any]:
-        row = (await self.queue.query_jobs([job_id], list(fields)))[0]
+        row = (await self.queue.queries.query_jobs([job_id], list(fields)))[0]
         assert row is not None, f"job {job_id} unknown"
         return list(row)
 

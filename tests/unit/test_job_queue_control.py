@@ -180,7 +180,7 @@ async def test_archive(harness: QueueHarness) -> None:
     assert await harness.queue.archive(done) is False
     assert await harness.queue.archive(777) is False
     # Gone from the live list, but still found by id (as archived).
-    assert await harness.queue.query_jobs(None, ["id"]) == [[running]]
+    assert await harness.queue.queries.query_jobs(None, ["id"]) == [[running]]
     assert await harness.row(done, "id", "status", "archived") == [done, "success", True]
     assert await harness.row(running, "archived") == [False]
     harness.release("run")
@@ -194,19 +194,19 @@ async def test_auto_archive(harness: QueueHarness) -> None:
         await harness.wait_status(job_id)
     # Nothing is an hour old yet.
     assert await harness.queue.auto_archive(3600, 10) == [0, 0]
-    assert len(await harness.queue.query_jobs(None, ["id"])) == 4
+    assert len(await harness.queue.queries.query_jobs(None, ["id"])) == 4
     # Jobs that ended before "now - 0s": once the clock has passed their end.
     latest = max(
         sec + usec / 1e6 for sec, usec in [(await harness.row(i, "end_ts"))[0] for i in ids]
     )
     wait_until(lambda: time.time() > latest, what="the clock to pass the jobs' end")
     assert await harness.queue.auto_archive(0, 10) == [3, 0]
-    assert await harness.queue.query_jobs(None, ["id"]) == [[pending]]
+    assert await harness.queue.queries.query_jobs(None, ["id"]) == [[pending]]
     assert [(await harness.row(i, "archived"))[0] for i in ids] == [True, True, True]
     harness.release("run")
     await harness.wait_status(pending)
     assert await harness.queue.auto_archive(-1, 10) == [1, 0]
-    assert await harness.queue.query_jobs(None, ["id"]) == []
+    assert await harness.queue.queries.query_jobs(None, ["id"]) == []
 
 
 async def test_auto_archive_with_a_timeout_reports_what_is_left(harness: QueueHarness) -> None:

@@ -53,7 +53,7 @@ async def test_query_field_values_of_a_finished_job(harness: QueueHarness) -> No
     )
     assert await harness.wait_status(job_id) == "success"
     after = time.time()
-    result = await harness.queue.query([*ALL_FIELDS, "reason"], None)
+    result = await harness.queue.queries.query([*ALL_FIELDS, "reason"], None)
     kinds = {f["name"]: f["kind"] for f in result["fields"]}
     assert kinds == {
         "id": "number",
@@ -133,7 +133,7 @@ async def test_query_filter(harness: QueueHarness) -> None:
     await harness.wait_status(running, {"running"})
 
     async def ids(qfilter: object) -> list[int]:
-        return [row[0][1] for row in (await harness.queue.query(["id"], qfilter))["data"]]
+        return [row[0][1] for row in (await harness.queue.queries.query(["id"], qfilter))["data"]]
 
     assert await ids(None) == [ok, bad, running]
     assert await ids(["==", "status", "error"]) == [bad]
@@ -141,7 +141,7 @@ async def test_query_filter(harness: QueueHarness) -> None:
     assert await ids(["=[]", "summary", "TEST_JQUEUE"]) == [ok, bad, running]
     assert await ids(["!", ["=[]", "opstatus", "success"]]) == [bad, running]
     with pytest.raises(errors.QueryFilterParseError):
-        await harness.queue.query(["id"], ["==", "nosuch", 1])
+        await harness.queue.queries.query(["id"], ["==", "nosuch", 1])
     harness.release("run")
     await harness.wait_status(running)
 
@@ -152,9 +152,9 @@ async def test_query_asking_for_archived_includes_the_archive(harness: QueueHarn
     await harness.wait_status(second)
     await harness.wait_status(first)
     await harness.queue.archive(first)
-    plain = await harness.queue.query(["id", "status"], None)
+    plain = await harness.queue.queries.query(["id", "status"], None)
     assert [row[0][1] for row in plain["data"]] == [second]
-    with_archive = await harness.queue.query(["id", "archived"], None)
+    with_archive = await harness.queue.queries.query(["id", "archived"], None)
     assert with_archive["data"] == [[[0, first], [0, True]], [[0, second], [0, False]]]
 
 
@@ -163,7 +163,7 @@ async def test_query_jobs(harness: QueueHarness) -> None:
     second = await harness.queue.submit([jqueue()])
     await harness.wait_status(second)
     await harness.wait_status(first)
-    q = harness.queue
+    q = harness.queue.queries
     assert await q.query_jobs(None, ["id", "status"]) == [[first, "success"], [second, "success"]]
     assert await q.query_jobs([], ["id"]) == [[first], [second]]
     # As luxid: a row for every id asked for; of an unknown job only its id.
@@ -186,9 +186,11 @@ async def test_wfjc_returns_at_once_when_the_info_differs(harness: QueueHarness)
     job_id = await harness.queue.submit([gated("run", running=True, log_messages=["x"])])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
-    result = await harness.queue.wait_for_change(job_id, ["status"], None, None, 10)
+    result = await harness.queue.queries.wait_for_change(job_id, ["status"], None, None, 10)
     assert result == [["running"], []]
-    result = await harness.queue.wait_for_change(job_id, ["status", "id"], ["waiting"], 0, 10)
+    result = await harness.queue.queries.wait_for_change(
+        job_id, ["status", "id"], ["waiting"], 0, 10
+    )
     assert result == [["running", job_id], []]
     assert time.monotonic() - start < 1
     harness.release("run")
@@ -200,7 +202,9 @@ async def test_wfjc_returns_new_log_entries_even_if_the_info_is_the_same(
 ) -> None:
     job_id = await harness.queue.submit([jqueue(log_messages=["a"]), gated("g", running=True)])
     await harness.wait_status(job_id, {"running"})
-    info, entries = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 10)
+    info, entries = await harness.queue.queries.wait_for_change(
+        job_id, ["status"], ["running"], 0, 10
+    )
     assert info == ["running"]
     assert [(e[0], e[2], e[3]) for e in entries] == [(1, "message", "TESTMSG=a")]
     assert isinstance(entries[0][1], list) and len(entries[0][1]) == 2
@@ -212,7 +216,7 @@ async def test_wfjc_wakes_a_waiter_on_change(harness: QueueHarness) -> None:
     job_id = await harness.queue.submit([gated("run", running=True, log_messages=["done"])])
     await harness.wait_status(job_id, {"running"})
     waiter = asyncio.create_task(
-        harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 10)
+        harness.queue.queries.wait_for_change(job_id, ["status"], ["running"], 0, 10)
     )
     await settle()
     assert not waiter.done()
@@ -227,13 +231,16 @@ async def test_wfjc_times_out_with_nochange(harness: QueueHarness) -> None:
     job_id = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
-    result = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 0.05)
+    result = await harness.queue.queries.wait_for_change(job_id, ["status"], ["running"], 0, 0.05)
     assert result == "nochange"
     assert time.monotonic() - start >= 0.04
-    assert await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 0) == "nochange"
+    assert (
+        await harness.queue.queries.wait_for_change(job_id, ["status"], ["running"], 0, 0)
+        == "nochange"
+    )
     # A change that does not touch the asked fields does not end the wait.
     waiter = asyncio.create_task(
-        harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 0.1)
+        harness.queue.queries.wait_for_change(job_id, ["status"], ["running"], 0, 0.1)
     )
     await settle()
     harness.queue.change_priority(job_id, 3)
@@ -249,7 +256,7 @@ async def test_wfjc_timeout_is_capped(
     job_id = await harness.queue.submit([gated("run", running=True)])
     await harness.wait_status(job_id, {"running"})
     start = time.monotonic()
-    result = await harness.queue.wait_for_change(job_id, ["status"], ["running"], 0, 3600)
+    result = await harness.queue.queries.wait_for_change(job_id, ["status"], ["running"], 0, 3600)
     assert result == "nochange"
     assert time.monotonic() - start < 1
     harness.release("run")
@@ -260,7 +267,7 @@ async def test_wfjc_one_change_wakes_100_waiters(harness: QueueHarness) -> None:
     job_id = await harness.queue.submit([gated("locks")])
     await harness.wait_status(job_id, {"waiting"})
     waiters = [
-        asyncio.create_task(harness.queue.wait_for_change(job_id, ["priority"], [0], 0, 10))
+        asyncio.create_task(harness.queue.queries.wait_for_change(job_id, ["priority"], [0], 0, 10))
         for _ in range(100)
     ]
     await settle()
@@ -276,7 +283,7 @@ async def test_wfjc_of_a_finished_job_returns_at_once(harness: QueueHarness) -> 
     job_id = await harness.queue.submit([jqueue(log_messages=["a", "b"])])
     await harness.wait_status(job_id)
     start = time.monotonic()
-    info, entries = await harness.queue.wait_for_change(
+    info, entries = await harness.queue.queries.wait_for_change(
         job_id, ["status", "opstatus"], ["success", ["success"]], 1, 10
     )
     assert time.monotonic() - start < 1
@@ -284,14 +291,14 @@ async def test_wfjc_of_a_finished_job_returns_at_once(harness: QueueHarness) -> 
     assert [(e[0], e[2], e[3]) for e in entries] == [(2, "message", "TESTMSG=b")]
     # Also once archived.
     await harness.queue.archive(job_id)
-    info, entries = await harness.queue.wait_for_change(job_id, ["status"], None, None, 10)
+    info, entries = await harness.queue.queries.wait_for_change(job_id, ["status"], None, None, 10)
     assert info == ["success"]
     assert [e[0] for e in entries] == [1, 2]
 
 
 async def test_wfjc_of_an_unknown_job_is_job_lost(harness: QueueHarness) -> None:
     with pytest.raises(errors.JobLost):
-        await harness.queue.wait_for_change(12345, ["status"], None, None, 1)
+        await harness.queue.queries.wait_for_change(12345, ["status"], None, None, 1)
 
 
 async def test_wfjc_with_unknown_fields_is_wrong_input(harness: QueueHarness) -> None:
@@ -301,7 +308,7 @@ async def test_wfjc_with_unknown_fields_is_wrong_input(harness: QueueHarness) ->
     await harness.wait_status(running, {"running"})
     for job_id in (running, done):
         with pytest.raises(errors.OpPrereqError):
-            await harness.queue.wait_for_change(job_id, ["status", "bogus"], None, None, 1)
+            await harness.queue.queries.wait_for_change(job_id, ["status", "bogus"], None, None, 1)
     harness.release("run")
     await harness.wait_status(running)
 
@@ -310,9 +317,9 @@ async def test_wfjc_info_matches_query_jobs(harness: QueueHarness) -> None:
     fields = ["id", "status", "opstatus", "opresult", "oplog", "summary", "received_ts", "ops"]
     job_id = await harness.queue.submit([jqueue(log_messages=["m"]), gated("g", running=True)])
     await harness.wait_status(job_id, {"running"})
-    info, _ = await harness.queue.wait_for_change(job_id, fields, None, None, 1)
+    info, _ = await harness.queue.queries.wait_for_change(job_id, fields, None, None, 1)
     assert info == await harness.row(job_id, *fields)
     # Feeding the answer back waits (nothing changed), as a polling client does.
-    assert await harness.queue.wait_for_change(job_id, fields, info, 1, 0.02) == "nochange"
+    assert await harness.queue.queries.wait_for_change(job_id, fields, info, 1, 0.02) == "nochange"
     harness.release("g")
     await harness.wait_status(job_id)

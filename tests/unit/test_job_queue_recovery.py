@@ -94,7 +94,7 @@ async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path
         assert h2.queue.unfinished_count == 3
 
         # The log of the finished opcode is still there, in memory as on disk.
-        info, entries = await h2.queue.wait_for_change(half_done, ["oplog"], None, 0, 1)
+        info, entries = await h2.queue.queries.wait_for_change(half_done, ["oplog"], None, 0, 1)
         assert [(e[0], e[3]) for e in entries] == [(1, "TESTMSG=one")]
         assert info == await h2.row(half_done, "oplog")
 

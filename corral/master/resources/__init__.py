@@ -63,7 +63,7 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
     """Ganeti's Query: field definitions and rows of ``[status, value]`` cells."""
     fset = fieldset(what)
     if what == C.QR_JOB:
-        return await master.queue.query(fields, qfilter)
+        return await master.queue.queries.query(fields, qfilter)
     compile_filter(qfilter, fset.value_getter)  # refuse a bad filter before any RPC
     _check_requested_names(master, what, qfilter)
     filter_needs = fset.needs(filter_fields(qfilter))
