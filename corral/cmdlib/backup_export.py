@@ -28,7 +28,6 @@ from corral import constants as C
 from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib import installer, intents
-from corral.cmdlib import instance_utils as U
 from corral.cmdlib.backup_common import (
     check_compression_tool,
     check_node_not_drained,
@@ -224,11 +223,7 @@ class LUBackupExport(InstanceLU):
 
     def _script_descriptor(self) -> dict[str, Any]:
         """The instance as the OS export script needs it (its OS spec too)."""
-        inst = self.instance
-        spec = None
-        if inst.os:
-            spec = U.job_os_spec(self, inst.os, inst.osparams, inst.osparams_private)
-        return installer.Target(inst, self.pnode, spec).transfer_descriptor(self)
+        return installer.existing(self, self.instance, self.pnode).transfer_descriptor(self)
 
     def _source(self, index: int) -> tuple[str, dict[str, Any]]:
         """The OS export script when the instance has an OS (the node reads

@@ -72,6 +72,15 @@ class Target:
         return {**self.descriptor(lu), "debug": lu.op.debug_level or 0}
 
 
+def existing(lu: LogicalUnit[Any], inst: Instance, node: Node) -> Target:
+    """An instance of the configuration as a target, with its own parameters
+    (its scripts run whatever it holds: a conflict of visibilities is not refused)."""
+    spec = None
+    if inst.os:
+        spec = U.job_os_spec(lu, inst.os, inst.osparams, inst.osparams_private, strict=False)
+    return Target(inst, node, spec)
+
+
 class InstallKind(Protocol):
     """Where a new instance's data comes from."""
 

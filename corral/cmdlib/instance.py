@@ -7,7 +7,6 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import installer
-from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
 from corral.objects import ADMIN_UP, Disk, Instance
@@ -115,14 +114,8 @@ class LUInstanceRename(InstanceLU):
             disk.logical_id = new_id
         self.tx.update(inst)
         self.instance = inst
-        await self._run_rename_script(inst, old.name)
+        await installer.run_rename(self, installer.existing(self, inst, self.pnode), old.name)
         return inst.name
-
-    async def _run_rename_script(self, inst: Instance, old_name: str) -> None:
-        if not inst.os:
-            return
-        spec = U.job_os_spec(self, inst.os, inst.osparams, inst.osparams_private)
-        await installer.run_rename(self, installer.Target(inst, self.pnode, spec), old_name)
 
 
 def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:

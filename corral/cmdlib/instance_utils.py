@@ -43,11 +43,13 @@ def job_os_spec(
     public: Mapping[str, Any],
     private: Mapping[str, Any] | None = None,
     secret: Mapping[str, Any] | None = None,
+    *,
+    strict: bool = True,
 ) -> OsSpec:
     """The OS spec this job's scripts get (:func:`corral.services.params.os_spec`);
     its private and secret values are scrubbed from what the job reports (its
     log, result and error), as noded scrubs them from the scripts' logs."""
-    spec = os_spec(lu.cfg.cluster, os_name, public, private, secret)
+    spec = os_spec(lu.cfg.cluster, os_name, public, private, secret, strict=strict)
     lu.ctx.hide(spec.hidden_values())
     return spec
 

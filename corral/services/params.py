@@ -52,11 +52,17 @@ def os_spec(
     public: Mapping[str, Any],
     private: Mapping[str, Any] | None = None,
     secret: Mapping[str, Any] | None = None,
+    *,
+    strict: bool = True,
 ) -> OsSpec:
     """The OS with its parameters filled as Ganeti's SimpleFillOS does: each
     visibility over the cluster's defaults of that visibility (private ones only
-    when ``private`` is given); OpPrereqError when a parameter is set at two
-    visibilities, since its value would then depend on which one wins."""
+    when ``private`` is given).
+
+    A parameter set at two visibilities is refused (OpPrereqError), as Ganeti
+    refuses it, unless not ``strict``: then the more hidden value wins (for an
+    instance that exists already, whose scripts must run whatever it holds).
+    """
     layers = {
         Visibility.PUBLIC: P.fill(
             cluster_osparams(cluster, os_name, Visibility.PUBLIC), dict(public)
@@ -73,7 +79,7 @@ def os_spec(
             if key in params:
                 repeated.setdefault(key, [params[key].visibility]).append(visibility)
             params[key] = OsParam.of(value, visibility)
-    if repeated:
+    if repeated and strict:
         where = "; ".join(f"'{k}' at {' and '.join(v)}" for k, v in sorted(repeated.items()))
         raise errors.OpPrereqError(
             f"Cannot assign multiple values to OS parameters: {where} visibility;"

@@ -72,6 +72,11 @@ def test_a_parameter_at_two_visibilities_is_refused(
     )
 
 
+def test_an_existing_instance_s_conflict_runs_with_the_more_hidden_value() -> None:
+    spec = os_spec(cluster(), "os", {"key": "shown"}, {}, strict=False)
+    assert spec.params["key"] == OsParam(Private("k3y"), Visibility.PRIVATE)
+
+
 def test_private_values_redact_themselves_wherever_shown() -> None:
     spec = os_spec(cluster(), "os", {"arch": "x"}, {"note": "n0te"}, {"token": "t0ken"})
     param = spec.params["token"]
