@@ -12,7 +12,7 @@ import time
 from corral import constants as C
 from corral import errors, uidpool
 from corral import paths as P
-from corral.cli import common, renew_crypto, tags
+from corral.cli import cluster_disks, common, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
@@ -429,6 +429,7 @@ def build_parser() -> common.Parser:
     common.add_args(p, "args", "{pause <timespec>|continue|info}", 1, 2)
     _add_tag_commands(sub)
     renew_crypto.add_command(sub)
+    cluster_disks.add_commands(sub)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -447,9 +448,7 @@ def build_parser() -> common.Parser:
             "master-failover",
             "masterfailover",
             "rename",
-            "repair-disk-sizes",
             "upgrade",
-            "verify-disks",
         ],
     )
     return parser

@@ -80,6 +80,22 @@ class OpClusterVerify(_VerifyOptions):
     verify_clutter: bool = False
 
 
+class OpClusterVerifyDisks(OpCode):
+    """Verify the disks: submits one OP_GROUP_VERIFY_DISKS job per node group."""
+
+    OP_ID = "OP_CLUSTER_VERIFY_DISKS"
+
+    group_name: NonEmptyStr | None = None
+
+
+class OpClusterRepairDiskSizes(OpCode):
+    """Record the disks' sizes as their nodes measure them (all instances' by default)."""
+
+    OP_ID = "OP_CLUSTER_REPAIR_DISK_SIZES"
+
+    instances: list[NonEmptyStr] = Field(default_factory=list)
+
+
 class OpClusterVerifyConfig(_VerifyOptions):
     """Verify the configuration and certificates."""
 

@@ -153,6 +153,9 @@ def test_query_cluster_info_keys(cl: TestCluster) -> None:
         ["modify"],
         ["verify"],
         ["verify", "--error-codes", "--debug-simulate-errors"],
+        ["verify-disks"],
+        ["verify-disks", "-g", "default", "--priority", "low"],
+        ["repair-disk-sizes"],
     ],
     ids=" ".join,
 )
@@ -194,6 +197,9 @@ def test_read_only_commands(cl: TestCluster, argv: list[str]) -> None:
         ["modify", "--ipolicy-bounds-specs", "low:cpu-count=1"],
         ["modify", "--ipolicy-bounds-specs", BOUNDS.replace("min:cpu-count=1", "min:cpu-count=8")],
         ["modify", "--enabled-disk-templates", "file"],
+        ["verify-disks", "extra"],
+        ["verify-disks", "-g", "no-such-group"],
+        ["repair-disk-sizes", "no-such-instance.example.com"],
     ],
     ids=" ".join,
 )
