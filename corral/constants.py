@@ -127,6 +127,7 @@ HKR_SKIP: Final = 0
 HKR_FAIL: Final = 1
 HKR_SUCCESS: Final = 2
 HOOKS_NAME_CFGUPDATE: Final = "config-update"
+HOOKS_NAME_WATCHER: Final = "watcher"
 HTYPE_CLUSTER: Final = "CLUSTER"
 HTYPE_NODE: Final = "NODE"
 HTYPE_GROUP: Final = "GROUP"

@@ -12,7 +12,7 @@ import time
 from corral import constants as C
 from corral import errors, uidpool
 from corral import paths as P
-from corral.cli import cluster_disks, common, renew_crypto, tags
+from corral.cli import cluster_disks, common, optvalues, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
@@ -282,24 +282,6 @@ def cmd_queue(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def parse_timespec(value: str) -> int:
-    """Seconds from ``30``, ``30s``, ``5m``, ``4h``, ``2d`` or ``1w`` (Ganeti's ParseTimespec)."""
-    if not value:
-        raise errors.OpPrereqError("Empty time specification passed", C.ECODE_INVAL)
-    multipliers = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    multiplier = multipliers.get(value[-1], 1)
-    if value[-1] in multipliers:
-        value = value[:-1]
-        if not value:
-            raise errors.OpPrereqError(
-                "Invalid time specification (only suffix passed)", C.ECODE_INVAL
-            )
-    try:
-        return int(value) * multiplier
-    except ValueError:
-        raise errors.OpPrereqError(f"Invalid time specification '{value}'", C.ECODE_INVAL) from None
-
-
 def _show_watcher_pause(until: float | None) -> None:
     if until is None or until < time.time():
         print("The watcher is not paused.")
@@ -317,7 +299,7 @@ def cmd_watcher(opts: argparse.Namespace) -> int:
     elif action == "pause":
         if len(opts.args) < 2:
             raise errors.OpPrereqError("Missing pause duration", C.ECODE_INVAL)
-        duration = parse_timespec(opts.args[1])
+        duration = optvalues.parse_timespec(opts.args[1])
         _show_watcher_pause(client.call("SetWatcherPause", time.time() + duration))
     elif action == "info":
         _show_watcher_pause(client.call("QueryConfigValues", ["watcher_pause"])[0])

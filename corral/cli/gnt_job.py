@@ -4,13 +4,12 @@ change-priority."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common
+from corral.cli import common, optvalues
 from corral.cli.errors_fmt import format_error
 from corral.cli.generic_info import format_generic_info
 from corral.cli.table import (
@@ -265,27 +264,9 @@ def cmd_archive(opts: argparse.Namespace) -> int:
     return rc
 
 
-_TIMESPEC = re.compile(r"^(\d+)([smhdw]?)$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_timespec(text: str) -> int:
-    """Seconds in ``30``, ``30s``, ``5m``, ``2h``, ``1d`` or ``4w``."""
-    if not text:
-        raise errors.OpPrereqError("Empty time specification passed", C.ECODE_INVAL)
-    match = _TIMESPEC.match(text)
-    if match is None:
-        if text in _UNIT_SECONDS:
-            raise errors.OpPrereqError(
-                "Invalid time specification (only suffix passed)", C.ECODE_INVAL
-            )
-        raise errors.OpPrereqError(f"Invalid time specification '{text}'", C.ECODE_INVAL)
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
 def cmd_autoarchive(opts: argparse.Namespace) -> int:
     (text,) = opts.age
-    age = -1 if text == "all" else parse_timespec(text)
+    age = -1 if text == "all" else optvalues.parse_timespec(text)
     archived, left = common.get_client().call("AutoArchiveJobs", age, C.LUXI_WFJC_TIMEOUT)
     print(f"Archived {archived} jobs, {left} unchecked left")
     return C.EXIT_SUCCESS

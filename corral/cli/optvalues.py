@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from corral import constants as C
 from corral import errors
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -57,3 +58,21 @@ def boolean(value: str) -> bool:
     if lowered in ("true", "yes"):
         return True
     raise errors.ParameterError(f"Invalid boolean value '{lowered}'")
+
+
+def parse_timespec(value: str) -> int:
+    """Seconds from ``30``, ``30s``, ``5m``, ``4h``, ``2d`` or ``1w`` (Ganeti's ParseTimespec)."""
+    if not value:
+        raise errors.OpPrereqError("Empty time specification passed", C.ECODE_INVAL)
+    multipliers = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    multiplier = multipliers.get(value[-1], 1)
+    if value[-1] in multipliers:
+        value = value[:-1]
+        if not value:
+            raise errors.OpPrereqError(
+                "Invalid time specification (only suffix passed)", C.ECODE_INVAL
+            )
+    try:
+        return int(value) * multiplier
+    except ValueError:
+        raise errors.OpPrereqError(f"Invalid time specification '{value}'", C.ECODE_INVAL) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from corral import errors
-from corral.cli import cluster_opts, gnt_cluster
+from corral.cli import cluster_opts, gnt_cluster, optvalues
 from corral.cli.info import format_grouped_params
 from corral.nicesort import nice_sort
 
@@ -52,7 +52,7 @@ def test_modify_value_errors() -> None:
     ("text", "seconds"), [("30", 30), ("5m", 300), ("1h", 3600), ("2w", 1209600)]
 )
 def test_timespec(text: str, seconds: int) -> None:
-    assert gnt_cluster.parse_timespec(text) == seconds
+    assert optvalues.parse_timespec(text) == seconds
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_timespec(text: str, seconds: int) -> None:
 )
 def test_bad_timespec(text: str, message: str) -> None:
     with pytest.raises(errors.OpPrereqError) as info:
-        gnt_cluster.parse_timespec(text)
+        optvalues.parse_timespec(text)
     assert info.value.message == message
 
 
