@@ -8,7 +8,7 @@ import sys
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common, tags
+from corral.cli import common, instance_disks, tags
 from corral.cli import instance_multi as M
 from corral.cli import instance_specs as S
 from corral.cli.generic_info import format_generic_info
@@ -351,15 +351,13 @@ def build_parser() -> common.Parser:
     add_move_commands(sub)
     add_copy_command(sub)
     add_console_command(sub)
+    instance_disks.add_commands(sub)
     common.add_not_built(
         sub,
         "gnt-instance",
         [
-            "activate-disks",
             "batch-create",
             "change-group",
-            "deactivate-disks",
-            "recreate-disks",
             "replace-disks",
         ],
     )

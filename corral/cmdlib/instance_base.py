@@ -8,7 +8,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
-from corral.objects import Instance, Node
+from corral.objects import ADMIN_UP, Instance, Node
 from corral.rpc.declare import Request
 from corral.rpc.wire import InstanceWire
 
@@ -93,6 +93,23 @@ class InstanceLU(LogicalUnit[Any]):
         running = await U.running_instances(self, self.pnode, [self.instance.hypervisor])
         info = running.get(self.instance.name)
         return info is not None and info.get("state") != C.HV_STATE_SHUTDOWN
+
+    async def check_state(self, allowed: tuple[str, ...], msg: str) -> None:
+        """Ganeti's CheckInstanceState: refuse an admin state outside ``allowed``
+        and, when "up" is not allowed, an instance that runs (not checked, with a
+        warning, when its primary node is offline)."""
+        inst = self.instance
+        if inst.admin_state not in allowed:
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' is marked to be {inst.admin_state}, {msg}",
+                C.ECODE_STATE,
+            )
+        if ADMIN_UP in allowed:
+            return
+        if self.pnode.offline:
+            self.warn("Primary node offline, ignoring check that instance is down")
+        elif await self.is_running():
+            raise errors.OpPrereqError(f"Instance {inst.name} is running, {msg}", C.ECODE_STATE)
 
     def updated(self) -> Instance:
         """A copy of the instance to change in this unit's transaction."""

@@ -143,16 +143,9 @@ class LUInstanceReinstall(InstanceLU):
     async def check_prereq(self) -> None:
         await super().check_prereq()
         inst = self.instance
-        if inst.admin_state == ADMIN_UP:
-            raise errors.OpPrereqError(
-                f"Instance '{inst.name}' is marked to be up; shut it down first", C.ECODE_STATE
-            )
-        if await self.is_running():
-            raise errors.OpPrereqError(
-                f"Instance {inst.name} is running, cannot reinstall", C.ECODE_STATE
-            )
         if not inst.disks:
             raise errors.OpPrereqError(f"Instance '{inst.name}' has no disks", C.ECODE_INVAL)
+        await self.check_state((ADMIN_DOWN,), "cannot reinstall")
         op = self.op
         self.os_name = op.os_type or inst.os
         if not self.os_name:

@@ -15,6 +15,7 @@ from corral.cmdlib import (  # noqa: F401
     instance,
     instance_console,
     instance_create,
+    instance_disks,
     instance_migration,
     instance_move,
     instance_operation,

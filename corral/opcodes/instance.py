@@ -19,6 +19,7 @@ from corral.opcodes.types import (
     NonNegInt,
     Params,
     PositiveInt,
+    RecreateDisks,
     not_built,
 )
 
@@ -181,6 +182,29 @@ class OpInstanceGrowDisk(_InstanceOp):
     amount: NonNegInt
     absolute: bool = False
     ignore_ipolicy: bool = False
+
+
+class OpInstanceActivateDisks(_InstanceOp):
+    OP_ID = "OP_INSTANCE_ACTIVATE_DISKS"
+
+    ignore_size: bool = False
+    wait_for_sync: bool = False
+
+
+class OpInstanceDeactivateDisks(_InstanceOp):
+    OP_ID = "OP_INSTANCE_DEACTIVATE_DISKS"
+
+    force: bool = False
+
+
+class OpInstanceRecreateDisks(_InstanceOp):
+    OP_ID = "OP_INSTANCE_RECREATE_DISKS"
+
+    # Disk indexes, or [index, {size, mode, spindles}] pairs; none: all disks.
+    disks: RecreateDisks = Field(default_factory=list)
+    nodes: list[NonEmptyStr] = Field(default_factory=list)
+    node_uuids: list[NonEmptyStr] | None = None
+    iallocator: NonEmptyStr | None = None
 
 
 class OpInstanceFailover(_InstanceOp):

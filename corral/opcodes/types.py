@@ -148,6 +148,29 @@ DiskMods = Annotated[
 ]
 
 
+def _check_recreate_disks(value: list[Any]) -> list[Any]:
+    """Ganeti's RecreateDisksInfo: disk indexes, or ``[index, params]`` pairs."""
+    out = []
+    for item in value:
+        if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+            out.append([item, {}])
+        elif (
+            isinstance(item, list | tuple)
+            and len(item) == 2
+            and isinstance(item[0], int)
+            and not isinstance(item[0], bool)
+            and item[0] >= 0
+            and isinstance(item[1], dict)
+        ):
+            out.append([item[0], dict(item[1])])
+        else:
+            raise ValueError(f"each disk is an index or [index, parameters]; got {item!r}")
+    return out
+
+
+RecreateDisks = Annotated[list[Any], AfterValidator(_check_recreate_disks)]
+
+
 def _check_priority(value: int) -> int:
     if value not in C.OP_PRIO_SUBMIT_VALID:
         valid = ", ".join(str(p) for p in sorted(C.OP_PRIO_SUBMIT_VALID))

@@ -32,6 +32,17 @@ def blockdev_rename(devlist: list[tuple[DiskWire, list[str]]]) -> None:
     """Move disks to new logical ids: ``(disk, new logical_id)`` each."""
 
 
+@node_call(C.RPC_TMO_NORMAL)
+def blockdev_assemble(disk: DiskWire) -> str:
+    """Make a disk ready for use here; its path on the node (Ganeti's "node
+    visible name")."""
+
+
+@node_call(C.RPC_TMO_NORMAL)
+def blockdev_shutdown(disk: DiskWire) -> None:
+    """Undo blockdev_assemble; the data stays."""
+
+
 @node_call(C.RPC_TMO_URGENT)
 def blockdev_getdimensions(disks: list[DiskWire]) -> list[tuple[int, int | None]]:
     """Each disk's ``[size in bytes, spindles]``."""

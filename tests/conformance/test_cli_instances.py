@@ -98,6 +98,16 @@ def twins(icluster: TestCluster) -> Iterator[tuple[str, str]]:
         ["modify", "no-such-instance", "-B", "vcpus=2"],
         ["grow-disk", WEB, "0"],
         ["reinstall", "-f", "no-such-instance"],
+        ["activate-disks", WEB],
+        ["activate-disks", "--ignore-size", "--wait-for-sync", DB],
+        ["activate-disks"],
+        ["deactivate-disks", WEB],
+        ["recreate-disks", WEB],
+        ["recreate-disks", DB],
+        ["recreate-disks", "-n", "node1.example.com", "-I", "hail", DB],
+        ["recreate-disks", "--disk", "0:size=1x", DB],
+        ["recreate-disks", "--disk", "0:spindles=2", DB],
+        ["recreate-disks", "--disk", "0:size=32m", "--disk", "0:mode=ro", DB],
     ],
 )
 def test_read_only_commands(icluster: TestCluster, argv: list[str]) -> None:

@@ -318,7 +318,7 @@ def test_startup_shutdown_reboot(cl: TestCluster) -> None:
 def test_reinstall(cl: TestCluster, out: Path) -> None:
     ok(add(cl, "re", "-t", "file", "-s", "32m", "-o", "plain"))
     # refused while running (and marked up)
-    failed(cl.gnt("instance", "reinstall", "-f", "re"), "shut it down first")
+    failed(cl.gnt("instance", "reinstall", "-f", "re"), "is marked to be up, cannot reinstall")
     ok(cl.gnt("instance", "shutdown", "re"))
     # another OS, with parameters
     ok(cl.gnt("instance", "reinstall", "-f", "-o", "dummy+default", "-O", "foo=one,bar=two", "re"))

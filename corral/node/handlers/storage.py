@@ -57,6 +57,23 @@ async def blockdev_rename(ctx: NodeContext, devlist: list[tuple[DiskWire, list[s
         await asyncio.to_thread(template.rename, desc, logical_id)
 
 
+@rpc_handler(calls.blockdev_assemble)
+async def blockdev_assemble(ctx: NodeContext, disk: DiskWire) -> str:
+    """Assemble a disk that exists (one that is missing is refused); its path."""
+    template, desc = registry.resolve(ctx.paths, disk)
+    status = await asyncio.to_thread(template.sync_status, desc)
+    if not status.present:
+        path = ctx.paths.to_wire(template.attach(desc))
+        raise errors.OpExecError(f"Disk {desc.iv_name or desc.uuid} does not exist ({path})")
+    return ctx.paths.to_wire(await asyncio.to_thread(template.assemble, desc))
+
+
+@rpc_handler(calls.blockdev_shutdown)
+async def blockdev_shutdown(ctx: NodeContext, disk: DiskWire) -> None:
+    template, desc = registry.resolve(ctx.paths, disk)
+    await asyncio.to_thread(template.shutdown, desc)
+
+
 @rpc_handler(calls.blockdev_getdimensions)
 async def blockdev_getdimensions(
     ctx: NodeContext, disks: list[DiskWire]
