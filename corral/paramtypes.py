@@ -203,3 +203,17 @@ def _convert(key: str, value: Any, kind: str) -> Any:
         raise errors.TypeEnforcementError(
             f"'{key}' (value {value}) is not a valid {name}"
         ) from None
+
+
+def format_unit(value: Any, units: str = "h") -> str:
+    """A size in MiB as Ganeti shows it: ``h`` gives ``128M``, ``1.0G``, ``2.0T``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    if units == "h":
+        if value < 1024:
+            return f"{int(value)}M"
+        if value < 1024 * 1024:
+            return f"{value / 1024:.1f}G"
+        return f"{value / 1024 / 1024:.1f}T"
+    divisor = {"m": 1, "g": 1024, "t": 1024 * 1024}.get(units, 1)
+    return str(int(value)) if divisor == 1 else f"{value / divisor:.1f}"

@@ -16,12 +16,12 @@ from corral.cli.optvalues import boolean
 from corral.cli.table import (
     add_filter_option,
     format_table,
-    format_unit,
     generic_list,
     generic_list_fields,
     list_filter,
 )
 from corral.nicesort import nice_sort
+from corral.paramtypes import format_unit
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

@@ -4,13 +4,16 @@ Ganeti 3.0.2's options and output."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from corral import constants as C
 from corral import errors
 from corral import paramtypes as T
 from corral.cli import common
 from corral.cli.instance_specs import ident_key_val
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def cmd_activate_disks(opts: argparse.Namespace) -> int:

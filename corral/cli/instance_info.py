@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from corral.cli.table import format_time, format_unit
+from corral.cli.table import format_time
+from corral.paramtypes import format_unit
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:

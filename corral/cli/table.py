@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from corral import constants as C
 from corral import errors
 from corral.luxi.client import Client
+from corral.paramtypes import format_unit
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -46,20 +47,6 @@ def _default_format(kind: str, value: Any) -> str:
     if kind == C.QFT_TIMESTAMP and isinstance(value, int | float):
         return format_time(value)
     return str(value)
-
-
-def format_unit(value: Any, units: str = "h") -> str:
-    """A size in MiB as Ganeti shows it: ``h`` gives ``128M``, ``1.0G``, ``2.0T``."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return str(value)
-    if units == "h":
-        if value < 1024:
-            return f"{int(value)}M"
-        if value < 1024 * 1024:
-            return f"{value / 1024:.1f}G"
-        return f"{value / 1024 / 1024:.1f}T"
-    divisor = {"m": 1, "g": 1024, "t": 1024 * 1024}.get(units, 1)
-    return str(int(value)) if divisor == 1 else f"{value / divisor:.1f}"
 
 
 def _kind_formatter(kind: str, units: str) -> Formatter:

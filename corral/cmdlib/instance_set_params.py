@@ -7,6 +7,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
+from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks, parse_nic
@@ -80,8 +81,11 @@ class LUInstanceSetParams(InstanceLU):
             or op.osparams_private is not None
             or op.offline is not None
             or op.runtime_mem is not None
+            or op.disk_template
         ):
             raise errors.OpPrereqError("No changes submitted", C.ECODE_INVAL)
+        if op.disk_template:
+            conversion.check_arguments(self)
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -89,6 +93,11 @@ class LUInstanceSetParams(InstanceLU):
         self.changes: list[list[Any]] = []
         self.new_disks: list[Disk] = []
         self.removed_disks: list[Disk] = []
+        # The disks a template conversion switches the instance to.
+        self.converted: list[Disk] = []
+        if self.op.disk_template:
+            await conversion.check_prereq(self)
+            self.changes.append(["disk_template", self.op.disk_template])
         self._apply_params()
         await self._apply_os()
         self._apply_nics()
@@ -296,6 +305,8 @@ class LUInstanceSetParams(InstanceLU):
                 self.warn,
                 f"Could not remove disk {disk.iv_name}",
             )
+        if self.converted:
+            await conversion.convert(self, self.new)
         self.tx.update(self.new)
         self.instance = self.new
         return self.changes

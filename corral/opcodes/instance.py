@@ -154,9 +154,9 @@ class OpInstanceSetParams(_InstanceOp):
     beparams: Params = Field(default_factory=dict)
     runtime_mem: PositiveInt | None = None
     hvparams: Params = Field(default_factory=dict)
-    disk_template: DiskTemplate | None = not_built()
+    disk_template: DiskTemplate | None = None
     ext_params: Params = not_built({})
-    file_driver: FileDriver | None = not_built()
+    file_driver: FileDriver | None = None
     file_storage_dir: NonEmptyStr | None = not_built()
     pnode: NonEmptyStr | None = not_built()
     pnode_uuid: NonEmptyStr | None = not_built()
@@ -166,7 +166,8 @@ class OpInstanceSetParams(_InstanceOp):
     os_name: NonEmptyStr | None = None
     osparams: Params = Field(default_factory=dict)
     osparams_private: Params | None = None
-    wait_for_sync: bool = not_built(True)
+    # Corral's templates never resync: there is nothing to wait for.
+    wait_for_sync: bool = True
     offline: bool | None = None
     conflicts_check: bool = True
     hotplug: bool = not_built(False)

@@ -43,6 +43,11 @@ def blockdev_shutdown(disk: DiskWire) -> None:
     """Undo blockdev_assemble; the data stays."""
 
 
+@node_call(C.RPC_TMO_1DAY)
+def blockdev_convert(src: DiskWire, dst: DiskWire) -> None:
+    """Copy a disk's data to a new disk of another template (same size)."""
+
+
 @node_call(C.RPC_TMO_URGENT)
 def blockdev_getdimensions(disks: list[DiskWire]) -> list[tuple[int, int | None]]:
     """Each disk's ``[size in bytes, spindles]``."""

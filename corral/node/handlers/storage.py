@@ -16,6 +16,7 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.storage import file as file_storage
 from corral.node.storage import registry
+from corral.node.storage.copy import copy_disk
 from corral.node.storage.dirs import SSCONF_KEYS, template_dirs
 from corral.rpc import calls_storage as calls
 from corral.rpc.wire import DiskWire
@@ -72,6 +73,15 @@ async def blockdev_assemble(ctx: NodeContext, disk: DiskWire) -> str:
 async def blockdev_shutdown(ctx: NodeContext, disk: DiskWire) -> None:
     template, desc = registry.resolve(ctx.paths, disk)
     await asyncio.to_thread(template.shutdown, desc)
+
+
+@rpc_handler(calls.blockdev_convert)
+async def blockdev_convert(ctx: NodeContext, src: DiskWire, dst: DiskWire) -> None:
+    src_template, src_desc = registry.resolve(ctx.paths, src)
+    dst_template, dst_desc = registry.resolve(ctx.paths, dst)
+    source = await asyncio.to_thread(src_template.assemble, src_desc)
+    target = await asyncio.to_thread(dst_template.assemble, dst_desc)
+    await asyncio.to_thread(copy_disk, source, target)
 
 
 @rpc_handler(calls.blockdev_getdimensions)
