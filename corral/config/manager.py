@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from corral import constants as C
 from corral import errors
+from corral.nicesort import nice_sort
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
@@ -60,6 +61,10 @@ class ConfigManager:
             self._index_nics(inst, add=True)
         # What running jobs reserved for instances they have not committed yet.
         self.reservations = Reservations()
+        # Per table, bumped when an object is added, removed or renamed: the
+        # sorted names below are sorted again only then.
+        self._name_changes: dict[str, int] = dict.fromkeys(_CLASSES, 0)
+        self._nice_names: dict[str, tuple[int, tuple[str, ...]]] = {}
 
     @classmethod
     async def open(cls, store: ConfigStore) -> ConfigManager:
@@ -112,6 +117,16 @@ class ConfigManager:
 
     def instances(self) -> list[Instance]:
         return sorted(self._all(Instance), key=lambda i: i.name)
+
+    def nice_names(self, cls: type[ConfigObject]) -> tuple[str, ...]:
+        """The names of every object of ``cls`` in Ganeti's nice order (cached:
+        an instance's start does not sort 10,000 names again)."""
+        changes = self._name_changes[cls.TABLE]
+        cached = self._nice_names.get(cls.TABLE)
+        if cached is None or cached[0] != changes:
+            cached = (changes, tuple(nice_sort(self._by_name[cls.TABLE])))
+            self._nice_names[cls.TABLE] = cached
+        return cached[1]
 
     def filter_rules(self) -> list[FilterRule]:
         """The job filter rules (in no particular order)."""
@@ -181,10 +196,13 @@ class ConfigManager:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)
             if old is not None:
                 self._by_name[obj.TABLE].pop(old.name, None)
+                self._name_changes[obj.TABLE] += 1
                 if isinstance(old, Instance):
                     self._index_nics(old, add=False)
         for obj in upserts:
             old = self._objects[obj.TABLE].get(obj.uuid)
+            if old is None or old.name != obj.name:
+                self._name_changes[obj.TABLE] += 1
             if old is not None and old.name != obj.name:
                 self._by_name[obj.TABLE].pop(old.name, None)
             if isinstance(old, Instance):
