@@ -194,6 +194,10 @@ def test_read_only_commands(cl: TestCluster, argv: list[str]) -> None:
         ["modify", "--ipolicy-bounds-specs", "low:cpu-count=1"],
         ["modify", "--ipolicy-bounds-specs", BOUNDS.replace("min:cpu-count=1", "min:cpu-count=8")],
         ["modify", "--enabled-disk-templates", "file"],
+        ["modify", "-D", "plain:stripes=abc"],
+        ["modify", "-D", "file:foo=1"],
+        ["modify", "-D", "no_plain"],
+        ["modify", "-D", "plain:stripes=2"],
     ],
     ids=" ".join,
 )
@@ -215,6 +219,7 @@ def test_refusals(cl: TestCluster, argv: list[str]) -> None:
         ["modify", "-C", "7", "--max-running-jobs", "15", "--max-tracked-jobs", "30"],
         ["modify", "--maintain-node-health", "yes", "--modify-etc-hosts", "no"],
         ["modify", "-B", "vcpus=2", "-N", "link=br7"],
+        ["modify", "-D", "drbd:resync-rate=61440,protocol=C", "-D", "plain:stripes=1"],
     ],
     ids=" ".join,
 )
