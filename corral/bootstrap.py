@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral import errors, uidpool
+from corral import diskparams, errors, uidpool
 from corral import hypervisors as H
 from corral.paths import Paths
 from corral.storage_names import DEFAULT_ENABLED
@@ -60,6 +60,8 @@ class InitOptions:
     uid_pool: list[list[int]] = field(default_factory=list)
     # Whether a guest's own shutdown is reported as USER_down (--user-shutdown).
     enabled_user_shutdown: bool = False
+    # -D: accepted at Ganeti's defaults only (see corral.diskparams).
+    diskparams: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -120,6 +122,7 @@ def _validate(opts: InitOptions) -> None:
     capabilities.check_init_names(opts.enabled_hypervisors, opts.enabled_disk_templates)
     uidpool.check(opts.uid_pool)
     _check_ipolicy(opts)
+    diskparams.check_init(opts.diskparams)
 
 
 def _check_node_capabilities(paths: Paths, opts: InitOptions) -> None:

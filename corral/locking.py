@@ -47,9 +47,13 @@ class _Lock:
     waiters: list[_Waiter] = field(default_factory=list)
 
     def free_for(self, waiter: _Waiter) -> bool:
+        return self.free_in(waiter.shared)
+
+    def free_in(self, shared: bool) -> bool:
+        """Whether the lock can be held in that mode now (ignoring the queue)."""
         if self.exclusive is not None:
             return False
-        return waiter.shared or not self.shared
+        return shared or not self.shared
 
     def grant_waiters(self) -> None:
         """Wake waiters at the head of the queue that can now hold the lock."""
@@ -89,6 +93,8 @@ class LockManager:
     def __init__(self) -> None:
         self._locks: dict[str, _Lock] = {}
         self._owned: dict[str, dict[str, set[str]]] = {}
+        # Opportunistic requests waiting for any lock to be released.
+        self._watchers: list[asyncio.Future[None]] = []
 
     def _lock(self, level: str, name: str) -> _Lock:
         key = full_name(level, name)
@@ -107,17 +113,7 @@ class LockManager:
         priority: int = C.OP_PRIO_NORMAL,
     ) -> None:
         """Acquire ``names`` at ``level``, in name order; all or none on cancel."""
-        if level not in _LEVEL_INDEX:
-            raise errors.ProgrammerError(f"Unknown lock level {level!r}")
-        held = self._owned.setdefault(owner, {})
-        later = [lvl for lvl in held if held[lvl] and _LEVEL_INDEX[lvl] > _LEVEL_INDEX[level]]
-        if later:
-            raise errors.ProgrammerError(
-                f"{owner} asks for level {level} while holding {later[0]}: wrong lock order"
-            )
-        if held.get(level):
-            # A second request at a held level could take names out of order.
-            raise errors.ProgrammerError(f"{owner} already holds locks at level {level}")
+        held = self._check_order(owner, level)
         got: list[str] = []
         try:
             for name in sorted(set(names)):
@@ -129,6 +125,54 @@ class LockManager:
         except BaseException:
             self.release(owner, level, got)
             raise
+
+    def _check_order(self, owner: str, level: str) -> dict[str, set[str]]:
+        """``owner``'s locks, once a request at ``level`` is known to keep the order."""
+        if level not in _LEVEL_INDEX:
+            raise errors.ProgrammerError(f"Unknown lock level {level!r}")
+        held = self._owned.setdefault(owner, {})
+        later = [lvl for lvl in held if held[lvl] and _LEVEL_INDEX[lvl] > _LEVEL_INDEX[level]]
+        if later:
+            raise errors.ProgrammerError(
+                f"{owner} asks for level {level} while holding {later[0]}: wrong lock order"
+            )
+        if held.get(level):
+            # A second request at a held level could take names out of order.
+            raise errors.ProgrammerError(f"{owner} already holds locks at level {level}")
+        return held
+
+    async def acquire_available(
+        self, owner: str, level: str, names: Iterable[str], *, shared: bool, at_least: int = 1
+    ) -> list[str]:
+        """Ganeti's opportunistic acquisition: those of ``names`` that are free
+        now (and nobody queues for), without waiting for the others; while
+        fewer than ``at_least`` are, wait for a release.  The names taken."""
+        held = self._check_order(owner, level)
+        wanted = sorted(set(names))
+        while True:
+            free = [n for n in wanted if self._available(level, n, shared)]
+            if len(free) >= min(at_least, len(wanted)):
+                for name in free:
+                    self._lock(level, name)._take(owner, shared)
+                    held.setdefault(level, set()).add(name)
+                return free
+            watcher = asyncio.get_running_loop().create_future()
+            self._watchers.append(watcher)
+            try:
+                await watcher
+            finally:
+                if watcher in self._watchers:
+                    self._watchers.remove(watcher)
+
+    def _available(self, level: str, name: str, shared: bool) -> bool:
+        lock = self._locks.get(full_name(level, name))
+        return lock is None or (not lock.waiters and lock.free_in(shared))
+
+    def _wake_watchers(self) -> None:
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.set_result(None)
 
     async def _acquire_one(self, owner: str, lock: _Lock, shared: bool, priority: int) -> None:
         waiter = _Waiter(owner, shared, priority, asyncio.get_running_loop().create_future())
@@ -146,6 +190,7 @@ class LockManager:
                 lock.waiters.remove(waiter)
                 lock.grant_waiters()
             self._forget_if_idle(lock)
+            self._wake_watchers()
             raise
 
     def release(
@@ -164,6 +209,7 @@ class LockManager:
                     self._forget_if_idle(lock)
         if not any(held.values()):
             self._owned.pop(owner, None)
+        self._wake_watchers()
 
     def _forget_if_idle(self, lock: _Lock) -> None:
         if lock.exclusive is None and not lock.shared and not lock.waiters:

@@ -14,7 +14,6 @@ from corral import constants as C
 from corral import errors
 from corral import hvparams as HV
 from corral import paramtypes as PT
-from corral import storage_names as N
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
 VALUE_DEFAULT = "default"
@@ -185,34 +184,3 @@ def apply_changes(current: dict[str, Any], changes: dict[str, Any]) -> dict[str,
         else:
             out[key] = value
     return out
-
-
-# Ganeti's disk parameter defaults (DISK_DT_DEFAULTS); Corral sets no disk
-# parameters, so the cluster has these, as a Ganeti cluster initialised without -D.
-DISK_DT_DEFAULTS: dict[str, dict[str, Any]] = {
-    N.DT_BLOCK: {},
-    N.DT_DISKLESS: {},
-    N.DT_DRBD: {
-        "c-delay-target": 1,
-        "c-fill-target": 0,
-        "c-max-rate": 61440,
-        "c-min-rate": 4096,
-        "c-plan-ahead": 20,
-        "data-stripes": 1,
-        "disk-barriers": "n",
-        "disk-custom": "",
-        "dynamic-resync": False,
-        "meta-barriers": False,
-        "meta-stripes": 1,
-        "metavg": "xenvg",
-        "net-custom": "",
-        "protocol": "C",
-        "resync-rate": 61440,
-    },
-    N.DT_EXT: {"access": "kernelspace"},
-    N.DT_FILE: {},
-    N.DT_GLUSTER: {"access": "kernelspace", "host": "127.0.0.1", "port": 24007, "volume": "gv0"},
-    N.DT_PLAIN: {"stripes": 1},
-    N.DT_RBD: {"access": "kernelspace", "pool": "rbd"},
-    N.DT_SHARED_FILE: {},
-}

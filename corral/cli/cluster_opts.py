@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from corral import constants as C
-from corral import errors
+from corral import diskparams, errors
 from corral.cli import common
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.optvalues import boolean, split_key_val, unescape_and_split
@@ -132,7 +132,8 @@ def _converted(opts: argparse.Namespace) -> dict[str, Any]:
     for flags, field in _IDENT:
         values = ident_key_vals(flags[0], getattr(opts, field))
         if values:
-            op[field] = values
+            # As Ganeti's command, -D values take their types here.
+            op[field] = diskparams.typed(values) if field == "diskparams" else values
     for field in ("enabled_hypervisors", "enabled_disk_templates"):
         if getattr(opts, field):
             op[field] = getattr(opts, field).split(",")

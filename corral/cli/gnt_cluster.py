@@ -14,7 +14,7 @@ from corral import errors, uidpool
 from corral import paths as P
 from corral.cli import cluster_disks, common, optvalues, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
-from corral.cli.cluster_opts import add_modify_options, cmd_modify
+from corral.cli.cluster_opts import add_modify_options, cmd_modify, ident_key_vals
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params
 from corral.cli.optvalues import boolean, split_key_val
@@ -65,6 +65,7 @@ def cmd_init(opts: argparse.Namespace) -> int:
     init.beparams = split_key_val("-B", opts.backend_parameters or "")
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
+    init.diskparams = ident_key_vals("-D", opts.diskparams)
     init.ipolicy = cli_ipolicy.create_ipolicy(opts, init=True)
     try:
         bootstrap.init_cluster(paths, init)
@@ -345,6 +346,13 @@ def _add_init(sub: Any) -> None:
         "--hypervisor-parameters",
         action="append",
         help="Default hypervisor parameters (hv:k=v,...)",
+    )
+    p.add_argument(
+        "-D",
+        "--disk-parameters",
+        dest="diskparams",
+        action="append",
+        help="Disk template parameters (template:k=v,...); Ganeti's defaults only",
     )
     p.add_argument("--uid-pool", help="User-id ranges for security_model=pool (1000-2000,3000)")
     p.add_argument(

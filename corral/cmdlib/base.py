@@ -52,6 +52,9 @@ class LogicalUnit(ABC, Generic[OpT]):
         self.tx = tx
         self.needed_locks: dict[str, list[str] | str] = {}
         self.share_locks: dict[str, bool] = {}
+        # Levels whose locks are taken as they are free, the others not waited
+        # for (Ganeti's opportunistic_locks; at least one of them is taken).
+        self.opportunistic_levels: set[str] = set()
         self._expanded: list[_Expanded] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -82,6 +85,11 @@ class LogicalUnit(ABC, Generic[OpT]):
 
     async def check_prereq(self) -> None:
         """Check the cluster's state under the locks; raise OpPrereqError."""
+
+    def prepare_retry(self) -> bool:
+        """Get ready to run again after a temporary lack of resources
+        (OpPrereqError with ECODE_TEMP_NORES): False when this unit cannot."""
+        return False
 
     def build_hooks_env(self) -> dict[str, Any]:
         """The unit's hook variables, without the GANETI_ prefix."""

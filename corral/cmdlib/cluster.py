@@ -9,6 +9,7 @@ from typing import Any
 
 from corral import __version__, capabilities, errors, uidpool
 from corral import constants as C
+from corral import diskparams as DP
 from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
@@ -46,7 +47,8 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "ipolicy": cluster.ipolicy,
         "nicparams": cluster.nicparams,
         "ndparams": cluster.ndparams,
-        "diskparams": P.DISK_DT_DEFAULTS,
+        # Accepted only at Ganeti's defaults (see corral.diskparams).
+        "diskparams": DP.DISK_DT_DEFAULTS,
         "candidate_pool_size": cluster.candidate_pool_size,
         "max_running_jobs": cluster.max_running_jobs,
         "max_tracked_jobs": cluster.max_tracked_jobs,
@@ -188,6 +190,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         capabilities.check_implemented(
             op.enabled_hypervisors or [], op.enabled_disk_templates or []
         )
+        if op.diskparams:
+            given = {str(template): params for template, params in op.diskparams.items()}
+            DP.check(given, "While verify diskparams options")
         for mods in (op.hidden_os, op.blacklisted_os):
             for mod in mods or []:
                 if len(mod) != 2 or mod[0] not in ("add", "remove"):
@@ -312,6 +317,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         on the nodes that have the OS ("preseeding" is fine)."""
         self._check_ipolicy()
         self.new_uid_pool = self._uid_pool()
+        for warning in DP.change_warnings(self.op.diskparams or {}):
+            self.warn(warning)
         if self.op.default_iallocator:
             allocator.check_exists(self.master.paths, self.op.default_iallocator)
         await self._check_nodes_serve()

@@ -10,10 +10,10 @@ from corral import errors
 from corral import ipolicy as IP
 from corral.cmdlib.base import LogicalUnit
 from corral.config.manager import ConfigManager
+from corral.diskparams import DISK_DT_DEFAULTS
 from corral.nicesort import nice_sort
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import group as opg
-from corral.params import DISK_DT_DEFAULTS
 from corral.paramtypes import force_dict_type
 from corral.services.ndparams import updated_ndparams
 from corral.services.params import filled_beparams

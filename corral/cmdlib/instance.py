@@ -52,7 +52,10 @@ class LUInstanceRemove(InstanceLU):
 
 
 class LUInstanceRename(InstanceLU):
-    """Renames the instance, its disk directory, and runs the OS rename script."""
+    """Renames the instance, its disk directory, and runs the OS rename script.
+
+    A rename to the instance's own name is accepted, as Ganeti's (its burnin
+    does one): the checks run and the OS rename script runs, nothing moves."""
 
     OPCODE = opi.OpInstanceRename
     HPATH = "instance-rename"
@@ -66,16 +69,13 @@ class LUInstanceRename(InstanceLU):
 
     def declare_locks(self) -> None:
         super().declare_locks()
-        self.needed_locks[C.LEVEL_INSTANCE] = [self.instance.name, self.op.new_name]
+        names = [self.instance.name, self.op.new_name]
+        self.needed_locks[C.LEVEL_INSTANCE] = list(dict.fromkeys(names))
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
         inst, new = self.instance, self.op.new_name
-        if new == inst.name:
-            raise errors.OpPrereqError(
-                f"Instance '{inst.name}' already has that name", C.ECODE_INVAL
-            )
-        if self.cfg.find(Instance, new) is not None:
+        if new != inst.name and self.cfg.find(Instance, new) is not None:
             raise errors.OpPrereqError(
                 f"Instance '{new}' is already in the cluster", C.ECODE_EXISTS
             )
@@ -94,6 +94,16 @@ class LUInstanceRename(InstanceLU):
         return {**super().build_hooks_env(), "INSTANCE_NEW_NAME": self.op.new_name}
 
     async def exec(self) -> Any:
+        old = self.instance
+        if self.op.new_name != old.name:
+            await self._rename()
+        await installer.run_rename(
+            self, installer.existing(self, self.instance, self.pnode), old.name
+        )
+        return self.instance.name
+
+    async def _rename(self) -> None:
+        """The new name in the hypervisor, the disks' paths and the config."""
         old = self.instance
         inst = self.updated()
         inst.name = self.op.new_name
@@ -114,8 +124,6 @@ class LUInstanceRename(InstanceLU):
             disk.logical_id = new_id
         self.tx.update(inst)
         self.instance = inst
-        await installer.run_rename(self, installer.existing(self, inst, self.pnode), old.name)
-        return inst.name
 
 
 def _disk_renames(inst: Instance, new_name: str) -> list[tuple[Disk, list[str]]]:

@@ -258,6 +258,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
+        placement.check_opportunistic(self.op, self.allocator)
         if self.allocator is None:
             self.pnode = self.expand(Node, self.op.pnode_uuid or self.op.pnode or "")
         elif self.template.adopts:
@@ -277,6 +278,23 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             nodes = [*nodes, source]
         self.needed_locks[C.LEVEL_NODE] = nodes
         self.share_locks[C.LEVEL_NODE] = True
+        if self.allocator and self.op.opportunistic_locking:
+            self.opportunistic_levels = {C.LEVEL_NODE, C.LEVEL_NODE_RES}
+
+    def declare_level(self, level: str) -> None:
+        # As Ganeti: opportunistically, node-res locks of the nodes locked.
+        if level == C.LEVEL_NODE_RES and level in self.opportunistic_levels:
+            owned = self.master.locks.owned(str(self.ctx.job_id), C.LEVEL_NODE)
+            self.needed_locks[level] = sorted(owned)
+
+    def prepare_retry(self) -> bool:
+        """Ganeti's PrepareRetry: the allocator found no node among those
+        locked opportunistically; the next run locks them all."""
+        if not self.op.opportunistic_locking:
+            return False
+        self.feedback("* falling back to full lock allocation")
+        self.op.opportunistic_locking = False
+        return True
 
     async def check_prereq(self) -> None:
         op = self.op

@@ -39,6 +39,26 @@ def allocator_name(lu: LogicalUnit[OpInstanceCreate]) -> str | None:
     return allocator.default_name(lu.cfg.cluster, op.iallocator)
 
 
+def check_opportunistic(op: OpInstanceCreate, allocator_name: str | None) -> None:
+    """Ganeti's CheckOpportunisticLocking: only an allocator can make do with
+    the nodes whose locks are free."""
+    if op.opportunistic_locking and allocator_name is None:
+        raise errors.OpPrereqError(
+            "The opportunistic locking flag is only supported with an instance allocator",
+            C.ECODE_INVAL,
+        )
+
+
+def opportunistic_whitelist(lu: LogicalUnit[OpInstanceCreate]) -> list[str] | None:
+    """With opportunistic locking, the nodes the allocator may choose from:
+    those whose node and node-res locks the unit got (by name); else None."""
+    if not lu.op.opportunistic_locking:
+        return None
+    locks, owner = lu.master.locks, str(lu.ctx.job_id)
+    held = locks.owned(owner, C.LEVEL_NODE) & locks.owned(owner, C.LEVEL_NODE_RES)
+    return [node.name for node in lu.cfg.nodes() if node.uuid in held]
+
+
 def check_primary(node: Node) -> None:
     """Ganeti's refusals of a primary node that cannot take a new instance."""
     if node.offline:
@@ -74,18 +94,27 @@ def alloc_request(
         tags=list(op.tags),
         nics=[{"mac": n["mac"], "ip": n["ip"], **n["nicparams"]} for n in nics],
         group_name=op.group_name,
+        node_whitelist=opportunistic_whitelist(lu),
         start=op.start,
     )
 
 
 async def choose_primary(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) -> Node:
-    """Run the allocator ``name``; its node, checked, with the choice in the job log."""
+    """Run the allocator ``name``; its node, checked, with the choice in the job
+    log.  A failure among some nodes only (opportunistic locking) is temporary:
+    the unit tries again with all of them."""
     answer = await allocator.run(
         lu.master, name, request, hypervisor=request.hypervisor, disk_template=request.disk_template
     )
     if not answer.success:
+        ecode = C.ECODE_NORES
+        if request.node_whitelist is not None:
+            ecode = C.ECODE_TEMP_NORES
+            lu.log_info(
+                f"IAllocator '{name}' failed on opportunistically acquired nodes: {answer.info}"
+            )
         raise errors.OpPrereqError(
-            f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
+            f"Can't compute nodes using iallocator '{name}': {answer.info}", ecode
         )
     node = lu.cfg.find(Node, answer.result[0])
     if node is None:

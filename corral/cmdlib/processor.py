@@ -38,7 +38,19 @@ class Processor:
         cls = lu_class(op.OP_ID)
         if cls is None:
             raise errors.OpCodeUnknown(f"Opcode {op.OP_ID} is not implemented")
-        lu = cls(self.master, op, ctx, self.master.cfg.transaction())
+        while True:
+            lu = cls(self.master, op, ctx, self.master.cfg.transaction())
+            try:
+                return await self._process(lu, ctx)
+            except errors.OpPrereqError as err:
+                # As Ganeti's mcpu: a temporary lack of resources (a unit that
+                # took only the locks it could get) is tried again, with more.
+                if err.ecode != C.ECODE_TEMP_NORES or not lu.prepare_retry():
+                    raise
+                ctx.notify_retry()
+
+    async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> Any:
+        """One run of the unit's life cycle, its locks released at the end."""
         lu.check_arguments()
         lu.expand_names()
         await lu.before_locks()
@@ -65,14 +77,14 @@ class Processor:
                 continue
             if isinstance(wanted, str) and wanted != ALL_SET:
                 raise errors.ProgrammerError(f"Locks of level {level} left undeclared: {wanted}")
-            names = self._all_names(level) if wanted == ALL_SET else list(wanted)
-            await locks.acquire(
-                owner,
-                level,
-                names,
-                shared=lu.share_locks.get(level, False),
-                priority=ctx.priority,
-            )
+            shared = lu.share_locks.get(level, False)
+            if level in lu.opportunistic_levels:
+                # Not the lockset's lock: a node added meanwhile is not waited for.
+                names = self._all_names(level)[1:] if wanted == ALL_SET else list(wanted)
+                await locks.acquire_available(owner, level, names, shared=shared)
+            else:
+                names = self._all_names(level) if wanted == ALL_SET else list(wanted)
+                await locks.acquire(owner, level, names, shared=shared, priority=ctx.priority)
             # Before the next level is declared from them: the objects named
             # must still be the ones whose locks are now held.
             lu.recheck_expanded()

@@ -11,12 +11,14 @@ carries the master's fence token (``fence``, from its mastership lease).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from corral import constants as C
 from corral import errors
+from corral.nicesort import nice_key
 from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
@@ -31,6 +33,11 @@ KIND_NAMES: dict[str, str] = {"nodes": "Node", "nodegroups": "Node group", "inst
 _CLASSES: dict[str, type[ConfigObject]] = {
     cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, FilterRule)
 }
+
+
+def _nice_order(name: str) -> tuple[list[tuple[int, Any]], str]:
+    """Ganeti's nice order; names it finds equal ("a01", "a1") by their text."""
+    return nice_key(name), name
 
 
 class ConfigManager:
@@ -60,6 +67,9 @@ class ConfigManager:
             self._index_nics(inst, add=True)
         # What running jobs reserved for instances they have not committed yet.
         self.reservations = Reservations()
+        # Per table, the names in Ganeti's nice order, sorted once when first
+        # asked for, then kept in order as objects come, go and are renamed.
+        self._nice_names: dict[str, list[str]] = {}
 
     @classmethod
     async def open(cls, store: ConfigStore) -> ConfigManager:
@@ -112,6 +122,24 @@ class ConfigManager:
 
     def instances(self) -> list[Instance]:
         return sorted(self._all(Instance), key=lambda i: i.name)
+
+    def nice_names(self, cls: type[ConfigObject]) -> Sequence[str]:
+        """The names of every object of ``cls`` in Ganeti's nice order (the
+        manager's own list, kept in order by each commit: read, do not keep)."""
+        names = self._nice_names.get(cls.TABLE)
+        if names is None:
+            names = self._nice_names[cls.TABLE] = sorted(self._by_name[cls.TABLE], key=_nice_order)
+        return names
+
+    def _renamed(self, table: str, old: str | None, new: str | None) -> None:
+        """Keep the table's nice order of names (if made) as ``old`` goes and ``new`` comes."""
+        names = self._nice_names.get(table)
+        if names is None:
+            return
+        if old is not None:
+            del names[bisect.bisect_left(names, _nice_order(old), key=_nice_order)]
+        if new is not None:
+            bisect.insort(names, new, key=_nice_order)
 
     def filter_rules(self) -> list[FilterRule]:
         """The job filter rules (in no particular order)."""
@@ -181,10 +209,13 @@ class ConfigManager:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)
             if old is not None:
                 self._by_name[obj.TABLE].pop(old.name, None)
+                self._renamed(obj.TABLE, old.name, None)
                 if isinstance(old, Instance):
                     self._index_nics(old, add=False)
         for obj in upserts:
             old = self._objects[obj.TABLE].get(obj.uuid)
+            if old is None or old.name != obj.name:
+                self._renamed(obj.TABLE, old.name if old else None, obj.name)
             if old is not None and old.name != obj.name:
                 self._by_name[obj.TABLE].pop(old.name, None)
             if isinstance(old, Instance):

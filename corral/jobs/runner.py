@@ -58,6 +58,13 @@ class OpContext:
         self.op.exec_timestamp = time.time()
         self._queue.save(self.job)
 
+    def notify_retry(self) -> None:
+        """The opcode goes back to waiting for locks (more of them: Ganeti's
+        NotifyRetry, after a unit's PrepareRetry)."""
+        if self.op.status == C.OP_STATUS_RUNNING:
+            advance(self.op, C.OP_STATUS_WAITING)
+            self._queue.save(self.job)
+
     def feedback(self, message: Any, kind: str = C.ELOG_MESSAGE) -> None:
         """Append an entry to the opcode's log (seen by WaitForJobChange)."""
         message = scrub(message, self.scrub_values())

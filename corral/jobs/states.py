@@ -27,7 +27,8 @@ OP_TRANSITIONS: Mapping[str, frozenset[str]] = {
     _QUEUED: frozenset({_WAITING, _RUNNING, _CANCELING, _CANCELED, _ERROR}),
     # Back to queued when masterd restarts before it ran.
     _WAITING: frozenset({_QUEUED, _RUNNING, _CANCELING, _CANCELED, _ERROR}),
-    _RUNNING: frozenset({_SUCCESS, _ERROR, _CANCELING, _CANCELED}),
+    # Back to waiting when its unit tries again with more locks (NotifyRetry).
+    _RUNNING: frozenset({_WAITING, _SUCCESS, _ERROR, _CANCELING, _CANCELED}),
     # A killed opcode may still finish before the cancellation reaches it.
     _CANCELING: frozenset({_SUCCESS, _ERROR, _CANCELED}),
     # A success whose record never reached the disk ends as an error.

@@ -25,7 +25,7 @@ from corral.services import durable_flags
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import write_ssconf
+from corral.services.ssconf import SsconfWriter
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
@@ -60,8 +60,9 @@ async def serve(
     cfg.fence = lease.token
     durable = await DurableState.open(SqliteKeyValueStore(paths.state_db), lease.token)
     await legacy_state.move_into(durable, paths)
-    cfg.add_listener(lambda c, tables: write_ssconf(paths, c, tables))
-    write_ssconf(paths, cfg)
+    ssconf = SsconfWriter(paths)
+    cfg.add_listener(ssconf.changed)
+    ssconf.write(cfg)
     rpc = https_client(
         paths,
         cfg.cluster.noded_port,

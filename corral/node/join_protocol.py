@@ -27,7 +27,6 @@ ROLE_NODE = "node"
 ROLE_MASTER = "master"
 _ID_RE = re.compile(r"^[0-9a-f]{16}$")
 _HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
-SSCONF_KEY_RE = re.compile(r"^[a-z0-9_]+$")
 _SECRET_BYTES = 32
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from corral import constants as C
-from corral import errors
+from corral import errors, ssconf_files
 from corral.crypto.tls import ssl_server_context
 from corral.fileio import atomic_write
 from corral.node import join_protocol as J
@@ -284,12 +284,12 @@ def _checked_files(body: dict[str, Any], token: J.JoinToken, key: bytes) -> dict
 
 
 def write_ssconf_values(paths: Paths, values: dict[str, str]) -> None:
-    """Write the ssconf files ``values`` names (key: file content without newline)."""
+    """Write the ssconf files ``values`` names (key: value, see :mod:`corral.ssconf_files`)."""
     for name, value in values.items():
-        if not J.SSCONF_KEY_RE.match(name):
+        if not ssconf_files.KEY_RE.match(name):
             raise errors.OpExecError(f"Invalid ssconf key {name!r}")
         path = paths.ssconf_file(name)
-        data = (value + "\n").encode("utf-8")
+        data = ssconf_files.file_data(value)
         with contextlib.suppress(OSError):
             if path.read_bytes() == data:
                 continue

@@ -129,7 +129,7 @@ class OpClusterSetParams(OpCode):
     os_hvp: OsNestedParams | None = None
     osparams: OsNestedParams | None = None
     osparams_private_cluster: OsNestedParams | None = None
-    diskparams: dict[DiskTemplate, Params] | None = not_built(None, {})
+    diskparams: dict[DiskTemplate, Params] | None = None
     candidate_pool_size: PositiveInt | None = None
     max_running_jobs: PositiveInt | None = None
     max_tracked_jobs: PositiveInt | None = None

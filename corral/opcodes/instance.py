@@ -42,7 +42,7 @@ class OpInstanceCreate(OpCode):
     wait_for_sync: bool = not_built(True)
     name_check: bool = True
     ignore_ipolicy: bool = False
-    opportunistic_locking: bool = not_built(False)
+    opportunistic_locking: bool = False
     beparams: Params = Field(default_factory=dict)
     disks: list[DiskParams]
     disk_template: DiskTemplate | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral import constants as C
+from corral.query.legacy import os_diagnose_filter
 from corral.rapi.call import Call, check_type
 from corral.rapi.common import map_rows, query_fields_arg, split_fields, tags_resource, uri_list
 from corral.rapi.errors import HttpError, bad_request, not_found
@@ -75,7 +76,9 @@ async def get_os(call: Call) -> Any:
     if call.bulk:
         result = await call.luxi.call("Query", C.QR_OS, OS_BULK_FIELDS, None)
         return map_rows(OS_BULK_FIELDS, [[v for _s, v in row] for row in result["data"]])
-    result = await call.luxi.call("Query", C.QR_OS, ["name", "variants"], None)
+    fields = ["name", "variants"]
+    # What Ganeti's OpOsDiagnose leaves out: hidden, blacklisted and invalid OSes.
+    result = await call.luxi.call("Query", C.QR_OS, fields, os_diagnose_filter(fields, []))
     names: list[str] = []
     for (_s1, name), (_s2, variants) in result["data"]:
         names.extend(f"{name}+{v}" for v in variants) if variants else names.append(name)

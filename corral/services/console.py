@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral import params as P
 from corral.objects import Cluster, Instance, Node, NodeGroup
 from corral.rpc.calls_console import instance_console
 from corral.rpc.result import RpcResult
 from corral.rpc.wire import InstanceWire, JsonObject
+from corral.services.ndparams import ssh_port
 from corral.services.params import filled_beparams, filled_hvparams
 
 if TYPE_CHECKING:
@@ -38,12 +38,6 @@ def console_descriptor(cluster: Cluster, inst: Instance) -> InstanceWire:
     }
 
 
-def _ssh_port(cluster: Cluster, group: NodeGroup | None, node: Node) -> Any:
-    """The node's ``ssh_port`` parameter: its own over its group's and the cluster's."""
-    own = [cluster.ndparams, group.ndparams if group else {}, node.ndparams]
-    return P.fill({"ssh_port": C.DEFAULT_SSH_PORT}, *own)["ssh_port"]
-
-
 def _with_port(console: JsonObject, port: Any) -> JsonObject:
     """An ``ssh`` console is reached through its node: without a port of its
     own, the node's ``ssh_port`` parameter is its port, as Ganeti's kvm gives it."""
@@ -61,7 +55,7 @@ async def _node_consoles(
     if answer.failed or len(answer.payload) != len(insts):
         fail_msg = answer.fail_msg or f"Invalid console answer from node {node.name}"
         return [RpcResult(answer.node, answer.call, fail_msg=fail_msg) for _ in insts]
-    port = _ssh_port(cfg.cluster, cfg.get(NodeGroup, node.group), node)
+    port = ssh_port(cfg.cluster, cfg.get(NodeGroup, node.group), node)
     return [RpcResult(answer.node, answer.call, _with_port(c, port)) for c in answer.payload]
 
 

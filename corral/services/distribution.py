@@ -43,11 +43,15 @@ def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
     return files
 
 
-async def push_ssconf(master: Master, nodes: list[Node]) -> dict[str, RpcResult[None]]:
-    """Send the current ssconf values to ``nodes``; their results by uuid."""
+async def push_ssconf(
+    master: Master, nodes: list[Node], values: dict[str, str] | None = None
+) -> dict[str, RpcResult[None]]:
+    """Send the ssconf ``values`` (default: the current ones) to ``nodes``;
+    their results by uuid."""
     if not nodes:
         return {}
-    return await master.rpc.results(nodes, write_ssconf_files(ssconf_values(master.cfg)))
+    values = ssconf_values(master.cfg) if values is None else values
+    return await master.rpc.results(nodes, write_ssconf_files(values))
 
 
 async def _upload(master: Master, node: Node) -> list[str]:
@@ -83,6 +87,9 @@ class SsconfDistributor:
         self._loop = asyncio.get_running_loop()
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # What every node got at the last push (None: some did not): a change
+        # that leaves the values as they were (an instance started) sends nothing.
+        self._pushed: tuple[frozenset[str], dict[str, str]] | None = None
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
         """The config listener: schedule a push if the ssconf files changed
@@ -99,13 +106,20 @@ class SsconfDistributor:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            nodes = other_online_nodes(self._master.cfg)
+            wanted = (frozenset(n.uuid for n in nodes), ssconf_values(self._master.cfg))
+            if wanted == self._pushed:
+                continue
+            self._pushed = None
             try:
-                results = await push_ssconf(self._master, other_online_nodes(self._master.cfg))
+                results = await push_ssconf(self._master, nodes, wanted[1])
             except Exception:
                 log.exception("Pushing the ssconf files failed")
                 continue
             for uuid, result in results.items():
                 result.report(log.warning, f"ssconf files not written on node {uuid}")
+            if not any(result.failed for result in results.values()):
+                self._pushed = wanted
 
     async def stop(self) -> None:
         """Stop the background task (at masterd's shutdown)."""

@@ -7,6 +7,8 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import params as P
+from corral.objects import Cluster, Node, NodeGroup
 from corral.paramtypes import force_dict_type
 
 ND_TYPES: dict[str, str] = {
@@ -44,3 +46,9 @@ def check_not_global(changes: dict[str, Any]) -> None:
             f" level, please modify them at cluster or group level: {', '.join(used)}",
             C.ECODE_INVAL,
         )
+
+
+def ssh_port(cluster: Cluster, group: NodeGroup | None, node: Node) -> Any:
+    """The node's ``ssh_port`` parameter: its own over its group's and the cluster's."""
+    own = [cluster.ndparams, group.ndparams if group else {}, node.ndparams]
+    return P.fill({"ssh_port": C.DEFAULT_SSH_PORT}, *own)["ssh_port"]

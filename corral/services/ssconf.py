@@ -1,64 +1,140 @@
-"""Ganeti's ssconf files: small plain-text copies of config values for scripts."""
+"""Ganeti's ssconf files: small plain-text copies of config values for scripts.
+
+Every key of Ganeti 3.0.2 (its ``constants.VALID_SS_KEYS``), each value as its
+wconfd writes it (``Ganeti.WConfd.Ssconf.mkSSConf``): lines joined by
+newlines, nodes and groups in nice order of their names, master candidates
+(the master among them) in order of their UUIDs, booleans as ``True`` and
+``False``, an address family as its number.  A file ends with a newline unless
+it is empty (:func:`corral.ssconf_files.file_data`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING
+import socket
+from typing import TYPE_CHECKING, Any
 
-from corral import uidpool
+from corral import __version__, ssconf_files, uidpool
+from corral import hypervisors as H
+from corral.objects import Instance, Node, NodeGroup
+from corral.services.ndparams import ssh_port
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.paths import Paths
 
+_lines = "\n".join
+
 
 def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
+    """Every ssconf key with its value (the file's content without its newline)."""
     cluster = cfg.cluster
-    nodes = cfg.nodes()
-    return {
+    nodes = [cfg.lookup(Node, name) for name in cfg.nice_names(Node)]
+    candidates = sorted(
+        (n for n in nodes if n.master_candidate or n.uuid == cluster.master_node),
+        key=lambda n: n.uuid,
+    )
+    groups = [cfg.lookup(NodeGroup, name) for name in cfg.nice_names(NodeGroup)]
+    values = {
         "cluster_name": cluster.name,
-        "cluster_tags": "\n".join(sorted(cluster.tags)),
-        "master_ip": cluster.master_ip,
-        "master_netdev": cluster.master_netdev,
-        "master_node": cfg.master_node.name,
-        "node_list": "\n".join(n.name for n in nodes),
-        "node_primary_ips": "\n".join(f"{n.name} {n.primary_ip}" for n in nodes),
-        "node_secondary_ips": "\n".join(f"{n.name} {n.secondary_ip}" for n in nodes),
-        "online_nodes": "\n".join(n.name for n in nodes if not n.offline),
-        "master_candidates": "\n".join(n.name for n in nodes if n.master_candidate),
-        "nodegroups": "\n".join(f"{g.uuid} {g.name}" for g in cfg.groups()),
-        "release_version": __import__("corral").__version__,
-        "hypervisor_list": "\n".join(cluster.enabled_hypervisors),
+        "cluster_tags": _lines(sorted(cluster.tags)),
         "file_storage_dir": cluster.file_storage_dir,
         "shared_file_storage_dir": cluster.shared_file_storage_dir,
-        "enabled_disk_templates": "\n".join(cluster.enabled_disk_templates),
+        # Corral has no gluster template (QueryClusterInfo says the same).
+        "gluster_storage_dir": "",
+        "master_candidates": _lines(n.name for n in candidates),
+        "master_candidates_ips": _lines(n.primary_ip for n in candidates),
+        # Ganeti's digests of the candidates' client certificates; Corral's
+        # nodes trust one another through the cluster CA instead.
+        "master_candidates_certs": "",
+        "master_ip": cluster.master_ip,
+        "master_netdev": cluster.master_netdev,
+        "master_netmask": str(cluster.master_netmask),
+        "master_node": cfg.master_node.name,
+        "node_list": _lines(n.name for n in nodes),
+        "node_primary_ips": _lines(f"{n.name} {n.primary_ip}" for n in nodes),
+        "node_secondary_ips": _lines(f"{n.name} {n.secondary_ip}" for n in nodes),
+        "node_vm_capable": _lines(f"{n.name}={n.vm_capable}" for n in nodes),
+        "offline_nodes": _lines(n.name for n in nodes if n.offline),
+        "online_nodes": _lines(n.name for n in nodes if not n.offline),
+        "primary_ip_family": str(_ip_family(cluster.master_ip)),
+        "instance_list": _lines(cfg.nice_names(Instance)),
+        "release_version": __version__,
+        "hypervisor_list": _lines(cluster.enabled_hypervisors),
+        "maintain_node_health": str(cluster.maintain_node_health),
         "uid_pool": uidpool.format_pool(cluster.uid_pool, "\n"),
+        "nodegroups": _lines(f"{g.uuid} {g.name}" for g in groups),
+        # Corral has no networks yet (gnt-network).
+        "networks": "",
         "enabled_user_shutdown": str(cluster.enabled_user_shutdown),
+        "ssh_ports": _lines(
+            f"{n.name}={ssh_port(cluster, cfg.get(NodeGroup, n.group), n)}" for n in nodes
+        ),
     }
+    for hv in H.GANETI_HYPERVISORS:
+        params = cluster.hvparams.get(hv, {})
+        values[f"hvparams_{hv}"] = _lines(f"{k}={_hvparam(params[k])}" for k in sorted(params))
+    return values
 
 
-# Tables whose objects the ssconf files describe; instance changes leave them alone.
-_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups"})
+def _ip_family(address: str) -> int:
+    return int(socket.AF_INET6 if ":" in address else socket.AF_INET)
+
+
+def _hvparam(value: Any) -> str:
+    """A value as wconfd shows it: strings bare, numbers as numbers, booleans
+    as ``True``/``False``, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+# Tables whose objects the ssconf files describe (of instances, only the names).
+_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups", "instances"})
 
 
 def affects_ssconf(tables: set[str]) -> bool:
-    """Whether a change of these config tables changes the ssconf files."""
+    """Whether a change of these config tables may change the ssconf files."""
     return bool(tables & _SSCONF_TABLES)
 
 
-def write_ssconf(paths: Paths, cfg: ConfigManager, tables: set[str] | None = None) -> None:
-    """Write the ssconf files whose content changed (atomically)."""
-    if tables is not None and not affects_ssconf(tables):
-        return
-    for key, value in ssconf_values(cfg).items():
-        path = paths.ssconf_file(key)
-        data = value + "\n"
+class SsconfWriter:
+    """The master's own ssconf files, kept current: a config listener that
+    writes the files whose value changed (atomically)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self._paths = paths
+        self._written: dict[str, str] = {}
+
+    def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
+        """The config listener."""
+        if affects_ssconf(tables):
+            self.write(cfg)
+
+    def write(self, cfg: ConfigManager) -> None:
+        """Write every file whose value differs from the last written (or,
+        the first time, from the file's content)."""
+        values = ssconf_values(cfg)
+        for key, value in values.items():
+            if self._written.get(key) != value:
+                self._write_file(key, ssconf_files.file_data(value))
+        self._written = values
+
+    def _write_file(self, key: str, data: bytes) -> None:
+        path = self._paths.ssconf_file(key)
         try:
-            if path.read_text() == data:
-                continue
+            if path.read_bytes() == data:
+                return
         except OSError:
             pass
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(data)
+        tmp.write_bytes(data)
         os.chmod(tmp, 0o444)
         os.replace(tmp, path)

@@ -180,7 +180,13 @@ def run_ganeti_python(root: Path, code: str, *, timeout: float = 120) -> Result:
     return run_in_namespace(root, [SYSTEM_PYTHON, "-c", prelude + code], timeout=timeout)
 
 
-def ganeti_library(code: str, *, stdin: str | None = None, timeout: float = 120) -> Result:
+def ganeti_library(
+    code: str,
+    *,
+    stdin: str | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+) -> Result:
     """Run Python ``code`` with Ganeti's library importable, outside any cluster
-    (for facts such as opcode declarations)."""
-    return _run_in_tree([SYSTEM_PYTHON, "-c", code], stdin, None, timeout)
+    (for facts such as opcode declarations), with ``env`` added to its environment."""
+    return _run_in_tree([SYSTEM_PYTHON, "-c", code], stdin, env, timeout)

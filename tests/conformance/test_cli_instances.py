@@ -22,6 +22,7 @@ from tests.conformance.compare import (
     normalized,
 )
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.instances import dump_script, read_env
 from tests.helpers.osdef import make_os
 
 WEB = "web1.example.com"
@@ -38,10 +39,19 @@ def add(cl: TestCluster, name: str, *extra: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def icluster(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+def renames(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the OS rename script writes its environment (``rename-<instance>``)."""
+    return tmp_path_factory.mktemp("renames")
+
+
+@pytest.fixture(scope="module")
+def icluster(
+    ganeti: Path, tmp_path_factory: pytest.TempPathFactory, renames: Path
+) -> Iterator[TestCluster]:
     """A cluster with an OS definition and two instances to look at."""
     with running_cluster(tmp_path_factory.mktemp("instances")) as cl:
-        make_os(cl.paths, "debootstrap", variants=("default", "minimal"), parameters=OS_PARAMS)
+        make_os(cl.paths, "debootstrap", variants=("default", "minimal"), parameters=OS_PARAMS,
+                scripts={"rename": dump_script(renames, "rename")})  # fmt: skip
         add(cl, WEB, "-O", "dhcp=yes", "--os-parameters-private", "token=s3cret",
             "--net", "0:ip=198.18.0.10", "--tags", "web,prod")  # fmt: skip
         add(cl, DB, "--no-start", "-B", "vcpus=2,maxmem=256m,minmem=128m")
@@ -148,6 +158,20 @@ def test_reinstall_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> No
         ["reinstall", "-f", "-o", "debootstrap+minimal", "-O", "dhcp=yes", "{}"],
     ):
         assert_same_on_twins(icluster, ["gnt-instance", *argv], twins)
+
+
+def test_rename_to_the_own_name_on_twins(
+    icluster: TestCluster, twins: tuple[str, str], renames: Path
+) -> None:
+    """Accepted, as Ganeti's burnin expects: the OS rename script runs with the
+    same old and new name."""
+    assert_same_on_twins(icluster, ["gnt-instance", "shutdown", "{}"], twins)
+    argv = ["gnt-instance", "rename", "-f", "--no-name-check", "--no-ip-check", "{}", "{}"]
+    assert assert_same_on_twins(icluster, argv, twins).rc == 0
+    for name in twins:
+        env = read_env(renames / f"rename-{name}")
+        assert (env["INSTANCE_NAME"], env["OLD_INSTANCE_NAME"]) == (name, name)
+    assert_same_on_twins(icluster, ["gnt-instance", "info", "{}"], twins)
 
 
 def test_remove_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:

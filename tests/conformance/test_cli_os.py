@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.compare import assert_same, assert_same_on_twins
+from tests.conformance.compare import assert_same, assert_same_on_twins, ganeti
+from tests.conformance.test_rapi_client import ganeti_rapi, ok
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.osdef import make_os
 
@@ -78,3 +79,14 @@ def test_modify_on_twins(ocluster: TestCluster, argv: list[str]) -> None:
     twins = ("twinosa", "twinosb")
     assert_same_on_twins(ocluster, ["gnt-os", *argv], twins)
     assert_same_on_twins(ocluster, ["gnt-os", "info", "{}"], twins)
+
+
+def test_rapi_lists_the_oses_gnt_os_lists(ocluster: TestCluster) -> None:
+    """``GET /2/os`` through Ganeti's RAPI client: as its OpOsDiagnose, which
+    ``gnt-os list`` shows too, without the hidden, blacklisted and invalid OSes."""
+    listed = ganeti(ocluster, ["gnt-os", "list", "--no-headers"])
+    assert listed.rc == 0, listed.stderr
+    names = ok(ganeti_rapi(ocluster, 'call("os", N.GetOperatingSystems)'), "os")
+    assert names == listed.stdout.split()
+    assert "debootstrap+minimal" in names and "plain" in names
+    assert not {"hideme+default", "blockme+default", "broken", "ancient"} & set(names)

@@ -200,6 +200,10 @@ def test_read_only_commands(cl: TestCluster, argv: list[str]) -> None:
         ["verify-disks", "extra"],
         ["verify-disks", "-g", "no-such-group"],
         ["repair-disk-sizes", "no-such-instance.example.com"],
+        ["modify", "-D", "plain:stripes=abc"],
+        ["modify", "-D", "file:foo=1"],
+        ["modify", "-D", "no_plain"],
+        ["modify", "-D", "plain:stripes=2"],
     ],
     ids=" ".join,
 )
@@ -221,6 +225,7 @@ def test_refusals(cl: TestCluster, argv: list[str]) -> None:
         ["modify", "-C", "7", "--max-running-jobs", "15", "--max-tracked-jobs", "30"],
         ["modify", "--maintain-node-health", "yes", "--modify-etc-hosts", "no"],
         ["modify", "-B", "vcpus=2", "-N", "link=br7"],
+        ["modify", "-D", "drbd:resync-rate=61440,protocol=C", "-D", "plain:stripes=1"],
     ],
     ids=" ".join,
 )

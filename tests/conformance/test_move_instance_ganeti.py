@@ -75,6 +75,26 @@ def test_ganeti_tool_moves_between_corral_clusters(ganeti: Path, tmp_path: Path)
         assert src.gnt("instance", "list", "--no-headers", "-o", "name").stdout == ""
 
 
+@pytest.mark.slow
+def test_ganeti_tool_creates_opportunistically(ganeti: Path, tmp_path: Path) -> None:
+    """With an allocator and --opportunistic-tries, Ganeti's tool creates the
+    instance with opportunistic_locking set, which the destination takes."""
+    with two_clusters(tmp_path) as (src, dest):
+        data = os.urandom(MIB)
+        add_instance(src, NAME, data)
+        connection = [a for a in move_args(src, dest, tmp_path) if "primary-node" not in a]
+        argv = ["-I", "hail", "--opportunistic-tries=1", *connection,
+                src.node_ip, dest.node_ip, NAME]  # fmt: skip
+        result = ganeti_move(ganeti, argv)
+        assert result.rc == 0, result.stderr
+        assert dest.gnt("instance", "list", "--no-headers", "-o", "name").stdout == f"{NAME}\n"
+        with dest.client() as client:
+            jobs = client.query_jobs(None, ["ops"])
+        [create] = [op for [ops] in jobs for op in ops if op["OP_ID"] == "OP_INSTANCE_CREATE"]
+        assert create["opportunistic_locking"] is True and create["iallocator"] == "hail"
+        assert disk_file(dest, NAME).read_bytes()[: len(data)] == data
+
+
 USAGE_ERRORS = [
     [],
     ["a", "b"],

@@ -46,7 +46,7 @@ from corral.services import durable_flags, join_tokens
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import write_ssconf
+from corral.services.ssconf import SsconfWriter
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore
@@ -124,8 +124,9 @@ class InProcessCluster:
     async def start(self) -> None:
         """Open the configuration and the durable state, start the queue."""
         self.cfg = await ConfigManager.open(SqliteConfigStore(self.paths.config_db))
-        self.cfg.add_listener(lambda c, tables: write_ssconf(self.paths, c, tables))
-        write_ssconf(self.paths, self.cfg)
+        ssconf = SsconfWriter(self.paths)
+        self.cfg.add_listener(ssconf.changed)
+        ssconf.write(self.cfg)
         self.durable = await DurableState.open(SqliteKeyValueStore(self.paths.state_db))
         processor = Processor()
         self.queue = JobQueue(

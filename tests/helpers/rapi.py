@@ -6,7 +6,7 @@ this is deliberately not the project's RAPI client.  Typical use::
     rapi = Rapi(cl, "admin", "pw")
     answer = rapi.request("GET", "/2/info")
     assert answer.status == 200 and answer.json["name"] == cl.cluster_name
-    job_id = rapi.request("PUT", "/2/tags?tag=a").json    # a bare string
+    job_id = rapi.request("PUT", "/2/tags?tag=a").json    # a bare JSON number
 """
 
 from __future__ import annotations

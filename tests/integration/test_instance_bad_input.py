@@ -311,12 +311,14 @@ def test_rename_to_an_existing_name(cl: TestCluster, unchanged: None) -> None:
     )
 
 
-def test_rename_to_the_same_name(cl: TestCluster, unchanged: None) -> None:
+def test_rename_of_a_running_instance_to_its_own_name(cl: TestCluster, unchanged: None) -> None:
+    # A stopped one's is accepted, as Ganeti's (tests/conformance/test_cli_instances.py).
     refused(
         cl.gnt(
-            "instance", "rename", "-f", "--no-name-check", "--no-ip-check", "stopped", "stopped"
+            "instance", "rename", "-f", "--no-name-check", "--no-ip-check", "running", "running"
         ),
-        "stopped",
+        "'running' is running",
+        "wrong_state",
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from corral import constants as C
 from corral import errors
 from corral.config.manager import ConfigManager, ConfigTransaction, initial_change
+from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node, NodeGroup
 from corral.state.ports import ConfigChange
 from corral.state.sqlite.config import SqliteConfigStore
@@ -398,6 +399,36 @@ async def test_adding_a_known_uuid_is_refused(
     clone = objects[3].model_copy(update={"name": "node9"})
     with pytest.raises(errors.ConfigurationError, match="Duplicate uuid"):
         cfg.transaction().add(clone)
+
+
+async def test_nice_names_stay_in_order_through_adds_renames_and_removes(
+    cfg: ConfigManager,
+) -> None:
+    def check() -> None:
+        # Ganeti's nice order; names it finds equal (a01, a001) by their text.
+        names = sorted(g.name for g in cfg.groups())
+        assert list(cfg.nice_names(NodeGroup)) == nice_sort(names)
+
+    check()  # sorted once, then kept in order by each commit
+    tx = cfg.transaction()
+    for name in ("g10", "g9", "a01", "a1", "g1"):
+        tx.add(NodeGroup(name=name))
+    await tx.commit()
+    check()
+    assert list(cfg.nice_names(NodeGroup))[-3:] == ["g1", "g9", "g10"]
+    renamed = cfg.lookup(NodeGroup, "g10").copy_for_update()
+    renamed.name = "a001"
+    tx = cfg.transaction()
+    tx.update(renamed)
+    tx.remove(cfg.lookup(NodeGroup, "a1"))
+    await tx.commit()
+    check()
+    tagged = cfg.lookup(NodeGroup, "g9").copy_for_update()
+    tagged.tags.append("no-rename")
+    tx = cfg.transaction()
+    tx.update(tagged)
+    await tx.commit()
+    check()
 
 
 async def test_listeners_run_after_each_commit(cfg: ConfigManager) -> None:

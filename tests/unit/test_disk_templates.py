@@ -49,7 +49,7 @@ OTHER_NAMESPACES = {
     CORRAL / "cli" / "cluster_opts.py",
 }
 # Ganeti's default RBD pool is called "rbd" too.
-OTHER_USES = {(CORRAL / "params.py", "rbd")}
+OTHER_USES = {(CORRAL / "diskparams.py", "rbd")}
 
 
 def test_no_template_name_is_spelled_outside_the_table() -> None:

@@ -408,6 +408,41 @@ async def test_cancel_after_grant_hands_the_lock_to_the_next_waiter() -> None:
 # info()
 
 
+# Opportunistic acquisition (Ganeti's, for instance creation with an allocator)
+
+
+async def test_acquire_available_takes_the_free_locks_only() -> None:
+    lm = LockManager()
+    await lm.acquire("1", NODE, ["b"], shared=False)
+    blocked = start(lm, "2", NODE, ["c"])  # c is held by 3, 2 queues for it
+    await lm.acquire("3", NODE, ["c"], shared=True)
+    await settle()
+    # Not b (held), nor c (shared, but 2 queues for it: no overtaking).
+    got = await lm.acquire_available("4", NODE, ["a", "b", "c", "d"], shared=True)
+    assert got == ["a", "d"] and lm.owned("4", NODE) == {"a", "d"}
+    lm.release("3")
+    await settle()
+    assert blocked.done() and lm.owned("2", NODE) == {"c"}
+
+
+async def test_acquire_available_waits_for_a_release_when_none_is_free() -> None:
+    lm = LockManager()
+    await lm.acquire("1", NODE, ["a", "b"], shared=False)
+    task = asyncio.get_running_loop().create_task(
+        lm.acquire_available("2", NODE, ["a", "b"], shared=False)
+    )
+    await settle()
+    assert not task.done()
+    lm.release("1", NODE, ["b"])
+    assert await task == ["b"]
+    assert lm.owned("2", NODE) == {"b"} and lm.owned("1", NODE) == {"a"}
+
+
+async def test_acquire_available_of_nothing_takes_nothing() -> None:
+    lm = LockManager()
+    assert await lm.acquire_available("1", NODE, [], shared=False) == []
+
+
 async def test_info_is_sorted_and_locks_disappear_when_idle() -> None:
     lm = LockManager()
     assert lm.info() == []

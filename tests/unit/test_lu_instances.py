@@ -234,6 +234,21 @@ async def test_a_rename_its_node_fails_changes_nothing_and_can_be_retried(
     assert cl.disk_files(2)[0].startswith("inst2.example.com/")
 
 
+@pytest.mark.parametrize("step", [instance_rename, blockdev_rename], ids=lambda call: call.name)
+async def test_a_rename_to_the_own_name_succeeds_and_moves_nothing(
+    cl: InProcessCluster, step: NodeCall[..., None]
+) -> None:
+    """As Ganeti's (its burnin does it): accepted, nothing renamed on the node
+    (the node going down at ``step`` would fail the job)."""
+    await created(cl, start=False)
+    before = state(cl)
+    cl.node(2).go_down_at(step)
+    job = await cl.run({**rename_op(), "new_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert job.result == INST
+    assert state(cl) == before
+
+
 async def test_rename_of_a_running_instance_is_refused(cl: InProcessCluster) -> None:
     await created(cl)
     before = state(cl)

@@ -185,7 +185,7 @@ def test_good_depends_are_accepted() -> None:
 
 
 def test_job_ids_as_digit_strings_are_numbers() -> None:
-    # As Ganeti's TJobId: RAPI hands job ids out as strings.
+    # As Ganeti's TJobId (Ganeti 2's RAPI handed job ids out as strings).
     deps = [["12", ["success"]]]
     op = from_dict({"OP_ID": "OP_TEST_DELAY", "duration": 1.0, "depends": deps})
     assert op.depends == [[12, ["success"]]]

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral.diskparams import DISK_DT_DEFAULTS
 from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
 from corral.master.resources.params import ND_TITLES, group_ndparams, node_ndparams
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node, NodeGroup
-from corral.params import DISK_DT_DEFAULTS
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
 from corral.services.ndparams import ND_TYPES
 

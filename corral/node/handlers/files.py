@@ -12,17 +12,14 @@ import base64
 import binascii
 import grp
 import pwd
-import re
 from pathlib import Path
 
-from corral import errors
+from corral import errors, ssconf_files
 from corral.fileio import atomic_write
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.paths import Paths
 from corral.rpc import calls_node as calls
-
-_SSCONF_RE = re.compile(r"^ssconf_[a-z0-9_]+$")
 
 
 def upload_allowed(paths: Paths, target: Path) -> bool:
@@ -37,7 +34,9 @@ def upload_allowed(paths: Paths, target: Path) -> bool:
     }
     if target in fixed:
         return True
-    return target.parent == paths.data_dir and bool(_SSCONF_RE.match(target.name))
+    name = target.name
+    key = name.removeprefix("ssconf_")
+    return target.parent == paths.data_dir and key != name and bool(ssconf_files.KEY_RE.match(key))
 
 
 def _owner_id(value: int | str | None, kind: str) -> int | None:
