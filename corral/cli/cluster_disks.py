@@ -4,11 +4,14 @@ options and output."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from corral import constants as C
 from corral.cli import common
 from corral.cli.jobexec import JobExecutor
+
+TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def cmd_verify_disks(opts: argparse.Namespace) -> int:
