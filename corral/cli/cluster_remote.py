@@ -165,6 +165,10 @@ def _wire_name(root: str, filename: str) -> tuple[str, bool]:
 
 def cmd_copyfile(opts: argparse.Namespace) -> int:
     """Copy a file of the master to the other online nodes."""
+    import base64
+
+    from corral.cli import noded_client  # here: it loads ssl and http.client
+
     filename = os.path.abspath(opts.args[0])
     if not os.path.exists(filename):
         raise errors.OpPrereqError(f"No such filename '{filename}'", C.ECODE_INVAL)
@@ -183,10 +187,6 @@ def cmd_copyfile(opts: argparse.Namespace) -> int:
     finally:
         client.close()
     ctx = _client_tls(root)
-    import base64
-
-    from corral.cli import noded_client
-
     wire_name, in_root = _wire_name(root, filename)
     args = [
         wire_name,
