@@ -162,6 +162,18 @@ RPC_TMO_NORMAL: Final = 15 * 60
 RPC_TMO_SLOW: Final = 3600
 RPC_TMO_1DAY: Final = 86400  # OS installation (debootstrap over a slow mirror)
 
+# gnt-cluster command and copyfile, carried out by noded for the master's root.
+# A command's whole process group is killed after this many seconds (Ganeti's
+# ssh waits forever; an hour covers a package upgrade).
+CLUSTER_COMMAND_TIMEOUT: Final = 3600
+# The node call's own timeout: the answer of a killed command still arrives.
+CLUSTER_COMMAND_CALL_TIMEOUT: Final = CLUSTER_COMMAND_TIMEOUT + 60
+# Bytes kept of each of a command's output streams (the rest is counted).
+CLUSTER_COMMAND_MAX_OUTPUT: Final = 1 << 20
+# The largest file copyfile copies: it travels in one node call, and noded
+# takes requests of up to 64 MiB (base64 makes 4 bytes of 3).
+CLUSTER_COPY_MAX_SIZE: Final = 32 << 20
+
 # Query result statuses (per cell).
 RS_NORMAL: Final = 0
 RS_UNKNOWN: Final = 1

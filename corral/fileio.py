@@ -26,9 +26,11 @@ def atomic_write(
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
+            # The owner first: a change of owner clears the set-user-id and
+            # set-group-id bits that a mode gives.
             if uid is not None or gid is not None:
                 os.fchown(handle.fileno(), -1 if uid is None else uid, -1 if gid is None else gid)
+            os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

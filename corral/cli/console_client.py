@@ -18,10 +18,10 @@ import ssl
 import struct
 from urllib.parse import quote
 
-from corral import paths as P
+from corral.cli import noded_client
 
 ESCAPE = 0x1D  # Ctrl-]
-CONNECT_TIMEOUT = 10.0  # seconds, as Ganeti's ssh -oConnectTimeout=10
+CONNECT_TIMEOUT = noded_client.CONNECT_TIMEOUT
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's accept suffix
 _OP_CONTINUATION, _OP_TEXT, _OP_BINARY, _OP_CLOSE, _OP_PING = 0, 1, 2, 8, 9
 _OP_PONG = 10
@@ -36,17 +36,10 @@ class RelayError(Exception):
 
 
 def _tls_context(root: str) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(P.below(root, f"{P.DATA_DIR}/client.pem"))
-        ctx.load_verify_locations(P.below(root, f"{P.DATA_DIR}/cluster-ca.pem"))
-    except (OSError, ssl.SSLError) as err:
-        raise RelayError(f"Cannot load the cluster's client certificate: {err}") from None
-    # Nodes are reached by address: the chain to the cluster CA authenticates them.
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
+        return noded_client.tls_context(root)
+    except noded_client.NodeCallError as err:
+        raise RelayError(str(err)) from None
 
 
 def _read_head(sock: ssl.SSLSocket) -> tuple[bytes, bytes]:

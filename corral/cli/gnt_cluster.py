@@ -1,6 +1,7 @@
-"""gnt-cluster: init, destroy, info, verify, modify, version, getmaster,
-master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see renew_crypto)
-and the cluster's tags, with Ganeti 3.0.2's output."""
+"""gnt-cluster: init, destroy, info, verify, modify, rename, version,
+getmaster, master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see
+renew_crypto), command and copyfile (see cluster_remote) and the cluster's
+tags, with Ganeti 3.0.2's output."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from corral import constants as C
 from corral import errors, uidpool
 from corral import paths as P
-from corral.cli import cluster_disks, common, optvalues, renew_crypto, tags
+from corral.cli import cluster_disks, cluster_remote, common, optvalues, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify, ident_key_vals
 from corral.cli.generic_info import format_generic_info
@@ -118,6 +119,24 @@ def cmd_getmaster(opts: argparse.Namespace) -> int:
     if master is None:
         master = common.get_client().call("QueryConfigValues", ["master_node"])[0]
     print(master)
+    return C.EXIT_SUCCESS
+
+
+def cmd_rename(opts: argparse.Namespace) -> int:
+    """OP_CLUSTER_RENAME, after a question unless ``-f`` (Ganeti's words)."""
+    client = common.get_client()
+    (cluster_name,) = client.call("QueryConfigValues", ["cluster_name"])
+    new_name = opts.args[0]
+    if not opts.force and not common.confirm(
+        f"This will rename the cluster from '{cluster_name}' to '{new_name}'. If you are"
+        " connected over the network to the cluster name, the operation is very dangerous"
+        " as the IP address will be removed from the node and the change may not go"
+        " through. Continue?"
+    ):
+        return C.EXIT_FAILURE
+    result = common.submit_or_send(opts, {"OP_ID": "OP_CLUSTER_RENAME", "name": new_name}, client)
+    if result:
+        print(f"Cluster renamed from '{cluster_name}' to '{result}'")
     return C.EXIT_SUCCESS
 
 
@@ -420,6 +439,13 @@ def build_parser() -> common.Parser:
     _add_tag_commands(sub)
     renew_crypto.add_command(sub)
     cluster_disks.add_commands(sub)
+    cluster_remote.add_commands(sub)
+    p = common.add_command(sub, "rename", cmd_rename, "Renames the cluster")
+    common.add_force(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="Only check the parameters, do not execute"
+    )
+    common.add_args(p, "args", "<new-name>", 1, 1)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -431,13 +457,10 @@ def build_parser() -> common.Parser:
         "gnt-cluster",
         [
             "activate-master-ip",
-            "command",
-            "copyfile",
             "deactivate-master-ip",
             "epo",
             "master-failover",
             "masterfailover",
-            "rename",
             "upgrade",
         ],
     )

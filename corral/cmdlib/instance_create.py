@@ -56,10 +56,10 @@ async def resolve_name(name: str) -> str:
     return str(infos[0][4][0])
 
 
-async def ip_in_use(address: str) -> bool:
-    """Whether something answers at ``address`` (TCP port 22, refused counts)."""
+async def ip_in_use(address: str, port: int = 22) -> bool:
+    """Whether something answers at ``address`` (TCP ``port``, refused counts)."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(address, 22), 1.0)
+        _, writer = await asyncio.wait_for(asyncio.open_connection(address, port), 1.0)
     except ConnectionRefusedError:
         return True
     except (OSError, TimeoutError):

@@ -9,6 +9,7 @@ from corral.cmdlib import (  # noqa: F401
     backup_remove,
     cluster,
     cluster_disks,
+    cluster_rename,
     cluster_verify,
     group,
     group_evacuate,

@@ -23,6 +23,7 @@ from pathlib import Path
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from corral import errors
+from corral.node import peer
 from corral.node.context import NodeContext
 from corral.node.hypervisor import available
 
@@ -32,26 +33,12 @@ CONSOLE_PATH = "/console/{instance}"
 _CHUNK = 64 * 1024
 
 
-def _client_name(request: web.Request) -> str | None:
-    """The common name of the TLS client's verified certificate, if any."""
-    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
-    peer = ssl_object.getpeercert() if ssl_object is not None else None
-    for rdn in (peer or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
-
-
 def _allowed(ctx: NodeContext, request: web.Request) -> bool:
     """Whether the request comes from the cluster's client certificate."""
-    # Here, not at the top: noded loads cryptography only when it needs it.
-    from corral.crypto.certs import MASTERD_CLIENT_CN
-
     membership = ctx.membership
     if membership is not None and not membership.authenticated(request):
         return False
-    return _client_name(request) == MASTERD_CLIENT_CN
+    return peer.is_cluster_client(request)
 
 
 async def _serial_socket(ctx: NodeContext, name: str) -> Path:

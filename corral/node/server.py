@@ -18,6 +18,7 @@ from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
 from corral.http.listener import GuardedTCPSite
 from corral.node import join_protocol as J
+from corral.node import peer
 from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
 from corral.node.dispatch import reply, run_call
@@ -27,6 +28,7 @@ from corral.node.join_server import Membership, serve_join
 from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
 from corral.process.daemons import ReadyCallback, listen_error
+from corral.rpc.calls import CALLS
 from corral.rpc.transport import WireReply
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ async def dispatch(request: web.Request) -> web.Response:
     if membership is not None and not membership.authenticated(request):
         denied = J.NOT_IN_CLUSTER if not membership.joined else _STALE
         return _response(reply(False, denied, status=403))
+    refusal = _refusal(name, request)
+    if refusal is not None:
+        return _response(refusal)
     inflight = request.app[INFLIGHT_KEY]
     task = asyncio.current_task()
     assert task is not None
@@ -61,6 +66,22 @@ async def dispatch(request: web.Request) -> web.Response:
         return _response(await run_call(request.app[CONTEXT_KEY], name, await request.read()))
     finally:
         inflight.discard(task)
+
+
+def _refusal(name: str, request: web.Request) -> WireReply | None:
+    """The answer to a call the caller may not make (logged), else None; the
+    calls that only the cluster's client certificate may make are logged with
+    their caller."""
+    call = CALLS.get(name)
+    if call is None or not call.cluster_client_only:
+        return None
+    caller = peer.describe(request)
+    if not peer.is_cluster_client(request):
+        log.warning("Refused %s from %s: not the cluster's client certificate", name, caller)
+        text = f"{name} is only for the cluster's client certificate (root on the master)"
+        return reply(False, text, status=403)
+    log.info("%s called by %s", name, caller)
+    return None
 
 
 def make_app(ctx: NodeContext) -> web.Application:

@@ -57,6 +57,15 @@ class OpClusterRedistConf(OpCode):
     OP_ID = "OP_CLUSTER_REDIST_CONF"
 
 
+class OpClusterRename(OpCode):
+    """Rename the cluster (its master IP follows the new name)."""
+
+    OP_ID = "OP_CLUSTER_RENAME"
+    OP_DSC_FIELD = "name"
+
+    name: NonEmptyStr
+
+
 class OpClusterQuery(OpCode):
     """Return the cluster's information (as QueryClusterInfo)."""
 

@@ -23,6 +23,7 @@ from corral.rpc import (
     calls_membership,
     calls_migration,
     calls_node,
+    calls_operator,
     calls_os,
     calls_storage,
     calls_transfer,
@@ -41,6 +42,7 @@ _MODULES: tuple[ModuleType, ...] = (
     calls_transfer,
     calls_console,
     calls_impexp,
+    calls_operator,
 )
 
 CALLS: dict[str, NodeCall[..., Any]] = {

@@ -34,7 +34,7 @@ from corral.rpc.reachability import (
     current_deadline,
 )
 from corral.rpc.result import NodeAddress, NodeTarget, RpcResult
-from corral.rpc.transport import Transport, TransportError, WireRequest
+from corral.rpc.transport import Transport, TransportError, WireRequest, parse_reply
 
 R = TypeVar("R")
 
@@ -49,22 +49,6 @@ CONNECT_TIMEOUT = 10.0
 # The connect timeout for a node remembered as unreachable (see reachability):
 # a logical unit still tries it, but does not wait long for what failed lately.
 REMEMBERED_CONNECT_TIMEOUT = 2.0
-
-
-def _parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:
-    """``(payload, fail_msg)`` from noded's HTTP answer."""
-    try:
-        reply = json.loads(body)
-    except ValueError:
-        reply = None
-    if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], bool)):
-        text = body[:200].decode("utf-8", "replace").strip()
-        return None, f"Invalid reply from node (HTTP {status}): {text!r}"
-    success, payload = reply
-    if status != 200 or not success:
-        # A failure always says something (callers show ``fail_msg or ...``).
-        return None, str(payload) or f"Failed without a message (HTTP {status})"
-    return payload, None
 
 
 class RpcClient:
@@ -204,7 +188,7 @@ class RpcClient:
             seconds = round(request.timeout, 3)
             msg = f"RPC call {name} to {request.address} timed out after {seconds:g} s"
             return RpcResult(node, name, fail_msg=msg), False
-        payload, fail_msg = _parse_reply(reply.status, reply.body)
+        payload, fail_msg = parse_reply(reply.status, reply.body)
         if fail_msg is not None:
             log.debug("RPC %s on %s failed: %s", name, node, fail_msg)
         return RpcResult(node, name, payload=payload, fail_msg=fail_msg), True

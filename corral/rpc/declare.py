@@ -33,16 +33,28 @@ TimeoutFn = Callable[[Sequence[Any]], float]
 
 class NodeCall(Generic[P, R]):
     """One node call: its name, timeout (seconds, or a function of the
-    arguments), argument names and typed signature."""
+    arguments), argument names and typed signature.
 
-    __slots__ = ("args", "doc", "name", "signature", "timeout")
+    ``cluster_client_only``: noded takes the call only from the cluster's
+    client certificate (masterd's, which only root on the master can read),
+    not from the other nodes' certificates (see :mod:`corral.node.peer`).
+    """
 
-    def __init__(self, signature: Callable[P, R], timeout: float | TimeoutFn) -> None:
+    __slots__ = ("args", "cluster_client_only", "doc", "name", "signature", "timeout")
+
+    def __init__(
+        self,
+        signature: Callable[P, R],
+        timeout: float | TimeoutFn,
+        *,
+        cluster_client_only: bool = False,
+    ) -> None:
         self.signature = signature
         self.name: str = signature.__name__
         code = signature.__code__
         self.args: tuple[str, ...] = code.co_varnames[: code.co_argcount]
         self.timeout = timeout
+        self.cluster_client_only = cluster_client_only
         self.doc = (signature.__doc__ or "").strip()
 
     def __repr__(self) -> str:
@@ -92,10 +104,13 @@ class Request(Generic[R]):
         return f"<request {self.call.name}>"
 
 
-def node_call(timeout: float | TimeoutFn) -> Callable[[Callable[P, R]], NodeCall[P, R]]:
-    """Declare the decorated signature as a node call with this timeout."""
+def node_call(
+    timeout: float | TimeoutFn, *, cluster_client_only: bool = False
+) -> Callable[[Callable[P, R]], NodeCall[P, R]]:
+    """Declare the decorated signature as a node call with this timeout (and
+    access: see :class:`NodeCall`)."""
 
     def declare(signature: Callable[P, R]) -> NodeCall[P, R]:
-        return NodeCall(signature, timeout)
+        return NodeCall(signature, timeout, cluster_client_only=cluster_client_only)
 
     return declare

@@ -7,8 +7,6 @@ connections to every node, so they are kept alive and reused across calls.
 from __future__ import annotations
 
 import math
-import os
-import ssl
 from pathlib import Path
 
 import aiohttp
@@ -17,7 +15,7 @@ from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.rpc.join_channel import TlsJoinChannel
-from corral.rpc.transport import TransportError, WireReply, WireRequest
+from corral.rpc.transport import TransportError, WireReply, WireRequest, failure_reason
 
 # Enough for the concurrent jobs of a busy master that all call the same node.
 CONNECTIONS_PER_NODE = 32
@@ -32,14 +30,7 @@ def _reason(err: BaseException) -> str:
     """Why a connection failed, in a few words."""
     # aiohttp wraps the underlying OSError or SSLError.
     inner = getattr(err, "certificate_error", None) or getattr(err, "os_error", None) or err
-    if isinstance(inner, ssl.SSLCertVerificationError):
-        return f"certificate verify failed: {inner.verify_message}"
-    if isinstance(inner, ssl.SSLError):
-        return str(inner.reason or inner)
-    errno = getattr(inner, "errno", None)
-    if errno:
-        return os.strerror(errno)
-    return str(err) or err.__class__.__name__
+    return failure_reason(inner)
 
 
 class HttpsTransport:

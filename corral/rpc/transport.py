@@ -12,8 +12,11 @@ Stdlib only.
 
 from __future__ import annotations
 
+import json
+import os
+import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from corral.rpc.join_channel import JoinChannel
@@ -37,6 +40,34 @@ class WireReply:
 
     status: int
     body: bytes
+
+
+def parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:
+    """``(payload, fail_msg)`` from noded's HTTP answer (fail_msg None: success)."""
+    try:
+        reply = json.loads(body)
+    except ValueError:
+        reply = None
+    if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], bool)):
+        text = body[:200].decode("utf-8", "replace").strip()
+        return None, f"Invalid reply from node (HTTP {status}): {text!r}"
+    success, payload = reply
+    if status != 200 or not success:
+        # A failure always says something (callers show ``fail_msg or ...``).
+        return None, str(payload) or f"Failed without a message (HTTP {status})"
+    return payload, None
+
+
+def failure_reason(err: BaseException) -> str:
+    """Why a connection to a node failed, in a few words."""
+    if isinstance(err, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {err.verify_message}"
+    if isinstance(err, ssl.SSLError):
+        return str(err.reason or err)
+    errno = getattr(err, "errno", None)
+    if errno:
+        return os.strerror(errno)
+    return str(err) or err.__class__.__name__
 
 
 class TransportError(Exception):

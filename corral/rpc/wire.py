@@ -160,3 +160,12 @@ class TransferFinished(TypedDict):
     """``transfer_finish``: whether this node received the transfer."""
 
     received: bool
+
+
+class CommandResult(TypedDict):
+    """``run_command``: what Ganeti's ssh gives back (bytes that are not UTF-8
+    arrive as lone surrogates, Python's ``surrogateescape``)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int

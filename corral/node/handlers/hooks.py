@@ -23,6 +23,7 @@ from corral import constants as C
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.process.capture import read_capped
 from corral.rpc import calls_node as calls
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,9 @@ def runnable_hooks(directory: Path) -> list[Path]:
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
     """Everything from ``stream`` up to ``limit`` bytes; the rest is read and dropped."""
-    kept = bytearray()
-    truncated = False
-    while chunk := await stream.read(65536):
-        room = limit - len(kept)
-        if len(chunk) > room:
-            truncated = True
-        kept += chunk[:room]
+    kept, dropped = await read_capped(stream, limit)
     text = kept.decode("utf-8", "replace")
-    return text + _TRUNCATED if truncated else text
+    return text + _TRUNCATED if dropped else text
 
 
 def _kill_session(proc: asyncio.subprocess.Process) -> None:
