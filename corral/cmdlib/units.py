@@ -25,6 +25,7 @@ from corral.cmdlib import (  # noqa: F401
     node_membership,
     node_moves,
     node_storage,
+    oob,
     operating_system,
     tags,
     test,

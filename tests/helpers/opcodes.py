@@ -30,6 +30,7 @@ REQUIRED: dict[str, Any] = {
     "storage_type": "file",
     "changes": {},
     "nodes": [],
+    "command": "power-status",
 }
 # Where one field name means different things in different opcodes.
 REQUIRED_FOR: dict[str, dict[str, Any]] = {
