@@ -1,6 +1,6 @@
 """gnt-cluster: init, destroy, info, verify, modify, version, getmaster,
-master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see renew_crypto)
-and the cluster's tags, with Ganeti 3.0.2's output."""
+master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see renew_crypto),
+epo (see cluster_epo) and the cluster's tags, with Ganeti 3.0.2's output."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from corral import constants as C
 from corral import errors, uidpool
 from corral import paths as P
-from corral.cli import cluster_disks, common, optvalues, renew_crypto, tags
+from corral.cli import cluster_disks, cluster_epo, common, optvalues, renew_crypto, tags
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify
 from corral.cli.generic_info import format_generic_info
@@ -412,6 +412,7 @@ def build_parser() -> common.Parser:
     _add_tag_commands(sub)
     renew_crypto.add_command(sub)
     cluster_disks.add_commands(sub)
+    cluster_epo.add_command(sub)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -426,7 +427,6 @@ def build_parser() -> common.Parser:
             "command",
             "copyfile",
             "deactivate-master-ip",
-            "epo",
             "master-failover",
             "masterfailover",
             "rename",

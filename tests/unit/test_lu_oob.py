@@ -15,7 +15,10 @@ import pytest
 
 from corral import constants as C
 from corral import testbed
+from corral.node.context import NodeContext
+from corral.node.dispatch import run_call
 from corral.objects import Node
+from corral.paths import Paths
 from tests.helpers.inprocess import InProcessCluster, in_process_cluster
 from tests.helpers.oob import PROGRAM, OobProgram
 from tests.helpers.waiting import wait_until
@@ -246,6 +249,45 @@ async def test_the_program_runs_with_a_clean_environment_from_the_root_directory
     assert {f"PATH={C.HOOKS_PATH}", "LC_ALL=C", "/"} <= lines
     names = {line.split("=", 1)[0] for line in lines if "=" in line}
     assert names <= {"PATH", "LC_ALL", "PWD", "SHLVL", "_"}  # the last three: the shell's
+
+
+async def test_the_failure_shows_both_output_streams(cl: InProcessCluster, oob: OobProgram) -> None:
+    oob.write("echo out\necho err >&2\nexit 2\n")
+    job = await cl.run(oob_op("power-status", NODE2))
+    assert job.result == [[[NORMAL, NODE2], [NODATA, None]]]
+    assert warnings(job) == [
+        f" - WARNING: Out-of-band RPC failed on node '{NODE2}': '{PROGRAM} power-status {NODE2}'"
+        " failed with reason 'exited with exit code 2'; output: out\nerr"
+    ]
+
+
+async def test_an_answer_past_the_output_limit_is_no_data(
+    cl: InProcessCluster, oob: OobProgram
+) -> None:
+    oob.answer(json.dumps({"powered": True, "log": "x" * C.OOB_MAX_OUTPUT}))
+    job = await cl.run(oob_op("power-status", NODE2))
+    assert job.result == [[[NORMAL, NODE2], [NODATA, None]]]
+    [warning] = warnings(job)
+    assert warning.endswith(
+        f"'{PROGRAM} power-status {NODE2}' printed more than {C.OOB_MAX_OUTPUT} bytes:"
+        " an answer is a small JSON"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["/oob", "power-up", NODE2, 60], "Unknown out-of-band command 'power-up'; use one of"
+         " health, power-cycle, power-off, power-on, power-status"),
+        (["/oob", "health", NODE2, 0], "Invalid out-of-band timeout 0: it must be positive"),
+    ],
+)  # fmt: skip
+async def test_noded_refuses_what_no_master_sends(
+    tmp_path: Path, args: list[Any], why: str
+) -> None:
+    ctx = NodeContext(Paths(tmp_path), "127.0.0.1", 0)
+    reply = await run_call(ctx, "run_oob", json.dumps(args).encode())
+    assert json.loads(reply.body) == [False, why]
 
 
 @pytest.mark.parametrize(
