@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.compare import (
+    Output,
     assert_same,
     assert_same_on_twins,
     corral_on_terminal,
@@ -105,21 +106,26 @@ def test_epo_refusals(ocluster: TestCluster, oob: OobProgram, argv: list[str]) -
     assert oob.runs() == []
 
 
-def on_twins(cl: TestCluster, oob: OobProgram, argv: list[str]) -> None:
+def on_twins(cl: TestCluster, oob: OobProgram, argv: list[str]) -> Output:
     """The command with both tools on the twins: same output, same runs of the
     program, same state after."""
     before = len(oob.runs())
-    assert_same_on_twins(cl, argv, TWINS)
+    output = assert_same_on_twins(cl, argv, TWINS)
     runs = oob.runs()[before:]
     half = len(runs) // 2
     assert [run.replace(TWINS[0], TWINS[1]) for run in runs[:half]] == runs[half:], runs
     assert_same_on_twins(cl, ["gnt-node", "list", "-o", STATE, "{}"], TWINS)
+    return output
 
 
 def test_power_off_marks_the_node_offline_and_on_needs_it_marked_powered(
     ocluster: TestCluster, oob: OobProgram
 ) -> None:
     on_twins(ocluster, oob, ["gnt-node", "power", "-f", "off", "{}"])
+    # Without -f both ask first; without a terminal the answer is no, and the
+    # command fails (as in the QA suite's TestOutOfBand, which so fails).
+    asked = ["gnt-node", "modify", "-O", "no", "--node-powered", "yes", "{}"]
+    assert on_twins(ocluster, oob, asked).rc == 1
     on_twins(ocluster, oob, ["gnt-node", "modify", "-f", "-O", "no", "{}"])
     on_twins(ocluster, oob, ["gnt-node", "modify", "-f", "-O", "no", "--node-powered", "yes", "{}"])
     on_twins(ocluster, oob, ["gnt-node", "power", "-f", "--ignore-status", "off", "{}"])
