@@ -7,7 +7,7 @@ run alike.  ``epo --on`` is not compared: Ganeti's finds nodes by DNS (the
 test names resolve nowhere) and sends power-off (Corral's deliberate
 difference, see corral/cli/cluster_epo.py); nor ``epo --groups``, which
 Ganeti's crashes on (it sends luxi an itertools.chain);
-tests/integration/test_epo.py runs them."""
+tests/integration/test_oob_qa.py runs them."""
 
 from __future__ import annotations
 
