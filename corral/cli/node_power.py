@@ -13,7 +13,11 @@ from corral.cli.table import format_result_error, generate_table
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    # A successful node's rows, from its name and its program's answer.
+    RowMaker = Callable[[str, Any], list[list[str]]]
 
 POWER_COMMANDS = ("on", "off", "cycle", "status")
 # Power commands asked about first, and given nodes only.
@@ -32,7 +36,7 @@ def _print_table(opts: argparse.Namespace, rows: list[list[str]]) -> None:
         print(line)
 
 
-def _node_rows(answer: list[Any], text: Any) -> tuple[list[list[str]], int]:
+def _node_rows(answer: list[Any], text: RowMaker) -> tuple[list[list[str]], int]:
     """One or more rows per node of OP_OOB_COMMAND's answer (``text`` makes a
     successful entry's rows), and how many nodes failed."""
     rows: list[list[str]] = []
@@ -46,7 +50,7 @@ def _node_rows(answer: list[Any], text: Any) -> tuple[list[list[str]], int]:
     return rows, failed
 
 
-def _power_text(command: str) -> Any:
+def _power_text(command: str) -> RowMaker:
     def text(name: str, payload: Any) -> list[list[str]]:
         if command == C.OOB_POWER_STATUS:
             return [[name, "powered" if payload[C.OOB_POWER_STATUS_POWERED] else "unpowered"]]
