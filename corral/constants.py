@@ -239,3 +239,20 @@ RIE_CERT_VALIDITY: Final = 24 * 3600  # s: a move's X509 certificate
 RIE_CONNECT_TIMEOUT: Final = 180  # s: an inter-cluster export to connect
 DISK_TRANSFER_CONNECT_TIMEOUT: Final = 60  # s: a transfer between a cluster's nodes
 X509_CERT_SIGNATURE_HEADER: Final = "X-Ganeti-Signature"
+
+# Out-of-band management (Ganeti's OOB_*): the commands of a node's oob_program,
+# the statuses of its health items, the key of its power-status answer.
+OOB_POWER_ON: Final = "power-on"
+OOB_POWER_OFF: Final = "power-off"
+OOB_POWER_CYCLE: Final = "power-cycle"
+OOB_POWER_STATUS: Final = "power-status"
+OOB_HEALTH: Final = "health"
+OOB_COMMANDS: Final = (OOB_HEALTH, OOB_POWER_CYCLE, OOB_POWER_OFF, OOB_POWER_ON, OOB_POWER_STATUS)
+OOB_STATUSES: Final = ("CRITICAL", "OK", "UNKNOWN", "WARNING")
+OOB_STATUS_WARNING: Final = "WARNING"
+OOB_STATUS_CRITICAL: Final = "CRITICAL"
+OOB_POWER_STATUS_POWERED: Final = "powered"
+OOB_TIMEOUT: Final = 60  # s: Ganeti's default before the program is killed
+OOB_POWER_DELAY: Final = 2.0  # s: Ganeti's default pause between power-ons
+# Bytes kept of each output stream of the program: its answer is a small JSON.
+OOB_MAX_OUTPUT: Final = 64 * 1024

@@ -1,7 +1,7 @@
 """gnt-cluster: init, destroy, info, verify, modify, rename, version,
 getmaster, master-ping, queue, watcher, show-ispecs-cmd, renew-crypto (see
-renew_crypto), command and copyfile (see cluster_remote) and the cluster's
-tags, with Ganeti 3.0.2's output."""
+renew_crypto), command and copyfile (see cluster_remote), epo (see
+cluster_epo) and the cluster's tags, with Ganeti 3.0.2's output."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ import time
 from corral import constants as C
 from corral import errors, uidpool
 from corral import paths as P
-from corral.cli import cluster_disks, cluster_remote, common, optvalues, renew_crypto, tags
+from corral.cli import (
+    cluster_disks,
+    cluster_epo,
+    cluster_remote,
+    common,
+    optvalues,
+    renew_crypto,
+    tags,
+)
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.cluster_opts import add_modify_options, cmd_modify, ident_key_vals
 from corral.cli.generic_info import format_generic_info
@@ -446,6 +454,7 @@ def build_parser() -> common.Parser:
         "--dry-run", action="store_true", help="Only check the parameters, do not execute"
     )
     common.add_args(p, "args", "<new-name>", 1, 1)
+    cluster_epo.add_command(sub)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -458,7 +467,6 @@ def build_parser() -> common.Parser:
         [
             "activate-master-ip",
             "deactivate-master-ip",
-            "epo",
             "master-failover",
             "masterfailover",
             "upgrade",

@@ -1,6 +1,7 @@
 """gnt-node: list, list-fields, info, modify, tags, volumes, list-storage,
 modify-storage, repair-storage, powercycle, evacuate, failover, migrate (and
-add, remove, join-token from :mod:`corral.cli.node_membership`)."""
+add, remove, join-token from :mod:`corral.cli.node_membership`, power and
+health from :mod:`corral.cli.node_power`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import sys
 
 from corral import constants as C
-from corral.cli import common, node_membership, node_moves, tags
+from corral.cli import common, node_membership, node_moves, node_power, tags
 from corral.cli.generic_info import format_generic_info
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.ipolicy import format_params_dict_info
@@ -40,7 +41,7 @@ USER_STORAGE_TYPES = ("file", "lvm-pv", "lvm-vg", "sharedfile", "gluster")
 INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candidate", "drained",
                "offline", "master_capable", "vm_capable", "powered", "ndparams",
                "custom_ndparams"]  # fmt: skip
-NOT_BUILT = ["health", "list-drbd", "power", "restricted-command"]
+NOT_BUILT = ["list-drbd", "restricted-command"]
 
 
 def _comma_list(value: Any) -> str:
@@ -262,6 +263,7 @@ def build_parser() -> common.Parser:
     _add_modify(sub)
     _add_storage(sub)
     node_moves.add_commands(sub)
+    node_power.add_commands(sub)
     common.add_not_built(sub, "gnt-node", NOT_BUILT)
     return parser
 

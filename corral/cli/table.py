@@ -37,6 +37,11 @@ _KIND_NAMES = {
 }
 
 
+def format_result_error(status: int, verbose: bool = True) -> str:
+    """The text of a result status other than RS_NORMAL (Ganeti's FormatResultError)."""
+    return _STATUS_TEXT[status][1 if verbose else 0]
+
+
 def format_time(value: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
 

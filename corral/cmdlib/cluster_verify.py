@@ -31,6 +31,7 @@ from corral.cmdlib.cluster_verify_instances import (
     other_notes,
     storage_files_nodes,
 )
+from corral.cmdlib.oob import supports_oob
 from corral.crypto.cert_check import WARNING
 from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import cluster as opc
@@ -256,7 +257,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             if template is not None:
                 unit = template.capacity_unit(cluster)
                 storage[name] = None if unit is None else unit.key
-        return {
+        checks: dict[str, Any] = {
             NV.NODESETUP: None,
             NV.HYPERVISOR: hypervisors,
             NV.INSTANCELIST: hypervisors,
@@ -264,6 +265,12 @@ class LUClusterVerifyGroup(_VerifyLU):
             NV.STORAGE: storage,
             NV.UNFINISHED_EXPORTS: None,
         }
+        # Every node's program, whichever group it is in (Ganeti's NV_OOB_PATHS).
+        programs = dict.fromkeys(supports_oob(self.cfg, node) for node in self.cfg.nodes())
+        programs.pop("", None)
+        if programs:
+            checks[NV.OOB_PATHS] = list(programs)
+        return checks
 
     async def _gather(
         self, instances: list[Instance]
@@ -333,6 +340,7 @@ class LUClusterVerifyGroup(_VerifyLU):
                 img.answer = None
                 continue
             vn.verify_time(self.report, img, started, finished)
+            vn.verify_oob(self.report, img)
             vn.verify_storage(self.report, img)
             if not node.vm_capable:
                 continue

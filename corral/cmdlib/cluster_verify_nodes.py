@@ -3,7 +3,7 @@
 Each function takes the reporter (the verify unit's ``report``) and one
 node's answer, and reports in Ganeti's words (cmdlib/cluster/verify.py):
 protocol and release version, clock, node setup (certificates), hypervisors,
-storage directories and OS definitions (against a reference node).
+out-of-band programs, storage directories and OS definitions (against a reference node).
 """
 
 from __future__ import annotations
@@ -112,6 +112,22 @@ def verify_time(report: Reporter, img: NodeImage, started: float, finished: floa
         img.node.name,
         f"Node time diverges by at least {diff} from master node time",
     )
+
+
+def verify_oob(report: Reporter, img: NodeImage) -> None:
+    """Ganeti's _VerifyOob: the out-of-band programs can run on a node that may
+    become the master (the master's noded runs them)."""
+    assert img.answer is not None
+    node = img.node
+    if not (node.master_candidate or node.master_capable):
+        return
+    failure = img.failed(NV.OOB_PATHS)
+    if failure:
+        text = f"cannot check the out of band helpers: {failure}"
+        report("ENODEOOBPATH", "node", node.name, text)
+    for problem in img.answer.get(NV.OOB_PATHS, []):
+        if problem:
+            report("ENODEOOBPATH", "node", node.name, problem)
 
 
 def verify_storage(report: Reporter, img: NodeImage) -> None:

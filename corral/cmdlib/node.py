@@ -1,6 +1,7 @@
 """Logical units for one node's flags and parameters, its storage and its power
 (``gnt-node modify``, ``volumes``, ``list-storage``, ``modify-storage``,
-``repair-storage``, ``powercycle``).  Adding and removing nodes: H1's modules."""
+``repair-storage``, ``powercycle``).  Adding and removing nodes: H1's modules;
+out-of-band power: :mod:`corral.cmdlib.oob`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from corral.cmdlib.node_roles import (
     check_secondary_ip,
     fill_candidate_pool,
 )
+from corral.cmdlib.oob import supports_oob
 from corral.objects import Node
 from corral.opcodes import node as opn
 from corral.rpc.calls_node import version
@@ -85,6 +87,7 @@ class LUNodeSetParams(_OneNodeLU):
             if getattr(self.op, flag) is False and getattr(node, flag) is False:
                 self.log_info(f"Ignoring request to unset flag {flag}, already unset")
                 setattr(self.op, flag, None)
+        self._check_power(node)
         self._promote_or_demote(node)
         self.new_role = self._new_role()
         if self.old_role is Role.OFFLINE and self.new_role is not Role.OFFLINE:
@@ -125,6 +128,23 @@ class LUNodeSetParams(_OneNodeLU):
                 f"Changing the secondary IP of node {node.name} (now {node.secondary_ip}) is"
                 " not supported by Corral yet; leave it unset",
                 C.ECODE_INVAL,
+            )
+
+    def _check_power(self, node: Node) -> None:
+        """Only a node with an out-of-band program has a power state to set, and
+        such a node leaves the offline state only once it is on (Ganeti's rules)."""
+        if supports_oob(self.cfg, node):
+            if self.op.offline is False and not (node.powered or self.op.powered is True):
+                raise errors.OpPrereqError(
+                    f"Node {node.name} needs to be turned on before its offline status can be"
+                    " reset",
+                    C.ECODE_STATE,
+                )
+        elif self.op.powered is not None:
+            raise errors.OpPrereqError(
+                f"Unable to change powered state for node {node.name} as it does not support"
+                " out-of-band handling",
+                C.ECODE_STATE,
             )
 
     def _promote_or_demote(self, node: Node) -> None:
@@ -191,6 +211,8 @@ class LUNodeSetParams(_OneNodeLU):
         result: list[list[str]] = []
         if self.op.ndparams:
             node.ndparams = self.new_ndparams
+        if self.op.powered is not None:
+            node.powered = self.op.powered
         for attr in ("master_capable", "vm_capable"):
             value = getattr(self.op, attr)
             if value is not None:

@@ -129,6 +129,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         node.master_candidate = bool(op.master_capable) and now < wanted
         node.master_capable, node.vm_capable = bool(op.master_capable), bool(op.vm_capable)
         node.offline = node.drained = False
+        node.powered = True  # as Ganeti: a node being added is on
         if op.ndparams:
             node.ndparams = updated_ndparams(node.ndparams, op.ndparams)
 

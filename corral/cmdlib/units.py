@@ -26,6 +26,7 @@ from corral.cmdlib import (  # noqa: F401
     node_membership,
     node_moves,
     node_storage,
+    oob,
     operating_system,
     tags,
     test,

@@ -10,6 +10,9 @@ others' answers.  Everything here reads files: it runs in a worker thread.
 from __future__ import annotations
 
 import hashlib
+import os
+import posixpath
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,6 +126,26 @@ def disk_status(paths: Paths, disks: Any) -> list[list[str | None]]:
     return out
 
 
+def _oob_problem(paths: Paths, name: str) -> str | None:
+    """Why the out-of-band program ``name`` cannot run here, in Ganeti's words."""
+    if not posixpath.isabs(name):
+        return f"out of band helper {name} is not an absolute path"
+    try:
+        st = os.stat(paths.from_wire(name))
+    except OSError as err:
+        return f"error stating out of band helper: [Errno {err.errno}] {err.strerror}: '{name}'"
+    if not stat.S_ISREG(st.st_mode):
+        return f"out of band helper {name} is not a file"
+    if not st.st_mode & stat.S_IXUSR:
+        return f"out of band helper {name} is not executable"
+    return None
+
+
+def oob_paths(paths: Paths, names: Any) -> list[str | None]:
+    """Each out-of-band program's problem on this node (None: it can run)."""
+    return [_oob_problem(paths, name) for name in _names(names, "oob-paths")]
+
+
 Check = Callable[[Paths, Any], Any]
 
 # Check name → the function answering it (its parameter from the master).
@@ -134,6 +157,7 @@ CHECKS: dict[str, Check] = {
     NV.STORAGE: storage,
     NV.DISKS: disk_status,
     NV.UNFINISHED_EXPORTS: lambda paths, _: exports.unfinished(paths),
+    NV.OOB_PATHS: oob_paths,
 }
 
 

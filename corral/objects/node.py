@@ -30,4 +30,6 @@ class Node(ConfigObject):
     drained: bool = False
     master_capable: bool = True
     vm_capable: bool = True
+    # Whether the node is on, as its out-of-band program last left it.
+    powered: bool = True
     ndparams: dict[str, Any] = Field(default_factory=dict)

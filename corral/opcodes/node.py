@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from corral import constants as C
 from corral.opcodes.base import OpCode
 from corral.opcodes.types import NonEmptyStr, Params, not_built
 
@@ -15,6 +16,7 @@ StorageType = Literal[
 ]
 EvacMode = Literal["primary-only", "secondary-only", "all"]
 MigrationMode = Literal["live", "non-live"]
+OobCommand = Literal["health", "power-cycle", "power-off", "power-on", "power-status"]
 
 
 class _NodeOp(OpCode):
@@ -42,8 +44,7 @@ class OpNodeSetParams(_NodeOp):
     vm_capable: bool | None = None
     secondary_ip: NonEmptyStr | None = None
     ndparams: Params | None = None
-    # Marking a node powered needs an out-of-band program: not built.
-    powered: bool | None = not_built()
+    powered: bool | None = None
 
 
 class OpNodeQueryvols(OpCode):
@@ -122,3 +123,18 @@ class OpNodeMigrate(_NodeOp):
     allow_runtime_changes: bool = True
     ignore_ipolicy: bool = False
     iallocator: NonEmptyStr | None = None
+
+
+class OpOobCommand(OpCode):
+    """Run the nodes' out-of-band program (power, health), on the master."""
+
+    OP_ID = "OP_OOB_COMMAND"
+
+    node_names: list[NonEmptyStr] = Field(default_factory=list)
+    node_uuids: list[NonEmptyStr] | None = None
+    command: OobCommand
+    # Any integer and any number, as Ganeti's types: the logical unit refuses
+    # what cannot be a timeout or a delay.
+    timeout: int = C.OOB_TIMEOUT
+    ignore_status: bool = False
+    power_delay: float = C.OOB_POWER_DELAY

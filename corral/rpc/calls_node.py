@@ -1,4 +1,4 @@
-"""Node calls that describe a node and run its hooks and tests."""
+"""Node calls that describe a node and run its hooks, tests and out-of-band program."""
 
 # The bodies are the signatures' only: mypy must not ask them for a result.
 # mypy: disable-error-code="empty-body"
@@ -65,3 +65,18 @@ def upload_file(
     mtime: float | None,
 ) -> None:
     """Write one of the cluster's distributed files (``data``: base64)."""
+
+
+def _oob_timeout(args: Sequence[Any]) -> float:
+    # The answer of a program killed at its own timeout must still arrive.
+    try:
+        return float(args[3]) + 10.0
+    except (TypeError, ValueError):
+        return float(C.RPC_TMO_URGENT)
+
+
+@node_call(_oob_timeout)
+def run_oob(oob_program: str, command: str, node_name: str, timeout: int) -> Any:
+    """Run the out-of-band program ``<oob_program> <command> <node_name>`` (an
+    absolute path, below the node's root), killed after ``timeout`` seconds:
+    the JSON it prints, or None if it prints nothing."""

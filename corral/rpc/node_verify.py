@@ -18,6 +18,7 @@ STORAGE: Final = "storage"  # {template: dir} → {template: why not servable, o
 DISKS: Final = "disks"  # [disk description] → [[state, why]]
 STORAGE_FILES: Final = "storage-files"  # [template] → {template: [file]}
 UNFINISHED_EXPORTS: Final = "unfinished-exports"  # None → [instance] of <instance>.new
+OOB_PATHS: Final = "oob-paths"  # [program] → [why it cannot run, or None]
 # The answer's key holding {check: why it failed on the node}.
 FAILURES: Final = "failures"
 

@@ -1,15 +1,23 @@
-"""Node parameters: their types, and a change to a node's or group's own
-values checked as Ganeti checks it (GetUpdatedParams, then ForceDictType)."""
+"""Node parameters: their types and defaults, a node's filled ones, and a
+change to a node's or group's own values checked as Ganeti checks it
+(GetUpdatedParams, then ForceDictType).
+
+Ganeti's cluster object always holds every node parameter (its defaults fill
+what was never set); Corral stores only what was set, so the rest is filled
+from ``ND_DEFAULTS``, and shows what a Ganeti cluster would.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.objects import Cluster, Node, NodeGroup
 from corral.paramtypes import force_dict_type
+
+if TYPE_CHECKING:
+    from corral.objects import Cluster, Node, NodeGroup
 
 ND_TYPES: dict[str, str] = {
     "cpu_speed": "float",
@@ -21,9 +29,29 @@ ND_TYPES: dict[str, str] = {
     "spindle_count": "int",
     "ssh_port": "int",
 }
+ND_DEFAULTS: dict[str, Any] = {
+    "cpu_speed": 1.0,
+    "exclusive_storage": False,
+    "oob_program": "",
+    "ovs": False,
+    "ovs_link": "",
+    "ovs_name": "switch1",
+    "spindle_count": 1,
+    "ssh_port": C.DEFAULT_SSH_PORT,
+}
 # Set for the whole cluster or a group, never for one node (Ganeti's NDC_GLOBALS).
 ND_GLOBALS = frozenset({"exclusive_storage"})
 VALUE_DEFAULT = "default"
+
+
+def group_ndparams(cluster: Cluster, group: NodeGroup) -> dict[str, Any]:
+    """A group's node parameters: its own over the cluster's."""
+    return P.fill(ND_DEFAULTS, cluster.ndparams, group.ndparams)
+
+
+def node_ndparams(cluster: Cluster, group: NodeGroup, node: Node) -> dict[str, Any]:
+    """A node's node parameters: its own over its group's."""
+    return P.fill(group_ndparams(cluster, group), node.ndparams)
 
 
 def updated_ndparams(own: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ REQUIRED: dict[str, Any] = {
     "changes": {},
     "nodes": [],
     "name": "cluster2.example.com",
+    "command": "power-status",
 }
 # Where one field name means different things in different opcodes.
 REQUIRED_FOR: dict[str, dict[str, Any]] = {

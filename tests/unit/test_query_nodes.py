@@ -11,7 +11,7 @@ import pytest
 from corral import constants as C
 from corral.diskparams import DISK_DT_DEFAULTS
 from corral.master.resources import nodes
-from corral.master.resources.params import ND_DEFAULTS
+from corral.services.ndparams import ND_DEFAULTS
 from tests.unit.query_helpers import QueryWorld
 
 OK, NODATA, UNAVAIL, OFFLINE = C.RS_NORMAL, C.RS_NODATA, C.RS_UNAVAIL, C.RS_OFFLINE

@@ -57,6 +57,7 @@ def test_timeouts() -> None:
     assert get_call("version").timeout_for([]) == C.RPC_TMO_URGENT
     assert get_call("hooks_runner").timeout_for(["x", "pre", {}]) == C.RPC_TMO_NORMAL
     assert get_call("test_delay").timeout_for([100]) > 100
+    assert get_call("run_oob").timeout_for(["/oob", "health", "node1", 100]) > 100
 
 
 @pytest.mark.parametrize(
@@ -68,6 +69,7 @@ def test_timeouts() -> None:
         ("node_info", ["/srv"], "storage_units of node_info: Input should be a valid array"),
         ("hypervisor_info", ["fake", "/srv"], "storage_unit of hypervisor_info"),
         ("hooks_runner", ["x", "pre", {"A": 1}], "env.A of hooks_runner"),
+        ("run_oob", ["/oob", "health", "node1", "60"], "timeout of run_oob"),
     ],
 )
 async def test_noded_refuses_arguments_of_the_wrong_type(

@@ -17,11 +17,11 @@ from corral.diskparams import DISK_DT_DEFAULTS
 from corral.ipolicy import group_ipolicy
 from corral.master.resources import node_live
 from corral.master.resources.common import Names, object_fields, param_fields
-from corral.master.resources.params import ND_TITLES, group_ndparams, node_ndparams
+from corral.master.resources.params import ND_TITLES
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, Node, NodeGroup
 from corral.query.fields import NODATA, UNAVAIL, Field, FieldSet
-from corral.services.ndparams import ND_TYPES
+from corral.services.ndparams import ND_TYPES, group_ndparams, node_ndparams
 
 if TYPE_CHECKING:
     from corral.services.context import Master
@@ -78,12 +78,12 @@ ROLE_DOC = (
 
 
 def _powered(row: NodeRow) -> Any:
-    """Whether the node is powered on, known only with an out-of-band program.
-    Corral never powers a node off, so such a node is on."""
+    """Whether the node is powered on, known only with an out-of-band program
+    (as that program last left it)."""
     params = row.ndparams()
     if params is None:
         return NODATA
-    return True if params["oob_program"] else UNAVAIL
+    return row.obj.powered if params["oob_program"] else UNAVAIL
 
 
 def _group_name(row: NodeRow) -> Any:

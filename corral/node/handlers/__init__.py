@@ -21,6 +21,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     instance,
     membership,
     migration,
+    oob,
     operator,
     osdef,
     storage,
