@@ -53,12 +53,18 @@ def gnt_instance(cluster: TestCluster, *args: str) -> float:
     return time_gnt(cluster, "instance", *args)
 
 
-def create_op(name: str) -> dict[str, object]:
-    """OP_INSTANCE_CREATE of a diskless instance with one NIC, not started."""
+def create_op(name: str, node: str) -> dict[str, object]:
+    """OP_INSTANCE_CREATE of a diskless instance with one NIC on ``node``, not started.
+
+    The node is named, so the allocator does not run: it would refuse the
+    instances past the node's vCPU limit (its CPUs x the policy's vcpu-ratio,
+    2,048 on a 2-CPU machine), as Ganeti's hail does.
+    """
     return {
         "OP_ID": "OP_INSTANCE_CREATE",
         "mode": "create",
         "instance_name": name,
+        "pnode": node,
         "os_type": "bench+default",
         "disk_template": "diskless",
         "disks": [],
@@ -70,8 +76,10 @@ def create_op(name: str) -> dict[str, object]:
 
 
 def create_many(client: Client, names: list[str]) -> None:
+    """Create ``names`` (``create_op``) on the cluster's only node, in SubmitManyJobs batches."""
+    (((_, node),),) = client.query("node", ["name"])["data"]
     for start in range(0, len(names), BATCH):
-        ids = submit_many(client, [[create_op(n)] for n in names[start : start + BATCH]])
+        ids = submit_many(client, [[create_op(n, node)] for n in names[start : start + BATCH]])
         statuses = wait_all_final(client, ids)
         if set(statuses) != {"success"}:
             raise RuntimeError(f"creating instances failed: {sorted(set(statuses))}")

@@ -13,6 +13,14 @@ its own tree, with its own interpreter (the venv's python, never a pyenv
 shim) and no ``PYTHONPATH`` from outside, so the two never mix.  Before
 the first run each side's ``corral`` is compiled to ``__pycache__``.
 
+``--borrow NAME`` (repeatable) lends the working tree's ``bench/bench_NAME.py``
+to the base: it is copied into the base's worktree before anything runs,
+replacing the base's own script if there is one.  A benchmark newer than the
+base can so be measured on both sides, and a script fixed since can replace a
+broken one.  A borrowed script runs against the base's code, so it must use
+only what the base has (its ``bench.common``, its test helpers, its opcodes),
+and the bench modules it imports are the base's unless borrowed too.
+
 One *round* runs every benchmark once on each side, in a new process
 (``python -m bench.bench_<name> --runs <inner-runs>``, each with its own
 fresh cluster), the two sides one after the other, base first in even
@@ -156,6 +164,13 @@ def _is_venv_bin(entry: str) -> bool:
 
 
 # The base revision
+def borrow(tree: Path, names: Sequence[str]) -> None:
+    """Copy the working tree's ``bench/bench_<name>.py`` into ``tree``'s bench/."""
+    for name in names:
+        script = f"bench_{name}.py"
+        shutil.copyfile(REPO_ROOT / "bench" / script, tree / "bench" / script)
+
+
 @contextmanager
 def base_tree(revision: str) -> Iterator[Path]:
     """A worktree of ``revision`` under /tmp with its own ``.venv``, removed afterwards."""
@@ -323,6 +338,14 @@ def main() -> None:
         help="--runs given to every benchmark process (default 3)",
     )
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only these")
+    parser.add_argument(
+        "--borrow",
+        action="append",
+        default=[],
+        choices=BENCHMARKS,
+        metavar="NAME",
+        help="run the working tree's bench_NAME.py on the base too (repeatable)",
+    )
     args = parser.parse_args()
     names = args.only or list(BENCHMARKS)
     base_sha = git("rev-parse", "--verify", f"{args.base}^{{commit}}")
@@ -337,7 +360,11 @@ def main() -> None:
                 "base": Side("base", tree, tree / ".venv" / "bin" / "python", Path(tmp, "base")),
                 "new": Side("new", REPO_ROOT, Path(PYTHON), Path(tmp, "new")),
             }
-            # A benchmark newer than the base (bench_rapi before issue 9) is skipped.
+            if args.borrow:
+                borrow(tree, args.borrow)
+                print(f"== lent to {short}: {', '.join(args.borrow)}", flush=True)
+            # A benchmark newer than the base (bench_rapi before issue 9) is skipped,
+            # unless it was lent.
             missing = [n for n in names if not (tree / "bench" / f"bench_{n}.py").exists()]
             if missing:
                 print(f"== not in {short}, skipped: {', '.join(missing)}", flush=True)
@@ -367,7 +394,12 @@ def main() -> None:
     data = {
         "base": {"revision": args.base, "commit": base_sha, "packages": base_packages},
         "new": {"tree": str(REPO_ROOT), **working_tree_state()},
-        "params": {"rounds": args.runs, "inner_runs": args.inner_runs, "benchmarks": names},
+        "params": {
+            "rounds": args.runs,
+            "inner_runs": args.inner_runs,
+            "benchmarks": names,
+            "borrowed": args.borrow,
+        },
         "machine_at_start": started,
         "machine": machine_info(),
         "figures": figures,

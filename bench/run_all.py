@@ -23,6 +23,7 @@ BENCHMARKS = (
     "wfjc_fanout",
     "masterd_rss",
     "instances",
+    "config_commit",
     "rapi",
     "rapi_flood",
     "multinode",
