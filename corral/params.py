@@ -102,14 +102,15 @@ def _convert(kind: str, key: str, value: Any) -> Any:
                 f"'{key}' must be an integer, got {value!r}", C.ECODE_INVAL
             ) from None
     if kind == T_BOOL:
-        if isinstance(value, bool):
-            return value
-        text = str(value).lower()
-        if text in ("true", "yes", "1", "on"):
-            return True
-        if text in ("false", "no", "0", "off"):
-            return False
-        raise errors.OpPrereqError(f"'{key}' must be true or false, got {value!r}", C.ECODE_INVAL)
+        # Ganeti's ForceDictType: a text must say true or false (any case);
+        # anything else counts by its truth ("" and 0 are false, 1 is true).
+        if isinstance(value, str) and value:
+            if value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise errors.OpPrereqError(
+                f"'{key}' must be true or false, got {value!r}", C.ECODE_INVAL
+            )
+        return bool(value)
     return "" if value is None else str(value)
 
 

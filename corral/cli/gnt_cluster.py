@@ -23,7 +23,7 @@ from corral.cli import (
     tags,
 )
 from corral.cli import ipolicy as cli_ipolicy
-from corral.cli.cluster_opts import add_modify_options, cmd_modify, ident_key_vals
+from corral.cli.cluster_opts import add_modify_options, check_types, cmd_modify, ident_key_vals
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params
 from corral.cli.optvalues import boolean, split_key_val
@@ -75,6 +75,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
     init.diskparams = ident_key_vals("-D", opts.diskparams)
+    check_types({"hvparams": init.hvparams, "beparams": init.beparams,
+                 "nicparams": init.nicparams})  # fmt: skip
     init.ipolicy = cli_ipolicy.create_ipolicy(opts, init=True)
     try:
         bootstrap.init_cluster(paths, init)

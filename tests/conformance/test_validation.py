@@ -1,0 +1,75 @@
+"""Ganeti's validation, as its QA suite checks it, through Ganeti 3.0.2's own
+commands against Corral: what Ganeti refuses is refused (with its message,
+changing nothing), what it accepts is accepted (and stored as it stores it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.compare import assert_same, ganeti
+from tests.helpers.cluster import Result, TestCluster, running_cluster
+from tests.helpers.instances import NO_CHECKS, ok
+from tests.helpers.jobs import cluster_state as _with_jobs
+from tests.helpers.jobs import wait_final
+from tests.helpers.osdef import make_os
+
+FILE_INST = "file1.example.com"
+BARE_INST = "bare1.example.com"
+
+
+@pytest.fixture(scope="module")
+def vcluster(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    """A cluster with a file instance and a diskless one, both stopped."""
+    with running_cluster(tmp_path_factory.mktemp("validation")) as cl:
+        make_os(cl.paths, "os1", variants=None)
+        common = [*NO_CHECKS, "-o", "os1", "--no-start", "-n", cl.node_name]
+        ok(cl.gnt("instance", "add", *common, "-t", "file", "--disk", "0:size=16m", FILE_INST))
+        ok(cl.gnt("instance", "add", *common, "-t", "diskless", BARE_INST))
+        yield cl
+
+
+def cluster_state(cl: TestCluster) -> dict[str, Any]:
+    """The configuration (its serial) and the cluster: a refused job is a job."""
+    state = _with_jobs(cl)
+    del state["jobs"]
+    return state
+
+
+def refused(result: Result, *texts: str) -> None:
+    assert result.rc == 1, (result.stdout, result.stderr)
+    for text in texts:
+        assert text in result.stderr, (text, result.stderr)
+
+
+def test_auto_balance_takes_true_or_false_only(vcluster: TestCluster) -> None:
+    """QA's TestClusterModifyBe: -B auto_balance=1 fails, False and True work
+    (Ganeti's ForceDictType takes only true or false, in any case, as text)."""
+    cl = vcluster
+    assert ganeti(cl, ["gnt-cluster", "modify", "-B", "auto_balance=False"]).rc == 0
+    before = cluster_state(cl)
+    out = assert_same(cl, ["gnt-cluster", "modify", "-B", "auto_balance=1"])
+    assert (out.rc, out.stderr) == (
+        1,
+        "Parameter Error: 'auto_balance' (value 1) is not a valid boolean\n",
+    )
+    assert cluster_state(cl) == before
+    assert ganeti(cl, ["gnt-cluster", "modify", "-B", "auto_balance=True"]).rc == 0
+    info = ganeti(cl, ["gnt-cluster", "info"]).stdout
+    assert "\n    auto_balance: True\n" in info
+    # Through luxi, as Ganeti's logical unit converts what reaches it.
+    with cl.client() as client:
+        texts = {}
+        for value in ("1", "yes", "FALSE", 0, ""):
+            op = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "beparams": {"auto_balance": value}}
+            texts[value] = wait_final(client, [client.submit_job([op])])[0][0]
+        assert texts == {
+            "1": "error",
+            "yes": "error",
+            "FALSE": "success",
+            0: "success",
+            "": "success",
+        }
