@@ -73,3 +73,42 @@ def test_auto_balance_takes_true_or_false_only(vcluster: TestCluster) -> None:
             0: "success",
             "": "success",
         }
+
+
+def test_disabling_a_disk_template_in_use_is_refused(vcluster: TestCluster) -> None:
+    cl = vcluster
+    before = cluster_state(cl)
+    for keep, gone, what in (("diskless", "file", "disk"), ("file", "diskless", "instance")):
+        argv = ["gnt-cluster", "modify", f"--enabled-disk-templates={keep}",
+                f"--ipolicy-disk-templates={keep}"]  # fmt: skip
+        refused(
+            ganeti(cl, argv),
+            f"Cannot disable disk template '{gone}', because there is at least one {what}"
+            " using it:\n * ",
+        )
+    out = ganeti(cl, ["gnt-cluster", "modify", "--enabled-disk-templates=diskless",
+                      "--ipolicy-disk-templates=diskless"]).stderr  # fmt: skip
+    assert "size=16m)> (on file1.example.com)\n" in out, out
+    assert cluster_state(cl) == before
+
+
+def _verify_fails(cl: TestCluster) -> bool:
+    return ganeti(cl, ["gnt-cluster", "verify"]).rc != 0
+
+
+def test_file_storage_dir_as_ganeti_checks_it(vcluster: TestCluster) -> None:
+    """QA's TestClusterModifyFileStorageDir, in order: a forbidden directory is
+    taken (verify then fails while file storage is enabled), unsetting it
+    is refused while file storage is enabled and taken when it is not."""
+    cl = vcluster
+    default = cl.gnt("cluster", "info").stdout.split("file storage path: ")[1].split("\n")[0]
+    modify = ["gnt-cluster", "modify"]
+    assert ganeti(cl, [*modify, "--file-storage-dir=/boot/"]).rc == 0
+    assert _verify_fails(cl)
+    refused(
+        ganeti(cl, [*modify, "--file-storage-dir="]),
+        "Unsetting the 'file' storage directory while having 'file' storage enabled is not"
+        " permitted.",
+    )
+    assert ganeti(cl, [*modify, f"--file-storage-dir={default}"]).rc == 0
+    assert not _verify_fails(cl)
