@@ -92,6 +92,22 @@ def test_disabling_a_disk_template_in_use_is_refused(vcluster: TestCluster) -> N
     assert cluster_state(cl) == before
 
 
+def test_spindles_need_exclusive_storage(vcluster: TestCluster) -> None:
+    """QA's TestInstanceModifyDisks: a disk with spindles is refused where
+    exclusive storage is off, one without them is added."""
+    cl = vcluster
+    text = "Spindles in instance disks cannot be specified when exclusive storage is not active"
+    before = cluster_state(cl)
+    refused(ganeti(cl, ["gnt-instance", "modify", "--disk", "add:size=16m,spindles=1", FILE_INST]),
+            text)  # fmt: skip
+    refused(ganeti(cl, ["gnt-instance", "add", *NO_CHECKS, "-o", "os1", "--no-start", "-n",
+                        cl.node_name, "-t", "file", "--disk", "0:size=16m,spindles=1",
+                        "spindly.example.com"]), text)  # fmt: skip
+    assert cluster_state(cl) == before
+    assert ganeti(cl, ["gnt-instance", "modify", "--disk", "add:size=16m", FILE_INST]).rc == 0
+    assert ganeti(cl, ["gnt-instance", "modify", "--disk", "remove", FILE_INST]).rc == 0
+
+
 def _verify_fails(cl: TestCluster) -> bool:
     return ganeti(cl, ["gnt-cluster", "verify"]).rc != 0
 
