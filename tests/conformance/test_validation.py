@@ -108,6 +108,26 @@ def test_spindles_need_exclusive_storage(vcluster: TestCluster) -> None:
     assert ganeti(cl, ["gnt-instance", "modify", "--disk", "remove", FILE_INST]).rc == 0
 
 
+def test_shutdown_of_an_offline_instance_needs_force(vcluster: TestCluster) -> None:
+    cl = vcluster
+    assert ganeti(cl, ["gnt-instance", "modify", "--offline", BARE_INST]).rc == 0
+    try:
+        before = cluster_state(cl)
+        refused(
+            ganeti(cl, ["gnt-instance", "shutdown", BARE_INST]),
+            f"Instance '{BARE_INST}' is marked to be offline, can't use instance from outside"
+            " down, up states",
+        )
+        assert cluster_state(cl) == before
+        forced = ganeti(cl, ["gnt-instance", "shutdown", "--force", BARE_INST])
+        assert forced.rc == 0, forced.stderr
+        assert "WARNING: Ignoring offline instance check" in forced.stdout + forced.stderr
+        state = ganeti(cl, ["gnt-instance", "list", "--no-headers", "-o", "admin_state", BARE_INST])
+        assert state.stdout.strip() == "offline"  # a forced shutdown leaves it offline
+    finally:
+        assert ganeti(cl, ["gnt-instance", "modify", "--online", BARE_INST]).rc == 0
+
+
 def _verify_fails(cl: TestCluster) -> bool:
     return ganeti(cl, ["gnt-cluster", "verify"]).rc != 0
 
