@@ -177,8 +177,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             uidpool.check(ranges or [])
         for hvs in (op.os_hvp or {}).values():
             for hv_name, values in hvs.items():
-                if values is not None:
-                    P.check_hvparams(hv_name, values)
+                if values is not None:  # stored typed, as Ganeti's ForceDictType leaves them
+                    hvs[hv_name] = P.check_os_hvparams(hv_name, values)
         if op.mac_prefix is not None and not _MAC_PREFIX_RE.match(op.mac_prefix):
             raise errors.OpPrereqError(
                 f"Invalid MAC address prefix '{op.mac_prefix}': use three lower-case hex"

@@ -148,3 +148,23 @@ def test_file_storage_dir_as_ganeti_checks_it(vcluster: TestCluster) -> None:
     )
     assert ganeti(cl, [*modify, f"--file-storage-dir={default}"]).rc == 0
     assert not _verify_fails(cl)
+
+
+def test_os_hypervisor_parameters_of_any_ganeti_hypervisor(vcluster: TestCluster) -> None:
+    """QA's TestOsModifyValid and TestOsModifyInvalid: parameters of Xen's
+    hypervisors are stored for an OS (typed, as Ganeti stores them); an unknown
+    hypervisor is refused."""
+    cl = vcluster
+    argv = ["gnt-os", "modify", "-H", "xen-pvm:root_path=/dev/sda5",
+            "-H", "xen-hvm:acpi=False,pae=True", "temp-os"]  # fmt: skip
+    assert ganeti(cl, argv).rc == 0
+    with cl.client() as client:
+        os_hvp: dict[str, Any] = client.call("QueryClusterInfo")["os_hvp"]
+    assert os_hvp["temp-os"] == {
+        "xen-pvm": {"root_path": "/dev/sda5"},
+        "xen-hvm": {"acpi": False, "pae": True},
+    }
+    before = cluster_state(cl)
+    assert ganeti(cl, ["gnt-os", "modify", "-H", "blahblahblubb:bar=", "temp-os"]).rc == 1
+    assert ganeti(cl, ["gnt-os", "modify", "-H", "xen-pvm:acpi=True", "temp-os"]).rc == 1
+    assert cluster_state(cl) == before
