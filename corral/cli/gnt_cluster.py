@@ -61,6 +61,11 @@ def cmd_init(opts: argparse.Namespace) -> int:
         file_storage_dir=opts.file_storage_dir,
         shared_file_storage_dir=opts.shared_file_storage_dir,
     )
+    try:
+        init.primary_ip_version = int(opts.primary_ip_version)
+    except ValueError as err:
+        print(f"Invalid primary ip version value: {err}", file=sys.stderr)
+        return C.EXIT_FAILURE
     if opts.enabled_hypervisors:
         init.enabled_hypervisors = opts.enabled_hypervisors.split(",")
     if opts.enabled_disk_templates:
@@ -358,6 +363,9 @@ def _add_init(sub: Any) -> None:
         " name resolved, else the node's address)",
     )
     p.add_argument("-s", "--secondary-ip", help="This node's secondary address")
+    p.add_argument(
+        "--primary-ip-version", default="4", help="The IP version of the primary addresses (4|6)"
+    )
     p.add_argument(
         "--noded-port", type=int, default=C.DEFAULT_NODED_PORT, help="Port of the node daemons"
     )

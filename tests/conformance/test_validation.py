@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.compare import assert_same, ganeti
+from tests.conformance.compare import assert_same, corral, ganeti
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import NO_CHECKS, ok
 from tests.helpers.jobs import cluster_state as _with_jobs
@@ -168,3 +168,28 @@ def test_os_hypervisor_parameters_of_any_ganeti_hypervisor(vcluster: TestCluster
     assert ganeti(cl, ["gnt-os", "modify", "-H", "blahblahblubb:bar=", "temp-os"]).rc == 1
     assert ganeti(cl, ["gnt-os", "modify", "-H", "xen-pvm:acpi=True", "temp-os"]).rc == 1
     assert cluster_state(cl) == before
+
+
+@pytest.mark.parametrize(
+    ("version", "text"),
+    [
+        ("x", "Invalid primary ip version value: invalid literal for int()"),
+        ("5", "Invalid primary ip version: 5."),
+        ("6", "is not a valid IPv6 address."),
+    ],
+)
+def test_primary_ip_version_refused(tmp_path: Path, version: str, text: str) -> None:
+    """gnt-cluster init checks --primary-ip-version as Ganeti's (the node's
+    address must be of that version)."""
+    from tests.helpers.cluster import new_root
+
+    cl = new_root(tmp_path)
+    result = cl.init(f"--primary-ip-version={version}")
+    assert result.rc == 1 and text in result.stderr, result.stderr
+    assert not cl.paths.master_socket.exists()
+
+
+def test_primary_ip_version_4_accepted(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, "--primary-ip-version=4") as cl:
+        info = corral(cl, ["gnt-cluster", "info"]).stdout
+        assert "primary ip version: 4" in info
