@@ -103,8 +103,9 @@ def rss_kib(pid: int) -> int:
 
 # Jobs
 def delay_op(duration: float, **extra: Any) -> dict[str, Any]:
-    """An OP_TEST_DELAY opcode on the master (no node RPC, no locks)."""
-    return {"OP_ID": "OP_TEST_DELAY", "duration": duration, **extra}
+    """An OP_TEST_DELAY opcode that sleeps in masterd: on no node, so with no
+    node RPC and no locks (``on_master`` would lock the master's node)."""
+    return {"OP_ID": "OP_TEST_DELAY", "duration": duration, "on_master": False, **extra}
 
 
 def submit_many(client: Client, jobs: list[list[dict[str, Any]]]) -> list[int]:

@@ -42,6 +42,8 @@ class InitOptions:
     node_ip: str | None = None
     master_ip: str | None = None
     secondary_ip: str | None = None
+    # The IP version of the nodes' and the master's addresses (4 or 6).
+    primary_ip_version: int = 4
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
@@ -93,6 +95,39 @@ def daemon_command(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"corral.daemons.{module}", *args]
 
 
+def _check_ip_versions(opts: InitOptions) -> None:
+    """Ganeti's rules: the node's address of the primary IP version; the
+    secondary one IPv4 (given, when the primary one is IPv6)."""
+    version = opts.primary_ip_version
+    if version not in (4, 6):
+        raise errors.OpPrereqError(f"Invalid primary ip version: {version}.", C.ECODE_INVAL)
+    assert opts.node_ip is not None
+    if ipaddress.ip_address(opts.node_ip).version != version:
+        raise errors.OpPrereqError(
+            f"This host's IP ({opts.node_ip}) is not a valid IPv{version} address.",
+            C.ECODE_INVAL,
+        )
+    assert opts.master_ip is not None
+    if ipaddress.ip_address(opts.master_ip).version != version:
+        raise errors.OpPrereqError(
+            f"The master address ({opts.master_ip}) is not a valid IPv{version} address.",
+            C.ECODE_INVAL,
+        )
+    if opts.secondary_ip is None:
+        if version == 6:
+            raise errors.OpPrereqError(
+                "When using a IPv6 primary address, a valid IPv4 address must be given as"
+                " secondary",
+                C.ECODE_INVAL,
+            )
+        opts.secondary_ip = opts.node_ip
+    if ipaddress.ip_address(opts.secondary_ip).version != 4:
+        raise errors.OpPrereqError(
+            f"Secondary IP address ({opts.secondary_ip}) has to be a valid IPv4 address.",
+            C.ECODE_INVAL,
+        )
+
+
 def _validate(opts: InitOptions) -> None:
     check_hostname(opts.cluster_name, "cluster name")
     check_hostname(opts.node_name, "node name")
@@ -102,13 +137,16 @@ def _validate(opts: InitOptions) -> None:
     if opts.master_ip:
         opts.master_ip = check_ip(opts.master_ip, "master address")
     else:
+        family = socket.AF_INET6 if opts.primary_ip_version == 6 else socket.AF_INET
         try:
-            opts.master_ip = socket.gethostbyname(opts.cluster_name)
+            found = socket.getaddrinfo(opts.cluster_name, None, family)
+            opts.master_ip = str(found[0][4][0])
         except OSError:
             opts.master_ip = opts.node_ip
     opts.secondary_ip = (
-        check_ip(opts.secondary_ip, "secondary address") if opts.secondary_ip else opts.node_ip
+        check_ip(opts.secondary_ip, "secondary address") if opts.secondary_ip else None
     )
+    _check_ip_versions(opts)
     if not 0 < opts.noded_port < 65536:
         raise errors.OpPrereqError(f"Invalid port {opts.noded_port}", C.ECODE_INVAL)
     if not re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$", opts.mac_prefix):

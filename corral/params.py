@@ -14,6 +14,7 @@ from corral import constants as C
 from corral import errors
 from corral import hvparams as HV
 from corral import paramtypes as PT
+from corral.hvparams.foreign import PARAMS as FOREIGN_HV_PARAMS
 
 # The value that resets a parameter to its default (Ganeti's VALUE_DEFAULT).
 VALUE_DEFAULT = "default"
@@ -102,14 +103,15 @@ def _convert(kind: str, key: str, value: Any) -> Any:
                 f"'{key}' must be an integer, got {value!r}", C.ECODE_INVAL
             ) from None
     if kind == T_BOOL:
-        if isinstance(value, bool):
-            return value
-        text = str(value).lower()
-        if text in ("true", "yes", "1", "on"):
-            return True
-        if text in ("false", "no", "0", "off"):
-            return False
-        raise errors.OpPrereqError(f"'{key}' must be true or false, got {value!r}", C.ECODE_INVAL)
+        # Ganeti's ForceDictType: a text must say true or false (any case);
+        # anything else counts by its truth ("" and 0 are false, 1 is true).
+        if isinstance(value, str) and value:
+            if value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise errors.OpPrereqError(
+                f"'{key}' must be true or false, got {value!r}", C.ECODE_INVAL
+            )
+        return bool(value)
     return "" if value is None else str(value)
 
 
@@ -163,6 +165,17 @@ def check_hvparams(
     checked = check_params(values, types, f"{hypervisor} hypervisor", allow_none)
     HV.check_values(hypervisor, checked)
     return checked
+
+
+def check_os_hvparams(hypervisor: str, values: dict[str, Any]) -> dict[str, Any]:
+    """OS-specific hypervisor parameters, typed: checked as :func:`check_hvparams`
+    for a hypervisor Corral runs; for Ganeti's others, their names and types
+    (Ganeti stores them; Corral has no use for them)."""
+    names = FOREIGN_HV_PARAMS.get(hypervisor)
+    if names is None:
+        return check_hvparams(hypervisor, values)
+    types = {name: PT.HV_PARAMETER_TYPES[name] for name in names}
+    return check_params(values, types, f"{hypervisor} hypervisor")
 
 
 def fill(defaults: dict[str, Any], *overrides: dict[str, Any]) -> dict[str, Any]:

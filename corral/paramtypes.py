@@ -165,6 +165,8 @@ def force_dict_type(
     target: dict[str, Any], key_types: dict[str, str], allowed: tuple[Any, ...] = ()
 ) -> None:
     """Check and convert ``target``'s values in place, as Ganeti's ForceDictType."""
+    if not isinstance(target, dict):
+        raise errors.TypeEnforcementError(f"Expected dictionary, got '{target}'")
     for key in target:
         if key not in key_types:
             raise errors.TypeEnforcementError(f"Unknown parameter '{key}'")

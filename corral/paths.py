@@ -192,6 +192,12 @@ class Paths:
         return self.data_dir / "rapi.pem"
 
     @property
+    def candidate_files(self) -> tuple[Path, ...]:
+        """The files only master candidates keep (the RAPI key: a node that may
+        become master needs it; the others never see it)."""
+        return (self.rapi_pem,)
+
+    @property
     def rapi_users_dir(self) -> Path:
         return self.data_dir / "rapi"
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from corral import constants as C
 from corral import diskparams, errors
+from corral import paramtypes as T
 from corral.cli import common
 from corral.cli import ipolicy as cli_ipolicy
 from corral.cli.optvalues import boolean, split_key_val, unescape_and_split
@@ -165,6 +166,16 @@ def _data_collectors(opts: argparse.Namespace, op: dict[str, Any]) -> None:
             raise _Refused(f"Can't transform all values to integers: {intervals}") from None
 
 
+def check_types(op: dict[str, Any]) -> None:
+    """Ganeti's command checks (and converts) the types of -H, -B and -N
+    values before it sends them (ForceDictType: "Parameter Error: ...")."""
+    for params in (op.get("hvparams") or {}).values():
+        T.force_dict_type(params, T.HV_PARAMETER_TYPES)
+    for field, types in (("beparams", T.BE_PARAMETER_TYPES), ("nicparams", T.NIC_PARAMETER_TYPES)):
+        if field in op:
+            T.force_dict_type(op[field], types)
+
+
 class _Refused(Exception):
     """A mistake ``modify`` reports on standard error, leaving with code 1."""
 
@@ -172,6 +183,7 @@ class _Refused(Exception):
 def modify_opcode(opts: argparse.Namespace) -> dict[str, Any] | None:
     """OP_CLUSTER_SET_PARAMS for the options; None when they ask for nothing."""
     op = _converted(opts)
+    check_types(op)
     if opts.master_netmask is not None:
         try:
             op["master_netmask"] = int(opts.master_netmask)

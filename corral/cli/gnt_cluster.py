@@ -23,7 +23,7 @@ from corral.cli import (
     tags,
 )
 from corral.cli import ipolicy as cli_ipolicy
-from corral.cli.cluster_opts import add_modify_options, cmd_modify, ident_key_vals
+from corral.cli.cluster_opts import add_modify_options, check_types, cmd_modify, ident_key_vals
 from corral.cli.generic_info import format_generic_info
 from corral.cli.info import format_grouped_params
 from corral.cli.optvalues import boolean, split_key_val
@@ -61,6 +61,11 @@ def cmd_init(opts: argparse.Namespace) -> int:
         file_storage_dir=opts.file_storage_dir,
         shared_file_storage_dir=opts.shared_file_storage_dir,
     )
+    try:
+        init.primary_ip_version = int(opts.primary_ip_version)
+    except ValueError as err:
+        print(f"Invalid primary ip version value: {err}", file=sys.stderr)
+        return C.EXIT_FAILURE
     if opts.enabled_hypervisors:
         init.enabled_hypervisors = opts.enabled_hypervisors.split(",")
     if opts.enabled_disk_templates:
@@ -75,6 +80,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
     init.diskparams = ident_key_vals("-D", opts.diskparams)
+    check_types({"hvparams": init.hvparams, "beparams": init.beparams,
+                 "nicparams": init.nicparams})  # fmt: skip
     init.ipolicy = cli_ipolicy.create_ipolicy(opts, init=True)
     try:
         bootstrap.init_cluster(paths, init)
@@ -356,6 +363,9 @@ def _add_init(sub: Any) -> None:
         " name resolved, else the node's address)",
     )
     p.add_argument("-s", "--secondary-ip", help="This node's secondary address")
+    p.add_argument(
+        "--primary-ip-version", default="4", help="The IP version of the primary addresses (4|6)"
+    )
     p.add_argument(
         "--noded-port", type=int, default=C.DEFAULT_NODED_PORT, help="Port of the node daemons"
     )

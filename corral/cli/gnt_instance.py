@@ -51,15 +51,11 @@ def cmd_add(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
-def _ensure_exists(client: Any, name: str) -> None:
-    """Refuse, as Ganeti's client does, an instance name that does not exist."""
-    client.call("QueryInstances", [name], ["name"], False)
-
-
 def cmd_remove(opts: argparse.Namespace) -> int:
     (name,) = opts.instance
+    # Ganeti's client checks the name with a classic query first, which
+    # answers nothing for an unknown name: the job says it is unknown.
     if not opts.force:
-        _ensure_exists(common.get_client(), name)
         question = (
             f"This will remove the volumes of the instance {name} (including mirrors), thus"
             " removing all the data of the instance. Continue?"

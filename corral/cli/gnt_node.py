@@ -81,8 +81,7 @@ def node_info(row: list[Any]) -> list[tuple[str, Any]]:
 def cmd_info(opts: argparse.Namespace) -> int:
     rows = common.get_client().call("QueryNodes", opts.nodes, INFO_FIELDS, False)
     text = format_generic_info([node_info(row) for row in rows])
-    if text:
-        print(text)
+    print(text)  # an empty line when nothing matched, as Ganeti's
     return C.EXIT_SUCCESS
 
 

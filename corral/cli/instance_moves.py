@@ -22,16 +22,10 @@ def _check_target(opts: argparse.Namespace) -> None:
         )
 
 
-def _ensure_exists(name: str) -> None:
-    """Refuse, as Ganeti's client does, an instance name that does not exist."""
-    common.get_client().call("QueryInstances", [name], ["name"], False)
-
-
 def cmd_failover(opts: argparse.Namespace) -> int:
     (name,) = opts.instance
     _check_target(opts)
     if not opts.force:
-        _ensure_exists(name)
         question = (
             f"Failover will happen to image {name}. This requires a shutdown of the"
             " instance. Continue?"
@@ -61,7 +55,6 @@ def cmd_migrate(opts: argparse.Namespace) -> int:
     (name,) = opts.instance
     _check_target(opts)
     if not opts.force:
-        _ensure_exists(name)
         if opts.cleanup:
             question = (
                 f"Instance {name} will be recovered from a failed migration. Note that the"

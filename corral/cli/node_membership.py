@@ -19,9 +19,10 @@ TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
     from corral.luxi.client import Client
 
-# Ganeti's SSH options: accepted at their defaults only (Corral does no SSH set-up).
-_SSH_OPTIONS = (("ssh_key_check", True, "--no-ssh-key-check"),
-                ("force_join", False, "--force-join"),
+# Ganeti's SSH options: accepted at their defaults only (Corral does no SSH
+# set-up).  --no-ssh-key-check is accepted: with no SSH, there is no host key
+# fingerprint to check (the join token authenticates both sides).
+_SSH_OPTIONS = (("force_join", False, "--force-join"),
                 ("node_setup", True, "--no-node-setup"))  # fmt: skip
 
 

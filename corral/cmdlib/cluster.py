@@ -14,7 +14,7 @@ from corral import ipolicy as IP
 from corral import params as P
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
-from corral.objects import Cluster, Node
+from corral.objects import Cluster, Disk, Instance, Node
 from corral.opcodes import cluster as opc
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
@@ -177,8 +177,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             uidpool.check(ranges or [])
         for hvs in (op.os_hvp or {}).values():
             for hv_name, values in hvs.items():
-                if values is not None:
-                    P.check_hvparams(hv_name, values)
+                if values is not None:  # stored typed, as Ganeti's ForceDictType leaves them
+                    hvs[hv_name] = P.check_os_hvparams(hv_name, values)
         if op.mac_prefix is not None and not _MAC_PREFIX_RE.match(op.mac_prefix):
             raise errors.OpPrereqError(
                 f"Invalid MAC address prefix '{op.mac_prefix}': use three lower-case hex"
@@ -315,12 +315,19 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
     async def check_prereq(self) -> None:
         """The policy is checked against the enabled disk templates; OS parameters
         on the nodes that have the OS ("preseeding" is fine)."""
+        if self.op.enabled_disk_templates:
+            cluster = self.cfg.cluster
+            disabled = [
+                t for t in cluster.enabled_disk_templates if t not in self.op.enabled_disk_templates
+            ]
+            _check_templates_unused(self.cfg.instances(), disabled)
         self._check_ipolicy()
         self.new_uid_pool = self._uid_pool()
         for warning in DP.change_warnings(self.op.diskparams or {}):
             self.warn(warning)
         if self.op.default_iallocator:
             allocator.check_exists(self.master.paths, self.op.default_iallocator)
+        self._check_storage_dirs()
         await self._check_nodes_serve()
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
@@ -338,9 +345,29 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             pool = uidpool.removed(pool, op.remove_uids)
         return pool if op.uid_pool is None else op.uid_pool
 
+    def _check_storage_dirs(self) -> None:
+        """Ganeti's checks of a new file or shared file storage directory: it
+        may be unset only while its template is disabled, and set while it is
+        (with a warning); whether the nodes can use it is verify's to say."""
+        cluster, op = self.cfg.cluster, self.op
+        enabled = op.enabled_disk_templates or cluster.enabled_disk_templates
+        for template, strategy in templates.DISK_TEMPLATES.items():
+            value = getattr(op, strategy.unit_setting) if strategy.unit_setting else None
+            if value == "" and template in enabled:
+                raise errors.OpPrereqError(
+                    f"Unsetting the '{template}' storage directory while having '{template}'"
+                    " storage enabled is not permitted.",
+                    C.ECODE_INVAL,
+                )
+            if value and template not in enabled:
+                self.warn(
+                    f"Specified a {template} storage directory, although {template} storage"
+                    " is not enabled."
+                )
+
     async def _check_nodes_serve(self) -> None:
         """Every vm-capable online node must serve what this change newly enables
-        (file-based templates again when their directory moves)."""
+        (in the directories the change sets)."""
         cluster, op = self.cfg.cluster, self.op
         file_dir = op.file_storage_dir or cluster.file_storage_dir
         shared_dir = op.shared_file_storage_dir or cluster.shared_file_storage_dir
@@ -351,7 +378,6 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             name
             for name in op.enabled_disk_templates or cluster.enabled_disk_templates
             if name not in cluster.enabled_disk_templates
-            or _dir_moved(name, cluster, file_dir, shared_dir)
         ]
         nodes = [n for n in self.cfg.nodes() if n.vm_capable and not n.offline]
         if not (hypervisors or disk_templates) or not nodes:
@@ -390,14 +416,43 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             await U.verify_osparams(self, holders, spec)
 
 
-def _dir_moved(name: str, cluster: Cluster, file_dir: str, shared_dir: str) -> bool:
-    """Whether template ``name`` keeps its disks in a storage unit that changes."""
-    template = templates.DISK_TEMPLATES.get(name)
-    if template is None:
-        return False
-    old = template.capacity_unit(cluster)
-    new = template.capacity_unit(templates.StorageDirs(file_dir, shared_dir))
-    return old != new
+def _disk_text(disk: Disk) -> str:
+    """A disk as Ganeti's messages show it (its Disk.__str__ for the
+    templates Corral has)."""
+    children = ", ".join(_disk_text(child) for child in disk.children)
+    text = f"<Disk(type={disk.dev_type}, logical_id={tuple(disk.logical_id)!r}"
+    text += f", children=[{children}]"
+    text += f", visible as /dev/{disk.iv_name}" if disk.iv_name else ", not visible"
+    if disk.spindles is not None:
+        text += f", spindles={disk.spindles}"
+    return text + f", size={disk.size}m)>"
+
+
+def _check_templates_unused(instances: list[Instance], disabled: list[str]) -> None:
+    """Refuse, as Ganeti, to disable a disk template some disk (or, for
+    diskless, some instance without disks) uses."""
+    for template in disabled:
+        used = [
+            f"{_disk_text(disk)} (on {inst.name})"
+            for inst in instances
+            for disk in inst.disks
+            if disk.dev_type == template
+        ]
+        if used:
+            raise errors.OpPrereqError(
+                f"Cannot disable disk template '{template}', because there is at least one"
+                " disk using it:\n * " + "\n * ".join(used),
+                C.ECODE_STATE,
+            )
+        strategy = templates.DISK_TEMPLATES.get(template)
+        if strategy is not None and not strategy.has_disks:
+            for inst in instances:
+                if not inst.disks:
+                    raise errors.OpPrereqError(
+                        f"Cannot disable disk template '{template}', because there is at"
+                        f" least one instance using it:\n * {inst.name}",
+                        C.ECODE_STATE,
+                    )
 
 
 def _merged_os_hvp(

@@ -306,6 +306,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         if self.allocator is not None:
             await self._allocate(self.allocator)
         placement.check_primary(self.pnode)
+        exclusive = U.exclusive_storage(self.cfg, [self.pnode.uuid])
+        U.check_spindles([d for d in op.disks if isinstance(d, dict)], exclusive, required=True)
         address = await self._check_name()
         if self.template.adopts:
             await self._read_adopted_sizes()

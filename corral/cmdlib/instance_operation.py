@@ -69,6 +69,10 @@ class LUInstanceStartup(InstanceLU):
         return None
 
 
+# Ganeti's INSTANCE_ONLINE admin states.
+ONLINE = (ADMIN_DOWN, ADMIN_UP)
+
+
 class LUInstanceShutdown(InstanceLU):
     OPCODE = opi.OpInstanceShutdown
     HPATH = "instance-stop"
@@ -76,11 +80,21 @@ class LUInstanceShutdown(InstanceLU):
     def build_hooks_env(self) -> dict[str, Any]:
         return {**super().build_hooks_env(), "TIMEOUT": self.op.timeout}
 
+    async def check_prereq(self) -> None:
+        await super().check_prereq()
+        if self.op.force:
+            self.warn("Ignoring offline instance check")
+        else:
+            await self.check_state(ONLINE, "can't use instance from outside down, up states")
+
     async def exec(self) -> Any:
-        if not self.op.no_remember and self.instance.admin_state != ADMIN_DOWN:
+        # An offline instance stays offline (marking it down would online it).
+        source = self.op.admin_state_source or "admin"
+        current = (self.instance.admin_state, self.instance.admin_state_source)
+        if not self.op.no_remember and current[0] in ONLINE and current != (ADMIN_DOWN, source):
             inst = self.updated()
             inst.admin_state = ADMIN_DOWN
-            inst.admin_state_source = self.op.admin_state_source or "admin"
+            inst.admin_state_source = source
             self.tx.update(inst)
         await self.node_call(
             instance_shutdown(self.instance.hypervisor, self.instance.name, self.op.timeout),

@@ -245,6 +245,8 @@ class LUInstanceSetParams(InstanceLU):
                 self.removed_disks.append(new.disks.pop(_item(new.disks, index, "disk")))
                 self.changes.append([f"disk/{index}", "remove"])
             elif action == ADD:
+                exclusive = U.exclusive_storage(self.cfg, new.all_nodes)
+                U.check_spindles([params], exclusive, required=True)
                 (spec,) = parse_disks([params], new.disk_template)
                 idx = len(new.disks)
                 where = templates.Placement(

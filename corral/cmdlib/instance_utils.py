@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.objects import NIC, Cluster, Disk, Instance, Node
+from corral.objects import NIC, Cluster, Disk, Instance, Node, NodeGroup
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
@@ -21,6 +21,7 @@ from corral.rpc.calls_instance import (
 )
 from corral.rpc.calls_os import os_diagnose, os_validate
 from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
+from corral.services.ndparams import node_ndparams
 from corral.services.params import (
     filled_beparams,
     filled_hvparams,
@@ -275,6 +276,37 @@ async def check_node_resources(
             f" {info['storage_free']} MiB in {unit.key}",
             C.ECODE_NORES,
         )
+
+
+def exclusive_storage(cfg: ConfigManager, node_uuids: list[str]) -> bool:
+    """Whether exclusive storage is in effect on any of the nodes (a node
+    parameter set for the cluster or a group)."""
+    for uuid in node_uuids:
+        node = cfg.get(Node, uuid)
+        group = cfg.get(NodeGroup, node.group) if node is not None else None
+        if node is None or group is None:
+            continue
+        if node_ndparams(cfg.cluster, group, node)["exclusive_storage"]:
+            return True
+    return False
+
+
+def check_spindles(disks: list[dict[str, Any]], exclusive: bool, required: bool) -> None:
+    """Ganeti's rule: disks have spindles when exclusive storage is in effect
+    (if ``required``), and never otherwise."""
+    for disk in disks:
+        spindles = disk.get("spindles")
+        if spindles is not None and not exclusive:
+            raise errors.OpPrereqError(
+                "Spindles in instance disks cannot be specified when exclusive storage is"
+                " not active",
+                C.ECODE_INVAL,
+            )
+        if spindles is None and exclusive and required:
+            raise errors.OpPrereqError(
+                "You must specify spindles in instance disks when exclusive storage is active",
+                C.ECODE_INVAL,
+            )
 
 
 def ledger(lu: LogicalUnit[Any], instance: str) -> JobLedger:

@@ -21,6 +21,7 @@ from corral.cmdlib.oob import supports_oob
 from corral.objects import Node
 from corral.opcodes import node as opn
 from corral.rpc.calls_node import version
+from corral.services import distribution
 from corral.services.ndparams import check_not_global, updated_ndparams
 
 
@@ -226,9 +227,20 @@ class LUNodeSetParams(_OneNodeLU):
                     result.append([flag, str(new)])
                     setattr(node, flag, new)
         self.tx.update(node)
-        if self.lock_all and self.new_role is not self.old_role:
-            fill_candidate_pool(self, node)
+        if self.new_role is not self.old_role:
+            await self._move_candidate_files(node)
         return result
+
+    async def _move_candidate_files(self, node: Node) -> None:
+        """The candidates' files follow the committed roles (as Ganeti's
+        node_demote_from_mc, once the node gets no more candidate updates)."""
+        promoted = fill_candidate_pool(self, node) if self.lock_all else []
+        await self.checkpoint()
+        changed = promoted
+        if Role.CANDIDATE in (self.old_role, self.new_role):
+            changed = [node, *promoted]
+        for text in await distribution.candidate_roles_changed(self.master, changed):
+            self.warn(text)
 
 
 class LUNodePowercycle(_OneNodeLU):

@@ -58,9 +58,10 @@ def candidate_stats(cfg: ConfigManager, exceptions: list[str]) -> tuple[int, int
     return _stats(cfg.nodes(), cfg.cluster.candidate_pool_size, exceptions)
 
 
-def fill_candidate_pool(lu: LogicalUnit[Any], changed: Node) -> None:
+def fill_candidate_pool(lu: LogicalUnit[Any], changed: Node) -> list[Node]:
     """Promote other nodes until the pool is full again after ``changed``'s
-    new role (staged in ``lu.tx``); Ganeti picks at random, Corral by name."""
+    new role (staged in ``lu.tx``); Ganeti picks at random, Corral by name.
+    The promoted nodes."""
     nodes = [changed if n.uuid == changed.uuid else n for n in lu.cfg.nodes()]
     pool = lu.cfg.cluster.candidate_pool_size
     now, wanted, _ = _stats(nodes, pool, [changed.uuid])
@@ -76,12 +77,14 @@ def fill_candidate_pool(lu: LogicalUnit[Any], changed: Node) -> None:
         assert isinstance(copy, Node)
         copy.master_candidate = True
         lu.tx.update(copy)
-        promoted.append(copy.name)
+        promoted.append(copy)
         now += 1
     if promoted:
-        lu.log_info(f"Promoted nodes to master candidate role: {', '.join(promoted)}")
+        names = ", ".join(n.name for n in promoted)
+        lu.log_info(f"Promoted nodes to master candidate role: {names}")
     if now > wanted:
         lu.log_info(f"Note: more nodes are candidates ({now}) than desired ({wanted})")
+    return promoted
 
 
 def check_secondary_ip(address: str) -> None:

@@ -64,24 +64,28 @@ class LUTestDelay(LogicalUnit[opt.OpTestDelay]):
     REQ_BGL = False
 
     def expand_names(self) -> None:
-        if self.op.on_node_uuids is None and self.op.on_nodes:
-            self.op.on_node_uuids = [self.expand(Node, n).uuid for n in self.op.on_nodes]
+        uuids = self.op.on_node_uuids
+        if uuids is None:
+            uuids = [self.expand(Node, n).uuid for n in self.op.on_nodes]
+        master = self.cfg.cluster.master_node
+        if self.op.on_master and master not in uuids:
+            uuids = [*uuids, master]
+        self.op.on_node_uuids = uuids
 
     def declare_locks(self) -> None:
-        if self.op.on_node_uuids and not self.op.no_locks:
+        # As Ganeti 3.0.2's: the nodes it delays on are locked, the master
+        # included, whatever no_locks says (its LUTestDelay overrides it).
+        if self.op.on_node_uuids:
             self.needed_locks[C.LEVEL_NODE] = list(self.op.on_node_uuids)
 
     async def _delay_once(self) -> bool:
-        """One delay; whether it was interrupted."""
+        """One delay (on the nodes, else on the master); whether it was interrupted."""
         if self.op.interruptible:
             return await self._interruptible_delay()
-        calls = []
-        if self.op.on_master:
-            calls.append(asyncio.sleep(self.op.duration))
         if self.op.on_node_uuids:
-            targets = self.node_addresses(self.op.on_node_uuids)
-            calls.append(self._remote_delay(targets))
-        await asyncio.gather(*calls)
+            await self._remote_delay(self.node_addresses(self.op.on_node_uuids))
+        else:
+            await asyncio.sleep(self.op.duration)
         return False
 
     async def _remote_delay(self, targets: list[NodeAddress]) -> None:

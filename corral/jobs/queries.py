@@ -54,7 +54,7 @@ class JobQueries:
     async def _query_wanted(self, fields: list[str], wanted: list[Any]) -> dict[str, Any]:
         """Jobs asked for by id, as luxid answers: archived ones too, and a row
         for each id, with only the id known for a job that does not exist."""
-        ids = [_wanted_id(value) for value in wanted]
+        ids = list(dict.fromkeys(_wanted_id(value) for value in wanted))  # once each, as luxid
         found = {r["id"]: r for r in await self._records(ids, fields, None, archived=True)}
         getters = [JOB_FIELDS.fields.get(name) for name in fields]
         data = []

@@ -225,9 +225,13 @@ class LuxiMethods:
     ) -> list[list[Any]]:
         if use_locking:
             raise errors.OpPrereqError("Sync queries are not allowed", C.ECODE_INVAL)
-        result = await resources.query(
-            self.master, what, _str_list(fields, "fields"), simple_filter(key, names)
-        )
+        # As luxid's classic queries: the items named by name or by uuid (a
+        # filter that names no item alone: all of them in order, no error for
+        # a name unknown); exports have no uuid, so their nodes are named twice.
+        qfilter = simple_filter(key, names)
+        if qfilter is not None:
+            qfilter = ["|", qfilter, simple_filter("uuid" if key == "name" else key, names)]
+        result = await resources.query(self.master, what, _str_list(fields, "fields"), qfilter)
         unknown = [d["name"] for d in result["fields"] if d["kind"] == C.QFT_UNKNOWN]
         if unknown:
             raise errors.OpPrereqError(

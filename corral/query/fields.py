@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from corral import constants as C
+from corral.nicesort import luxid_key
 from corral.query.filter import compile_filter
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -52,8 +53,9 @@ class FieldSet:
         return out
 
     def definitions(self, names: list[str] | None) -> list[dict[str, str]]:
-        if not names:
-            return [f.definition() for f in sorted(self.fields.values(), key=lambda f: f.name)]
+        if not names:  # all, in luxid's (Haskell niceSort) order
+            fields = sorted(self.fields.values(), key=lambda f: luxid_key(f.name))
+            return [f.definition() for f in fields]
         return self._selected(names)
 
     def _selected(self, names: list[str]) -> list[dict[str, str]]:

@@ -243,23 +243,27 @@ def _field_name(value: Any) -> str:
 def requested_names(qfilter: Any, field: str) -> list[Any] | None:
     """The values a filter asks for by name alone (``gnt-job info 3 5``), else None.
 
-    As Ganeti: a filter that is one equality on ``field`` or an ``|`` of them
-    names the items wanted; such a query answers for each of them, found or not.
+    As Ganeti (luxid's requestedNames): a filter made only of equalities on
+    ``field`` joined by ``|``, nested or not, names the items wanted, in its
+    order, repeats included; such a query answers for each of them.
     """
+    return _names(qfilter, field) or None
+
+
+def _names(qfilter: Any, field: str) -> list[Any] | None:
     if not isinstance(qfilter, list) or not qfilter:
         return None
-    terms = qfilter[1:] if qfilter[0] == "|" else [qfilter]
-    names = []
-    for term in terms:
-        if not (
-            isinstance(term, list)
-            and len(term) == 3
-            and term[0] in ("=", "==")
-            and term[1] == field
-        ):
-            return None
-        names.append(term[2])
-    return names or None
+    if qfilter[0] == "|":
+        names: list[Any] = []
+        for term in qfilter[1:]:
+            found = _names(term, field)
+            if found is None:
+                return None
+            names += found
+        return names
+    if len(qfilter) == 3 and qfilter[0] in ("=", "==") and qfilter[1] == field:
+        return [qfilter[2]]
+    return None
 
 
 def simple_filter(field: str, values: list[Any]) -> list[Any] | None:

@@ -1,4 +1,5 @@
-"""Node calls of node membership: ssconf files on every node, leaving the cluster."""
+"""Node calls of node membership: ssconf files on every node, leaving the
+candidate pool, leaving the cluster."""
 
 # The bodies are the signatures' only: mypy must not ask them for a result.
 # mypy: disable-error-code="empty-body"
@@ -17,3 +18,8 @@ def write_ssconf_files(values: dict[str, str]) -> None:
 @node_call(C.RPC_TMO_URGENT)
 def node_leave_cluster() -> None:
     """Remove the cluster files and wait to join a cluster again."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def node_demote_from_mc() -> None:
+    """Remove the files only master candidates keep (the node is no longer one)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corral.objects import Node
-from corral.rpc.calls_membership import write_ssconf_files
+from corral.rpc.calls_membership import node_demote_from_mc, write_ssconf_files
 from corral.rpc.calls_node import upload_file
 from corral.services.ssconf import affects_ssconf, ssconf_values
 
@@ -36,10 +36,10 @@ def other_online_nodes(cfg: ConfigManager) -> list[Node]:
 
 
 def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
-    """``(file, mode)`` a node keeps a copy of (the RAPI key: master candidates only)."""
+    """``(file, mode)`` a node keeps a copy of (some for master candidates only)."""
     files = [(paths.ca_cert, 0o644), (paths.cluster_domain_secret, 0o600)]
     if node.master_candidate:
-        files.append((paths.rapi_pem, 0o600))
+        files += [(path, 0o600) for path in paths.candidate_files]
     return files
 
 
@@ -55,7 +55,8 @@ async def push_ssconf(
 
 
 async def _upload(master: Master, node: Node) -> list[str]:
-    """Upload the ancillary files to one node; the failures' messages."""
+    """Upload the ancillary files to one node, and take the candidates' files
+    from it if it is not one; the failures' messages."""
     problems: list[str] = []
     for path, mode in ancillary_files(master.paths, node):
         data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode("ascii")
@@ -63,8 +64,19 @@ async def _upload(master: Master, node: Node) -> list[str]:
         what = f"Copy of file {master.paths.to_wire(path)} to node {node.name} failed"
         result = await master.rpc.attempt(node, request, problems.append, what)
         if result.offline:
-            break
+            return problems
+    if not node.master_candidate:
+        what = f"Node {node.name} failed to demote itself"
+        await master.rpc.attempt(node, node_demote_from_mc(), problems.append, what)
     return problems
+
+
+async def candidate_roles_changed(master: Master, nodes: list[Node]) -> list[str]:
+    """After ``nodes`` became master candidates or stopped being ones (as
+    committed): the candidates' files reach the new ones and leave the others
+    (offline nodes are left alone, as Ganeti does); the failures' messages."""
+    uploads = await asyncio.gather(*(_upload(master, n) for n in nodes if not n.offline))
+    return [text for texts in uploads for text in texts]
 
 
 async def redistribute(master: Master, nodes: list[Node]) -> list[str]:

@@ -12,7 +12,8 @@ import pytest
 
 from tests.conformance.compare import Output, assert_same, corral, difference, ganeti
 from tests.helpers.cluster import Result, TestCluster, running_cluster
-from tests.helpers.jobs import delay_gate_path, release_gate, wait_new_job
+from tests.helpers.jobs import delay_gate_path, release_gate, wait_final, wait_new_job
+from tests.helpers.waiting import wait_until
 
 Tool = Callable[[TestCluster, list[str]], Result]
 TOOLS: dict[str, Tool] = {"ganeti": ganeti, "corral": corral}
@@ -155,6 +156,41 @@ def test_interruptible_delay(dcluster: TestCluster, argv: list[str]) -> None:
     assert ours.rc == 0
     assert "Received connection, time to go is <n>" in ours.stdout
     assert "Interrupted, time spent waiting: <n>" in ours.stdout
+
+
+def _submitted(result: Result) -> int:
+    assert result.rc == 0, result.stderr
+    return int(result.stderr.split()[-1])  # "JobID: <id>"
+
+
+def _lock_line(cl: TestCluster, name: str) -> str:
+    out = ganeti(cl, ["gnt-debug", "locks", "--no-headers", "-o", "name,mode,owner,pending"])
+    return next((line for line in out.stdout.splitlines() if line.startswith(name)), "")
+
+
+def test_delay_takes_its_node_locks(dcluster: TestCluster) -> None:
+    """As Ganeti's QA holds node locks (qa_job_utils.RunWithLocks): an
+    interruptible delay on a node locks it, and a delay on the master (which
+    locks the master's node, as Ganeti's LUTestDelay does) waits for it;
+    both run once the first is released."""
+    name = dcluster.gnt("cluster", "getmaster").stdout.strip()
+    uuid = dcluster.gnt("node", "list", "--no-headers", "-o", "uuid", name).stdout.strip()
+    holder = _submitted(
+        ganeti(dcluster, ["gnt-debug", "delay", "-i", "--submit", "--no-master", "-n", name, "300"])
+    )
+    with dcluster.client() as client:
+        gate = delay_gate_path(client, holder)
+        waiter = _submitted(ganeti(dcluster, ["gnt-debug", "delay", "--submit", "0.01"]))
+        wait_until(
+            lambda: (
+                _lock_line(dcluster, f"node/{uuid}").split()
+                == [f"node/{uuid}", "exclusive", str(holder), f"exclusive:{waiter}"]
+            ),
+            timeout=60,
+            what="the master's delay waiting for the node lock",
+        )
+        release_gate(gate)
+        assert wait_final(client, [holder, waiter], timeout=60) == [["success"], ["success"]]
 
 
 def test_usage_errors_exit_codes(dcluster: TestCluster) -> None:

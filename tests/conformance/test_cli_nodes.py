@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from corral.paths import Paths
 from tests.conformance.compare import (
     assert_same,
     assert_same_on_twins,
     corral_on_terminal,
+    ganeti,
     ganeti_on_terminal,
     normalized,
 )
@@ -116,3 +118,29 @@ def test_questions_on_a_terminal(ncluster: TestCluster, argv: list[str], answer:
                               answer)  # fmt: skip
     assert ours[0] == theirs[0]
     assert normalized(ours[1], {TWINS[1]: "<TWIN>"}) == normalized(theirs[1], {TWINS[0]: "<TWIN>"})
+
+
+@pytest.mark.parametrize(
+    ("demotion", "restore"),
+    [(["--master-candidate=no"], []), (["--drained=yes"], ["--drained=no"])],
+)
+def test_candidate_files_follow_the_role(
+    ncluster: TestCluster, demotion: list[str], restore: list[str]
+) -> None:
+    """Ganeti's gnt-node promotes a twin: it gets the RAPI key; demoted (or
+    drained), it loses it, as a Ganeti node loses its candidate-only files;
+    Ganeti's gnt-cluster verify finds the files right after each change."""
+    twin = TWINS[0]
+    rapi_pem = Paths(ncluster.paths.root.parents[1] / twin).rapi_pem  # the fixture's layout
+    promoted = ganeti(ncluster, ["gnt-node", "modify", "--master-candidate=yes", twin])
+    assert promoted.rc == 0, promoted.stderr
+    assert rapi_pem.read_bytes() == ncluster.paths.rapi_pem.read_bytes()
+    verified = ganeti(ncluster, ["gnt-cluster", "verify"])
+    assert verified.rc == 0, verified.stdout + verified.stderr
+    demoted = ganeti(ncluster, ["gnt-node", "modify", *demotion, twin])
+    assert demoted.rc == 0, demoted.stderr
+    assert not rapi_pem.exists()
+    verified = ganeti(ncluster, ["gnt-cluster", "verify"])
+    assert verified.rc == 0, verified.stdout + verified.stderr
+    if restore:
+        assert ganeti(ncluster, ["gnt-node", "modify", *restore, twin]).rc == 0

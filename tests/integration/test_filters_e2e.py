@@ -57,7 +57,14 @@ def add_rule(client: Client, action: Any, *predicates: Any, priority: int = 0) -
 
 
 def reasoned(reason: str, duration: float = 0) -> dict[str, Any]:
-    return {"OP_ID": "OP_TEST_DELAY", "duration": duration, "reason": [["test", reason, 1]]}
+    """A delay with a reason; not on the master, so it locks no node (these
+    tests are about the scheduler, not locks)."""
+    return {
+        "OP_ID": "OP_TEST_DELAY",
+        "duration": duration,
+        "on_master": False,
+        "reason": [["test", reason, 1]],
+    }
 
 
 def held(client: Client, job_id: int) -> bool:

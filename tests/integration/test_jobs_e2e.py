@@ -182,6 +182,7 @@ def test_cancel_queued_job_and_change_priority(cl: TestCluster) -> None:
 
 def test_locks_show_owners_and_waiters(cl: TestCluster) -> None:
     holder = submitted(cl.gnt("debug", "delay", "--submit", "1"))
+    node = "node/" + ok(cl.gnt("node", "list", "--no-headers", "-o", "uuid")).stdout.strip()
     with cl.client() as client:
         wait_status(client, holder, {C.JOB_STATUS_RUNNING})
         waiter = submitted(cl.gnt("cluster", "add-tags", "--submit", "locked-out"))
@@ -189,10 +190,11 @@ def test_locks_show_owners_and_waiters(cl: TestCluster) -> None:
         locks = ok(cl.gnt("debug", "locks")).stdout.splitlines()
         assert locks[0].split() == ["Name", "Mode", "Owner", "Pending"]
         assert [line.split() for line in locks[1:]] == [
-            ["cluster/BGL", "shared", str(holder), f"exclusive:{waiter}"]
+            ["cluster/BGL", "shared", str(holder), f"exclusive:{waiter}"],
+            [node, "exclusive", str(holder), "-"],  # the master's, a delay's on_master
         ]
         terse = ok(cl.gnt("debug", "locks", "--no-headers", "--separator=|", "-o", "name,owner"))
-        assert terse.stdout == f"cluster/BGL|{holder}\n"
+        assert terse.stdout == f"cluster/BGL|{holder}\n{node}|{holder}\n"
         assert wait_final(client, [holder, waiter]) == [["success"], ["success"]]
         assert client.call("QueryTags", "cluster", "") == ["locked-out"]
     after = ok(cl.gnt("debug", "locks", "--no-headers")).stdout

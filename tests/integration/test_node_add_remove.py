@@ -110,8 +110,20 @@ def test_readd_refusals(cl: TestCluster) -> None:
 
 
 def test_ssh_options_other_than_ganeti_defaults_are_refused(cl: TestCluster) -> None:
-    for option in ("--no-ssh-key-check", "--force-join", "--no-node-setup"):
+    for option in ("--force-join", "--no-node-setup"):
         failed(add(cl, "127.0.0.1", option), f"Option {option} is about the SSH set-up")
+
+
+def test_no_ssh_key_check_is_accepted(cl: TestCluster, tmp_path: Path) -> None:
+    """Ganeti's QA adds nodes with --no-ssh-key-check: no SSH, no fingerprint
+    to check, the join goes on."""
+    node = start_joining_node(cl, tmp_path / "node2")
+    try:
+        ok(add(cl, node.address, "--no-ssh-key-check"))
+        assert node_rows(cl, "pip")[NODE2] == [node.address]
+        ok(cl.gnt("node", "remove", NODE2))
+    finally:
+        node.stop()
 
 
 def test_unreachable_node_during_add_leaves_nothing(cl: TestCluster) -> None:

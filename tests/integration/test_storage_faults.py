@@ -21,7 +21,8 @@ JOBS = 80
 
 
 def gated_delay() -> dict[str, Any]:
-    return {"OP_ID": "OP_TEST_DELAY", "duration": 600, "interruptible": True, "on_master": True}
+    """A delay until released; on no node, so it locks none and 80 run at once."""
+    return {"OP_ID": "OP_TEST_DELAY", "duration": 600, "interruptible": True, "on_master": False}
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from corral.master.resources import (
     oses,
 )
 from corral.master.resources.common import Names
+from corral.nicesort import luxid_key, nice_key
 from corral.objects import Instance, Node, NodeGroup
 from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
@@ -82,7 +83,42 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
             rows = await loader(master, needs - live, wanted)
             wanted = frozenset(name(row) for row in rows if matches(row))
         items = await loader(master, needs, wanted)
-    return fset.query(fields, qfilter, items)
+    return fset.query(fields, qfilter, _in_order(what, fset, items, qfilter))
+
+
+# The field a resource's rows are sorted by, and how.  luxid sorts with Haskell's
+# niceSort, unless the filter asks for items by name alone: then they come in
+# the order asked, once each time asked.  OSes are Python's (LUQuery): NiceSort,
+# and each name asked for once.
+_ORDER: dict[str, tuple[str, Callable[[str], Any]]] = {
+    C.QR_INSTANCE: ("name", luxid_key),
+    C.QR_NODE: ("name", luxid_key),
+    C.QR_GROUP: ("name", luxid_key),
+    C.QR_NETWORK: ("name", luxid_key),
+    C.QR_EXPORT: ("node", luxid_key),
+    C.QR_FILTER: ("uuid", luxid_key),
+    C.QR_LOCK: ("name", luxid_key),
+    C.QR_OS: ("name", nice_key),
+}
+# Resources whose queries by name Ganeti's Python code answers (no repetitions).
+_ASKED_ONCE = frozenset({C.QR_OS})
+
+
+def _in_order(what: str, fset: FieldSet, items: Iterable[Any], qfilter: Any) -> list[Any]:
+    """``items`` in the order Ganeti answers them (see _ORDER)."""
+    field, key = _ORDER[what]
+    value = fset.value_getter(field)
+    rows = sorted(items, key=lambda item: key(value(item)))
+    names = requested_names(qfilter, field) if what in _NAMED or what in _ASKED_ONCE else None
+    if not names:
+        return rows
+    names = [name for name in names if isinstance(name, str)]  # others name nothing
+    if what in _ASKED_ONCE:
+        names = list(dict.fromkeys(names))
+    by_name: dict[Any, list[Any]] = {}
+    for row in rows:
+        by_name.setdefault(value(row), []).append(row)
+    return [row for name in names for row in by_name.get(name, [])]
 
 
 # The needs (see FieldSet.needs) of a resource that its nodes answer.

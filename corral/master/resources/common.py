@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from corral import constants as C
-from corral.query.fields import NODATA, Field
+from corral.query.fields import NODATA, Field, Unavailable
 
 # The only items a query asks for by name, or None for all (see resources.query).
 Names = frozenset[str] | None
@@ -74,12 +74,13 @@ def param_fields(
     types: dict[str, str],
     titles: dict[str, str],
     params: Getter,
+    missing: Unavailable = NODATA,
 ) -> list[Field]:
     """One field per parameter: ``prefix/name``, titled from ``titles`` (the
     field's name otherwise), its kind from the parameter's type.
 
     ``params`` gives a row's filled parameters; a parameter missing there has
-    no data.
+    no data (``missing`` says how).
     """
     return [
         Field(
@@ -87,14 +88,14 @@ def param_fields(
             titles.get(name, f"{prefix}/{name}"),
             _PARAM_KINDS[types[name]],
             f'The "{name}" {group_name} parameter',
-            _param_getter(params, name),
+            _param_getter(params, name, missing),
         )
         for name in sorted(types)
     ]
 
 
-def _param_getter(params: Getter, name: str) -> Getter:
+def _param_getter(params: Getter, name: str, missing: Unavailable) -> Getter:
     def getter(row: Any) -> Any:
-        return params(row).get(name, NODATA)
+        return params(row).get(name, missing)
 
     return getter

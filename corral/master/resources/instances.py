@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import hypervisors
 from corral import params as P
+from corral import paramtypes as PT
 from corral.master.resources.common import (
     Names,
     alias_fields,
@@ -24,7 +25,7 @@ from corral.master.resources.common import (
     param_fields,
 )
 from corral.master.resources.instance_devices import disk_fields, nic_fields
-from corral.master.resources.params import BE_TITLES
+from corral.master.resources.params import BE_TITLES, HV_TITLES
 from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Cluster, Instance, Node
 from corral.query.fields import NODATA, OFFLINE, UNAVAIL, Field, FieldSet
 from corral.services.console import instance_consoles
@@ -368,6 +369,17 @@ def _param_fields() -> list[Field]:
             P.BE_TYPES,
             BE_TITLES,
             lambda r: filled_beparams(r.ctx.cluster, r.obj),
+        ),
+        # As luxid: a field for every parameter of every hypervisor (Ganeti's
+        # whole table, not only the hypervisors Corral runs) but the
+        # cluster-wide ones; one the instance's hypervisor lacks is unavailable.
+        *param_fields(
+            "hv",
+            "hypervisor",
+            {k: v for k, v in PT.HV_PARAMETER_TYPES.items() if k not in HV_GLOBALS},
+            HV_TITLES,
+            _hvparams,
+            UNAVAIL,
         ),
     ]
 

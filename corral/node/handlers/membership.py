@@ -1,4 +1,5 @@
-"""Calls of node membership: ssconf files from the master, leaving the cluster."""
+"""Calls of node membership: ssconf files from the master, leaving the
+candidate pool, leaving the cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.join_server import write_ssconf_values
+from corral.paths import Paths
 from corral.rpc import calls_membership as calls
 
 
@@ -15,6 +17,29 @@ from corral.rpc import calls_membership as calls
 async def write_ssconf_files(ctx: NodeContext, values: dict[str, str]) -> None:
     """Write the ssconf files the master sends (``{key: content}``)."""
     await asyncio.to_thread(write_ssconf_values, ctx.paths, values)
+
+
+def _is_master(paths: Paths, address: str) -> bool:
+    """Whether this node's ssconf files name it the master."""
+    try:
+        master = paths.ssconf_file("master_node").read_text().strip()
+        ips = paths.ssconf_file("node_primary_ips").read_text().splitlines()
+    except OSError:
+        return False
+    return any(line.split()[:2] == [master, address] for line in ips)
+
+
+def _remove_candidate_files(paths: Paths) -> None:
+    for path in paths.candidate_files:
+        path.unlink(missing_ok=True)
+
+
+@rpc_handler(calls.node_demote_from_mc)
+async def node_demote_from_mc(ctx: NodeContext) -> None:
+    """Remove the files only master candidates keep (never on the master)."""
+    if await asyncio.to_thread(_is_master, ctx.paths, ctx.address):
+        raise errors.OpExecError("ssconf status shows I'm the master node, will not demote")
+    await asyncio.to_thread(_remove_candidate_files, ctx.paths)
 
 
 @rpc_handler(calls.node_leave_cluster)

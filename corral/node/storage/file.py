@@ -20,6 +20,21 @@ from corral.node.storage.dirs import storage_dirs, storage_path, template_dirs
 from corral.paths import Paths
 
 MIB = 1024 * 1024
+# Where Ganeti never keeps disk files: these directories and what is below them.
+FORBIDDEN_DIRS = frozenset(
+    {"/boot", "/dev", "/etc", "/home", "/proc", "/root", "/sys"}
+    | {
+        f"{prefix}/{d}"
+        for prefix in ("", "/usr", "/usr/local")
+        for d in ("bin", "lib", "lib32", "lib64", "sbin")
+    }
+)
+
+
+def forbidden_dir(path: str) -> bool:
+    """Whether ``path`` (absolute) is one of FORBIDDEN_DIRS or below one."""
+    path = os.path.normpath(path)
+    return any(path == d or path.startswith(d + "/") for d in FORBIDDEN_DIRS)
 
 
 # A removed disk file is first renamed to a hidden name in the top storage
@@ -203,6 +218,8 @@ class FileTemplate(NodeTemplate):
             local = self.paths.from_wire(key)
         except ValueError:
             return f"the {self.UNIT_WHAT} '{key}' is not an absolute path"
+        if forbidden_dir(key):
+            return f"Path '{key}' uses a forbidden prefix"  # Ganeti's words
         if not local.is_dir():
             state = "does not exist" if not local.exists() else "is not a directory"
             return f"the {self.UNIT_WHAT} {key} {state}"
