@@ -21,6 +21,7 @@ from corral.cmdlib import (  # noqa: F401
     instance_operation,
     instance_query,
     instance_set_params,
+    network,
     node,
     node_membership,
     node_moves,

@@ -1,0 +1,243 @@
+"""Network logical units against an in-process cluster (tests/helpers/inprocess.py):
+add, change and remove networks, and what queries show of them; bad input
+gets Ganeti's error and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import constants as C
+from corral import errors
+from corral.objects import Network
+from tests.helpers.inprocess import InProcessCluster, in_process_cluster, node_address
+
+SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
+# The in-process nodes' addresses are 127.0.99.<n>: a network over them.
+NODES_SUBNET = "127.0.99.0/24"
+SUBNET = "10.20.0.0/28"
+
+
+@pytest.fixture
+async def cl(tmp_path: Path) -> AsyncIterator[InProcessCluster]:
+    async with in_process_cluster(tmp_path, nodes=2) as cluster:
+        yield cluster
+
+
+def add(name: str = "net1", network: str = SUBNET, **fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_NETWORK_ADD", "network_name": name, "network": network, **fields}
+
+
+def modify(name: str = "net1", **fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_NETWORK_SET_PARAMS", "network_name": name, **fields}
+
+
+async def added(cl: InProcessCluster, **fields: Any) -> Network:
+    job = await cl.run(add(**fields))
+    assert job.status == SUCCESS, job.error
+    network = cl.cfg.find(Network, fields.get("name", "net1"))
+    assert network is not None
+    return network
+
+
+async def query(cl: InProcessCluster, fields: list[str], qfilter: Any = None) -> list[Any]:
+    result = await cl.master.query(C.QR_NETWORK, fields, qfilter)
+    return [[value for _, value in row] for row in result["data"]]
+
+
+# Add
+async def test_add_reserves_its_own_addresses_and_keeps_what_it_was_given(
+    cl: InProcessCluster,
+) -> None:
+    network = await added(
+        cl,
+        gateway="10.20.0.1",
+        network6="2001:db8::/64",
+        gateway6="2001:db8::1",
+        mac_prefix="AA:00:0B",
+        add_reserved_ips=["10.20.0.9"],
+        tags=["blue", "blue", "red"],
+    )
+    assert network.ext_reservations == ["10.20.0.0", "10.20.0.1", "10.20.0.9", "10.20.0.15"]
+    assert (network.mac_prefix, network.tags, network.serial_no) == ("aa:00:0b", ["blue", "red"], 1)
+    fields = ["name", "network", "gateway", "network6", "gateway6", "mac_prefix", "free_count",
+              "reserved_count", "map", "external_reservations", "group_cnt", "group_list",
+              "inst_cnt", "inst_list", "tags"]  # fmt: skip
+    rows = await query(cl, fields)
+    assert rows == [
+        ["net1", SUBNET, "10.20.0.1", "2001:db8::/64", "2001:db8::1", "aa:00:0b", 12, 4,
+         "XX.......X.....X", "10.20.0.0, 10.20.0.1, 10.20.0.9, 10.20.0.15", 0, [], 0, [],
+         ["blue", "red"]],
+    ]  # fmt: skip
+
+
+async def test_add_reserves_the_nodes_and_the_master_address(cl: InProcessCluster) -> None:
+    job = await cl.run(add(network=NODES_SUBNET))
+    assert job.status == SUCCESS, job.error
+    network = cl.cfg.find(Network, "net1")
+    assert network is not None
+    assert network.ext_reservations == [
+        "127.0.99.0",
+        node_address(1),
+        node_address(2),
+        "127.0.99.255",
+    ]
+    reserved = f" - INFO: Reserved IP address of node 'node2.example.com' ({node_address(2)})"
+    assert reserved in job.log
+    # As Ganeti: a node's secondary address is its primary one, and the master's too.
+    assert (
+        f" - WARNING: Cannot reserve cluster master IP address ({node_address(1)}):"
+        f" IP {node_address(1)} is already externally reserved"
+    ) in job.log
+
+
+async def test_add_without_conflicts_check_leaves_the_nodes_addresses_free(
+    cl: InProcessCluster,
+) -> None:
+    await added(cl, network=NODES_SUBNET, conflicts_check=False)
+    assert await query(cl, ["reserved_count"]) == [[2]]
+
+
+def _unchanged(cl: InProcessCluster) -> tuple[int, list[str]]:
+    return cl.cfg.serial, [n.name for n in cl.cfg.networks()]
+
+
+@pytest.mark.parametrize(
+    ("op", "error"),
+    [
+        (add(network="10.0.0.0/8"), "Cannot create IP address pool for network 'net1': A big"
+         " network with 16777216 host(s) is currently not supported. please specify at most a"
+         " /16 network"),
+        (add(network="10.0.0.0/31"), "Cannot create IP address pool for network 'net1': A"
+         " network with only 2 host(s) is too small, please specify at least a /30 network"),
+        (add(gateway="10.9.9.9"), "Cannot create IP address pool for network 'net1':"
+         f" {SUBNET} does not contain 10.9.9.9"),
+        (add(add_reserved_ips=["10.20.0.15"]), "Cannot reserve IP address '10.20.0.15': IP"
+         " 10.20.0.15 is already externally reserved"),
+        (add(mac_prefix="aa:bb"), "Invalid MAC address prefix 'aa:bb'"),
+        (add(tags=["bad tag"]), "Tag contains invalid characters: 'bad tag' (allowed: letters,"
+         " digits and . + * / : @ - _)"),
+        (add(network="10.20.0.1/28"), "Invalid OP_NETWORK_ADD: parameter 'network': Value error,"
+         " not an IPv4 network: 10.20.0.1/28 has host bits set (got '10.20.0.1/28')"),
+        (add(gateway="2001:db8::1"), "Invalid OP_NETWORK_ADD: parameter 'gateway': Value error,"
+         " not an IPv4 address: Expected 4 octets in '2001:db8::1' (got '2001:db8::1')"),
+    ],
+)  # fmt: skip
+async def test_bad_input_changes_nothing(cl: InProcessCluster, op: Any, error: str) -> None:
+    before = _unchanged(cl)
+    if error.startswith("Invalid OP_"):  # refused at submission
+        with pytest.raises(errors.OpPrereqError) as err:
+            await cl.queue.submit([op])
+        assert err.value.message == error
+    else:
+        job = await cl.run(op)
+        assert (job.status, job.error) == (ERROR, error)
+    assert _unchanged(cl) == before
+
+
+async def test_a_name_is_used_once(cl: InProcessCluster) -> None:
+    network = await added(cl)
+    job = await cl.run(add(network="10.30.0.0/24"))
+    assert job.error == (
+        f"Desired network name 'net1' already exists as a network (UUID: {network.uuid})"
+    )
+    assert job.result[1][1] == C.ECODE_EXISTS
+
+
+# Modify
+async def test_modify_changes_reservations_with_warnings_for_what_it_cannot(
+    cl: InProcessCluster,
+) -> None:
+    await added(cl, gateway="10.20.0.1")
+    job = await cl.run(
+        modify(add_reserved_ips=["10.20.0.5", "10.20.0.15", "10.30.0.1"],
+               remove_reserved_ips=["10.20.0.1", "10.20.0.6"], mac_prefix="aa:bb:cc")
+    )  # fmt: skip
+    assert job.status == SUCCESS, job.error
+    assert job.log == [
+        " - WARNING: Cannot reserve IP address 10.20.0.15: IP 10.20.0.15 is already externally"
+        " reserved",
+        f" - WARNING: Cannot reserve IP address 10.30.0.1: {SUBNET} does not contain 10.30.0.1",
+        " - WARNING: Cannot unreserve Gateway's IP",
+        " - WARNING: Cannot release IP address 10.20.0.6: IP 10.20.0.6 is not externally reserved",
+    ]
+    assert await query(cl, ["external_reservations", "mac_prefix", "serial_no"]) == [
+        ["10.20.0.0, 10.20.0.1, 10.20.0.5, 10.20.0.15", "aa:bb:cc", 2]
+    ]
+    assert (await cl.run(modify(mac_prefix="none"))).status == SUCCESS
+    assert await query(cl, ["mac_prefix"]) == [[None]]
+
+
+async def test_modify_moves_the_gateway(cl: InProcessCluster) -> None:
+    await added(cl, gateway="10.20.0.1")
+    job = await cl.run(modify(gateway="10.20.0.14", network6="2001:db8::/64"))
+    assert job.status == SUCCESS, job.error
+    assert await query(cl, ["gateway", "external_reservations", "network6"]) == [
+        ["10.20.0.14", "10.20.0.0, 10.20.0.14, 10.20.0.15", "2001:db8::/64"]
+    ]
+    job = await cl.run(modify(gateway="10.20.0.14"))
+    assert job.log == [" - WARNING: Gateway is already 10.20.0.14"]
+
+
+@pytest.mark.parametrize(
+    ("op", "error", "ecode"),
+    [
+        (modify(gateway="10.20.0.2", add_reserved_ips=["10.20.0.3"]),
+         "Cannot modify gateway and reserved ips at once", C.ECODE_INVAL),
+        (modify(gateway="10.20.0.15"),
+         "Gateway IP address '10.20.0.15' is already externally reserved", C.ECODE_STATE),
+        (modify(gateway="10.99.0.1"), f"{SUBNET} does not contain 10.99.0.1", C.ECODE_INVAL),
+        (modify(mac_prefix="xx:yy:zz"), "Invalid MAC address prefix 'xx:yy:zz'", C.ECODE_INVAL),
+        (modify("nonet", mac_prefix="aa:bb:cc"), "Network 'nonet' not found", C.ECODE_NOENT),
+    ],
+)  # fmt: skip
+async def test_modify_refuses_bad_changes(
+    cl: InProcessCluster, op: Any, error: str, ecode: str
+) -> None:
+    await added(cl, gateway="10.20.0.1")
+    before = _unchanged(cl)
+    job = await cl.run(op)
+    assert (job.status, job.error, job.result[1][1]) == (ERROR, error, ecode)
+    assert _unchanged(cl) == before
+
+
+# Remove
+async def test_remove(cl: InProcessCluster) -> None:
+    await added(cl)
+    job = await cl.run({"OP_ID": "OP_NETWORK_REMOVE", "network_name": "net1"})
+    assert job.status == SUCCESS, job.error
+    assert cl.cfg.networks() == []
+    job = await cl.run({"OP_ID": "OP_NETWORK_REMOVE", "network_name": "net1"})
+    assert (job.error, job.result[1][1]) == ("Network 'net1' not found", C.ECODE_NOENT)
+
+
+# Queries
+async def test_networks_are_listed_in_natural_order_and_asked_for_by_name(
+    cl: InProcessCluster,
+) -> None:
+    for name, subnet in (("net10", "10.10.0.0/24"), ("net9", "10.9.0.0/24"), ("a", SUBNET)):
+        await added(cl, name=name, network=subnet)
+    assert await query(cl, ["name"]) == [["a"], ["net9"], ["net10"]]
+    assert await query(cl, ["name"], ["|", ["=", "name", "net10"], ["=", "name", "a"]]) == [
+        ["a"],
+        ["net10"],
+    ]
+    with pytest.raises(errors.OpPrereqError) as err:
+        await query(cl, ["name"], ["=", "name", "nosuch"])
+    assert err.value.args == ("Network name nosuch not found", C.ECODE_NOENT)
+
+
+async def test_tags_of_a_network(cl: InProcessCluster) -> None:
+    await added(cl, tags=["a"])
+    job = await cl.run(
+        {"OP_ID": "OP_TAGS_SET", "kind": "network", "name": "net1", "tags": ["b", "c"]},
+        {"OP_ID": "OP_TAGS_DEL", "kind": "network", "name": "net1", "tags": ["a"]},
+        {"OP_ID": "OP_TAGS_GET", "kind": "network", "name": "net1"},
+        {"OP_ID": "OP_TAGS_SEARCH", "pattern": "^[bc]$"},
+    )
+    assert job.status == SUCCESS, job.error
+    assert job.result == [["/network/net1", "b"], ["/network/net1", "c"]]
+    assert await query(cl, ["tags"]) == [[["b", "c"]]]
