@@ -1,5 +1,5 @@
-"""gnt-network: add, remove, modify, list, list-fields, info and the
-networks' tags."""
+"""gnt-network: add, remove, modify, list, list-fields, info, connect,
+disconnect and the networks' tags."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from corral import constants as C
 from corral import errors
 from corral.cli import common, tags
+from corral.cli.instance_specs import key_val
 from corral.cli.optvalues import unescape_and_split
 from corral.cli.table import generic_list, generic_list_fields, list_filter
 
@@ -22,6 +23,8 @@ DEFAULT_FIELDS = ["name", "network", "gateway", "mac_prefix", "group_list", "tag
 INFO_FIELDS = ["name", "network", "gateway", "network6", "gateway6", "mac_prefix",
                "free_count", "reserved_count", "map", "group_list", "inst_list",
                "external_reservations", "serial_no", "uuid"]  # fmt: skip
+# The NIC parameters a connection takes when -N does not say (Ganeti's NICC_DEFAULTS).
+NIC_DEFAULTS = {"mode": "bridged", "link": "xen-br0", "vlan": ""}
 # Addresses per line of the usage map.
 MAP_WIDTH = 64
 
@@ -67,6 +70,35 @@ def cmd_modify(opts: argparse.Namespace) -> int:
         return C.EXIT_FAILURE
     common.submit_or_send(opts, {"OP_ID": "OP_NETWORK_SET_PARAMS", "network_name": name,
                                  **changes})  # fmt: skip
+    return C.EXIT_SUCCESS
+
+
+def _groups(client: Any, groups: list[str]) -> list[str]:
+    """The groups named, or (none named) the uuids of all groups."""
+    if groups:
+        return groups
+    return [uuid for (uuid,) in client.call("QueryGroups", [], ["uuid"], False)]
+
+
+def cmd_connect(opts: argparse.Namespace) -> int:
+    network, *groups = opts.args
+    client = common.get_client()
+    nicparams = {**NIC_DEFAULTS, **opts.nicparams}
+    for group in _groups(client, groups):
+        op = {"OP_ID": "OP_NETWORK_CONNECT", "group_name": group, "network_name": network,
+              "network_mode": nicparams["mode"], "network_link": nicparams["link"],
+              "network_vlan": nicparams["vlan"],
+              "conflicts_check": opts.conflicts_check}  # fmt: skip
+        common.submit_or_send(opts, op, client)
+    return C.EXIT_SUCCESS
+
+
+def cmd_disconnect(opts: argparse.Namespace) -> int:
+    network, *groups = opts.args
+    client = common.get_client()
+    for group in _groups(client, groups):
+        op = {"OP_ID": "OP_NETWORK_DISCONNECT", "group_name": group, "network_name": network}
+        common.submit_or_send(opts, op, client)
     return C.EXIT_SUCCESS
 
 
@@ -166,6 +198,17 @@ def _add_changes(sub: Any) -> None:
     common.add_args(p, "network_name", "NETWORK", 1, 1)
     common.add_force(p)
     common.add_submit_options(p)
+    p = common.add_command(sub, "connect", cmd_connect,
+                           "Map a given network to the specified node group with given mode"
+                           " and link (netparams)")  # fmt: skip
+    common.add_args(p, "args", "NETWORK [GROUP...]", 1, None)
+    _conflicts_option(p)
+    common.add_priority_option(p)
+    p.add_argument("-N", "--nic-parameters", dest="nicparams", type=key_val("-N"), default={})
+    p = common.add_command(sub, "disconnect", cmd_disconnect,
+                           "Unmap a given network from a specified node group")  # fmt: skip
+    common.add_args(p, "args", "NETWORK [GROUP...]", 1, None)
+    common.add_priority_option(p)
 
 
 def _add_queries(sub: Any) -> None:

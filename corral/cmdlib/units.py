@@ -22,6 +22,7 @@ from corral.cmdlib import (  # noqa: F401
     instance_query,
     instance_set_params,
     network,
+    network_connect,
     node,
     node_membership,
     node_moves,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from corral.opcodes.base import OpCode
 from corral.opcodes.types import NonEmptyStr
+
+# Ganeti's NIC modes, "pool" among them (as its type of network_mode has it).
+NicMode = Literal["bridged", "routed", "openvswitch", "pool"]
 
 
 def _checked(parse: Callable[[str], object], what: str) -> AfterValidator:
@@ -71,3 +74,23 @@ class OpNetworkSetParams(_NetworkOp):
     mac_prefix: NonEmptyStr | None = None
     add_reserved_ips: list[IPv4Address] | None = None
     remove_reserved_ips: list[IPv4Address] | None = None
+
+
+class OpNetworkConnect(_NetworkOp):
+    """Connect a network to a node group with a NIC mode, link and VLAN."""
+
+    OP_ID = "OP_NETWORK_CONNECT"
+
+    group_name: NonEmptyStr
+    network_mode: NicMode
+    network_link: NonEmptyStr
+    network_vlan: str = ""
+    conflicts_check: bool = True
+
+
+class OpNetworkDisconnect(_NetworkOp):
+    """Disconnect a network from a node group."""
+
+    OP_ID = "OP_NETWORK_DISCONNECT"
+
+    group_name: NonEmptyStr

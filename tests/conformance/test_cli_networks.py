@@ -60,6 +60,10 @@ def ncl(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Test
         ["modify", "--gateway=10.10.0.200", "lan"],
         ["modify", "--mac-prefix=nonsense", "lan"],
         ["modify", "--mac-prefix=aa:00:02", "no-such-network"],
+        ["connect", "lan", "no-such-group"],
+        ["connect", "no-such-network"],
+        ["connect"],
+        ["disconnect", "no-such-network", "default"],
     ],
 )
 def test_read_only_commands(ncl: TestCluster, argv: list[str]) -> None:
@@ -76,6 +80,12 @@ def test_read_only_commands(ncl: TestCluster, argv: list[str]) -> None:
         ["modify", "--mac-prefix=AA:00:0F", "--network6=2001:db8:1::/64", "{}"],
         ["modify", "--gateway6=2001:db8:1::1", "{}"],
         ["modify", "--mac-prefix=none", "{}"],
+        ["connect", "-N", "mode=routed,link=rt0,vlan=7", "{}", "default"],
+        ["connect", "{}", "default"],
+        ["remove", "{}"],
+        ["disconnect", "{}"],
+        ["disconnect", "{}", "default"],
+        ["connect", "--no-conflicts-check", "{}"],
         ["add-tags", "{}", "a", "b"],
         ["remove-tags", "{}", "a"],
         ["remove-tags", "{}", "nosuchtag"],
@@ -88,6 +98,7 @@ def test_changes_on_twins(ncl: TestCluster, argv: list[str]) -> None:
 
 
 def test_remove_twins(ncl: TestCluster) -> None:
-    """Runs last: each tool removes its twin."""
+    """Runs last: each tool disconnects and removes its twin."""
+    assert_same_on_twins(ncl, ["gnt-network", "disconnect", "{}"], TWINS)
     assert_same_on_twins(ncl, ["gnt-network", "remove", "{}"], TWINS)
     assert_same(ncl, ["gnt-network", "list", "-o", "name"])

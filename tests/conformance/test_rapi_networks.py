@@ -1,5 +1,6 @@
 """Ganeti 3.0.2's own RAPI client on ``/2/networks`` of a Corral cluster over
-HTTPS: create, list, get, modify, tags, delete; bad input refused."""
+HTTPS: create, list, get, modify, tags, connect, disconnect, delete; bad
+input refused."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ job("tags/add", W.AddNetworkTags, "lan", ["red", "green"])
 call("tags", R.GetNetworkTags, "lan")
 job("tags/delete", W.DeleteNetworkTags, "lan", ["blue"])
 call("tags/after", R.GetNetworkTags, "lan")
+job("connect", W.ConnectNetwork, "lan", "default", "routed", "rt0", vlan="12")
+job("connect/dry-run", W.ConnectNetwork, "lan", "nosuch", "bridged", "br0", dry_run=True)
+call("connect/bad-mode", W.ConnectNetwork, "lan", "default", "tunnel", "br0")
+call("connect/reader", R.ConnectNetwork, "lan", "default", "bridged", "br0")
+call("network/connected", R.GetNetwork, "lan")
+job("delete/connected", W.DeleteNetwork, "lan")
+job("disconnect", W.DisconnectNetwork, "lan", "default")
+call("network/disconnected", R.GetNetwork, "lan")
 job("delete", W.DeleteNetwork, "lan")
 job("delete/again", W.DeleteNetwork, "lan")
 call("networks/after", R.GetNetworks)
@@ -100,3 +109,14 @@ def test_modify_tags_and_delete(answers: dict[str, Any]) -> None:
     assert done(answers, "delete") == [None]
     assert "Network 'lan' not found" in failed(answers, "delete/again")
     assert refused(answers, "network/missing") == 404
+
+
+def test_connect_and_disconnect(answers: dict[str, Any]) -> None:
+    assert done(answers, "connect") == [None]
+    assert "Node group 'nosuch' not known" in failed(answers, "connect/dry-run")
+    assert refused(answers, "connect/bad-mode") == 400
+    assert refused(answers, "connect/reader") == 403
+    assert ok(answers, "network/connected")["group_list"] == [["default", "routed", "rt0", "12"]]
+    assert "Network still connected" in failed(answers, "delete/connected")
+    assert done(answers, "disconnect") == [None]
+    assert ok(answers, "network/disconnected")["group_list"] == []

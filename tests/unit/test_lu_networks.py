@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from corral import constants as C
-from corral import errors
-from corral.objects import Network
+from corral import errors, testbed
+from corral.objects import Network, NodeGroup
 from tests.helpers.inprocess import InProcessCluster, in_process_cluster, node_address
 
 SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
@@ -241,3 +241,83 @@ async def test_tags_of_a_network(cl: InProcessCluster) -> None:
     assert job.status == SUCCESS, job.error
     assert job.result == [["/network/net1", "b"], ["/network/net1", "c"]]
     assert await query(cl, ["tags"]) == [[["b", "c"]]]
+
+
+# Connect and disconnect
+def connect(group: str = "default", **fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_NETWORK_CONNECT", "network_name": "net1", "group_name": group,
+            "network_mode": "bridged", "network_link": "br0", **fields}  # fmt: skip
+
+
+def disconnect(group: str = "default") -> dict[str, Any]:
+    return {"OP_ID": "OP_NETWORK_DISCONNECT", "network_name": "net1", "group_name": group}
+
+
+async def test_connect_and_disconnect_a_group(cl: InProcessCluster) -> None:
+    network = await added(cl)
+    routed = connect(network_mode="routed", network_link="rt1", network_vlan="100")
+    job = await cl.run({"OP_ID": "OP_GROUP_ADD", "group_name": "rack1"}, connect("rack1"), routed)
+    assert job.status == SUCCESS, job.error
+    assert cl.cfg.lookup(NodeGroup, "default").networks == {
+        network.uuid: {"mode": "routed", "link": "rt1", "vlan": "100"}
+    }
+    assert await query(cl, ["group_cnt", "group_list", "serial_no"]) == [
+        [2, sorted([["default", "routed", "rt1", "100"], ["rack1", "bridged", "br0", ""]],
+                   key=lambda g: cl.cfg.lookup(NodeGroup, g[0]).uuid), 1],
+    ]  # fmt: skip
+    job = await cl.run(connect())
+    assert (job.status, job.log) == (
+        SUCCESS,
+        [" - WARNING: Network 'net1' is already mapped to group 'default'"],
+    )
+    job = await cl.run({"OP_ID": "OP_NETWORK_REMOVE", "network_name": "net1"})
+    assert (job.error, job.result[1][1]) == ("Network still connected", C.ECODE_STATE)
+    assert job.log == [
+        " - WARNING: Network 'net1' is connected to the following node groups: default, rack1"
+    ]
+    job = await cl.run(disconnect(), disconnect("rack1"), disconnect("rack1"))
+    assert job.status == SUCCESS, job.error
+    assert job.log == [" - WARNING: Network 'net1' is not mapped to group 'rack1'"]
+    assert await query(cl, ["group_list"]) == [[[]]]
+    assert cl.cfg.lookup(NodeGroup, "default").networks == {}
+
+
+async def test_connect_refuses_a_group_whose_instances_use_its_addresses(
+    cl: InProcessCluster,
+) -> None:
+    await added(cl)
+    job = await cl.run(
+        create_instance("inst1.example.com", [{"ip": "10.20.0.5"}, {"ip": "10.30.0.5"}]),
+        create_instance("inst2.example.com", [{}, {"ip": "10.20.0.6"}]),
+    )
+    assert job.status == SUCCESS, job.error
+    before = _unchanged(cl)
+    job = await cl.run(connect())
+    assert (job.error, job.result[1][1]) == (
+        "Conflicting IP addresses found;  remove/modify the corresponding network interfaces",
+        C.ECODE_STATE,
+    )
+    assert job.log == [
+        " - WARNING: IP addresses from network 'net1', which is about to connect to node"
+        " group 'default', are in use: inst1.example.com: nic0/10.20.0.5, inst2.example.com:"
+        " nic1/10.20.0.6"
+    ]
+    assert _unchanged(cl) == before
+    job = await cl.run(connect(conflicts_check=False))
+    assert job.status == SUCCESS, job.error
+
+
+async def test_unknown_names_are_refused(cl: InProcessCluster) -> None:
+    await added(cl)
+    job = await cl.run(connect("nosuch"))
+    assert (job.error, job.result[1][1]) == ("Node group 'nosuch' not known", C.ECODE_NOENT)
+    job = await cl.run({**disconnect(), "network_name": "nosuch"})
+    assert (job.error, job.result[1][1]) == ("Network 'nosuch' not found", C.ECODE_NOENT)
+
+
+def create_instance(name: str, nics: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A diskless instance without OS on node 1, not started."""
+    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
+            "disk_template": "diskless", "disks": [], "nics": nics, "no_install": True,
+            "pnode": testbed.node_name(1), "name_check": False, "ip_check": False,
+            "start": False, **fields}  # fmt: skip
