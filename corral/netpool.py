@@ -110,9 +110,17 @@ class AddressPool:
 
     def map(self) -> str:
         """One character per address: ``X`` reserved or used, ``.`` free."""
-        cells = bytearray(b"." * self.size)
-        for index in self.external | self.used:
-            cells[index] = ord("X")
+        return self._cells(self.external | self.used, "X", ".")
+
+    def bitmap(self, external: bool = False) -> str:
+        """Ganeti's stored form of one part of the pool: ``1`` for an address
+        reserved externally (or used by an instance), ``0`` otherwise."""
+        return self._cells(self.external if external else self.used, "1", "0")
+
+    def _cells(self, marked: set[int], on: str, off: str) -> str:
+        cells = bytearray(off.encode() * self.size)
+        for index in marked:
+            cells[index] = ord(on)
         return cells.decode()
 
     def first_free(self, taken: Iterable[str] = ()) -> str | None:

@@ -30,6 +30,28 @@ def network_pool(cfg: ConfigManager, network: Network) -> AddressPool:
     return AddressPool(network, cfg.network_ips(network.uuid))
 
 
+def network_dict(cfg: ConfigManager, network: Network) -> dict[str, Any]:
+    """The network as Ganeti's ``Network.ToDict`` gives it: unset values left
+    out, its pool's two parts as bitmaps."""
+    pool = network_pool(cfg, network)
+    values = {
+        "name": network.name,
+        "serial_no": network.serial_no,
+        "mac_prefix": network.mac_prefix,
+        "network": network.network,
+        "network6": network.network6,
+        "gateway": network.gateway,
+        "gateway6": network.gateway6,
+        "reservations": pool.bitmap(),
+        "ext_reservations": pool.bitmap(external=True),
+        "ctime": network.ctime,
+        "mtime": network.mtime,
+        "uuid": network.uuid,
+        "tags": sorted(network.tags),
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
 def network_hook_env(
     name: str,
     subnet: str | None,

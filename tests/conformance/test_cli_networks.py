@@ -10,8 +10,10 @@ import pytest
 
 from tests.conformance.compare import assert_same, assert_same_on_twins
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.osdef import make_os
 
 TWINS = ("twina", "twinb")
+INSTANCE_NICS = "name,nic.ips,nic.networks.names,nic.network.name/0,nic.modes,nic.links"
 STATE = "name,network,gateway,network6,gateway6,mac_prefix,free_count,reserved_count,map," \
         "external_reservations,group_list,inst_list,tags,serial_no"  # fmt: skip
 
@@ -19,6 +21,7 @@ STATE = "name,network,gateway,network6,gateway6,mac_prefix,free_count,reserved_c
 @pytest.fixture(scope="module")
 def ncl(ganeti: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
     with running_cluster(tmp_path_factory.mktemp("networks")) as cl:
+        make_os(cl.paths, "debootstrap")
         for argv in (
             ["add", "--network=10.10.0.0/24", "--gateway=10.10.0.1", "--network6=2001:db8::/64",
              "--gateway6=2001:db8::1", "--mac-prefix=aa:00:01", "--tags=blue,red",
@@ -95,6 +98,33 @@ def test_changes_on_twins(ncl: TestCluster, argv: list[str]) -> None:
     assert_same_on_twins(ncl, ["gnt-network", *argv], TWINS)
     assert_same_on_twins(ncl, ["gnt-network", "list", "-o", STATE, "{}"], TWINS)
     assert_same_on_twins(ncl, ["gnt-network", "info", "{}"], TWINS)
+
+
+def test_instances_on_twins(ncl: TestCluster) -> None:
+    """Instances with NICs on the twin networks (connected to the default group
+    by test_changes_on_twins); the exit code each step must have."""
+    inst = "{}.example.com"
+    add = ["gnt-instance", "add", "-t", "diskless", "-o", "debootstrap+default", "--no-start",
+           "--no-name-check", "--no-ip-check", "-n", ncl.node_name]  # fmt: skip
+    for rc, argv in (
+        (0, [*add, "--net", "0:network={},ip=pool", "--net", "1:network={}",
+             "--net", "2:link=br5", inst]),
+        (0, ["gnt-network", "info", "{}"]),
+        (0, ["gnt-network", "list", "-o", STATE, "{}"]),
+        (0, ["gnt-instance", "info", inst]),
+        (0, ["gnt-instance", "list", "--separator=|", "-o", INSTANCE_NICS, inst]),
+        (1, [*add, "--net", "0:network={},ip=10.30.0.1", "{}.x.example.com"]),
+        (0, ["gnt-instance", "modify", "--net", "add:network={},ip=pool", inst]),
+        (0, ["gnt-instance", "modify", "--net", "3:ip=10.30.0.40", inst]),
+        (0, ["gnt-instance", "modify", "--net", "1:network=none", inst]),
+        (1, ["gnt-instance", "modify", "--net", "3:link=br7", inst]),
+        (0, ["gnt-instance", "list", "--separator=|", "-o", INSTANCE_NICS, inst]),
+        (1, ["gnt-network", "disconnect", "{}"]),
+        (0, ["gnt-network", "info", "{}"]),
+        (0, ["gnt-instance", "remove", "-f", inst]),
+        (0, ["gnt-network", "list", "-o", STATE, "{}"]),
+    ):  # fmt: skip
+        assert assert_same_on_twins(ncl, argv, TWINS).rc == rc, argv
 
 
 def test_remove_twins(ncl: TestCluster) -> None:
