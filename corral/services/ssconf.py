@@ -27,6 +27,10 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "online_nodes": "\n".join(n.name for n in nodes if not n.offline),
         "master_candidates": "\n".join(n.name for n in nodes if n.master_candidate),
         "nodegroups": "\n".join(f"{g.uuid} {g.name}" for g in cfg.groups()),
+        # luxid's order: by uuid.
+        "networks": "\n".join(
+            f"{n.uuid} {n.name}" for n in sorted(cfg.networks(), key=lambda n: n.uuid)
+        ),
         "release_version": __import__("corral").__version__,
         "hypervisor_list": "\n".join(cluster.enabled_hypervisors),
         "file_storage_dir": cluster.file_storage_dir,
@@ -38,7 +42,7 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
 
 
 # Tables whose objects the ssconf files describe; instance changes leave them alone.
-_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups"})
+_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups", "networks"})
 
 
 def affects_ssconf(tables: set[str]) -> bool:

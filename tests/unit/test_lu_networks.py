@@ -12,7 +12,10 @@ import pytest
 
 from corral import constants as C
 from corral import errors, testbed
+from corral.config.manager import ConfigManager
 from corral.objects import Network, NodeGroup
+from corral.state.ports import Conflict
+from corral.state.sqlite.config import SqliteConfigStore
 from tests.helpers.inprocess import InProcessCluster, in_process_cluster, node_address
 
 SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
@@ -321,3 +324,95 @@ def create_instance(name: str, nics: list[dict[str, Any]], **fields: Any) -> dic
             "disk_template": "diskless", "disks": [], "nics": nics, "no_install": True,
             "pnode": testbed.node_name(1), "name_check": False, "ip_check": False,
             "start": False, **fields}  # fmt: skip
+
+
+# Hooks
+def _hook(cl: InProcessCluster, index: int, hpath: str, out: Path) -> None:
+    """A post hook on node ``index`` that writes its environment to ``out/<node>-<hpath>``."""
+    directory = cl.node(index).paths.hooks_dir / f"{hpath}-post.d"
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "dump"
+    script.write_text(f"#!/bin/sh\nenv > {out}/node{index}-{hpath}\n")
+    script.chmod(0o755)
+
+
+def _network_env(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    wanted = ("GANETI_NETWORK_", "GANETI_GROUP_", "GANETI_OBJECT_TYPE", "GANETI_OP_CODE")
+    return {key: value for key, value in pairs if key.startswith(wanted)}
+
+
+async def test_hooks_of_network_operations(cl: InProcessCluster, tmp_path: Path) -> None:
+    paths = ("network-add", "network-modify", "network-connect", "network-disconnect",
+             "network-remove")  # fmt: skip
+    for hpath in paths:
+        for index in (1, 2):
+            _hook(cl, index, hpath, tmp_path)
+    job = await cl.run(
+        {"OP_ID": "OP_GROUP_ADD", "group_name": "rack2"},
+        {"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": "rack2", "nodes": ["node2.example.com"]},
+        add(gateway="10.20.0.1", network6="2001:db8::/64", tags=["b", "a"]),
+        modify(mac_prefix="aa:bb:cc"),
+        connect("rack2", network_vlan="7"),
+        disconnect("rack2"),
+        {"OP_ID": "OP_NETWORK_REMOVE", "network_name": "net1"},
+    )
+    assert job.status == SUCCESS, job.error
+    # Adding, changing and removing run on the master; (dis)connecting on the group's nodes.
+    assert sorted(p.name for p in tmp_path.iterdir() if "-network-" in p.name) == [
+        "node1-network-add", "node1-network-modify", "node1-network-remove",
+        "node2-network-connect", "node2-network-disconnect",
+    ]  # fmt: skip
+    common = {"GANETI_OBJECT_TYPE": "NETWORK", "GANETI_NETWORK_NAME": "net1"}
+    network = {**common, "GANETI_NETWORK_SUBNET": SUBNET, "GANETI_NETWORK_GATEWAY": "10.20.0.1",
+               "GANETI_NETWORK_SUBNET6": "2001:db8::/64", "GANETI_NETWORK_TAGS": "a b"}  # fmt: skip
+    assert _network_env(tmp_path / "node1-network-add") == {
+        **network,
+        "GANETI_OP_CODE": "OP_NETWORK_ADD",
+    }
+    assert _network_env(tmp_path / "node1-network-modify") == {
+        **network, "GANETI_OP_CODE": "OP_NETWORK_SET_PARAMS",
+        "GANETI_NETWORK_MAC_PREFIX": "aa:bb:cc",
+    }  # fmt: skip
+    group = {"GANETI_OBJECT_TYPE": "NETWORK", "GANETI_GROUP_NAME": "rack2",
+             "GANETI_GROUP_NETWORK_MODE": "bridged", "GANETI_GROUP_NETWORK_LINK": "br0",
+             "GANETI_GROUP_NETWORK_VLAN": "7"}  # fmt: skip
+    assert _network_env(tmp_path / "node2-network-connect") == {
+        **group,
+        "GANETI_OP_CODE": "OP_NETWORK_CONNECT",
+    }
+    assert _network_env(tmp_path / "node2-network-disconnect") == {
+        **group,
+        "GANETI_OP_CODE": "OP_NETWORK_DISCONNECT",
+    }
+    assert _network_env(tmp_path / "node1-network-remove") == {
+        **common,
+        "GANETI_OP_CODE": "OP_NETWORK_REMOVE",
+    }
+
+
+# Storage
+async def test_a_network_is_one_row_kept_across_restarts(cl: InProcessCluster) -> None:
+    network = await added(cl, gateway="10.20.0.1", tags=["x"])
+    await cl.run(modify(add_reserved_ips=["10.20.0.4"]))
+    store = SqliteConfigStore(cl.paths.config_db)
+    try:
+        reread = (await ConfigManager.open(store)).lookup(Network, "net1")
+    finally:
+        await store.close()
+    assert reread == cl.cfg.lookup(Network, "net1")
+    assert (reread.uuid, reread.serial_no) == (network.uuid, 2)
+    assert reread.ext_reservations == ["10.20.0.0", "10.20.0.1", "10.20.0.4", "10.20.0.15"]
+    assert cl.paths.ssconf_file("networks").read_text() == f"{network.uuid} net1\n"
+
+
+async def test_a_change_read_before_another_is_refused(cl: InProcessCluster) -> None:
+    """Compare-and-set: a copy staged from serial 1 cannot overwrite serial 2."""
+    network = await added(cl)
+    stale = network.copy_for_update()
+    await cl.run(modify(mac_prefix="aa:bb:cc"))
+    tx = cl.cfg.transaction()
+    tx.update(stale)
+    with pytest.raises(Conflict, match="networks 'net1' is at serial 2, the change read 1"):
+        await tx.commit()
+    assert cl.cfg.lookup(Network, "net1").mac_prefix == "aa:bb:cc"
