@@ -208,7 +208,8 @@ class NicEditor:
             if key in params:
                 self.changes.append([f"nic.{key}/{index}", getattr(nic, key)])
         if nic.network != old_network:
-            self.changes.append([f"nic.network/{index}", params.get("network")])
+            name = None if nic.network is None else params.get("network")
+            self.changes.append([f"nic.network/{index}", name])
         if nic.network is not None and nic.network != old_network:
             self.changes += [[f"nic.{k}/{index}", v] for k, v in nic.nicparams.items()]
         else:

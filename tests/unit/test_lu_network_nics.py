@@ -13,6 +13,7 @@ import pytest
 
 from corral import constants as C
 from corral import errors, testbed
+from corral.exports.config_ini import ExportNic
 from corral.objects import Instance, Network
 from tests.helpers.inprocess import InProcessCluster, in_process_cluster
 from tests.helpers.osdef import make_os
@@ -205,7 +206,7 @@ async def test_modify_adds_moves_and_removes_nics(cl: InProcessCluster) -> None:
     assert (moved.network, moved.ip) == (None, None)
     # Off the network, the MAC follows the cluster's prefix again.
     assert not moved.mac.startswith("aa:bb:cc:")
-    assert job.result == [["nic.ip/0", None], ["nic.network/0", "none"]]
+    assert job.result == [["nic.ip/0", None], ["nic.network/0", None]]
     assert await pool(cl) == ["XX.....X", 5, []]
     await ok(cl, modify([["modify", 0, {"network": "net1", "ip": "pool"}]]))
     assert instance(cl).nics[0].ip == "10.20.0.2"
@@ -316,3 +317,18 @@ async def test_instance_fields_name_the_network(cl: InProcessCluster) -> None:
     ]  # fmt: skip
     with pytest.raises(errors.OpPrereqError):
         await cl.master.query(C.QR_NETWORK, ["name"], ["=", "name", "nosuch"])
+
+
+async def test_an_exported_nic_comes_back_on_its_network(cl: InProcessCluster) -> None:
+    """An import gives the export's NIC (its network by uuid, its MAC and IP)."""
+    uuid = cl.cfg.lookup(Network, "net1").uuid
+    nic = ExportNic(mac="aa:bb:cc:00:00:01", ip="10.20.0.4", name="eth0", network=uuid)
+    await ok(cl, create(nics=[nic.spec()]))
+    (made,) = instance(cl).nics
+    assert (made.network, made.ip, made.mac, made.name) == (
+        uuid,
+        "10.20.0.4",
+        "aa:bb:cc:00:00:01",
+        "eth0",
+    )
+    assert made.nicparams == {"mode": "bridged", "link": "br-net1", "vlan": ""}
