@@ -137,6 +137,11 @@ HTYPE_NETWORK: Final = "NETWORK"
 # What a private or secret value is shown as (Ganeti's serializer.Private).
 REDACTED: Final = "<redacted>"
 
+# Parameter values with a meaning of their own: unset a value, and a NIC's
+# IP taken from its network's pool.
+VALUE_NONE: Final = "none"
+NIC_IP_POOL: Final = "pool"
+
 # Tags.
 TAG_CLUSTER: Final = "cluster"
 TAG_NODEGROUP: Final = "nodegroup"

@@ -49,7 +49,8 @@ def _checked_ipolicy(cfg: ConfigManager, old: dict[str, Any], change: dict[str, 
     return policy
 
 
-def _group_instances(cfg: ConfigManager, group: NodeGroup) -> list[Instance]:
+def group_instances(cfg: ConfigManager, group: NodeGroup) -> list[Instance]:
+    """The instances with a node (primary or secondary) in ``group``."""
     members = {n.uuid for n in cfg.nodes() if n.group == group.uuid}
     return [i for i in cfg.instances() if members.intersection(i.all_nodes)]
 
@@ -204,7 +205,7 @@ class LUGroupSetParams(_GroupLU):
             self.diskparams = _diskparams(self.group.diskparams, op.diskparams)
         if op.ipolicy:
             self.ipolicy = _checked_ipolicy(self.cfg, self.group.ipolicy, op.ipolicy)
-            instances = _group_instances(self.cfg, self.group)
+            instances = group_instances(self.cfg, self.group)
             new = IP.group_ipolicy(self.cfg.cluster.ipolicy, self.ipolicy)
             old = IP.group_ipolicy(self.cfg.cluster.ipolicy, self.group.ipolicy)
             violations = _violating(self.cfg, new, instances) - _violating(self.cfg, old, instances)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import socket
 from typing import Any, TypeVar
@@ -17,9 +16,18 @@ from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.backup_common import check_compression_tool
 from corral.cmdlib.base import ALL_SET, LogicalUnit
+from corral.cmdlib.instance_nics import (
+    AddressClaims,
+    check_conflicting_ip,
+    check_new_nic,
+    connection,
+    lookup_network,
+    mac_prefix,
+    parse_nic,
+)
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
-from corral.objects import NIC, Instance, Node
+from corral.objects import NIC, Instance, Network, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
@@ -138,42 +146,6 @@ def _check_adoption(specs: list[dict[str, Any]], template: templates.DiskTemplat
         )
 
 
-def parse_nic(idx: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """A checked NIC specification (MAC and IP still symbolic)."""
-    unknown = set(spec) - {"mac", "ip", "mode", "link", "vlan", "name", "network"}
-    if unknown:
-        raise errors.OpPrereqError(
-            f"NIC {idx}: unknown parameter(s) {', '.join(sorted(unknown))}", C.ECODE_INVAL
-        )
-    mac = str(spec.get("mac") or "auto").lower()
-    if mac not in ("auto", "generate"):
-        mac = U.check_mac(mac)
-    ip = spec.get("ip")
-    if ip in ("", "none", None):
-        ip = None
-    elif ip != "auto":
-        try:
-            ip = str(ipaddress.ip_address(ip))
-        except ValueError:
-            raise errors.OpPrereqError(
-                f"NIC {idx}: invalid IP address '{ip}'", C.ECODE_INVAL
-            ) from None
-    nicparams = {k: spec[k] for k in ("mode", "link", "vlan") if spec.get(k) is not None}
-    mode = nicparams.get("mode")
-    if mode is not None and mode not in P.NIC_MODES:
-        raise errors.OpPrereqError(
-            f"NIC {idx}: invalid mode '{mode}' (one of {', '.join(P.NIC_MODES)})", C.ECODE_INVAL
-        )
-    if mode == "routed" and ip is None:
-        raise errors.OpPrereqError(f"NIC {idx}: routed mode requires an IP address", C.ECODE_INVAL)
-    return {
-        "mac": mac,
-        "ip": ip,
-        "name": spec.get("name") or None,
-        "nicparams": {k: str(v) for k, v in nicparams.items()},
-    }
-
-
 class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     """``gnt-instance add``: the instance exists fully or not at all."""
 
@@ -219,6 +191,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 "Disk adoption not allowed with an iallocator script", C.ECODE_INVAL
             )
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
+        default_mode = P.fill(P.NIC_DEFAULTS, self.cfg.cluster.nicparams.get("default", {}))["mode"]
+        for idx, spec in enumerate(self.nic_specs):
+            check_new_nic(idx, spec, default_mode)
+        self.nic_networks = [lookup_network(self.cfg, spec["network"]) for spec in self.nic_specs]
         placement.check_arguments(op, self.template)
         self.beparams = P.check_beparams(op.beparams)
         for tag in op.tags:
@@ -379,15 +355,15 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             )
         return address
 
-    def _build_instance(self, address: str | None) -> Instance:
-        cluster = self.cfg.cluster
-        name = self.op.instance_name
+    def _build_nics(self, address: str | None) -> list[NIC]:
+        """The new NICs: MACs generated, addresses resolved or taken from networks."""
         taken = self.cfg.used_macs()
+        claims = AddressClaims(self, self.op.instance_name)
         nics = []
-        for idx, spec in enumerate(self.nic_specs):
+        for idx, (spec, network) in enumerate(zip(self.nic_specs, self.nic_networks, strict=True)):
             mac = spec["mac"]
             if mac in ("auto", "generate"):
-                mac = U.generate_mac(cluster.mac_prefix, taken)
+                mac = U.generate_mac(mac_prefix(self.cfg, network), taken)
             elif mac in taken:
                 # An import keeps the export's MACs unless told otherwise.
                 hint = f"; use --net {idx}:mac=generate for a new one" if self.import_source else ""
@@ -401,7 +377,15 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 raise errors.OpPrereqError(
                     f"NIC {idx}: ip=auto needs the name check", C.ECODE_INVAL
                 )
-            nics.append(NIC(mac=mac, ip=ip, name=spec["name"], nicparams=spec["nicparams"]))
+            nic = NIC(mac=mac, ip=ip, name=spec["name"], nicparams=spec["nicparams"])
+            if network is not None:
+                self._join_network(idx, nic, network, claims)
+            nics.append(nic)
+        return nics
+
+    def _build_instance(self, address: str | None) -> Instance:
+        name = self.op.instance_name
+        nics = self._build_nics(address)
         where = self._placement()
         disks = [
             self.template.new_disk(where, idx, {**d, "driver": self.op.file_driver}, self.ledger)
@@ -423,10 +407,39 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             tags=list(self.op.tags),
         )
 
+    def _join_network(self, idx: int, nic: NIC, network: Network, claims: AddressClaims) -> None:
+        """The NIC on ``network``: its connection's parameters, its address."""
+        params = connection(self.cfg, network, self.pnode.uuid)
+        if params is None:
+            raise errors.OpPrereqError(
+                f"No netparams found for network {network.name}. Probably not connected to"
+                f" node's {self.pnode.name} nodegroup",
+                C.ECODE_INVAL,
+            )
+        self.log_info(f"NIC/{idx} inherits netparams {list(params.values())}")
+        nic.network, nic.nicparams = network.uuid, params
+        if nic.ip == C.NIC_IP_POOL:
+            nic.ip = claims.from_pool(network)
+            if nic.ip is None:
+                raise errors.OpPrereqError(
+                    f"Unable to get a free IP for NIC {idx} from the address pool", C.ECODE_STATE
+                )
+            self.log_info(f"Chose IP {nic.ip} from network {network.name}")
+        elif nic.ip is not None and not claims.take(network, nic.ip, self.op.conflicts_check):
+            raise errors.OpPrereqError(
+                f"IP address {nic.ip} already in use or does not belong to network {network.name}",
+                C.ECODE_NOTUNIQUE,
+            )
+
     def _check_addresses(self) -> None:
+        """A NIC on no network takes no network's address, nor (Corral's own
+        check) another such NIC's."""
         if not self.op.conflicts_check:
             return
         for idx, nic in enumerate(self.instance.nics):
+            if nic.network is not None:
+                continue
+            check_conflicting_ip(self.cfg, nic.ip, self.pnode.uuid)
             owner = self.cfg.ip_owner(nic.ip) if nic.ip else None
             if owner is not None:
                 raise errors.OpPrereqError(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
+from corral.cmdlib.instance_nics import lookup_network
 from corral.objects import Node, NodeGroup
 from corral.services import allocator
 from corral.services.allocator.requests import InstanceAlloc
@@ -92,11 +93,19 @@ def alloc_request(
         hypervisor=hypervisor,
         os=op.os_type or "",
         tags=list(op.tags),
-        nics=[{"mac": n["mac"], "ip": n["ip"], **n["nicparams"]} for n in nics],
+        nics=[_alloc_nic(lu, n) for n in nics],
         group_name=op.group_name,
         node_whitelist=opportunistic_whitelist(lu),
         start=op.start,
     )
+
+
+def _alloc_nic(lu: LogicalUnit[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A NIC as Ganeti's allocation requests have it (its network by uuid)."""
+    network = lookup_network(lu.cfg, spec.get("network"))
+    nic = {"mac": spec["mac"], "ip": spec["ip"], **spec["nicparams"]}
+    nic["network"] = None if network is None else network.uuid
+    return nic
 
 
 async def choose_primary(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) -> Node:

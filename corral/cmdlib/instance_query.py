@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
-from corral.objects import Instance, Node, NodeGroup
+from corral.cmdlib.network import network_dict
+from corral.objects import NIC, Instance, Network, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams, os_spec
 from corral.services.running import Running, running_instances
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
 
 
 class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
@@ -96,7 +100,7 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             "mtime": inst.mtime,
             "ctime": inst.ctime,
             "disk_template": inst.disk_template,
-            "nics": [_nic(cluster, n) for n in inst.nics],
+            "nics": [_nic(self.cfg, n) for n in inst.nics],
             "tags": sorted(inst.tags),
         }
 
@@ -117,8 +121,10 @@ def _disk(disk: Any) -> dict[str, Any]:
     }
 
 
-def _nic(cluster: Any, nic: Any) -> list[Any]:
-    params = filled_nicparams(cluster, nic)
+def _nic(cfg: ConfigManager, nic: NIC) -> list[Any]:
+    """Ganeti's NICToTuple: the NIC, its filled parameters, its network's dict."""
+    params = filled_nicparams(cfg.cluster, nic)
+    network = cfg.get(Network, nic.network) if nic.network else None
     return [
         nic.name,
         nic.uuid,
@@ -128,5 +134,5 @@ def _nic(cluster: Any, nic: Any) -> list[Any]:
         params["link"],
         params["vlan"],
         nic.network,
-        None,
+        None if network is None else network_dict(cfg, network),
     ]

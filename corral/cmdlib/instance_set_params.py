@@ -10,9 +10,10 @@ from corral import params as P
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
-from corral.cmdlib.instance_create import parse_disks, parse_nic
+from corral.cmdlib.instance_create import parse_disks
+from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
-from corral.objects import NIC, Disk, Instance
+from corral.objects import Disk, Instance
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
@@ -164,62 +165,20 @@ class LUInstanceSetParams(InstanceLU):
         if op.osparams or op.osparams_private:
             await U.verify_osparams(self, [self.pnode], spec)
 
-    def _check_ip(self, index: int, ip: str | None) -> None:
-        """Refuse an IP address another instance's NIC has (unless told not to check)."""
-        if not ip or not self.op.conflicts_check:
-            return
-        owner = self.cfg.ip_owner(ip)
-        if owner is not None and owner != self.instance.name:
-            raise errors.OpPrereqError(
-                f"NIC {index}: IP address {ip} is already used by instance {owner}",
-                C.ECODE_NOTUNIQUE,
-            )
-
     def _apply_nics(self) -> None:
         nics = self.new.nics
-        taken = self.cfg.used_macs()
+        editor = NicEditor(self, self.new.name, self.new.primary_node)
         for action, index, params in self.nic_mods:
             if action == REMOVE:
                 removed = nics.pop(_item(nics, index, "NIC"))
-                self.changes.append([f"nic.{index}", "remove"])
-                taken.discard(removed.mac)
-                continue
-            spec = parse_nic(index, params)
-            if spec["ip"] == "auto":
-                # Only a new instance has a resolved name to take the address from.
-                raise errors.OpPrereqError(
-                    f"NIC {index}: invalid IP address 'auto' (give an address or 'none')",
-                    C.ECODE_INVAL,
-                )
-            if "ip" in params:
-                self._check_ip(index, spec["ip"])
-            if action == ADD:
-                mac = spec["mac"]
-                if mac in ("auto", "generate"):
-                    mac = U.generate_mac(self.cfg.cluster.mac_prefix, taken)
-                elif mac in taken:
-                    raise errors.OpPrereqError(
-                        f"MAC address {mac} already in use in cluster", C.ECODE_NOTUNIQUE
-                    )
-                nics.append(
-                    NIC(mac=mac, ip=spec["ip"], name=spec["name"], nicparams=spec["nicparams"])
-                )
-                self.changes.append([f"nic.{len(nics) - 1}", f"add:mac={mac}"])
-                continue
-            nic = nics[_item(nics, index, "NIC")]
-            for key in ("ip", "name"):
-                if key in params:
-                    setattr(nic, key, spec[key])
-                    self.changes.append([f"nic.{key}/{index}", spec[key]])
-            if "mac" in params and spec["mac"] not in ("auto", "generate"):
-                if spec["mac"] in taken and spec["mac"] != nic.mac:
-                    raise errors.OpPrereqError(
-                        f"MAC address {spec['mac']} already in use in cluster", C.ECODE_NOTUNIQUE
-                    )
-                nic.mac = spec["mac"]
-                self.changes.append([f"nic.mac/{index}", nic.mac])
-            nic.nicparams = {**nic.nicparams, **spec["nicparams"]}
-            self.changes += [[f"nic.{k}/{index}", v] for k, v in spec["nicparams"].items()]
+                editor.changes.append([f"nic.{index}", "remove"])
+                # Its address goes back to its network's pool with it.
+                editor.taken.discard(removed.mac)
+            elif action == ADD:
+                nics.append(editor.add(len(nics), params))
+            else:
+                editor.modify(index, nics[_item(nics, index, "NIC")], params)
+        self.changes += editor.changes
 
     def _apply_disks(self) -> None:
         new = self.new

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.objects import NIC, Cluster, Disk, Instance, Node, NodeGroup
+from corral.objects import NIC, Disk, Instance, Network, Node, NodeGroup
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
@@ -20,7 +20,14 @@ from corral.rpc.calls_instance import (
     hypervisor_validate_params,
 )
 from corral.rpc.calls_os import os_diagnose, os_validate
-from corral.rpc.wire import DiskEntry, InstanceWire, JsonObject, NicEntry, RunningInstance
+from corral.rpc.wire import (
+    DiskEntry,
+    InstanceWire,
+    JsonObject,
+    NetworkEntry,
+    NicEntry,
+    RunningInstance,
+)
 from corral.services.ndparams import node_ndparams
 from corral.services.params import (
     filled_beparams,
@@ -94,6 +101,8 @@ def instance_hook_env(
         env[prefix + "MODE"] = nicp["mode"]
         env[prefix + "LINK"] = nicp["link"]
         env[prefix + "VLAN"] = nicp["vlan"]
+        if nic.network is not None:
+            env.update(_nic_network_hook_env(cfg, prefix, nic.network))
         if nicp["mode"] in ("bridged", "openvswitch"):
             env[prefix + "BRIDGE"] = nicp["link"]
     for idx, disk in enumerate(inst.disks):
@@ -110,6 +119,38 @@ def instance_hook_env(
     for key, value in filled_hvparams(cluster, inst).items():
         env[f"INSTANCE_HV_{key}"] = value
     return env
+
+
+def _nic_network_hook_env(cfg: ConfigManager, prefix: str, uuid: str) -> dict[str, Any]:
+    """Ganeti's Network.HooksDict of a NIC's network (its uuid as the name
+    if the network is gone)."""
+    network = cfg.get(Network, uuid)
+    if network is None:
+        return {prefix + "NETWORK_NAME": uuid}
+    env = {
+        prefix + "NETWORK_NAME": network.name,
+        prefix + "NETWORK_UUID": network.uuid,
+        prefix + "NETWORK_TAGS": " ".join(sorted(network.tags)),
+    }
+    optional = {"SUBNET": network.network, "GATEWAY": network.gateway,
+                "SUBNET6": network.network6, "GATEWAY6": network.gateway6,
+                "MAC_PREFIX": network.mac_prefix}  # fmt: skip
+    env.update({f"{prefix}NETWORK_{key}": value for key, value in optional.items() if value})
+    return env
+
+
+def network_entry(network: Network) -> NetworkEntry:
+    """A network as nodes see it (the OS scripts' NIC_<n>_NETWORK_* variables)."""
+    return {
+        "name": network.name,
+        "uuid": network.uuid,
+        "tags": sorted(network.tags),
+        "subnet": network.network,
+        "gateway": network.gateway,
+        "subnet6": network.network6,
+        "gateway6": network.gateway6,
+        "mac_prefix": network.mac_prefix,
+    }
 
 
 def _disk_id_hook_env(prefix: str, disk: Disk) -> dict[str, Any]:
@@ -141,14 +182,14 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
         "memory": be["maxmem"],
         "vcpus": be["vcpus"],
         "disks": [_disk_descriptor(d) for d in inst.disks],
-        "nics": [_nic_descriptor(cluster, n) for n in inst.nics],
+        "nics": [_nic_descriptor(cfg, n) for n in inst.nics],
     }
 
 
-def _nic_descriptor(cluster: Cluster, nic: NIC) -> NicEntry:
-    """A NIC with its filled parameters."""
-    params = filled_nicparams(cluster, nic)
-    return {
+def _nic_descriptor(cfg: ConfigManager, nic: NIC) -> NicEntry:
+    """A NIC with its filled parameters (and its network, if it is on one)."""
+    params = filled_nicparams(cfg.cluster, nic)
+    entry: NicEntry = {
         "mac": nic.mac,
         "uuid": nic.uuid,
         "ip": nic.ip,
@@ -157,6 +198,10 @@ def _nic_descriptor(cluster: Cluster, nic: NIC) -> NicEntry:
         "link": params["link"],
         "vlan": params["vlan"],
     }
+    network = cfg.get(Network, nic.network) if nic.network else None
+    if network is not None:
+        entry["network"] = network_entry(network)
+    return entry
 
 
 def _disk_descriptor(disk: Disk) -> DiskEntry:

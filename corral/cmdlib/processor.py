@@ -98,6 +98,8 @@ class Processor:
             names = [g.uuid for g in cfg.groups()]
         elif level == C.LEVEL_INSTANCE:
             names = [i.name for i in cfg.instances()]  # instances are locked by name
+        elif level == C.LEVEL_NETWORK:
+            names = [n.uuid for n in cfg.networks()]
         else:
             names = []
         return [LOCKSET, *names]

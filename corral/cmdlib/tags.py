@@ -1,4 +1,4 @@
-"""Logical units for tags on the cluster, node groups and nodes."""
+"""Logical units for tags on the cluster, node groups, nodes, instances and networks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
-from corral.objects import ConfigObject, Instance, Node, NodeGroup
+from corral.objects import ConfigObject, Instance, Network, Node, NodeGroup
 from corral.opcodes import tags as opt
 
 _TAG_RE = re.compile(r"^[\w.+*/:@-]+$")
@@ -16,11 +16,13 @@ _KIND_CLASS: dict[str, type[ConfigObject]] = {
     C.TAG_NODE: Node,
     C.TAG_NODEGROUP: NodeGroup,
     C.TAG_INSTANCE: Instance,
+    C.TAG_NETWORK: Network,
 }
 _LOCK_LEVEL = {
     C.TAG_NODE: C.LEVEL_NODE,
     C.TAG_NODEGROUP: C.LEVEL_NODEGROUP,
     C.TAG_INSTANCE: C.LEVEL_INSTANCE,
+    C.TAG_NETWORK: C.LEVEL_NETWORK,
 }
 
 
@@ -149,6 +151,7 @@ class LUTagsSearch(LogicalUnit[opt.OpTagsSearch]):
         objects += [(f"/nodes/{n.name}", n) for n in self.cfg.nodes()]
         objects += [(f"/nodegroup/{g.name}", g) for g in self.cfg.groups()]
         objects += [(f"/instances/{i.name}", i) for i in self.cfg.instances()]
+        objects += [(f"/network/{n.name}", n) for n in self.cfg.networks()]
         return [
             [path, tag]
             for path, obj in objects

@@ -22,6 +22,8 @@ from corral.cmdlib import (  # noqa: F401
     instance_operation,
     instance_query,
     instance_set_params,
+    network,
+    network_connect,
     node,
     node_membership,
     node_moves,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from corral import constants as C
 from corral import errors
 from corral.nicesort import nice_key
-from corral.objects import Cluster, ConfigObject, Instance, Node, NodeGroup
+from corral.objects import Cluster, ConfigObject, Instance, Network, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
 from corral.storage import templates
@@ -28,10 +28,17 @@ from corral.storage.reservations import Reservations
 T = TypeVar("T", bound=ConfigObject)
 
 # What users call the objects of each table, in messages ("Node group 'x' not known").
-KIND_NAMES: dict[str, str] = {"nodes": "Node", "nodegroups": "Node group", "instances": "Instance"}
+KIND_NAMES: dict[str, str] = {
+    "nodes": "Node",
+    "nodegroups": "Node group",
+    "instances": "Instance",
+    "networks": "Network",
+}
+# How an unknown name is reported, where Ganeti's words differ from "not known".
+_UNKNOWN: dict[str, str] = {"networks": "Network '{}' not found"}
 
 _CLASSES: dict[str, type[ConfigObject]] = {
-    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, FilterRule)
+    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, Network, FilterRule)
 }
 
 
@@ -59,9 +66,11 @@ class ConfigManager:
             raise errors.ConfigurationError("The configuration holds no cluster object")
         self._listeners: list[Callable[[ConfigManager, set[str]], None]] = []
         # NIC addresses of all instances, kept up to date on every commit, so that
-        # creating an instance does not scan every other one.
+        # creating an instance does not scan every other one: the IPs of NICs
+        # without a network, and per network (uuid) those of the NICs on it.
         self._macs: set[str] = set()
         self._ips: dict[str, str] = {}
+        self._net_ips: dict[str, dict[str, str]] = {}
         for inst in self._all(Instance):
             templates.fill_disk_nodes(inst)
             self._index_nics(inst, add=True)
@@ -82,22 +91,28 @@ class ConfigManager:
 
     def _index_nics(self, inst: Instance, *, add: bool) -> None:
         for nic in inst.nics:
+            ips = self._ips if nic.network is None else self._net_ips.setdefault(nic.network, {})
             if add:
                 self._macs.add(nic.mac)
                 if nic.ip:
-                    self._ips[nic.ip] = inst.name
+                    ips[nic.ip] = inst.name
             else:
                 self._macs.discard(nic.mac)
-                if nic.ip and self._ips.get(nic.ip) == inst.name:
-                    del self._ips[nic.ip]
+                if nic.ip and ips.get(nic.ip) == inst.name:
+                    del ips[nic.ip]
 
     def used_macs(self) -> set[str]:
         """Every MAC address of every instance (a copy)."""
         return set(self._macs)
 
-    def ip_owner(self, ip: str) -> str | None:
-        """The instance whose NIC has this IP, if any."""
-        return self._ips.get(ip)
+    def ip_owner(self, ip: str, network: str | None = None) -> str | None:
+        """The instance whose NIC on ``network`` (uuid; None: no network) has this IP."""
+        ips = self._ips if network is None else self._net_ips.get(network, {})
+        return ips.get(ip)
+
+    def network_ips(self, network: str) -> dict[str, str]:
+        """The IPs of the NICs on ``network`` (uuid), each with its instance's name."""
+        return dict(self._net_ips.get(network, {}))
 
     async def close(self) -> None:
         await self._store.close()
@@ -141,6 +156,9 @@ class ConfigManager:
         if new is not None:
             bisect.insort(names, new, key=_nice_order)
 
+    def networks(self) -> list[Network]:
+        return sorted(self._all(Network), key=lambda n: n.name)
+
     def filter_rules(self) -> list[FilterRule]:
         """The job filter rules (in no particular order)."""
         return list(self._all(FilterRule))
@@ -161,7 +179,8 @@ class ConfigManager:
         obj = self.find(cls, name_or_uuid) or self.get(cls, name_or_uuid)
         if obj is None:
             what = KIND_NAMES.get(cls.TABLE, cls.__name__)
-            raise errors.OpPrereqError(f"{what} '{name_or_uuid}' not known", C.ECODE_NOENT)
+            message = _UNKNOWN.get(cls.TABLE, what + " '{}' not known")
+            raise errors.OpPrereqError(message.format(name_or_uuid), C.ECODE_NOENT)
         return obj
 
     @property

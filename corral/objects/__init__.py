@@ -1,9 +1,10 @@
-"""The configuration's data model: cluster, node groups, nodes (instances follow)."""
+"""The configuration's data model: cluster, node groups, nodes, instances, networks."""
 
 from corral.objects.base import ConfigObject
 from corral.objects.cluster import Cluster
 from corral.objects.disk import Disk
 from corral.objects.instance import ADMIN_DOWN, ADMIN_OFFLINE, ADMIN_UP, NIC, Instance
+from corral.objects.network import Network
 from corral.objects.node import Node, NodeGroup
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "ConfigObject",
     "Disk",
     "Instance",
+    "Network",
     "Node",
     "NodeGroup",
 ]

@@ -1,9 +1,20 @@
 """All opcodes, declared once; importing this package registers them."""
 
-from corral.opcodes import backup, cluster, group, instance, node, node_membership, os, tags, test
+from corral.opcodes import (
+    backup,
+    cluster,
+    group,
+    instance,
+    network,
+    node,
+    node_membership,
+    os,
+    tags,
+    test,
+)
 from corral.opcodes.base import OpCode, from_dict, registry
 
 __all__ = [
-    "OpCode", "backup", "cluster", "from_dict", "group", "instance", "node", "node_membership",
-    "os", "registry", "tags", "test",
+    "OpCode", "backup", "cluster", "from_dict", "group", "instance", "network", "node",
+    "node_membership", "os", "registry", "tags", "test",
 ]  # fmt: skip

@@ -51,6 +51,19 @@ class DiskEntry(TypedDict):
     backend_type: str
 
 
+class NetworkEntry(TypedDict):
+    """The network of a NIC (what the OS scripts get of it)."""
+
+    name: str
+    uuid: str
+    tags: list[str]
+    subnet: str
+    gateway: str | None
+    subnet6: str | None
+    gateway6: str | None
+    mac_prefix: str | None
+
+
 class NicEntry(TypedDict):
     """A NIC with its filled nicparams."""
 
@@ -61,6 +74,7 @@ class NicEntry(TypedDict):
     mode: str
     link: str
     vlan: str
+    network: NotRequired[NetworkEntry]
 
 
 class OsParamWire(TypedDict):

@@ -65,8 +65,10 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "maintain_node_health": str(cluster.maintain_node_health),
         "uid_pool": uidpool.format_pool(cluster.uid_pool, "\n"),
         "nodegroups": _lines(f"{g.uuid} {g.name}" for g in groups),
-        # Corral has no networks yet (gnt-network).
-        "networks": "",
+        # luxid's order: by uuid.
+        "networks": _lines(
+            f"{n.uuid} {n.name}" for n in sorted(cfg.networks(), key=lambda n: n.uuid)
+        ),
         "enabled_user_shutdown": str(cluster.enabled_user_shutdown),
         "ssh_ports": _lines(
             f"{n.name}={ssh_port(cluster, cfg.get(NodeGroup, n.group), n)}" for n in nodes
@@ -97,7 +99,7 @@ def _hvparam(value: Any) -> str:
 
 
 # Tables whose objects the ssconf files describe (of instances, only the names).
-_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups", "instances"})
+_SSCONF_TABLES = frozenset({"cluster", "nodes", "nodegroups", "instances", "networks"})
 
 
 def affects_ssconf(tables: set[str]) -> bool:

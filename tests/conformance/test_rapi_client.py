@@ -461,18 +461,14 @@ job("export/local", W.ExportInstance, inst, "local", node, shutdown=True)
 missing = [
     ("InstancesMultiAlloc", W.InstancesMultiAlloc,
      [[W.InstanceAllocation("create", "m.example.com", "diskless", [], [], os=A["os"])]], {}),
-    ("ActivateInstanceDisks", W.ActivateInstanceDisks, [inst], {}),
-    ("DeactivateInstanceDisks", W.DeactivateInstanceDisks, [inst], {}),
-    ("RecreateInstanceDisks", W.RecreateInstanceDisks, [inst], {}),
     ("ReplaceInstanceDisks", W.ReplaceInstanceDisks, [inst], {}),
-    ("CreateNetwork", W.CreateNetwork, ["net1", "192.0.2.0/24"], {}),
-    ("ConnectNetwork", W.ConnectNetwork, ["net1", "default", "bridged", "br0"], {}),
-    ("DisconnectNetwork", W.DisconnectNetwork, ["net1", "default"], {}),
-    ("ModifyNetwork", W.ModifyNetwork, ["net1"], {"gateway": "192.0.2.1"}),
-    ("DeleteNetwork", W.DeleteNetwork, ["net1"], {}),
 ]
 for name, fn, args, kwargs in missing:
     call("missing/" + name, fn, *args, **kwargs)
+# The disks of a running instance: activated; not deactivated nor recreated.
+job("disks/activate", W.ActivateInstanceDisks, inst)
+job("disks/deactivate", W.DeactivateInstanceDisks, inst)
+job("disks/recreate", W.RecreateInstanceDisks, inst)
 call("missing/read-only", R.MigrateInstance, inst)
 
 job("delete/diskless", W.DeleteInstance, I1)
@@ -605,13 +601,22 @@ def test_local_export(instance_answers: dict[str, Any]) -> None:
 def test_missing_operations_are_501(instance_answers: dict[str, Any]) -> None:
     a = instance_answers
     missing = sorted(key for key in a if key.startswith("missing/") and key != "missing/read-only")
-    assert len(missing) == 10
+    assert len(missing) == 2
     for key in missing:
         # Once Corral has the operation, the call belongs in a test of its own.
         assert refused(a, key) == 501, (key, a[key])
         assert "is not implemented by Corral yet" in a[key]["error"], a[key]
     # Access is checked first, as for any other write.
     assert refused(a, "missing/read-only") == 403
+
+
+def test_instance_disks(instance_answers: dict[str, Any]) -> None:
+    a = instance_answers
+    [[[node, iv_name, path]]] = done(a, "disks/activate")
+    assert (node, iv_name) == ("node1.example.com", "disk/0") and path.startswith("/srv/ganeti/")
+    for key, what in (("deactivate", "shutdown disks"), ("recreate", "recreate disks")):
+        answer = a[f"disks/{key}"]
+        assert f"is marked to be up, cannot {what}" in answer["failed"], answer
 
 
 # --- Jobs: waiting, cancelling, long polls ---

@@ -32,6 +32,10 @@ REQUIRED: dict[str, Any] = {
     "nodes": [],
     "name": "cluster2.example.com",
     "command": "power-status",
+    "network_name": "net1",
+    "network": "10.1.0.0/24",
+    "network_mode": "bridged",
+    "network_link": "br0",
 }
 # Where one field name means different things in different opcodes.
 REQUIRED_FOR: dict[str, dict[str, Any]] = {

@@ -16,6 +16,7 @@ COMMANDS = [
     ("gnt_filter", "list"),
     ("gnt_instance", "list"),
     ("gnt_job", "list"),
+    ("gnt_network", "list"),
     ("gnt_os", "list"),
 ]
 SLOW = ("aiohttp", "cryptography", "pydantic", "typing", "pathlib", "dataclasses", "asyncio")

@@ -24,7 +24,7 @@ from corral.master.resources import (
 )
 from corral.master.resources.common import Names
 from corral.nicesort import luxid_key, nice_key
-from corral.objects import Instance, Node, NodeGroup
+from corral.objects import Instance, Network, Node, NodeGroup
 from corral.query.fields import FieldSet
 from corral.query.filter import compile_filter, filter_fields, requested_names
 from corral.rpc.reachability import query_deadline
@@ -134,7 +134,7 @@ _NAMED: dict[str, tuple[str, str, Callable[[Master, str], bool]]] = {
     C.QR_INSTANCE: ("name", "Instance", lambda m, name: m.cfg.find(Instance, name) is not None),
     C.QR_NODE: ("name", "Node", lambda m, name: m.cfg.find(Node, name) is not None),
     C.QR_GROUP: ("name", "Group", lambda m, name: m.cfg.find(NodeGroup, name) is not None),
-    C.QR_NETWORK: ("name", "Network", lambda m, name: False),  # Corral has no networks yet
+    C.QR_NETWORK: ("name", "Network", lambda m, name: m.cfg.find(Network, name) is not None),
     C.QR_EXPORT: ("node", "Node", lambda m, name: m.cfg.find(Node, name) is not None),
 }
 
@@ -163,10 +163,11 @@ def tags_of(master: Master, kind: Any, name: Any) -> list[str]:
         return sorted(cfg.cluster.tags)
     if kind not in C.VALID_TAG_TYPES:
         raise errors.OpPrereqError(f"Invalid tag kind '{kind}'", C.ECODE_INVAL)
-    classes: dict[str, type[Node] | type[NodeGroup] | type[Instance]] = {
+    classes: dict[str, type[Node] | type[NodeGroup] | type[Instance] | type[Network]] = {
         C.TAG_NODE: Node,
         C.TAG_NODEGROUP: NodeGroup,
         C.TAG_INSTANCE: Instance,
+        C.TAG_NETWORK: Network,
     }
     cls = classes.get(kind)
     if cls is None or not isinstance(name, str):

@@ -64,9 +64,9 @@ _DISK_PROPERTIES: tuple[tuple[str, str, str, str, DiskGet], ...] = (
 )
 
 
-def _network_name(row: InstanceRow, nic: NIC) -> None:
-    """The name of a NIC's network: Corral has no networks yet, so none."""
-    return None
+def _network_name(row: InstanceRow, nic: NIC) -> str | None:
+    """The name of a NIC's network (None for a NIC on no network)."""
+    return None if nic.network is None else row.ctx.network_names.get(nic.network)
 
 
 # NIC properties: field name part, title part, description start, value.

@@ -80,6 +80,7 @@ class InstanceContext:
     node_names: dict[str, str]  # node uuid → name
     node_groups: dict[str, str]  # node uuid → group uuid
     group_names: dict[str, str]  # group uuid → name
+    network_names: dict[str, str]  # network uuid → name
 
     def group_of(self, node: str) -> str | None:
         """The uuid of an existing node's group (None if either is missing)."""
@@ -411,6 +412,7 @@ async def items(master: Master, needs: set[str], names: Names) -> list[InstanceR
         {n.uuid: n.name for n in nodes},
         {n.uuid: n.group for n in nodes},
         {g.uuid: g.name for g in cfg.groups()},
+        {n.uuid: n.name for n in cfg.networks()},
     )
     if names is None:
         instances = cfg.instances()

@@ -43,15 +43,23 @@ def _request_spec(req: dict[str, Any]) -> Spec:
 
 
 def _alloc_filter(data: dict[str, Any], req: dict[str, Any]) -> Callable[[NodeState], str | None]:
-    """Which nodes a new instance may go to: the whitelist, the named group."""
+    """Which nodes a new instance may go to: the whitelist, the named group,
+    groups connected to every network of its NICs."""
     whitelist = req.get("restrict-to-nodes")
     group_name = req.get("group_name")
+    networks = {nic["network"] for nic in req.get("nics", []) if nic.get("network")}
 
     def allowed(node: NodeState) -> str | None:
+        group = data["nodegroups"][node.group]
         if whitelist is not None and node.name not in whitelist:
             return "not among the allowed nodes"
-        if group_name and data["nodegroups"][node.group]["name"] != group_name:
+        if group_name and group["name"] != group_name:
             return f"not in group {group_name}"
+        if not networks <= set(group.get("networks", [])):
+            return (
+                f"group {group['name']} is not connected to a network required by"
+                f" instance {req['name']}"
+            )
         return None
 
     return allowed
