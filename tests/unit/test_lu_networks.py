@@ -224,9 +224,10 @@ async def test_networks_are_listed_in_natural_order_and_asked_for_by_name(
     for name, subnet in (("net10", "10.10.0.0/24"), ("net9", "10.9.0.0/24"), ("a", SUBNET)):
         await added(cl, name=name, network=subnet)
     assert await query(cl, ["name"]) == [["a"], ["net9"], ["net10"]]
+    # Names asked for alone: in the order asked (luxid's).
     assert await query(cl, ["name"], ["|", ["=", "name", "net10"], ["=", "name", "a"]]) == [
-        ["a"],
         ["net10"],
+        ["a"],
     ]
     with pytest.raises(errors.OpPrereqError) as err:
         await query(cl, ["name"], ["=", "name", "nosuch"])
