@@ -138,9 +138,13 @@ class LUBackupExport(InstanceLU):
         """Ganeti exports a running instance from snapshots; Corral's templates
         have none, so (as Ganeti without snapshots) it must be shut down for
         the whole export, which ``long_sleep`` allows.  Checked before the
-        instance is touched (Ganeti finds out after shutting it down)."""
+        instance is touched (Ganeti finds out after shutting it down).  An
+        instance without disks has nothing to snapshot: Ganeti exports it
+        running, as Corral does."""
         op = self.op
         if op.remove_instance or self.instance.admin_state != ADMIN_UP:
+            return
+        if not self.instance.disks:
             return
         if not op.shutdown:
             raise errors.OpPrereqError(

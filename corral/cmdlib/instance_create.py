@@ -185,11 +185,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.disk_template = op.disk_template or self.cfg.cluster.enabled_disk_templates[0]
         # Even when an old configuration enables it, a template Corral lacks creates nothing.
         self.template = templates.check_implemented(self.disk_template)
+        U.check_device_names("disk", [d for d in op.disks if isinstance(d, dict)])
         self.disk_specs = parse_disks(op.disks, self.disk_template)
         if self.template.adopts and op.iallocator is not None:
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script", C.ECODE_INVAL
             )
+        U.check_device_names("NIC", [n for n in op.nics if isinstance(n, dict)])
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
         default_mode = P.fill(P.NIC_DEFAULTS, self.cfg.cluster.nicparams.get("default", {}))["mode"]
         for idx, spec in enumerate(self.nic_specs):

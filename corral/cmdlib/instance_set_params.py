@@ -24,18 +24,25 @@ from corral.storage import templates
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
 
 
-def normalize_mods(mods: list[list[Any]], what: str) -> list[tuple[str, int, dict[str, Any]]]:
-    """``[op, index, params]`` (or legacy ``[op_or_index, params]``) entries, checked."""
+Identifier = int | str  # an index, or a device's name or uuid
+Mod = tuple[str, Identifier, dict[str, Any]]
+
+
+def normalize_mods(
+    mods: list[list[Any]], what: str
+) -> list[tuple[str, Identifier, dict[str, Any]]]:
+    """``[op, identifier, params]`` (or legacy ``[op_or_identifier, params]``)
+    entries, checked; an identifier is an index, else a name or uuid (Ganeti's)."""
     out = []
     for mod in mods:
         if len(mod) == 3:
-            action, index, params = mod
+            action, identifier, params = mod
         elif len(mod) == 2:
             first, params = mod
             if first in (ADD, REMOVE):
-                action, index = first, -1
+                action, identifier = first, -1
             else:
-                action, index = MODIFY, first
+                action, identifier = MODIFY, first
         else:
             raise errors.OpPrereqError(f"Invalid {what} modification {mod!r}", C.ECODE_INVAL)
         if action not in (ADD, REMOVE, MODIFY):
@@ -43,23 +50,50 @@ def normalize_mods(mods: list[list[Any]], what: str) -> list[tuple[str, int, dic
             raise errors.OpPrereqError(
                 f"The {what} operation '{action}' is not supported by Corral yet", C.ECODE_INVAL
             )
-        try:
-            index = int(index)
-        except (TypeError, ValueError):
-            raise errors.OpPrereqError(f"Invalid {what} index {index!r}", C.ECODE_INVAL) from None
         if not isinstance(params, dict):
             raise errors.OpPrereqError(f"Invalid {what} parameters {params!r}", C.ECODE_INVAL)
-        out.append((action, index, params))
+        out.append((action, _identifier(identifier, what), params))
     return out
 
 
-def _item(items: list[Any], index: int, what: str) -> int:
-    real = index if index >= 0 else len(items) + index
+def _identifier(value: Any, what: str) -> Identifier:
+    """An index if ``value`` reads as one, else the name or uuid it is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    raise errors.OpPrereqError(f"Invalid {what} index {value!r}", C.ECODE_INVAL)
+
+
+def _item(items: list[Any], identifier: Identifier, what: str) -> int:
+    """The index of the item an identifier names (Ganeti's GetItemFromContainer)."""
+    if isinstance(identifier, str):
+        for index, item in enumerate(items):
+            if identifier in (item.uuid, item.name):
+                return index
+        raise errors.OpPrereqError(
+            f"Cannot find {what} with identifier {identifier}", C.ECODE_NOENT
+        )
+    real = identifier if identifier >= 0 else len(items) + identifier
     if not 0 <= real < len(items):
         raise errors.OpPrereqError(
-            f"Invalid {what} index {index}: the instance has {len(items)} {what}(s)", C.ECODE_INVAL
+            f"Invalid {what} index {identifier}: the instance has {len(items)} {what}(s)",
+            C.ECODE_INVAL,
         )
     return real
+
+
+def _position(items: list[Any], action: str, identifier: Identifier, what: str) -> int:
+    """Where a modification applies: the index an added item gets (it is
+    appended), else the index of the item named."""
+    if action != ADD:
+        return _item(items, identifier, what)
+    if isinstance(identifier, str):
+        raise errors.OpPrereqError("Only positive integer or -1 is accepted", C.ECODE_INVAL)
+    return len(items)
 
 
 class LUInstanceSetParams(InstanceLU):
@@ -168,23 +202,26 @@ class LUInstanceSetParams(InstanceLU):
     def _apply_nics(self) -> None:
         nics = self.new.nics
         editor = NicEditor(self, self.new.name, self.new.primary_node)
-        for action, index, params in self.nic_mods:
+        for action, identifier, params in self.nic_mods:
+            index = _position(nics, action, identifier, "NIC")
             if action == REMOVE:
-                removed = nics.pop(_item(nics, index, "NIC"))
+                removed = nics.pop(index)
                 editor.changes.append([f"nic.{index}", "remove"])
                 # Its address goes back to its network's pool with it.
                 editor.taken.discard(removed.mac)
             elif action == ADD:
-                nics.append(editor.add(len(nics), params))
+                nics.append(editor.add(index, params))
             else:
-                editor.modify(index, nics[_item(nics, index, "NIC")], params)
+                editor.modify(index, nics[index], params)
         self.changes += editor.changes
+        U.check_device_names("NIC", nics)
 
     def _apply_disks(self) -> None:
         new = self.new
         template = templates.get(new.disk_template)
         ledger = U.ledger(self, new.name)
-        for action, index, params in self.disk_mods:
+        for action, identifier, params in self.disk_mods:
+            index = _position(new.disks, action, identifier, "disk")
             if not template.has_disks and action != MODIFY:
                 raise errors.OpPrereqError(
                     "Disks cannot be added to or removed from a diskless instance", C.ECODE_STATE
@@ -201,7 +238,7 @@ class LUInstanceSetParams(InstanceLU):
                         "Cannot remove a disk of a running instance; shut it down first",
                         C.ECODE_STATE,
                     )
-                self.removed_disks.append(new.disks.pop(_item(new.disks, index, "disk")))
+                self.removed_disks.append(new.disks.pop(index))
                 self.changes.append([f"disk/{index}", "remove"])
             elif action == ADD:
                 exclusive = U.exclusive_storage(self.cfg, new.all_nodes)
@@ -216,7 +253,7 @@ class LUInstanceSetParams(InstanceLU):
                 self.new_disks.append(disk)
                 self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
             else:
-                disk = new.disks[_item(new.disks, index, "disk")]
+                disk = new.disks[index]
                 if "size" in params:
                     raise errors.OpPrereqError(
                         "Disk size changes go through 'gnt-instance grow-disk'", C.ECODE_INVAL
@@ -233,6 +270,7 @@ class LUInstanceSetParams(InstanceLU):
                     self.changes.append([f"disk.name/{index}", disk.name])
         for idx, disk in enumerate(new.disks):
             disk.iv_name = f"disk/{idx}"
+        U.check_device_names("disk", new.disks)
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, getattr(self, "new", self.instance))

@@ -354,6 +354,33 @@ def check_spindles(disks: list[dict[str, Any]], exclusive: bool, required: bool)
             )
 
 
+def check_device_names(kind: str, devices: list[Any]) -> None:
+    """Ganeti's ValidateDeviceNames: no purely numeric name (identifiers that
+    are numbers are indices), no name used twice or equal to another device's
+    uuid; ``devices`` are specs (dicts) or disks and NICs."""
+    taken: list[str] = []
+    for device in devices:
+        if isinstance(device, dict):
+            name = device.get("name")
+        else:
+            name = device.name
+            taken.append(device.uuid)
+        if isinstance(name, str | int) and not isinstance(name, bool):
+            try:
+                int(name)
+            except ValueError:
+                pass
+            else:
+                raise errors.OpPrereqError(
+                    f"Invalid name '{name}'. Purely numeric {kind} names are not allowed",
+                    C.ECODE_INVAL,
+                )
+        if isinstance(name, str) and name.lower() != "none":
+            if name in taken:
+                raise errors.OpPrereqError(f"{kind} name '{name}' already used", C.ECODE_NOTUNIQUE)
+            taken.append(name)
+
+
 def ledger(lu: LogicalUnit[Any], instance: str) -> JobLedger:
     """What the unit's instance ``instance`` may hold alone (disks' devices,
     ports): it reserves there what it takes, until the unit's job ends."""

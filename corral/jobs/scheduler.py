@@ -2,8 +2,9 @@
 
 Up to ``max_running`` jobs run at once, by priority then id.  A job whose
 dependencies are unfinished waits without taking a slot, and is looked at
-again when the one it waits for leaves the queue.  Job filter rules may hold
-a job back (PAUSE, RATE_LIMIT) or reject it (REJECT) before it starts.
+again when the one it waits for leaves the queue.  A ``rate-limit:<n>:...``
+reason (corral.jobs.reason_limits) and the job filter rules may hold a job
+back (PAUSE, RATE_LIMIT) or reject it (REJECT) before it starts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from corral import errors
 from corral.jobs import records
 from corral.jobs.filters import JobFilters, reject
 from corral.jobs.model import Job, QueuedOpCode, Unfinished
+from corral.jobs.reason_limits import ReasonLimits
 from corral.jobs.runner import OpExecutor, run_job
 from corral.jobs.states import advance
 from corral.objects.filter_rule import FilterRule
@@ -62,6 +64,7 @@ class Scheduler:
         limit = self._max_running()
         self._requeue_held()
         gate = self._filters.gate(jobs[job_id] for job_id in self._running)
+        reason_limits = ReasonLimits(jobs[job_id] for job_id in self._running)
         while self._ready and len(self._running) < limit and self.accepting:
             priority, job_id = heapq.heappop(self._ready)
             job = jobs.get(job_id)
@@ -73,7 +76,8 @@ class Scheduler:
             if pending:
                 self._park(job, pending)
                 continue
-            if gate is not None and not gate.admit(job):
+            # As luxid: the reasons' rate limits first, then the filter rules.
+            if not reason_limits.admit(job) or (gate is not None and not gate.admit(job)):
                 self._held.add(job_id)
                 continue
             self._running.add(job_id)

@@ -142,3 +142,23 @@ def test_export_list_remove_on_twins(bcluster: TestCluster) -> None:
     finally:
         for name in twins:
             bcluster.gnt("instance", "remove", "-f", name)
+
+
+def test_export_of_a_running_diskless_instance(bcluster: TestCluster) -> None:
+    """QA's TestInstanceExport on a diskless instance: it has no disk to
+    snapshot, so Ganeti's export needs no --long-sleep; the instance is
+    stopped, exported and running again."""
+    cl, name = bcluster, "bare1.example.com"
+    added = cl.gnt("instance", "add", "-t", "diskless", "-o", "debootstrap+default",
+                   "--no-name-check", "--no-ip-check", name)  # fmt: skip
+    assert added.rc == 0, added.stderr
+    try:
+        exported = ganeti(cl, ["gnt-backup", "export", "-n", "node1.example.com", name])
+        assert exported.rc == 0, exported.stderr
+        status = corral(cl, ["gnt-instance", "list", "--no-headers", "-o", "status", name])
+        assert status.stdout.strip() == "running"
+        listed = ganeti(cl, ["gnt-backup", "list", "--no-headers", "-o", "export"])
+        assert name in listed.stdout.split()
+    finally:
+        corral(cl, ["gnt-backup", "remove", name])
+        corral(cl, ["gnt-instance", "remove", "-f", name])

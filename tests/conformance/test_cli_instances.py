@@ -250,3 +250,32 @@ def test_startup_of_two_instances(icluster: TestCluster) -> None:
     theirs = ganeti(icluster, ["gnt-instance", "startup", "--force-multiple", WEB, DB])
     ours = corral(icluster, ["gnt-instance", "startup", "--force-multiple", WEB, DB])
     assert theirs.rc == ours.rc
+
+
+def test_devices_named_by_name(icluster: TestCluster) -> None:
+    """QA's TestInstanceDeviceNames with Ganeti's gnt-instance: disks and NICs
+    are named by name where an index is taken (modify, remove); names are
+    unique and never purely numeric."""
+    name = "names1.example.com"
+    add(icluster, name, "--no-start", "--disk", "0:size=16m,name=orig")
+
+    def modify(*options: str) -> tuple[int, str]:
+        result = ganeti(icluster, ["gnt-instance", "modify", *options, name])
+        return result.rc, result.stderr
+
+    try:
+        for dev, size in (("disk", ",size=16m"), ("net", "")):
+            assert modify(f"--{dev}=-1:add,name=test_device{size}")[0] == 0
+            assert modify(f"--{dev}=test_device:remove")[0] == 0
+            rc, err = modify(*[f"--{dev}=-1:add,name=test_device{size}"] * 2)
+            assert rc == 1 and "name 'test_device' already used" in err, err
+            rc, err = modify(f"--{dev}=-1:add,name=2{size}")
+            assert rc == 1 and "Invalid name '2'. Purely numeric" in err, err
+        assert modify("--disk=0:modify,name=renamed")[0] == 0
+        assert modify("--disk=renamed:modify,name=orig")[0] == 0
+        rc, err = modify("--disk=nosuchdisk:remove")
+        assert rc == 1 and "Cannot find disk with identifier nosuchdisk" in err, err
+        fields = ["gnt-instance", "list", "--no-headers", "-o", "disk.names,nic.count", name]
+        assert ganeti(icluster, fields).stdout.split() == ["['orig']", "1"]
+    finally:
+        icluster.gnt("instance", "remove", "-f", name)

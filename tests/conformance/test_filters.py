@@ -18,6 +18,7 @@ import pytest
 from corral import errors
 from tests.conformance.ganeti import run_ganeti, run_ganeti_python
 from tests.helpers.cluster import Result, TestCluster
+from tests.helpers.jobs import delay_gate_path, release_gate, wait_final
 
 FIELDS = ["uuid", "watermark", "priority", "predicates", "action", "reason_trail"]
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n")
@@ -220,3 +221,31 @@ def test_ganeti_luxi_client(gcluster: TestCluster) -> None:
         "GenericError",
         [f"Filter rule with UUID {uuid} does not exist"],
     ]
+
+
+def _delay(cl: TestCluster, reason: str) -> int:
+    """Ganeti's gnt-debug submits a delay (locking no node) with ``reason``."""
+    argv = ["gnt-debug", "delay", "--print-jobid", "--submit", "-i", "--no-master",
+            f"--reason={reason}", "300"]  # fmt: skip
+    result = run_ganeti(cl.paths.root, argv)
+    assert result.rc == 0, result.stderr
+    return int(result.stdout)
+
+
+def test_ad_hoc_reason_rate_limit(gcluster: TestCluster) -> None:
+    """QA's TestAdHocReasonRateLimit: of three jobs with the reason
+    rate-limit:2:hello, two run and one waits until one of them ends; another
+    bucket (rate-limit:1:other) and a reason that is no limit do not count."""
+    cl = gcluster
+    first, second, third = (_delay(cl, "rate-limit:2:hello") for _ in range(3))
+    other, plain = _delay(cl, "rate-limit:1:other"), _delay(cl, "rate-limit:0:hello")
+    with cl.client() as client:
+        gates = {job: delay_gate_path(client, job) for job in (first, second, other, plain)}
+        assert client.query_jobs([third], ["status", "start_ts"]) == [["queued", None]]
+        release_gate(gates.pop(first))
+        gates[third] = delay_gate_path(client, third)  # it starts once the first ended
+        for gate in gates.values():
+            release_gate(gate)
+        assert {row[0] for row in wait_final(client, [first, second, third, other, plain])} == {
+            "success"
+        }
