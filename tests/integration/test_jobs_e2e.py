@@ -244,7 +244,8 @@ def test_dependencies_with_relative_ids(cl: TestCluster) -> None:
 
 def test_archive_and_autoarchive(cl: TestCluster) -> None:
     job_id = submitted(cl.gnt("debug", "delay", "--submit", "0"))
-    busy = submitted(cl.gnt("debug", "delay", "--submit", "1"))
+    # Running until it is killed below: the refusal must not race its end.
+    busy = submitted(cl.gnt("debug", "delay", "--submit", "600"))
     with cl.client() as client:
         wait_final(client, [job_id])
         wait_status(client, busy, {C.JOB_STATUS_RUNNING})
@@ -259,6 +260,7 @@ def test_archive_and_autoarchive(cl: TestCluster) -> None:
     refused = cl.gnt("job", "archive", str(busy))
     assert refused.rc == 1 and f"Failed to archive job with ID '{busy}'" in refused.stderr
 
+    ok(cl.gnt("job", "cancel", "--kill", "--yes-do-it", str(busy)))
     with cl.client() as client:
         wait_final(client, [busy])
         finished = len(client.query_jobs(None, ["id"]))

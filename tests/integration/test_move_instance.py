@@ -172,7 +172,9 @@ def test_gnt_job_cancel_on_either_side(tmp_path: Path, side: str) -> None:
                 mover.wait()
         assert mover.returncode == 1, stderr
         assert f"{NAME}: Failed (Source error: " in stderr
-        assert "was canceled" in stderr, stderr
+        # The killed job's side reports the cancel, unless the other side, its
+        # transfer cut, failed first: then the killed side just stops.
+        assert "was canceled" in stderr or "Source error: Aborted" in stderr, stderr
         assert instances(src) == [NAME] and instances(dest) == []
         assert disk.read_bytes()[: len(data)] == data
         wait_until(lambda: unfinished_jobs(src) == unfinished_jobs(dest) == [], timeout=60)
