@@ -395,7 +395,7 @@ def test_drained_queue_refuses_jobs_until_undrained(
 @pytest.mark.parametrize(
     "argv",
     [
-        ["instance", "activate-disks", "inst1.example.com"],
+        ["instance", "replace-disks", "inst1.example.com"],
         ["cluster", "masterfailover", "--no-voting"],
         ["debug", "allocator", "--mode", "relocate", "x"],
     ],
