@@ -104,6 +104,11 @@ SAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("put", "/2/groups/{group_name}/tags"): ("tag=oa", None),
     ("delete", "/2/groups/{group_name}/tags"): ("tag=oa", None),
     ("post", "/2/networks"): ("", {"name": "oa-net", "network": "10.9.0.0/24"}),
+    ("put", "/2/networks/{network_name}/connect"): (
+        "",
+        {"group_name": "default", "network_mode": "bridged", "network_link": "br0"},
+    ),
+    ("put", "/2/networks/{network_name}/disconnect"): ("", {"group_name": "default"}),
     ("put", "/2/networks/{network_name}/tags"): ("tag=oa", None),
     ("delete", "/2/networks/{network_name}/tags"): ("tag=oa", None),
 }

@@ -106,12 +106,11 @@ def test_sharedfile_life_cycle(cl: TestCluster, out: Path) -> None:
 def test_cluster_shows_and_changes_the_shared_directory(cl: TestCluster) -> None:
     assert f"shared file storage path: {SHARED}" in ok(cl.gnt("cluster", "info"))
     assert cl.paths.ssconf_file("shared_file_storage_dir").read_text() == f"{SHARED}\n"
-    # Every node must be able to write in a new one.
-    failed(
-        cl.gnt("cluster", "modify", "--shared-file-storage-dir", "/srv/nowhere"),
-        "Cannot enable disk template 'sharedfile'",
-        "the shared file storage directory /srv/nowhere does not exist",
-    )
+    # As Ganeti's, a new directory is taken as given (cluster verify reports
+    # one a node cannot use).
+    ok(cl.gnt("cluster", "modify", "--shared-file-storage-dir", "/srv/nowhere"))
+    assert "shared file storage path: /srv/nowhere" in ok(cl.gnt("cluster", "info"))
+    ok(cl.gnt("cluster", "modify", "--shared-file-storage-dir", str(SHARED)))
     assert f"shared file storage path: {SHARED}" in ok(cl.gnt("cluster", "info"))
 
 
