@@ -11,6 +11,7 @@ assemble (``ignore_size`` changes nothing) and never resync
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from corral import constants as C
@@ -27,6 +28,9 @@ from corral.rpc.calls_storage import (
     blockdev_remove,
     blockdev_shutdown,
 )
+from corral.rpc.declare import Request
+from corral.rpc.result import RpcResult
+from corral.rpc.wire import DiskWire
 from corral.services.allocator.requests import InstanceAlloc
 from corral.services.params import filled_beparams
 from corral.storage import templates
@@ -45,20 +49,29 @@ def disk_node_order(inst: Instance) -> list[tuple[str, int]]:
     return sorted(pairs, key=lambda pair: pair[0] == inst.primary_node)
 
 
+async def _each_copy(
+    lu: InstanceLU, inst: Instance, request_of: Callable[[DiskWire], Request[Any]]
+) -> list[tuple[Node, int, bool, RpcResult[Any]]]:
+    """``request_of(disk)`` for every copy of every disk, in
+    :func:`disk_node_order`: ``(node, disk index, on the primary, result)``."""
+    done = []
+    for node_uuid, idx in disk_node_order(inst):
+        node = lu.cfg.lookup(Node, node_uuid)
+        request = request_of(inst.disks[idx].description().to_wire())
+        result = (await lu.master.rpc.results([node], request))[node.uuid]
+        done.append((node, idx, node_uuid == inst.primary_node, result))
+    return done
+
+
 async def assemble_disks(lu: InstanceLU, inst: Instance) -> tuple[bool, list[list[Any]]]:
     """Assemble every disk (Ganeti's AssembleInstanceDisks); whether all went
     well, and ``[primary node, iv_name, path on it]`` per disk."""
     ok = True
     paths: dict[int, str | None] = {}
-    for node_uuid, idx in disk_node_order(inst):
-        node = lu.cfg.lookup(Node, node_uuid)
-        disk = inst.disks[idx]
-        primary = node_uuid == inst.primary_node
-        request = blockdev_assemble(disk.description().to_wire())
-        result = (await lu.master.rpc.results([node], request))[node.uuid]
+    for node, idx, primary, result in await _each_copy(lu, inst, blockdev_assemble):
         if result.fail_msg:
             lu.warn(
-                f"Could not prepare block device {disk.iv_name} on node {node.name}"
+                f"Could not prepare block device {inst.disks[idx].iv_name} on node {node.name}"
                 f" (is_primary={primary}): {result.fail_msg}"
             )
             # An offline secondary is no failure (Ganeti's is_offline_secondary).
@@ -74,17 +87,13 @@ async def shutdown_disks(lu: InstanceLU, inst: Instance) -> bool:
     """Shut every disk down on every node holding it (Ganeti's
     ShutdownInstanceDisks); whether all went well (an offline secondary does)."""
     ok = True
-    for node_uuid, idx in disk_node_order(inst):
-        node = lu.cfg.lookup(Node, node_uuid)
-        disk = inst.disks[idx]
-        request = blockdev_shutdown(disk.description().to_wire())
-        result = (await lu.master.rpc.results([node], request))[node.uuid]
+    for node, idx, primary, result in await _each_copy(lu, inst, blockdev_shutdown):
         if result.fail_msg:
             lu.warn(
-                f"Could not shutdown block device {disk.iv_name} on node {node.name}:"
-                f" {result.fail_msg}"
+                f"Could not shutdown block device {inst.disks[idx].iv_name} on node"
+                f" {node.name}: {result.fail_msg}"
             )
-            if node_uuid == inst.primary_node or not result.offline:
+            if primary or not result.offline:
                 ok = False
     return ok
 

@@ -14,7 +14,6 @@ stdin ``/dev/null`` and a session of its own, which is killed after
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import json
 import logging
@@ -29,15 +28,12 @@ from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.osdef.runner import kill_session
-from corral.process.capture import CappedOutput
+from corral.process.capture import CappedOutput, capture
 from corral.rpc import calls_node as calls
 
 log = logging.getLogger(__name__)
 
 ENVIRONMENT = {"PATH": C.HOOKS_PATH, "LC_ALL": "C"}
-# Seconds the pipes of a killed program get to close (a process that left
-# its session may hold them).
-_KILL_GRACE = 5.0
 
 
 @dataclass
@@ -83,21 +79,7 @@ async def _run(program: Path, args: list[str], timeout: int) -> _Outcome:
         start_new_session=True,
         umask=C.SCRIPT_UMASK,
     )
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = CappedOutput(C.OOB_MAX_OUTPUT), CappedOutput(C.OOB_MAX_OUTPUT)
-    finished = asyncio.gather(out.read_all(proc.stdout), err.read_all(proc.stderr), proc.wait())
-    timed_out = False
-    try:
-        await asyncio.wait_for(asyncio.shield(finished), timeout)
-    except TimeoutError:
-        timed_out = True
-        kill_session(proc)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(finished, _KILL_GRACE)
-    except asyncio.CancelledError:  # noded is stopping: the program goes too
-        kill_session(proc)
-        await proc.wait()
-        raise
+    out, err, timed_out = await capture(proc, C.OOB_MAX_OUTPUT, timeout, kill_session)
     return _Outcome(await proc.wait(), out, err, timed_out)
 
 

@@ -21,14 +21,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import logging
 import os
 import posixpath
 import pwd
 import stat
 from pathlib import Path
-from typing import Any
 
 from corral import constants as C
 from corral import errors
@@ -37,7 +35,7 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.osdef.runner import kill_session
 from corral.paths import ROOT_ENV, Paths
-from corral.process.capture import CappedOutput
+from corral.process.capture import CappedOutput, capture
 from corral.rpc import calls_operator as calls
 from corral.rpc.wire import CommandResult
 
@@ -50,7 +48,6 @@ COMMAND_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SIGNALLED = 255
 # Seconds a killed command's pipes get to close (a process that left the
 # session may hold them).
-_KILL_GRACE = 5.0
 # Characters of a command shown in the log.
 _LOGGED = 1000
 
@@ -83,12 +80,6 @@ def _text(output: CappedOutput, what: str) -> str:
     return text
 
 
-async def _drain(finished: asyncio.Future[Any]) -> None:
-    """Let the readers of a killed session reach the end of its pipes, for a while."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(finished, _KILL_GRACE)
-
-
 async def execute(
     command: str,
     env: dict[str, str],
@@ -112,20 +103,7 @@ async def execute(
         )
     except OSError as exc:
         raise errors.OpExecError(f"Cannot run {SHELL}: {exc.strerror or exc}") from None
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = CappedOutput(max_output), CappedOutput(max_output)
-    finished = asyncio.gather(out.read_all(proc.stdout), err.read_all(proc.stderr), proc.wait())
-    timed_out = False
-    try:
-        await asyncio.wait_for(asyncio.shield(finished), timeout)
-    except TimeoutError:
-        timed_out = True
-        kill_session(proc)
-        await _drain(finished)
-    except asyncio.CancelledError:  # noded is stopping: the command goes too
-        kill_session(proc)
-        await _drain(finished)
-        raise
+    out, err, timed_out = await capture(proc, max_output, timeout, kill_session)
     code = await proc.wait()
     stderr = _text(err, "standard error")
     if timed_out:
