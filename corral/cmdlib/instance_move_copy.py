@@ -47,18 +47,31 @@ def _descriptor(name: str, disks: list[Disk]) -> dict[str, Any]:
 
 
 class _Causes(impexp.Reporter):
-    """The copy's job log lines; and why each disk failed: the error of the
-    end that failed first (its peer, aborted then, says only that)."""
+    """The copy's job log lines; and why each disk failed.  Both ends may
+    fail on their own (the receiver's disk fills, the sender then loses the
+    connection): the error of an end that failed by itself is the cause, not
+    its peer's lost connection nor the abort the master sent."""
 
     def __init__(self) -> None:
-        self.causes: dict[str, str] = {}
+        self._best: dict[str, tuple[int, str]] = {}
 
     def finished(self, lu: impexp.Unit, ep: impexp.Endpoint) -> None:
         super().finished(lu, ep)
-        if ep.success or ep.aborted or ep.label in self.causes:
+        failure = (ep.status or {}).get("failure")
+        if ep.success or failure == "aborted" or (failure is None and ep.aborted):
+            return
+        rank = 1 if failure == "peer" else 0
+        if ep.label in self._best and self._best[ep.label][0] <= rank:
             return
         verb = "send" if ep.mode == impexp.EXPORT else "receive"
-        self.causes[ep.label] = f"{ep.label} failed to {verb} data on {ep.node.name}: {ep.message}"
+        self._best[ep.label] = (
+            rank,
+            f"{ep.label} failed to {verb} data on {ep.node.name}: {ep.message}",
+        )
+
+    def cause(self, label: str) -> str:
+        """Why the disk named ``label`` failed."""
+        return self._best[label][1] if label in self._best else f"{label} failed"
 
 
 class DiskCopy:
@@ -114,7 +127,7 @@ class DiskCopy:
         )
         failed = [f"disk/{i}" for i, ok in enumerate(results) if not ok]
         if failed:
-            why = "; ".join(causes.causes.get(label, f"{label} failed") for label in failed)
+            why = "; ".join(causes.cause(label) for label in failed)
             raise errors.OpExecError(
                 f"Errors during disk copy from node {self.source.name} to node"
                 f" {self.target.name}: {why}"

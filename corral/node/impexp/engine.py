@@ -63,6 +63,25 @@ class _Hash(Protocol):
     def digest(self) -> bytes: ...
 
 
+# Errors that say only that the other end went away: its own status has the cause.
+_PEER_GONE = (
+    wire.PeerClosed,
+    ssl.SSLEOFError,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+)
+
+# How a stream failed (status "failure"): on its own, because its peer went
+# away, or aborted by the master.
+OWN, PEER, ABORTED = "own", "peer", "aborted"
+
+
+def failure_kind(err: BaseException) -> str:
+    """OWN, or PEER if ``err`` says only that the other end went away."""
+    return PEER if isinstance(err, _PEER_GONE) else OWN
+
+
 def text(err: BaseException) -> str:
     if isinstance(err, errors.GenericError):
         return err.message
@@ -119,6 +138,7 @@ class ImpExp:
         self.moved = 0  # uncompressed bytes, set by one thread only
         self.exit_status: int | None = None
         self.error: str | None = None
+        self.failure: str | None = None  # OWN, PEER or ABORTED with the error
         self.stopped = threading.Event()
         self.sock: socket.socket | None = None
         self.listener: socket.socket | None = None
@@ -143,13 +163,14 @@ class ImpExp:
         if size >= 0:
             self.size = size
 
-    def fail(self, message: str) -> None:
-        """Record the first failure and wake every thread of the stream."""
+    def fail(self, message: str, kind: str = OWN) -> None:
+        """Record the first failure (``kind``: see ``failure_kind``) and wake
+        every thread of the stream."""
         with self._lock:
             if self.exit_status is not None:
                 return  # over already: nothing to stop
             if self.error is None:
-                self.error = message
+                self.error, self.failure = message, kind
                 self.note(message)
         self.stopped.set()
         channel.shut(self.sock)
@@ -163,7 +184,7 @@ class ImpExp:
 
     def abort(self) -> None:
         """Stop the stream (its status ends with a failure)."""
-        self.fail("Aborted")
+        self.fail("Aborted", ABORTED)
 
     def run(self, body: Callable[[ImpExp], None]) -> None:
         """Run ``body`` in the stream's thread; its end sets the exit status."""
@@ -177,7 +198,7 @@ class ImpExp:
             except Exception as err:  # recorded as the stream's failure
                 if not isinstance(err, errors.GenericError | OSError | ssl.SSLError):
                     log.exception("Import/export %s failed", self.name)
-                self.fail(text(err))
+                self.fail(text(err), failure_kind(err))
             finally:
                 with self._lock:
                     self.ended_at = time.monotonic()
@@ -235,6 +256,8 @@ class ImpExp:
             "progress_percent": percent,
             "exit_status": self.exit_status,
             "error_message": self.error,
+            # Corral's extra: OWN, PEER or ABORTED (which end's error is the cause).
+            "failure": self.failure,
             # Corral's extra: seconds from the connection to the end (or now).
             "elapsed": self._elapsed(now),
         }
@@ -281,7 +304,7 @@ def helper(stream: ImpExp, name: str, work: Callable[[], None]) -> threading.Thr
         except Stopped:
             pass
         except Exception as err:  # the stream's failure
-            stream.fail(text(err))
+            stream.fail(text(err), failure_kind(err))
 
     thread = threading.Thread(target=main, name=f"{name} {stream.name}", daemon=True)
     thread.start()

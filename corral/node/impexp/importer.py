@@ -14,7 +14,16 @@ from typing import Any
 from corral import errors
 from corral.node.impexp import channel, wire
 from corral.node.impexp.codec import decoder
-from corral.node.impexp.engine import END, ImpExp, get, helper, new_hash, queues, text
+from corral.node.impexp.engine import (
+    END,
+    ImpExp,
+    failure_kind,
+    get,
+    helper,
+    new_hash,
+    queues,
+    text,
+)
 from corral.node.impexp.sinks import Sink
 
 
@@ -156,11 +165,8 @@ def _receive(
     writer = helper(stream, "write", lambda: _write_all(stream, sink, rings, plan.compress, digest))
     try:
         count, theirs = _receive_all(stream, sock, rings)
-    except errors.GenericError as err:
-        stream.fail(f"{err.message} after {stream.moved} bytes")
-        raise
     except BaseException as err:
-        stream.fail(f"{text(err)} after {stream.moved} bytes")
+        stream.fail(f"{text(err)} after {stream.moved} bytes", failure_kind(err))
         raise
     finally:
         writer.join()

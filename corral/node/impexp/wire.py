@@ -44,13 +44,17 @@ class Header:
         return TAG + _HEAD.pack(len(magic), code, flags, size) + magic
 
 
+class PeerClosed(errors.OpExecError):
+    """The other end closed the connection before the stream's end."""
+
+
 def recv_exact(sock: socket.socket, view: memoryview) -> None:
     """Fill ``view`` from ``sock``; OpExecError if the peer closes first."""
     got, total = 0, len(view)
     while got < total:
         n = sock.recv_into(view[got:], total - got)
         if n == 0:
-            raise errors.OpExecError("the peer closed the connection")
+            raise PeerClosed("the peer closed the connection")
         got += n
 
 
