@@ -40,6 +40,12 @@ DISABLED = {
     "node-migrate": "needs three nodes",
     "cluster-upgrade": "needs two installed Ganeti versions",
     "instance-device-hotplug": "needs KVM (hotplug)",
+    # Off in Ganeti's qa-sample.json: with a diskless instance move-instance waits
+    # for ever against Ganeti too (a remote import of no disks never sends its
+    # ELOG_REMOTE_IMPORT: lib/masterd/instance.py 1459-1480), and ganeti-qa.py says
+    # it crashes on file-based instances (Ganeti issue 414).  Corral's conformance
+    # tests run Ganeti's move-instance (tests/conformance/test_move_instance_ganeti.py).
+    "inter-cluster-instance-move": "waits for ever with a diskless instance",
     # Needs what this machine has not (reported N/A by the driver).
     "instance-add-plain-disk": "LVM",
     "instance-add-drbd-disk": "DRBD",

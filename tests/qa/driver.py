@@ -17,11 +17,13 @@ The suite is imported as it is; what this adds is about reporting only:
   blocks, the RAPI and group set-up) are recorded as tests of their own.
 - Ganeti's QA assumes a test that fails leaves nothing behind (it stops
   there).  Going on, a failed test's leftovers would fail the tests after it,
-  so after a failure the suite's own clean-up is run (:func:`recover`):
-  unfinished jobs are cancelled, instances the suite does not hold (any more)
-  removed, the enabled disk templates restored, the RAPI certificate reloaded.
+  so after a failure the suite's own clean-up is run (:func:`recover`): the
+  instances and nodes the test acquired are released, unfinished jobs
+  cancelled, instances the suite does not hold removed, the enabled disk
+  templates restored, the RAPI certificate reloaded.
 - Tests that need LVM, DRBD, RBD, Gluster or Xen are reported N/A, never run
-  (some of them would return early and look like a pass).
+  (some of them would return early and look like a pass), and so are the
+  tests given an instance such a test should have made.
 - Two defects of the suite are patched, and only those: PyYAML 6's
   ``yaml.load`` needs a ``Loader`` (the suite predates it), and
   ``qa_job_utils._RetrieveTerminationInfo`` calls ``is_termination_info``,
@@ -72,6 +74,9 @@ NOT_APPLICABLE_TESTS = {
     "TestClusterModifyUserShutdown": "needs Xen or KVM (the cluster runs the fake hypervisor)",
     "TestInstanceUserDown": "needs Xen or KVM (the cluster runs the fake hypervisor)",
     "TestInstStatusCollector": "needs Xen (mon-collector inst-status-xen)",
+    "TestInstanceImport": "needs LVM (the import is to a plain instance)",
+    "TestReplaceDisks": "needs DRBD (replace-disks)",
+    "TestRapiInstanceReplaceDisks": "needs DRBD (replace-disks)",
 }
 # Direct calls of ganeti-qa.py, outside any test, recorded as tests.
 STEPS = {
@@ -120,15 +125,16 @@ class Recorder:
         self.results: list[dict[str, Any]] = []
         self.seen: dict[str, int] = {}
         self.block = ""
+        self.template = ""  # of the instance tests running (RunInstanceTests)
 
-    def name(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
-        """A unique name: module.function, the instance's disk template, a count."""
+    def name(self, fn: Callable[..., Any]) -> str:
+        """A unique name: module.function, the disk template whose instance tests
+        are running, a count (names do not depend on outcomes)."""
         module = getattr(fn, "__module__", "") or ""
         base = f"{module.rpartition('.')[2]}.{getattr(fn, '__name__', repr(fn))}"
         base = base.replace("ganeti_qa.", "ganeti-qa.")
-        templates = [a.disk_template for a in args if _is_instance(a) and a.disk_template]
-        if templates:
-            base += f"[{templates[0]}]"
+        if self.template:
+            base += f"[{self.template}]"
         count = self.seen[base] = self.seen.get(base, 0) + 1
         return base if count == 1 else f"{base} #{count}"
 
@@ -173,14 +179,27 @@ class Runner:
         self.run_test, self.run_test_if = qa.RunTest, qa.RunTestIf
         self.report_skip, self.run_block = qa.ReportTestSkip, qa.RunTestBlock
         self.skipping: list[Callable[..., Any]] = []
+        # The instance-creating tests of RunInstanceTests, and their templates.
+        self.creators = {
+            fn.__name__: template
+            for (_, template, fn, _) in sys.modules["qa.qa_instance"].available_instance_tests
+        }
         # Instances a test that did not run should have made or changed: the
-        # tests given them later do not run either (while the suite holds them).
+        # tests given them later do not run either, until the suite releases them.
         self.tainted: dict[int, Blocked] = {}
 
     def install(self, qa: types.ModuleType) -> None:
         """Put the wrappers in place of ``qa``'s own."""
         for name in ("RunTest", "RunTestIf", "ReportTestSkip", "RunTestBlock"):
             setattr(qa, name, getattr(self, name))
+        instance_class = sys.modules["qa.qa_config"]._QaInstance
+        release = instance_class.Release
+
+        def Release(instance: Any) -> None:  # a released instance is the suite's again
+            self.tainted.pop(id(instance), None)
+            release(instance)
+
+        instance_class.Release = Release
         for module_name, functions in STEPS.items():
             setattr(qa, module_name, _steps(getattr(qa, module_name), functions, self.RunTest))
 
@@ -190,33 +209,31 @@ class Runner:
                 if isinstance(item, Blocked):
                     return item
                 if _is_instance(item) and id(item) in self.tainted:
-                    if item.used:
-                        return self.tainted[id(item)]
-                    del self.tainted[id(item)]
+                    return self.tainted[id(item)]
         return None
 
     def RunTest(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        name = self.recorder.name(fn, args)
+        self.recorder.template = self.creators.get(fn.__name__, self.recorder.template)
+        name = self.recorder.name(fn)
         reason = NOT_APPLICABLE_TESTS.get(getattr(fn, "__name__", ""))
-        if reason is not None:
-            self.recorder.add(name, "N/A", reason)
-            return Blocked(name, "N/A")
         blocker = self._blocker(args, kwargs)
-        if blocker is not None:
-            self.recorder.add(name, blocker.outcome, f"not run: needs {blocker.by}")
+        if reason is not None or blocker is not None:
+            blocked = Blocked(name, "N/A") if reason is not None else blocker
+            assert blocked is not None
+            self.recorder.add(name, blocked.outcome, reason or f"not run: needs {blocked.by}")
             for value in (*args, *kwargs.values()):
                 if _is_instance(value):
-                    self.tainted[id(value)] = blocker
-            return Blocked(name, blocker.outcome)
+                    self.tainted[id(value)] = blocked
+            return Blocked(name, blocked.outcome)
         start = time.monotonic()
-        acquired = _acquired()
+        acquired, uses = _acquired(), _node_uses()
         signal.alarm(TEST_TIMEOUT)
         try:
             result = self.run_test(fn, *args, **kwargs)
         except Exception as error:
             signal.alarm(0)
             self.recorder.add(name, "FAIL", _reason(error), time.monotonic() - start)
-            recover(_acquired() - acquired)
+            recover(_acquired() - acquired, uses)
             return Blocked(name, "FAIL")
         finally:
             signal.alarm(0)
@@ -232,7 +249,7 @@ class Runner:
 
     def ReportTestSkip(self, desc: str, testnames: Any) -> None:
         self.report_skip(desc, testnames)
-        name = self.recorder.name(self.skipping[-1], ()) if self.skipping else desc
+        name = self.recorder.name(self.skipping[-1]) if self.skipping else desc
         names = _names(testnames)
         reasons = [NOT_APPLICABLE[n] for n in names if n in NOT_APPLICABLE]
         if reasons:
@@ -249,7 +266,7 @@ class Runner:
             self.recorder.add(f"{fn.__name__} (rest of the block)", "FAIL", _reason(error))
             return None
         finally:
-            self.recorder.block = outer
+            self.recorder.block, self.recorder.template = outer, ""
 
 
 def _acquired() -> set[Any]:
@@ -258,7 +275,12 @@ def _acquired() -> set[Any]:
     return {instance for instance in config["instances"] if instance.used}
 
 
-def recover(leaked: set[Any]) -> None:
+def _node_uses() -> dict[Any, int]:
+    """How many times the suite holds each node."""
+    return {node: node.use_count for node in sys.modules["qa.qa_config"].get("nodes")}
+
+
+def recover(leaked: set[Any], uses: dict[Any, int]) -> None:
     """Clean up after a failed test with the suite's own means (see the module
     docstring); what fails here is only logged."""
     print("---- harness: cleaning up after the failure", flush=True)
@@ -267,6 +289,9 @@ def recover(leaked: set[Any]) -> None:
     master = sys.modules["qa.qa_config"].GetMasterNode().primary
     for instance in leaked:
         instance.Release()
+    for node, count in uses.items():  # nodes the failed test acquired and kept
+        for _ in range(node.use_count - count):
+            node.Release()
     held = {instance.name for instance in _acquired()}
     steps: list[Callable[[], Any]] = [
         functools.partial(_cancel_jobs, qa_utils, master),

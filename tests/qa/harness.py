@@ -13,11 +13,14 @@ Operators: ``scripts/ganeti-qa --config qa.json [--root NODE=DIR ...] --yes-do-i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +93,12 @@ def write_machine(work: Path, nodes: Nodes) -> dict[str, str]:
         "log": str(work / "ssh.log"),
     }
     (work / "machine.json").write_text(json.dumps(machine, indent=1))
-    shim = HERE / "ssh_shim.py"
-    ssh = bindir / "ssh"
-    ssh.write_text(f'#!/bin/sh\nexec {SYSTEM_PYTHON} -I -S {shlex.quote(str(shim))} "$@"\n')
-    ssh.chmod(0o755)
+    shim = f"{SYSTEM_PYTHON} -I -S {shlex.quote(str(HERE / 'ssh_shim.py'))}"
+    # ssh for the suite, and on the nodes (with scp) for what it runs there
+    for directory in (bindir, Path(str(machine["path"]))):
+        for name, option in (("ssh", ""), ("scp", " --scp")):
+            (directory / name).write_text(f'#!/bin/sh\nexec {shim}{option} "$@"\n')
+            (directory / name).chmod(0o755)
     return {ssh_shim.MACHINE_ENV: str(work / "machine.json"), "PATH": f"{bindir}:"}
 
 
@@ -129,22 +134,31 @@ def run_suite(
     argv = [SYSTEM_PYTHON, "-u", str(HERE / "driver.py"), str(qa / "qa"), str(config_file)]
     start = time.monotonic()
     with (work / "qa.log").open("w") as log:
+        # A session of its own: whatever the suite leaves running ends with it.
         proc = subprocess.Popen(
             [*argv, str(results_file)], cwd=qa / "qa", env=env, stdout=subprocess.PIPE,
-            stderr=log, text=True,
+            stderr=log, text=True, start_new_session=True,
         )  # fmt: skip
         assert proc.stdout is not None
+        watchdog = threading.Timer(timeout, _end_session, (proc.pid,))
+        watchdog.start()
         try:
             for line in proc.stdout:
                 if echo:
                     print(line, end="", flush=True)
-            rc = proc.wait(timeout=timeout)
+            rc = proc.wait()
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            watchdog.cancel()
+            _end_session(proc.pid)
+            proc.wait()
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     return Run(results, rc, time.monotonic() - start)
+
+
+def _end_session(leader: int) -> None:
+    """Kill the session the suite ran in (daemons it starts leave it: setsid)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(leader, signal.SIGKILL)
 
 
 def _roots(values: list[str]) -> Nodes:

@@ -1,7 +1,8 @@
 """``ssh`` for Ganeti's QA suite when the nodes are Corral roots on this machine.
 
-The suite drives its nodes with ``ssh [options] NODE COMMAND``.  This stands
-in for SSH (and only for SSH): it runs COMMAND with bash, as sshd would, in a
+The suite drives its nodes with ``ssh [options] NODE COMMAND`` (and copies
+files between nodes with ``scp``: :func:`copy`).  This stands in for SSH (and
+only for SSH): it runs COMMAND with bash, as sshd would, in a
 mount and UTS namespace where the host name is NODE, the directories Corral
 keeps below the node's root (``/var/lib/ganeti``, ``/etc/ganeti``,
 ``/var/log/ganeti``, ``/run/ganeti``, ``/srv/ganeti``) are bind mounts of that
@@ -34,8 +35,9 @@ import time
 from typing import Any
 
 MACHINE_ENV = "CORRAL_QA_MACHINE"
-# OpenSSH's options that take an argument (ssh(1)).
+# OpenSSH's options that take an argument (ssh(1), scp(1)).
 _WITH_ARGUMENT = set("BDEFIJLOQRSWbceilmopw")
+_SCP_WITH_ARGUMENT = set("DFJPSciloX")
 # Production path -> path below a node's root.
 NODE_DIRS = (
     ("/var/lib/ganeti", "var/lib/ganeti"),
@@ -113,9 +115,10 @@ def node_command(node: str, entry: dict[str, Any], command: str, share: str | No
 
 
 def _environment(path: str, firewall: str) -> dict[str, str]:
-    """A login environment, as sshd gives (nothing of the suite's), and where the
-    firewall's stand-in keeps the node's rules."""
+    """A login environment, as sshd gives (nothing of the suite's), where the
+    firewall's stand-in keeps the node's rules, and the nodes for ssh from a node."""
     return {
+        MACHINE_ENV: os.environ[MACHINE_ENV],
         "QA_FIREWALL": firewall,
         "PATH": f"{path}:{SYSTEM_PATH}",
         "HOME": "/root",
@@ -129,6 +132,34 @@ def _environment(path: str, firewall: str) -> dict[str, str]:
 def _log(log: str, line: str) -> None:
     with open(log, "a", encoding="utf-8") as out:
         out.write(line + "\n")
+
+
+def copy(argv: list[str]) -> int:
+    """``scp [options] SOURCE... NODE:DIRECTORY`` (what the suite runs on a node to
+    move a file disk): each SOURCE is sent as a tar stream through ``ssh NODE``."""
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-") and not words:
+            i += 2 if arg[1:] and arg[-1] in _SCP_WITH_ARGUMENT and len(arg) == 2 else 1
+            continue
+        words.append(arg)
+        i += 1
+    *sources, target = words
+    host, colon, directory = target.partition(":")
+    if not colon or not sources or any(":" in source for source in sources):
+        print("scp (QA stand-in): only local files to NODE:DIRECTORY", file=sys.stderr)
+        return 1
+    for source in sources:
+        parent, name = os.path.split(os.path.normpath(source))
+        pack = ["tar", "--sparse", "-C", parent or ".", "-cf", "-", name]  # disks are sparse
+        tar = subprocess.Popen(pack, stdout=subprocess.PIPE)
+        unpack = f"tar -C {shlex.quote(directory)} -xf -"
+        rc = subprocess.run(["ssh", host, unpack], stdin=tar.stdout, check=False).returncode
+        if tar.wait() or rc:
+            return 1
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -146,7 +177,9 @@ def main(argv: list[str]) -> int:
         _log(machine["log"], f"{stamp} (no command) {sorted(flags)}")
         stop = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)
-        signal.sigwait(stop)
+        parent = os.getppid()
+        while os.getppid() == parent and signal.sigtimedwait(stop, 1) is None:
+            pass  # until stopped, or the suite is gone without stopping it
         return 0
     _log(machine["log"], f"{stamp} $ {command}")
     start = time.monotonic()
@@ -161,4 +194,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(copy(sys.argv[2:]) if sys.argv[1:2] == ["--scp"] else main(sys.argv[1:]))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conformance.ganeti import SYSTEM_PYTHON
 from tests.qa import ssh_shim
+from tests.qa.harness import Nodes, write_machine
 
-HERE = Path(__file__).resolve().parent
 # As qa_utils.GetSSHCommand builds them (multiplexer, agent forwarding, tty).
 QA_OPTIONS = [
     "-oEscapeChar=none", "-oBatchMode=yes", "-lroot", "-t", "-oStrictHostKeyChecking=yes",
@@ -31,48 +30,63 @@ def test_parses_the_suites_command_lines() -> None:
     assert ssh_shim.parse(["--", "node1", "exit"])[:2] == ("node1", "exit")
 
 
-def shim(work: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SYSTEM_PYTHON, "-I", "-S", str(HERE / "ssh_shim.py"), *argv],
-        env={ssh_shim.MACHINE_ENV: str(work / "machine.json"), "PATH": ssh_shim.SYSTEM_PATH},
-        input=stdin, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    """A node whose root holds a file in its /var/lib/ganeti, and a gnt-* on its PATH."""
-    root = tmp_path / "root1"
-    (root / "var/lib/ganeti").mkdir(parents=True)
-    (root / "var/lib/ganeti/ssconf_cluster_name").write_text("cluster.example.com\n")
-    bindir = tmp_path / "node-bin"
-    bindir.mkdir()
-    (bindir / "gnt-cluster").write_text('#!/bin/sh\necho corral gnt-cluster "$@"\n')
-    (bindir / "gnt-cluster").chmod(0o755)
-    machine = {"nodes": {"node1.example.com": {"root": str(root)}}, "path": str(bindir),
-               "log": str(tmp_path / "ssh.log")}  # fmt: skip
-    (tmp_path / "machine.json").write_text(json.dumps(machine))
+    """Two nodes, each a root with a file in its /var/lib/ganeti (per-command
+    namespaces: the work directory may be under /tmp)."""
+    nodes: Nodes = {}
+    for k in (1, 2):
+        root = tmp_path / f"root{k}"
+        (root / "var/lib/ganeti").mkdir(parents=True)
+        (root / "var/lib/ganeti/ssconf_cluster_name").write_text(f"cluster{k}\n")
+        nodes[f"node{k}.example.com"] = {"root": str(root)}
+    env = write_machine(tmp_path, nodes)
+    (tmp_path / "env").write_text(env[ssh_shim.MACHINE_ENV])
     return tmp_path
 
 
+def ssh(work: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {ssh_shim.MACHINE_ENV: (work / "env").read_text(), "PATH": ssh_shim.SYSTEM_PATH}
+    return subprocess.run(
+        [str(work / "bin/ssh"), *argv], env=env, input=stdin, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+
+
 def test_a_command_runs_in_the_nodes_view_and_is_logged(work: Path) -> None:
-    script = "hostname; cat /var/lib/ganeti/ssconf_cluster_name; gnt-cluster info; exit 3"
-    result = shim(work, *QA_OPTIONS, "node1.example.com", script)
-    assert result.returncode == 3
-    assert result.stdout.splitlines() == [
-        "node1.example.com", "cluster.example.com", "corral gnt-cluster info"
-    ]  # fmt: skip
+    script = "hostname; cat /var/lib/ganeti/ssconf_cluster_name; gnt-cluster --version; exit 3"
+    result = ssh(work, *QA_OPTIONS, "node2.example.com", script)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.splitlines()[:2] == ["node2.example.com", "cluster2"]
+    assert "corral" in result.stdout.splitlines()[2]  # Corral's gnt-cluster
     log = (work / "ssh.log").read_text()
-    assert f"node1.example.com $ {script}" in log and "rc=3" in log
+    assert f"node2.example.com $ {script}" in log and "rc=3" in log
 
 
 def test_standard_input_reaches_the_command(work: Path) -> None:
-    result = shim(work, "node1.example.com", "cat > /var/lib/ganeti/up && echo done", stdin="x\n")
+    result = ssh(work, "node1.example.com", "cat > /var/lib/ganeti/up && echo done", stdin="x\n")
     assert result.stdout == "done\n"
     assert (work / "root1/var/lib/ganeti/up").read_text() == "x\n"
 
 
+def test_scp_from_a_node_copies_a_directory_to_another(work: Path) -> None:
+    make = (
+        "mkdir -p /srv/ganeti/file-storage/inst1 && echo data > /srv/ganeti/file-storage/inst1/d0"
+    )
+    copy = (
+        "scp -oGlobalKnownHostsFile=/var/lib/ganeti/known_hosts -oCheckHostIp=no -r"
+        " /srv/ganeti/file-storage/inst1 node2.example.com:/srv/ganeti/file-storage"
+    )
+    assert ssh(work, "node1.example.com", make).returncode == 0
+    assert not (work / "root2/srv/ganeti/file-storage").exists()
+    assert ssh(work, "node2.example.com", "mkdir -p /srv/ganeti/file-storage").returncode == 0
+    result = ssh(work, "node1.example.com", copy)
+    assert result.returncode == 0, result.stderr
+    assert (work / "root2/srv/ganeti/file-storage/inst1/d0").read_text() == "data\n"
+    assert os.path.getsize(work / "root1/srv/ganeti/file-storage/inst1/d0") == 5
+
+
 def test_an_unknown_node_is_ssh_s_error(work: Path) -> None:
-    result = shim(work, "node9.example.com", "true")
+    result = ssh(work, "node9.example.com", "true")
     assert result.returncode == 255
     assert "Could not resolve hostname node9.example.com" in result.stderr
