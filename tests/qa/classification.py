@@ -52,8 +52,40 @@ TABLE: dict[str, tuple[str, str]] = {
     ),
     "qa_env.TestGanetiCommands": (
         "a",
-        "no gnt-network, gnt-storage, ganeti-watcher, ganeti-confd; Corral's daemons are"
-        " corral-noded/-rapi/-masterd, not ganeti-noded/-rapi/-luxid/-wconfd",
+        "no gnt-storage, no ganeti-confd; Corral's daemons are corral-noded, corral-rapi"
+        " and corral-masterd, not ganeti-noded, ganeti-rapi, ganeti-luxid, ganeti-wconfd",
+    ),
+    "burnin --no-confd --no-add-disks": ("a", "see qa_cluster.TestClusterBurnin"),
+    "qa_instance.TestInstanceModify": (
+        "d",
+        "`gnt-instance modify --os-parameters os-image=URL`: OS images (design-os)",
+    ),
+    "qa_instance.TestInstanceModifyDisks": (
+        "e",
+        "`gnt-instance modify --disk remove` of a running instance without --hotplug:"
+        " Ganeti refuses it too (lib/cmdlib/instance_set_params.py 270-273); the test is"
+        " off in Ganeti's qa-sample.json",
+    ),
+    "qa_instance.TestInstanceDeviceNames": (
+        "e",
+        "`gnt-instance modify --disk=test_device:remove` of a running instance without"
+        " --hotplug: Ganeti refuses it too (lib/cmdlib/instance_set_params.py 270-273)",
+    ),
+    "qa_instance.TestInstanceModifyPrimaryAndBack": (
+        "a",
+        "`gnt-instance modify --new-primary` (a file instance's primary node) is not built",
+    ),
+    "qa_instance.TestRecreateDisks[file]": (
+        "a",
+        "follows from TestInstanceModifyPrimaryAndBack[file] (--new-primary): the disk"
+        " files it copied to node2 are left there, and creating a file disk over an"
+        " existing file fails in Ganeti too (lib/storage/filestorage.py 74, O_EXCL)",
+    ),
+    "qa_instance.TestRecreateDisks[sharedfile]": (
+        "e",
+        "qa_instance._DestroyInstanceDisks removes the instance's directory in the"
+        " *file* storage directory for sharedfile instances too, so the sharedfile disks"
+        " stay and recreating them fails, as in Ganeti (lib/storage/filestorage.py 74)",
     ),
     "qa_node.TestNodeList": _ORDER,
     "qa_group.TestGroupList": _ORDER,
@@ -109,10 +141,10 @@ TABLE: dict[str, tuple[str, str]] = {
     "qa_cluster.TestClusterCopyfile": ("a", "`gnt-cluster copyfile` is not built"),
     "qa_cluster.TestClusterCommand": ("a", "`gnt-cluster command` is not built"),
     "qa_cluster.TestClusterBurnin": (
-        "b",
-        "burnin's BurnRenameSame: OP_INSTANCE_RENAME to the instance's own name; Ganeti"
-        " accepts it (lib/cmdlib/instance.py 153: the existence check is for another"
-        " name only), Corral refuses ('already has that name')",
+        "a",
+        "burnin's confd queries (BurnConfd, and BurnAddDisks which asks confd for the"
+        " disks): Corral has no ganeti-confd (no /var/lib/ganeti/hmac.key, no UDP 1814);"
+        " every other step passes",
     ),
     "qa_cluster.TestClusterMasterFailover": ("d", "master failover (gnt-debug wconfd)"),
     "qa_cluster.TestClusterMasterFailoverWithDrainedQueue": (
@@ -123,8 +155,14 @@ TABLE: dict[str, tuple[str, str]] = {
         "a",
         "out-of-band management: `gnt-cluster verify` does not check the OOB program",
     ),
-    "qa_cluster.TestInstanceCommunication": ("d", "instance communication (gnt-network)"),
-    "qa_instance.TestInstanceCommunication": ("d", "instance communication"),
+    "qa_cluster.TestInstanceCommunication": (
+        "d",
+        "instance communication (`gnt-cluster modify --instance-communication-network`)",
+    ),
+    "qa_instance.TestInstanceCommunication": (
+        "d",
+        "instance communication (`gnt-cluster modify --instance-communication-network`)",
+    ),
     "qa_cluster.AssertClusterVerify": (
         "b",
         "by design: the suite sha1sums /var/lib/ganeti/config.data around `gnt-cluster"
@@ -133,8 +171,9 @@ TABLE: dict[str, tuple[str, str]] = {
     ),
     "qa_rapi.TestEmptyCluster": (
         "b",
-        "PUT /2/modify with diskparams (Ganeti's own values): Ganeti accepts them"
-        " (lib/cmdlib/cluster/__init__.py LUClusterSetParams, 933-938); Corral answers 400",
+        "PUT /2/modify with the cluster's own parameters (prealloc_wipe_disks=False):"
+        " Ganeti accepts them (lib/cmdlib/cluster/__init__.py LUClusterSetParams);"
+        " Corral answers 400 'not supported by Corral yet'",
     ),
     "qa_os.TestOsValid": (
         "b",
@@ -147,7 +186,12 @@ TABLE: dict[str, tuple[str, str]] = {
         " parameters for any hypervisor (lib/cmdlib/cluster/__init__.py 1365-1380);"
         " Corral refuses hypervisors it lacks",
     ),
-    "qa_node.TestOutOfBand": ("a", "out-of-band management (`gnt-node power`)"),
+    "qa_node.TestOutOfBand": (
+        "b",
+        "`gnt-node modify -O no --node-powered yes NODE` after `gnt-node power off`:"
+        " Ganeti marks the node powered and online (lib/cmdlib/node.py 669-675, 807-808);"
+        " Corral exits 1 without a word (so does `gnt-node modify -O no` of an online node)",
+    ),
     "qa_network.TestNetworkAddRemove": ("a", "gnt-network"),
     "qa_network.TestNetworkConnect": ("a", "gnt-network"),
     "qa_network.TestNetworkTags": ("a", "gnt-network"),

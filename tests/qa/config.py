@@ -23,13 +23,17 @@ SHARED_DIR = "/srv/ganeti/shared-file-storage"
 RENAMED_CLUSTER = "cluster-renamed.example.com"
 INSTANCES = tuple(f"inst{k}.example.com" for k in range(1, 7))
 RENAMED_INSTANCE = "inst-renamed.example.com"
-# What the cluster is initialised with (the suite's TestClusterInit would pass
-# the same: hypervisor, templates and their directories).
+# Instance policy bounds, as in Ganeti's qa-sample.json (the suite adds 512 MiB disks).
+ISPECS = {"ispec_disk_size_min": 512, "ispec_mem_size_max": 1024}
+# What the cluster is initialised with: what the suite's TestClusterInit passes
+# for this config (hypervisor, templates, their directories, ispecs).
 INIT_ARGS = (
     "--enabled-hypervisors=fake",
     f"--enabled-disk-templates={','.join(TEMPLATES)}",
     f"--file-storage-dir={FILE_DIR}",
     f"--shared-file-storage-dir={SHARED_DIR}",
+    "--specs-disk-size=min=512",
+    "--specs-mem-size=max=1024",
 )
 # Test groups off, and why.
 DISABLED = {
@@ -124,6 +128,7 @@ def qa_config(subset: str, nodes: int = 2) -> dict[str, Any]:
         ],
         "instances": [{"name": name} for name in INSTANCES],
         "rapi-user": RAPI_USER,
+        **ISPECS,
         "tests": _tests(subset),
         "options": {
             "burnin-instances": 2,

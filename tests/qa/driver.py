@@ -11,8 +11,8 @@ The suite is imported as it is; what this adds is about reporting only:
   ``ReportTestSkip`` and ``RunTestBlock`` of ``ganeti-qa.py`` are wrapped (the
   originals still run and print their headers into the log) so that a failure
   is recorded and the suite goes on.  A failed test returns a :class:`Blocked`
-  stand-in; a later test given it (or an instance a test that did not run
-  should have made) is reported as blocked, not run.  The few
+  stand-in; a later test given it (or the instance that a test that did not
+  run should have made) is reported as blocked, not run.  The few
   assertions ``ganeti-qa.py`` calls outside any test (cluster verify between
   blocks, the RAPI and group set-up) are recorded as tests of their own.
 - Ganeti's QA assumes a test that fails leaves nothing behind (it stops
@@ -23,7 +23,7 @@ The suite is imported as it is; what this adds is about reporting only:
   templates restored, the RAPI certificate reloaded.
 - Tests that need LVM, DRBD, RBD, Gluster or Xen are reported N/A, never run
   (some of them would return early and look like a pass), and so are the
-  tests given an instance such a test should have made.
+  tests given the instance such a test should have made (an import's).
 - Two defects of the suite are patched, and only those: PyYAML 6's
   ``yaml.load`` needs a ``Loader`` (the suite predates it), and
   ``qa_job_utils._RetrieveTerminationInfo`` calls ``is_termination_info``,
@@ -78,6 +78,8 @@ NOT_APPLICABLE_TESTS = {
     "TestReplaceDisks": "needs DRBD (replace-disks)",
     "TestRapiInstanceReplaceDisks": "needs DRBD (replace-disks)",
 }
+# Tests that make an instance (the argument at this index) for the tests after them.
+MAKERS = {"TestInstanceImport": 0, "TestInterClusterInstanceMove": 1}
 # Direct calls of ganeti-qa.py, outside any test, recorded as tests.
 STEPS = {
     "qa_cluster": ("AssertClusterVerify",),
@@ -184,8 +186,8 @@ class Runner:
             fn.__name__: template
             for (_, template, fn, _) in sys.modules["qa.qa_instance"].available_instance_tests
         }
-        # Instances a test that did not run should have made or changed: the
-        # tests given them later do not run either, until the suite releases them.
+        # Instances a test that did not run should have made (MAKERS): the tests
+        # given them later do not run either, until the suite releases them.
         self.tainted: dict[int, Blocked] = {}
 
     def install(self, qa: types.ModuleType) -> None:
@@ -221,9 +223,9 @@ class Runner:
             blocked = Blocked(name, "N/A") if reason is not None else blocker
             assert blocked is not None
             self.recorder.add(name, blocked.outcome, reason or f"not run: needs {blocked.by}")
-            for value in (*args, *kwargs.values()):
-                if _is_instance(value):
-                    self.tainted[id(value)] = blocked
+            made = MAKERS.get(fn.__name__)
+            if made is not None:
+                self.tainted[id(args[made])] = Blocked(name, blocked.outcome)
             return Blocked(name, blocked.outcome)
         start = time.monotonic()
         acquired, uses = _acquired(), _node_uses()

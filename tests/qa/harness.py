@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.ganeti import SYSTEM_PYTHON, check_python_deps, ganeti_tree
+from tests.conformance.ganeti import SYSTEM_PYTHON, VERSION, check_python_deps, ganeti_tree
 from tests.qa import ssh_shim
 from tests.qa.source import qa_tree
 
@@ -153,6 +153,40 @@ def run_suite(
             proc.wait()
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     return Run(results, rc, time.monotonic() - start)
+
+
+def run_burnin(config: dict[str, Any], work: Path, *extra: str) -> dict[str, Any]:
+    """Ganeti's burnin (the ganeti-3.0 package's) run on the master as the suite's
+    TestClusterBurnin runs it, with ``extra`` options; a result as the driver's.
+    Needs ``write_machine`` (``run_suite``) to have set up ``work`` first."""
+    options, disks = config["options"], config["disks"]
+    share = f"/usr/share/ganeti/{VERSION.rpartition('.')[0]}"  # /usr/share/ganeti/3.0
+    command = [
+        "env", f"PYTHONPATH={share}", f"{share}/burnin", f"--os={config['os']}",
+        f"--minmem-size={config['minmem']}", f"--maxmem-size={config['maxmem']}",
+        f"--disk-size={','.join(d['size'] for d in disks)}",
+        f"--disk-growth={','.join(d['growth'] for d in disks)}",
+        f"--disk-template={options['burnin-disk-template']}",
+        f"--rename={options['burnin-rename']}",
+        f"--reboot-types={','.join(options['reboot-types'])}", *extra,
+        *(i["name"] for i in config["instances"][: options["burnin-instances"]]),
+    ]  # fmt: skip
+    env = {**os.environ, ssh_shim.MACHINE_ENV: str(work / "machine.json")}
+    master = config["nodes"][0]["primary"]
+    start = time.monotonic()
+    with (work / "burnin.log").open("w") as log:
+        proc = subprocess.run(
+            [str(work / "bin" / "ssh"), master, shlex.join(command)], env=env, stdout=log,
+            stderr=subprocess.STDOUT, timeout=900, check=False,
+        )  # fmt: skip
+    last = [f"exit {proc.returncode}", *(work / "burnin.log").read_text().splitlines()][-1]
+    return {
+        "test": f"burnin {' '.join(extra)}".strip(),
+        "outcome": "PASS" if proc.returncode == 0 else "FAIL",
+        "reason": "" if proc.returncode == 0 else last.strip(),
+        "seconds": round(time.monotonic() - start, 2),
+        "block": "harness",
+    }
 
 
 def _end_session(leader: int) -> None:

@@ -15,7 +15,9 @@ and nothing leaves) and the nodes can be machines of their own:
    node) with the fake hypervisor and the file, sharedfile and diskless disk
    templates, an OS definition on both nodes and a RAPI user: what an
    operator sets up before running the QA on an existing cluster;
-4. the suite (:func:`tests.qa.harness.run_suite`).
+4. Ganeti's burnin without the steps that query confd
+   (:func:`tests.qa.harness.run_burnin`), then the suite
+   (:func:`tests.qa.harness.run_suite`).
 
 ``python -m tests.qa.throwaway --work DIR [--tests fast|full]`` prints one
 line per test and ``N/M``; ``DIR/results.json`` has the results.
@@ -24,6 +26,7 @@ line per test and ``N/M``; ``DIR/results.json`` has the results.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +39,7 @@ from corral import testbed
 from corral.paths import Paths
 from tests.conformance.ganeti import ganeti_tree
 from tests.qa import config as qa_config
-from tests.qa.harness import Nodes, Run, run_suite
+from tests.qa.harness import Nodes, Run, run_burnin, run_suite, write_machine
 from tests.qa.ssh_shim import NODE_DIRS, SHARE, machine_script
 
 INSIDE_ENV = "CORRAL_QA_NAMESPACE"
@@ -127,7 +130,8 @@ def _install_os(root: Path) -> None:
     os_dir = Paths(root).os_search_path[0] / qa_config.OS_NAME
     os_dir.mkdir(parents=True, exist_ok=True)
     (os_dir / "ganeti_api_version").write_text("20\n")
-    (os_dir / "parameters.list").write_text("")
+    # the parameter the suite's performance tests set
+    (os_dir / "parameters.list").write_text("fake_os_param A parameter for Ganeti's QA\n")
     for name, script in OS_SCRIPTS.items():
         (os_dir / name).write_text(script)
         (os_dir / name).chmod(0o755)
@@ -163,10 +167,20 @@ def run(work: Path, tests: str, *, echo: bool = True) -> Run:
     root = seen / "bed"
     roots = {testbed.node_name(k): root / f"node{k}" for k in range(1, NODES + 1)}
     prepare_roots(list(roots.values()))
+    config = qa_config.qa_config(tests)
     with machines(seen, roots) as nodes:
         bed = start_cluster(root, nodes)
         try:
-            return run_suite(qa_config.qa_config(tests), seen, nodes, echo=echo)
+            write_machine(seen, nodes)
+            # Burnin without its two steps that query ganeti-confd (which Corral
+            # has not), on the new cluster; the suite's TestClusterBurnin runs all.
+            burnin = run_burnin(config, seen, "--no-confd", "--no-add-disks")
+            if echo:
+                print(f"{burnin['outcome']:<4} {burnin['test']}: {burnin['reason']}", flush=True)
+            result = run_suite(config, seen, nodes, echo=echo)
+            result.results.insert(0, burnin)
+            (seen / "results.json").write_text(json.dumps(result.results, indent=1))
+            return result
         finally:
             bed.down()
 
