@@ -5,14 +5,16 @@ importable (stdlib only here)::
 
     python3 driver.py QA_DIR CONFIG RESULTS_JSON
 
-The suite is imported as it is; what this adds is about reporting only:
+The suite is imported as it is; what this adds is about going on after a
+failure and reporting, never about what a test asserts:
 
 - Ganeti's QA stops at its first failure.  Here ``RunTest``, ``RunTestIf``,
   ``ReportTestSkip`` and ``RunTestBlock`` of ``ganeti-qa.py`` are wrapped (the
   originals still run and print their headers into the log) so that a failure
   is recorded and the suite goes on.  A failed test returns a :class:`Blocked`
   stand-in; a later test given it (or the instance that a test that did not
-  run should have made) is reported as blocked, not run.  The few
+  run should have made, until ``_QaInstance.Release``, which is watched) is
+  reported as blocked, not run.  The few
   assertions ``ganeti-qa.py`` calls outside any test (cluster verify between
   blocks, the RAPI and group set-up) are recorded as tests of their own.
 - Ganeti's QA assumes a test that fails leaves nothing behind (it stops
