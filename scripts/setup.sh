@@ -23,6 +23,11 @@ if [[ ${1:-} == --tests ]]; then
              debian-archive-keyring udev mount; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
   done
+  # Ganeti's QA suite runs these on the nodes (tests/qa): fping (env tests), socat
+  # (interrupting gnt-debug delay)
+  for pkg in fping socat; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+  done
   # the dashboard's browser test (selenium drives Debian's chromium-driver)
   [[ -x /usr/lib/chromium/chromium ]] || need_pkgs+=(chromium)
   [[ -x /usr/bin/chromedriver ]] || need_pkgs+=(chromium-driver)

@@ -1,0 +1,89 @@
+"""Ganeti 3.0.2's QA suite, fetched from Debian's source package.
+
+``apt-get source --download-only --tar-only ganeti`` (with a private ``deb-src`` list for
+bookworm, so the host's apt configuration is left alone) puts
+``ganeti_3.0.2.orig.tar.gz`` into ``.cache/ganeti-src``; its ``qa/`` and
+``tools/`` (the QA runs ``../tools/move-instance``) are unpacked next to it,
+byte for byte.  Ganeti's build generates ``tools/burnin`` (the QA's burnin
+test uploads it from there); the binary package's copy of that generated file
+is put in its place.
+
+Typical use::
+
+    tree = qa_tree()          # .cache/ganeti-src/ganeti-3.0.2, with qa/ and tools/burnin
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from tests.conformance.ganeti import VERSION, GanetiUnavailable, _run_checked, ganeti_tree
+from tests.helpers.noded import REPO_ROOT
+
+CACHE = REPO_ROOT / ".cache" / "ganeti-src"
+TARBALL = f"ganeti_{VERSION}.orig.tar.gz"
+# The upstream tarball Debian's bookworm ganeti_3.0.2-3.dsc names (apt checks it
+# against the signed Sources index too).
+TARBALL_SHA256 = "66864ffe105931b2344a562cedc7476a23e3dd2f3a20565388363e7f5aa95761"
+SOURCES_LIST = (
+    "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]"
+    " http://deb.debian.org/debian bookworm main\n"
+)
+
+
+def _apt(*argv: str) -> list[str]:
+    """``apt-get`` with a private source list and state (nothing of the host's)."""
+    lists = CACHE / "apt-lists"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    return [
+        "apt-get",
+        "-qq",
+        f"-o=Dir::Etc::SourceList={CACHE / 'sources.list'}",
+        "-o=Dir::Etc::SourceParts=/nonexistent",
+        f"-o=Dir::State::Lists={lists}",
+        "-o=Dir::Cache::pkgcache=",
+        "-o=Dir::Cache::srcpkgcache=",
+        "-o=APT::Sandbox::User=root",  # the cache is root's: no unprivileged download
+        *argv,
+    ]
+
+
+def _download() -> Path:
+    """The orig tarball, downloaded once into the cache."""
+    tarball = CACHE / TARBALL
+    if not tarball.is_file():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        (CACHE / "sources.list").write_text(SOURCES_LIST)
+        _run_checked(_apt("update"))
+        # --tar-only: the upstream tarball alone (Debian's packaging is not wanted)
+        _run_checked(_apt("source", "--download-only", "--tar-only", "ganeti"), cwd=CACHE)
+        if not tarball.is_file():
+            raise GanetiUnavailable(f"apt-get source ganeti did not give {TARBALL}")
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    if digest != TARBALL_SHA256:
+        raise GanetiUnavailable(f"{tarball} has sha256 {digest}, not {TARBALL_SHA256}")
+    return tarball
+
+
+def qa_tree() -> Path:
+    """Ganeti's source root with ``qa/`` and ``tools/`` (unchanged) and the built
+    ``tools/burnin``."""
+    top = CACHE / f"ganeti-{VERSION}"
+    if (top / "qa" / "ganeti-qa.py").is_file() and (top / "tools" / "burnin").is_file():
+        return top
+    tarball = _download()
+    staging = Path(tempfile.mkdtemp(dir=CACHE))
+    wanted = (f"ganeti-{VERSION}/qa/", f"ganeti-{VERSION}/tools/")
+    with tarfile.open(tarball) as archive:
+        members = [m for m in archive.getmembers() if m.name.startswith(wanted)]
+        archive.extractall(staging, members=members, filter="data")
+    tools = staging / f"ganeti-{VERSION}" / "tools"
+    shutil.copy2(ganeti_tree() / "burnin", tools / "burnin")
+    shutil.rmtree(top, ignore_errors=True)
+    (staging / f"ganeti-{VERSION}").rename(top)
+    staging.rmdir()
+    return top
