@@ -187,10 +187,11 @@ TABLE: dict[str, tuple[str, str]] = {
         " Corral refuses hypervisors it lacks",
     ),
     "qa_node.TestOutOfBand": (
-        "b",
-        "`gnt-node modify -O no --node-powered yes NODE` after `gnt-node power off`:"
-        " Ganeti marks the node powered and online (lib/cmdlib/node.py 669-675, 807-808);"
-        " Corral exits 1 without a word (so does `gnt-node modify -O no` of an online node)",
+        "e",
+        "`gnt-node modify -O no --node-powered yes NODE` without --force asks 'You are setting"
+        " this node online manually ... continue?' (lib/client/gnt_node.py 994-1001); the suite"
+        " runs it over ssh without a terminal, where Ganeti's AskUser answers no"
+        " (lib/cli.py 640-648) and the command exits 1, as Corral's does",
     ),
     "qa_network.TestNetworkAddRemove": ("a", "gnt-network"),
     "qa_network.TestNetworkConnect": ("a", "gnt-network"),

@@ -16,9 +16,11 @@ Typical use::
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conformance.ganeti import VERSION, GanetiUnavailable, _run_checked, ganeti_tree
@@ -52,17 +54,29 @@ def _apt(*argv: str) -> list[str]:
     ]
 
 
+def _fetch(check: Callable[[], bool], *argv: str, attempts: int = 3) -> None:
+    """Run ``apt-get argv`` until ``check()`` holds: a mirror's or DNS's hiccup
+    must not fail the run (``apt-get update`` even exits 0 when a fetch failed)."""
+    error: GanetiUnavailable | None = None
+    for _ in range(attempts):
+        try:
+            _run_checked(_apt(*argv), cwd=CACHE)
+        except GanetiUnavailable as err:
+            error = err
+        if check():
+            return
+    raise error or GanetiUnavailable(f"apt-get {shlex.join(argv)} did not give what it should")
+
+
 def _download() -> Path:
     """The orig tarball, downloaded once into the cache."""
     tarball = CACHE / TARBALL
     if not tarball.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
         (CACHE / "sources.list").write_text(SOURCES_LIST)
-        _run_checked(_apt("update"))
+        _fetch(lambda: any((CACHE / "apt-lists").glob("*_Sources*")), "update")
         # --tar-only: the upstream tarball alone (Debian's packaging is not wanted)
-        _run_checked(_apt("source", "--download-only", "--tar-only", "ganeti"), cwd=CACHE)
-        if not tarball.is_file():
-            raise GanetiUnavailable(f"apt-get source ganeti did not give {TARBALL}")
+        _fetch(tarball.is_file, "source", "--download-only", "--tar-only", "ganeti")
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
     if digest != TARBALL_SHA256:
         raise GanetiUnavailable(f"{tarball} has sha256 {digest}, not {TARBALL_SHA256}")
