@@ -248,7 +248,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         ca_cert, ca_key = paths.ca_cert.read_bytes(), paths.ca_key.read_bytes()
         try:
             cert = certs.sign_csr(
-                ca_cert, ca_key, csr.encode("ascii"), node.name,
+                certs.signing_ca(ca_cert, ca_key), ca_key, csr.encode("ascii"), node.name,
                 ips=[node.primary_ip], dns=[node.name],
             )  # fmt: skip
         except errors.X509CertError as err:

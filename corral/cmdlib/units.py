@@ -8,6 +8,7 @@ from corral.cmdlib import (  # noqa: F401
     backup_prepare,
     backup_remove,
     cluster,
+    cluster_crypto,
     cluster_disks,
     cluster_rename,
     cluster_verify,

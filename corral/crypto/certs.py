@@ -204,13 +204,35 @@ def cert_info(pem_or_path: bytes | str | Path) -> dict[str, Any]:
 
 
 def verify_signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
-    """Whether ``cert_pem`` was issued and signed by the CA in ``ca_pem``."""
-    cert, ca_cert = _load_cert(cert_pem), _load_cert(ca_pem)
+    """Whether ``cert_pem`` was issued and signed by a CA of ``ca_pem`` (the
+    cluster's CA file holds two while its certificate is being replaced)."""
+    cert = _load_cert(cert_pem)
+    for ca_cert in x509.load_pem_x509_certificates(ca_pem):
+        try:
+            cert.verify_directly_issued_by(ca_cert)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return True
+    return False
+
+
+def pem_certificates(bundle: bytes) -> list[bytes]:
+    """Each certificate of a PEM bundle (a CA file may hold several), as PEM;
+    X509CertError if the bundle is not one."""
     try:
-        cert.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
+        found = x509.load_pem_x509_certificates(bundle)
+    except ValueError as err:
+        raise errors.X509CertError(f"Not PEM certificates: {err}") from None
+    return [cert.public_bytes(serialization.Encoding.PEM) for cert in found]
+
+
+def signing_ca(bundle: bytes, key_pem: bytes) -> bytes:
+    """The CA certificate of ``bundle`` that ``key_pem`` (the cluster CA key) signs
+    for; X509CertError if there is none."""
+    for ca in pem_certificates(bundle):
+        if same_public_key(ca, key_pem):
+            return ca
+    raise errors.X509CertError("The cluster CA key matches no certificate of the CA file")
 
 
 def make_domain_secret() -> bytes:

@@ -7,6 +7,7 @@ import functools
 import math
 import sys
 
+from corral.daemons import daemon_parser
 from corral.luxi import protocol
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
@@ -20,9 +21,7 @@ DEFAULT_LUXI_GROUP = DEFAULT_RAPI_USER
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command-line options of corral-masterd."""
-    parser = argparse.ArgumentParser(prog=NAME, description="Corral master daemon")
-    parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
-    parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
+    parser = daemon_parser(NAME, "Corral master daemon")
     parser.add_argument(
         "--luxi-max-message-size",
         type=byte_size,

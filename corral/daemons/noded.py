@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from corral import constants as C
+from corral.daemons import daemon_parser
 from corral.daemons.limit_options import add_limit_options, connection_limits
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
@@ -17,9 +18,7 @@ NAME = "corral-noded"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command-line options of corral-noded."""
-    parser = argparse.ArgumentParser(prog=NAME, description="Corral node daemon")
-    parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
-    parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
+    parser = daemon_parser(NAME, "Corral node daemon")
     parser.add_argument("-b", "--bind", metavar="ADDRESS", help="address to listen on")
     parser.add_argument(
         "-p",

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 
 from corral import constants as C
+from corral.daemons import daemon_parser
 from corral.daemons.limit_options import LimitOption, add_limit_options, connection_limits
 from corral.http.limits import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT
 from corral.paths import Paths
@@ -40,9 +41,7 @@ LIMITS: tuple[LimitOption, ...] = (
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command-line options of corral-rapi (Ganeti's ganeti-rapi's, and more)."""
-    parser = argparse.ArgumentParser(prog=NAME, description="Corral remote API daemon")
-    parser.add_argument("-f", "--foreground", action="store_true", help="do not daemonize")
-    parser.add_argument("-d", "--debug", action="store_true", help="log debug messages")
+    parser = daemon_parser(NAME, "Corral remote API daemon")
     parser.add_argument(
         "-b",
         "--bind",

@@ -104,6 +104,10 @@ def _reply(success: bool, payload: Any, status: int = 200) -> WireReply:
     return WireReply(status, json.dumps([success, payload]).encode("utf-8"))
 
 
+# Connections made before this many renewals in a row are no longer taken.
+_KEPT_CONTEXTS = 4
+
+
 class Membership:
     """This node's mode and the listener it switches."""
 
@@ -112,13 +116,19 @@ class Membership:
         self.joined = is_joined(paths)
         self._site: GuardedTCPSite | None = None
         self._context: ssl.SSLContext | None = None
+        # Contexts whose connections are still the cluster's: the current one,
+        # and those before a certificate renewal under the same CAs.
+        self._trusted: list[ssl.SSLContext] = []
         self._pending: dict[str, str] = {}  # node nonce -> master nonce
+        # The key of the certificate request the master last asked for.
+        self.pending_key: bytes | None = None
 
     # The listener
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context of the current mode (made once per switch)."""
         if self._context is None:
             self._context = ssl_server_context(self.paths) if self.joined else self._join_ctx()
+            self._trusted.append(self._context)
         return self._context
 
     def _join_ctx(self) -> ssl.SSLContext:
@@ -140,10 +150,26 @@ class Membership:
     def _switch(self, joined: bool) -> None:
         self.joined = joined
         self._context = None
+        self._trusted.clear()
         self._pending.clear()
+        self.pending_key = None
         if self._site is not None:
             self._site.set_ssl_context(self.ssl_context())
         log.info("Now %s", "in a cluster" if joined else "waiting to join a cluster")
+
+    def reload(self, *, keep_connections: bool) -> None:
+        """Serve with the certificate files as they are now.  The connections
+        made before stay the cluster's if ``keep_connections`` (the CAs they
+        were checked against are still trusted), else only new ones are."""
+        if not self.joined:
+            raise errors.OpExecError("This node is not in a cluster: nothing to reload")
+        if not keep_connections:
+            self._trusted.clear()
+        self._context = ssl_server_context(self.paths)
+        self._trusted = [*self._trusted[-_KEPT_CONTEXTS:], self._context]
+        if self._site is not None:
+            self._site.set_ssl_context(self._context)
+        log.info("Serving with renewed certificates")
 
     def authenticated(self, request: web.Request) -> bool:
         """Whether ``request`` came on a connection made under the current cluster context."""
@@ -151,7 +177,7 @@ class Membership:
         return (
             self.joined
             and ssl_object is not None
-            and ssl_object.context is self._context
+            and any(ssl_object.context is ctx for ctx in self._trusted)
             and bool(ssl_object.getpeercert())
         )
 

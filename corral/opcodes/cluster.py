@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -64,6 +64,20 @@ class OpClusterRename(OpCode):
     OP_DSC_FIELD = "name"
 
     name: NonEmptyStr
+
+
+class OpClusterRenewCrypto(OpCode):
+    """New node certificates (all of the cluster's: ``node_certificates``);
+    ``renew_ssh_keys`` only where the cluster manages SSH, as Ganeti."""
+
+    OP_ID = "OP_CLUSTER_RENEW_CRYPTO"
+
+    node_certificates: bool = False
+    renew_ssh_keys: bool = False
+    ssh_key_type: Literal["rsa", "dsa", "ecdsa"] | None = None
+    ssh_key_bits: PositiveInt | None = None
+    verbose: bool = False
+    debug: bool = False
 
 
 class OpClusterQuery(OpCode):

@@ -17,6 +17,7 @@ from corral import errors
 from corral.rpc import (
     calls_admin,
     calls_console,
+    calls_crypto,
     calls_fanout,
     calls_impexp,
     calls_instance,
@@ -38,6 +39,7 @@ _MODULES: tuple[ModuleType, ...] = (
     calls_admin,
     calls_fanout,
     calls_membership,
+    calls_crypto,
     calls_migration,
     calls_transfer,
     calls_console,

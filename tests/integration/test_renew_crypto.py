@@ -186,14 +186,9 @@ def test_bad_certificate_file_changes_nothing(tmp_path: Path) -> None:
 
 
 NOT_BUILT = [
-    ["--new-cluster-certificate"],
-    ["--new-node-certificates"],
-    ["--new-ssh-keys"],
     ["--new-confd-hmac-key"],
     ["--new-spice-certificate"],
     ["--spice-certificate", "/etc/hostname", "--spice-ca-certificate", "/etc/hostname"],
-    ["--ssh-key-type", "rsa"],
-    ["--ssh-key-bits", "4096"],
 ]
 
 

@@ -91,7 +91,10 @@ def hosts_file(nodes: int) -> str:
     """``/etc/hosts`` of the namespace: nodes, cluster and instance names."""
     lines = ["127.0.0.1 localhost"]
     lines += [f"127.0.0.{k} {testbed.node_name(k)}" for k in range(1, nodes + 1)]
-    lines += [f"127.0.0.100 {testbed.CLUSTER_NAME}", f"127.0.0.101 {RENAMED_CLUSTER}"]
+    # The renamed cluster's address must not answer (Ganeti's rename refuses an
+    # address in use, and every 127/8 address answers on the namespace's lo):
+    # one the namespace has no route to, so that nothing is sent.
+    lines += [f"127.0.0.100 {testbed.CLUSTER_NAME}", f"198.51.100.254 {RENAMED_CLUSTER}"]
     names = (*INSTANCES, RENAMED_INSTANCE)
     lines += [f"198.51.100.{k} {name}" for k, name in enumerate(names, start=1)]
     return "\n".join(lines) + "\n"

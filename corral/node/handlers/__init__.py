@@ -13,6 +13,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     admin,
     backup,
     console,
+    crypto,
     fanout,
     files,
     hooks,
