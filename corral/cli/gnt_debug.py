@@ -11,6 +11,7 @@ from corral import errors
 from corral.cli import common
 from corral.cli.debug_jobqueue import test_jobqueue
 from corral.cli.jobexec import JobExecutor
+from corral.cli.optvalues import split_key_val
 from corral.cli.table import generic_list
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -37,6 +38,12 @@ def cmd_delay(opts: argparse.Namespace) -> int:
         "interruptible": opts.interruptible,
         "no_locks": opts.no_locks,
     }
+    common.submit_or_send(opts, op)
+    return C.EXIT_SUCCESS
+
+
+def cmd_test_osparams(opts: argparse.Namespace) -> int:
+    op = {"OP_ID": "OP_TEST_OS_PARAMS", "osparams_secret": opts.osparams_secret}
     common.submit_or_send(opts, op)
     return C.EXIT_SUCCESS
 
@@ -181,9 +188,20 @@ def build_parser() -> common.Parser:
     common.add_list_options(p)
     p.add_argument("--interval", type=int, help="Time (in seconds) between repetitions")
     common.add_args(p, "args", "", 0, 0)
-    common.add_not_built(
-        sub, "gnt-debug", ["iallocator", "allocator", "metad", "test-osparams", "wconfd"]
+    p = common.add_command(
+        sub, "test-osparams", cmd_test_osparams, "Test secret os parameter transmission"
     )
+    p.add_argument(
+        "--os-parameters-secret",
+        dest="osparams_secret",
+        type=lambda value: split_key_val("--os-parameters-secret", value),
+        default={},
+        help="Secret OS parameters (won't be logged or saved; you must supply these for"
+        " every operation.)",
+    )
+    common.add_submit_options(p)
+    common.add_args(p, "args", "", 0, 0)
+    common.add_not_built(sub, "gnt-debug", ["iallocator", "allocator", "metad", "wconfd"])
     return parser
 
 

@@ -162,3 +162,16 @@ class LUTestJqueue(LogicalUnit[opt.OpTestJqueue]):
             raise error("Client didn't connect in time (timed out)")
         if not await _confirmed(conn, self.CONFIRM_TIMEOUT):
             raise error("Client failed to confirm notification (timed out)")
+
+
+class LUTestOsParams(LogicalUnit[opt.OpTestOsParams]):
+    """Shows the secret OS parameters it got, as Ganeti's; the job log scrubs
+    their values, as everything it shows (secret values never reach the disk)."""
+
+    OPCODE = opt.OpTestOsParams
+    REQ_BGL = False
+
+    async def exec(self) -> None:
+        if not self.op.osparams_secret:
+            raise errors.OpExecError("Opcode needs secret parameters")
+        self.feedback(f"Secret OS parameters: {self.op.osparams_secret}")

@@ -7,7 +7,7 @@ from decimal import Decimal
 from pydantic import Field
 
 from corral.opcodes.base import OpCode
-from corral.opcodes.types import NonEmptyStr, NonNegInt
+from corral.opcodes.types import NonEmptyStr, NonNegInt, Params
 
 
 def haskell_double(value: float) -> str:
@@ -51,3 +51,12 @@ class OpTestJqueue(OpCode):
     notify_exec: bool = False
     log_messages: list[str] = Field(default_factory=list)
     fail: bool = False
+
+
+class OpTestOsParams(OpCode):
+    """Show the secret OS parameters given (a test of their way to the master)."""
+
+    OP_ID = "OP_TEST_OS_PARAMS"
+    SECRET_FIELDS = ("osparams_secret",)
+
+    osparams_secret: Params | None = None

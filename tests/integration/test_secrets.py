@@ -33,6 +33,7 @@ class Setup:
     private: str
     record: Path  # outside the root: what the scripts saw
     jobs: dict[str, int]
+    test_osparams: str  # what gnt-debug test-osparams printed
 
 
 def recording_script(record: Path, kind: str) -> str:
@@ -91,6 +92,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             "instance", "reinstall", "-f", "--os-parameters-secret", f"token={secret}", INSTANCE
         )
         assert reinstall.rc == 0, reinstall.stderr
+        shown = cl.gnt("debug", "test-osparams", "--os-parameters-secret", f"token={secret}")
+        assert shown.rc == 0, shown.stderr
         with cl.client() as client:
             rows = client.query_jobs(None, ["id", "summary"])
         jobs = {}
@@ -99,7 +102,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 if summary.startswith(kind):
                     jobs[kind] = job_id
         assert set(jobs) == {"INSTANCE_CREATE", "INSTANCE_REINSTALL"}, rows
-        yield Setup(cl, secret, private, record, jobs)
+        yield Setup(cl, secret, private, record, jobs, shown.stdout)
 
 
 def files_holding(root: Path, value: str) -> list[Path]:
@@ -126,6 +129,19 @@ def test_no_file_under_the_root_holds_the_secret(setup: Setup) -> None:
     assert all(f.is_file() for f in wal_files)  # searched while the daemons run
     assert list((paths.log_dir / "os").glob("add-*.log")), "the OS logs are searched too"
     assert files_holding(paths.root, setup.secret) == []
+
+
+def test_test_osparams_shows_the_secret_parameters_redacted(setup: Setup) -> None:
+    # Ganeti's LUTestOsParams writes the values into the job's log; Corral's
+    # job log scrubs them, as it does everything (its log is on disk).
+    assert f"Secret OS parameters: {{'token': '{REDACTED}'}}" in setup.test_osparams
+    assert setup.secret not in setup.test_osparams
+
+
+def test_test_osparams_needs_secret_parameters(setup: Setup) -> None:
+    result = setup.cl.gnt("debug", "test-osparams")
+    assert result.rc == 1
+    assert "Opcode needs secret parameters" in result.stderr
 
 
 def test_the_private_value_is_stored(setup: Setup) -> None:
