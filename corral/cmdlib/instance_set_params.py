@@ -13,13 +13,14 @@ from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks
 from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
-from corral.objects import Disk, Instance
+from corral.objects import Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
 from corral.services.params import filled_hvparams
 from corral.storage import templates
+from corral.storage.strategy import Mirroring
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
 
@@ -117,10 +118,21 @@ class LUInstanceSetParams(InstanceLU):
             or op.offline is not None
             or op.runtime_mem is not None
             or op.disk_template
+            or op.pnode
         ):
             raise errors.OpPrereqError("No changes submitted", C.ECODE_INVAL)
         if op.disk_template:
             conversion.check_arguments(self)
+
+    def expand_names(self) -> None:
+        super().expand_names()
+        self.new_pnode = None if self.op.pnode is None else self.expand(Node, self.op.pnode)
+        if self.new_pnode is not None:
+            self.op.pnode, self.op.pnode_uuid = self.new_pnode.name, self.new_pnode.uuid
+
+    def node_locks(self) -> list[str]:
+        new = [] if self.new_pnode is None else [self.new_pnode.uuid]
+        return [*super().node_locks(), *new]
 
     async def check_prereq(self) -> None:
         await super().check_prereq()
@@ -137,6 +149,7 @@ class LUInstanceSetParams(InstanceLU):
         await self._apply_os()
         self._apply_nics()
         self.running = await self.is_running()
+        self._apply_primary()
         self._apply_disks()
         added = [d.size for d in self.new_disks]
         check_changed_instance(self, self.instance, self.new, added, self.op.ignore_ipolicy)
@@ -149,6 +162,26 @@ class LUInstanceSetParams(InstanceLU):
             await U.check_hvparams_on_nodes(
                 self, [self.pnode], self.new.hypervisor, self.new.hvparams
             )
+
+    def _apply_primary(self) -> None:
+        """Ganeti's --new-primary: the configuration's change alone (the
+        operator moved the disks); refused while the instance runs, unless forced."""
+        node = self.new_pnode
+        if node is None or node.uuid == self.instance.primary_node:
+            return
+        if self.running and not self.op.force:
+            raise errors.OpPrereqError(
+                f"Instance is still running on {self.pnode.name}", C.ECODE_STATE
+            )
+        template = templates.get(self.new.disk_template)
+        if template.mirroring is Mirroring.INTERNAL:
+            # Ganeti does not check; a node without the copy would lose the disks.
+            raise errors.OpPrereqError(
+                f"The disks of a {template.name} instance are kept on its nodes; change its"
+                " primary node with 'gnt-instance failover' or 'migrate'",
+                C.ECODE_INVAL,
+            )
+        templates.set_primary(self.new, node.uuid)
 
     def _apply_params(self) -> None:
         op, new = self.op, self.new

@@ -158,8 +158,8 @@ class OpInstanceSetParams(_InstanceOp):
     ext_params: Params = not_built({})
     file_driver: FileDriver | None = None
     file_storage_dir: NonEmptyStr | None = not_built()
-    pnode: NonEmptyStr | None = not_built()
-    pnode_uuid: NonEmptyStr | None = not_built()
+    pnode: NonEmptyStr | None = None
+    pnode_uuid: NonEmptyStr | None = None
     remote_node: NonEmptyStr | None = not_built()
     remote_node_uuid: NonEmptyStr | None = not_built()
     iallocator: NonEmptyStr | None = not_built()
