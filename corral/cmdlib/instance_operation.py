@@ -52,8 +52,8 @@ class LUInstanceStartup(InstanceLU):
         return {**super().build_hooks_env(), "FORCE": self.op.force}
 
     async def exec(self) -> Any:
+        inst = self.updated()
         if not self.op.no_remember and self.instance.admin_state != ADMIN_UP:
-            inst = self.updated()
             inst.admin_state = ADMIN_UP
             inst.admin_state_source = "admin"
             self.tx.update(inst)
@@ -66,6 +66,10 @@ class LUInstanceStartup(InstanceLU):
         await self.node_call(
             instance_start(desc, self.op.startup_paused), "Could not start instance"
         )
+        # The start made the disks ready on their nodes (Ganeti's StartInstanceDisks).
+        if not inst.disks_active:
+            inst.disks_active = True
+            self.tx.update(inst)
         return None
 
 
@@ -91,8 +95,8 @@ class LUInstanceShutdown(InstanceLU):
         # An offline instance stays offline (marking it down would online it).
         source = self.op.admin_state_source or "admin"
         current = (self.instance.admin_state, self.instance.admin_state_source)
+        inst = self.updated()
         if not self.op.no_remember and current[0] in ONLINE and current != (ADMIN_DOWN, source):
-            inst = self.updated()
             inst.admin_state = ADMIN_DOWN
             inst.admin_state_source = source
             self.tx.update(inst)
@@ -100,6 +104,10 @@ class LUInstanceShutdown(InstanceLU):
             instance_shutdown(self.instance.hypervisor, self.instance.name, self.op.timeout),
             "Could not shutdown instance",
         )
+        # As Ganeti's ShutdownInstanceDisks after the instance stopped.
+        if inst.disks_active:
+            inst.disks_active = False
+            self.tx.update(inst)
         return None
 
 

@@ -75,6 +75,17 @@ async def test_activate_returns_each_disks_path_and_marks_them_active(
     assert not inst(cl).disks_active
 
 
+async def test_startup_and_shutdown_mark_the_disks_active_and_inactive(
+    cl: InProcessCluster,
+) -> None:
+    assert not inst(cl).disks_active
+    await start(cl)
+    assert inst(cl).disks_active
+    job = await cl.run(op("OP_INSTANCE_SHUTDOWN"))
+    assert job.status == SUCCESS, job.error
+    assert not inst(cl).disks_active
+
+
 async def test_activate_of_a_missing_disk_fails_and_changes_nothing(cl: InProcessCluster) -> None:
     disk_file(cl, 1, 1).unlink()
     serial = cl.cfg.serial
