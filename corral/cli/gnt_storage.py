@@ -1,4 +1,4 @@
-"""gnt-storage: diagnose, info (as Ganeti 3.0.2's: OP_EXTSTORAGE_DIAGNOSE jobs)."""
+"""gnt-storage: diagnose, info (as Ganeti 3.0.2's: OP_EXT_STORAGE_DIAGNOSE jobs)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 def _diagnose(opts: argparse.Namespace, fields: list[str]) -> Any:
-    """The rows of an OP_EXTSTORAGE_DIAGNOSE job for ``fields`` (waited for)."""
-    op = {"OP_ID": "OP_EXTSTORAGE_DIAGNOSE", "output_fields": fields, "names": []}
+    """The rows of an OP_EXT_STORAGE_DIAGNOSE job for ``fields`` (waited for)."""
+    op = {"OP_ID": "OP_EXT_STORAGE_DIAGNOSE", "output_fields": fields, "names": []}
     return common.submit_or_send(argparse.Namespace(**{**vars(opts), "submit": False}), op)
 
 

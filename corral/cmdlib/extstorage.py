@@ -1,4 +1,4 @@
-"""OP_EXTSTORAGE_DIAGNOSE: the ExtStorage providers of all nodes, as rows of fields."""
+"""OP_EXT_STORAGE_DIAGNOSE: the ExtStorage providers of all nodes, as rows of fields."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ class OpExtStorageDiagnose(OpCode):
     """Compute the list of external storage providers (``output_fields`` of
     name, node_status, nodegroup_status, parameters)."""
 
-    OP_ID = "OP_EXTSTORAGE_DIAGNOSE"
+    OP_ID = "OP_EXT_STORAGE_DIAGNOSE"
 
     output_fields: list[NonEmptyStr]
     names: list[NonEmptyStr] = Field(default_factory=list)

@@ -29,7 +29,7 @@ NodeEntry = list[Any]
 
 @dataclass
 class ProviderRow:
-    """One provider as OP_EXTSTORAGE_DIAGNOSE reports it."""
+    """One provider as OP_EXT_STORAGE_DIAGNOSE reports it."""
 
     name: str
     # node name → the provider's directories on it, first one used (empty: missing)
