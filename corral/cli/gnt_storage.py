@@ -90,7 +90,7 @@ def build_parser() -> common.Parser:
     common.add_args(p, "args", "", 0, 0)
     common.add_priority_option(p)
     p = common.add_command(sub, "info", cmd_info, "Show info about ExtStorage providers")
-    common.add_args(p, "names", "OS", 0, None)
+    common.add_args(p, "names", "PROVIDER", 0, None)
     common.add_priority_option(p)
     return parser
 
