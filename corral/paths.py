@@ -23,6 +23,13 @@ DEFAULT_OS_SEARCH_PATH = (
     "/usr/lib/ganeti/os",
     "/usr/share/ganeti/os",
 )
+# Where ExtStorage providers are looked for (Debian's Ganeti ES_SEARCH_PATH), first match wins.
+ES_SEARCH_PATH = (
+    "/srv/ganeti/extstorage",
+    "/usr/local/lib/ganeti/extstorage",
+    "/usr/lib/ganeti/extstorage",
+    "/usr/share/ganeti/extstorage",
+)
 # Where iallocator scripts are looked for (Ganeti's IALLOCATOR_SEARCH_PATH), first match wins.
 IALLOCATOR_SEARCH_PATH = ("/usr/local/lib/ganeti/iallocators", "/usr/lib/ganeti/iallocators")
 
@@ -123,6 +130,11 @@ class Paths:
     def os_search_path(self) -> list[Path]:
         """:func:`os_search_names` below the root."""
         return [self.from_wire(name) for name in os_search_names()]
+
+    @property
+    def es_search_path(self) -> list[Path]:
+        """:data:`ES_SEARCH_PATH` below the root."""
+        return [self.from_wire(name) for name in ES_SEARCH_PATH]
 
     @property
     def iallocator_search_path(self) -> list[Path]:

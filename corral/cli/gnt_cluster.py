@@ -29,20 +29,11 @@ from corral.cli.info import format_grouped_params
 from corral.cli.optvalues import boolean, split_key_val
 from corral.cli.table import format_time
 from corral.nicesort import nice_sort
-from corral.paths import Paths, os_search_names
+from corral.paths import ES_SEARCH_PATH, Paths, os_search_names
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
     from typing import Any
-
-# Ganeti's compiled-in ExtStorage search path, shown by info (Corral has no
-# ExtStorage providers).
-ES_SEARCH_PATH = (
-    "/srv/ganeti/extstorage",
-    "/usr/local/lib/ganeti/extstorage",
-    "/usr/lib/ganeti/extstorage",
-    "/usr/share/ganeti/extstorage",
-)
 
 
 def cmd_init(opts: argparse.Namespace) -> int:

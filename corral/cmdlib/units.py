@@ -12,6 +12,7 @@ from corral.cmdlib import (  # noqa: F401
     cluster_disks,
     cluster_rename,
     cluster_verify,
+    extstorage,
     group,
     group_evacuate,
     instance,

@@ -9,6 +9,7 @@ from corral.opcodes import (
     node,
     node_membership,
     os,
+    storage,
     tags,
     test,
 )
@@ -16,5 +17,5 @@ from corral.opcodes.base import OpCode, from_dict, registry
 
 __all__ = [
     "OpCode", "backup", "cluster", "from_dict", "group", "instance", "network", "node",
-    "node_membership", "os", "registry", "tags", "test",
+    "node_membership", "os", "registry", "storage", "tags", "test",
 ]  # fmt: skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from corral import constants as C
 from corral.rpc.declare import node_call
-from corral.rpc.wire import DiskWire
+from corral.rpc.wire import DiskWire, ExtStorageWire
 
 
 @node_call(C.RPC_TMO_SLOW)
@@ -56,3 +56,8 @@ def blockdev_getdimensions(disks: list[DiskWire]) -> list[tuple[int, int | None]
 @node_call(C.RPC_TMO_FAST)
 def file_storage_list(disk_template: str) -> list[str]:
     """Every file below a file-based template's directories (for orphans)."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def extstorage_diagnose() -> list[ExtStorageWire]:
+    """Every ExtStorage provider directory of the search path, checked (no script run)."""

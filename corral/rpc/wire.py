@@ -160,6 +160,18 @@ class RunningInstance(TypedDict):
     hypervisor: str
 
 
+class ExtStorageWire(TypedDict):
+    """``extstorage_diagnose``: an ExtStorage provider directory of the node
+    (``path``, its production path), whether it is ``valid`` (else why, in
+    ``diagnose``) and its parameters as ``[name, description]``."""
+
+    name: str
+    path: str
+    valid: bool
+    diagnose: str
+    parameters: list[list[str]]
+
+
 class StorageUsage(TypedDict):
     """``file_storage_usage``: a file storage unit's directory (``name``), its
     file system and use (MiB)."""

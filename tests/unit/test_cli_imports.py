@@ -18,6 +18,7 @@ COMMANDS = [
     ("gnt_job", "list"),
     ("gnt_network", "list"),
     ("gnt_os", "list"),
+    ("gnt_storage", "diagnose"),
 ]
 SLOW = ("aiohttp", "cryptography", "pydantic", "typing", "pathlib", "dataclasses", "asyncio")
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from corral import errors
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
+from corral.node.storage import extstorage, registry
 from corral.node.storage import file as file_storage
-from corral.node.storage import registry
 from corral.node.storage.copy import copy_disk
 from corral.node.storage.dirs import SSCONF_KEYS, template_dirs
 from corral.rpc import calls_storage as calls
-from corral.rpc.wire import DiskWire
+from corral.rpc.wire import DiskWire, ExtStorageWire
 
 # An answer names at most this many files (a flooded directory stays answerable).
 MAX_FILES = 10_000
@@ -128,3 +128,9 @@ async def file_storage_list(ctx: NodeContext, disk_template: str) -> list[str]:
     for top in template_dirs(ctx.paths, disk_template):
         files += await asyncio.to_thread(_files, top)
     return [ctx.paths.to_wire(path) for path in files[:MAX_FILES]]
+
+
+@rpc_handler(calls.extstorage_diagnose)
+async def extstorage_diagnose(ctx: NodeContext) -> list[ExtStorageWire]:
+    """The providers of this node's search path, valid or not (with the reason)."""
+    return await asyncio.to_thread(extstorage.diagnose, ctx.paths)
