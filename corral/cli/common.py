@@ -298,16 +298,23 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._first = "-"  # the first argument parsed: a command, or an option
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         print(f"Error: {message}", file=sys.stderr)
         # A bad option of a command exits 2 (optparse's code, as Ganeti's tools);
-        # an unknown command exits 1.
-        sys.exit(2 if self.options_first else C.EXIT_FAILURE)
+        # an unknown command exits 1.  argparse reports a command's unknown
+        # options from the top parser, as arguments it did not recognise.
+        after_command = not self._first.startswith("-")
+        bad_option = self.options_first or (
+            after_command and message.startswith("unrecognized arguments")
+        )
+        sys.exit(2 if bad_option else C.EXIT_FAILURE)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         args = sys.argv[1:] if args is None else list(args)
+        self._first = args[0] if args else "-"
         return super().parse_known_args(self._optparse_values(args), namespace)
 
     def _optparse_values(self, args: list[str]) -> list[str]:

@@ -261,3 +261,16 @@ def test_watcher(cl: TestCluster) -> None:
     same(cl, "watcher", "info")
     same(cl, "watcher", "continue")
     same(cl, "watcher", "info")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["verify", "--bogus"], ["info", "-z"], ["bogus"], ["--bogus"], []],
+    ids=lambda argv: " ".join(argv) or "nothing",
+)
+def test_usage_errors_exit_as_ganetis(cl: TestCluster, argv: list[str]) -> None:
+    """A command's unknown option exits 2 (optparse's), an unknown or missing
+    command 1; the wording is argparse's, not optparse's."""
+    theirs, ours = ganeti_cluster(cl, *argv), cl.gnt("cluster", *argv)
+    assert "Traceback" not in theirs.stderr, theirs.stderr
+    assert ours.rc == theirs.rc, (theirs, ours)
