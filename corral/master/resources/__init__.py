@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
+from corral.gcpause import gc_paused
 from corral.jobs.fields import JOB_FIELDS
 from corral.master.resources import (
     exports,
@@ -83,7 +84,9 @@ async def query(master: Master, what: Any, fields: list[str], qfilter: Any) -> A
             rows = await loader(master, needs - live, wanted)
             wanted = frozenset(name(row) for row in rows if matches(row))
         items = await loader(master, needs, wanted)
-    return fset.query(fields, qfilter, _in_order(what, fset, items, qfilter))
+    # Synchronous from here: the rows are fresh, acyclic lists (see gc_paused).
+    with gc_paused():
+        return fset.query(fields, qfilter, _in_order(what, fset, items, qfilter))
 
 
 # The field a resource's rows are sorted by, and how.  luxid sorts with Haskell's
