@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import diskparams as DP
-from corral.cmdlib.cluster import COMPRESSION_TOOLS
-from corral.cmdlib.network import network_dict
+from corral.netpool import network_dict
 from corral.objects import Cluster, Disk, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 
@@ -103,7 +102,7 @@ def _cluster(cluster: Cluster) -> dict[str, Any]:
         **_GANETI_UNUSED,
         **values,
         "cluster_name": cluster.name,
-        "compression_tools": COMPRESSION_TOOLS,
+        "compression_tools": list(C.IEC_DEFAULT_TOOLS),
         "diskparams": DP.DISK_DT_DEFAULTS,
         "primary_ip_family": 10 if ":" in cluster.master_ip else 2,
     }
@@ -148,9 +147,8 @@ def _filter(rule: FilterRule) -> dict[str, Any]:
 def config_dict(image: ConfigImage) -> dict[str, Any]:
     """The whole ``config.data`` as a dictionary."""
     master = image.cluster.master_node
-    objects = [image.cluster, *image.nodes, *image.groups, *image.instances]
     return {
-        "version": C.CONFIG_VERSION,
+        **_top(image),
         "cluster": _cluster(image.cluster),
         "nodes": {n.uuid: _node(n, master) for n in image.nodes},
         "nodegroups": {g.uuid: _group(g) for g in image.groups},
@@ -158,14 +156,81 @@ def config_dict(image: ConfigImage) -> dict[str, Any]:
         "disks": {d.uuid: _disk(d, i) for i in image.instances for d in i.disks},
         "networks": image.networks,
         "filters": {r.uuid: _filter(r) for r in image.filters},
+    }
+
+
+def _top(image: ConfigImage) -> dict[str, Any]:
+    """The top level's plain values."""
+    objects = [image.cluster, *image.nodes, *image.groups, *image.instances]
+    return {
+        "version": C.CONFIG_VERSION,
         "serial_no": image.serial,
         "ctime": image.cluster.ctime,
         "mtime": max(obj.mtime for obj in objects),
     }
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def render(image: ConfigImage) -> bytes:
-    """The bytes of ``config.data`` (compact, keys sorted: the same
+    """The bytes of ``config.data``: compact JSON, keys sorted (the same
     configuration always gives the same bytes)."""
-    text = json.dumps(config_dict(image), sort_keys=True, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    return _dumps(config_dict(image)).encode("utf-8") + b"\n"
+
+
+class Renderer:
+    """:func:`render`'s bytes at a cost that grows with the change, not with
+    the configuration: each object's JSON is kept with the object it was made
+    of, and made again only for a new object (a commit replaces every object
+    it changes).  For one thread at a time (the exporter's)."""
+
+    def __init__(self) -> None:
+        # uuid → (the object, its JSON); for instances, their disks' JSON too.
+        self._nodes: dict[str, tuple[Node, str, str]] = {}
+        self._groups: dict[str, tuple[NodeGroup, str]] = {}
+        self._instances: dict[str, tuple[Instance, str, list[tuple[str, str]]]] = {}
+
+    def render(self, image: ConfigImage) -> bytes:
+        """The bytes :func:`render` gives for ``image``."""
+        master = image.cluster.master_node
+        nodes = {}
+        for node in image.nodes:
+            kept = self._nodes.get(node.uuid)
+            if kept is None or kept[0] is not node or kept[2] != master:
+                kept = (node, _dumps(_node(node, master)), master)
+            nodes[node.uuid] = kept
+        self._nodes = nodes
+        groups = {}
+        for group in image.groups:
+            kept_group = self._groups.get(group.uuid)
+            if kept_group is None or kept_group[0] is not group:
+                kept_group = (group, _dumps(_group(group)))
+            groups[group.uuid] = kept_group
+        self._groups = groups
+        instances = {}
+        for inst in image.instances:
+            kept_inst = self._instances.get(inst.uuid)
+            if kept_inst is None or kept_inst[0] is not inst:
+                pairs = [(d.uuid, _dumps(_disk(d, inst))) for d in inst.disks]
+                kept_inst = (inst, _dumps(_instance(inst)), pairs)
+            instances[inst.uuid] = kept_inst
+        self._instances = instances
+        disks = {uuid: text for _, _, kept_disks in instances.values() for uuid, text in kept_disks}
+        parts = {
+            **{key: _dumps(value) for key, value in _top(image).items()},
+            "cluster": _dumps(_cluster(image.cluster)),
+            "nodes": _object({uuid: kept[1] for uuid, kept in nodes.items()}),
+            "nodegroups": _object({uuid: kept[1] for uuid, kept in groups.items()}),
+            "instances": _object({uuid: kept[1] for uuid, kept in instances.items()}),
+            "disks": _object(disks),
+            "networks": _dumps(image.networks),
+            "filters": _dumps({r.uuid: _filter(r) for r in image.filters}),
+        }
+        return _object(parts).encode("utf-8") + b"\n"
+
+
+def _object(members: dict[str, str]) -> str:
+    """A JSON object of members already in JSON, keys sorted."""
+    return "{" + ",".join(f"{json.dumps(k)}:{members[k]}" for k in sorted(members)) + "}"

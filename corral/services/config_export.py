@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from corral.fileio import atomic_write
 from corral.objects import Node
 from corral.rpc.calls_node import upload_file
-from corral.services.config_data import ConfigImage, render, take_image
+from corral.services.config_data import ConfigImage, Renderer, take_image
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
@@ -67,6 +67,7 @@ class ConfigExport:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._renderer = Renderer()
         self._data: bytes | None = None  # what the master's file holds
         self._sent: dict[str, bytes] = {}  # node uuid → digest of what it got
         self.lock = asyncio.Lock()  # held while files go to (or leave) candidates
@@ -109,7 +110,7 @@ class ConfigExport:
 
     def _write_file(self, image: ConfigImage) -> bytes:
         """Render; replace the file if its bytes differ (in a thread)."""
-        data = render(image)
+        data = self._renderer.render(image)
         path = self._master.paths.config_data
         if data != self._data:
             try:
