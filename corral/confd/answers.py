@@ -255,7 +255,7 @@ class ConfdView:
 
     def config_query(self, request: ConfdRequest) -> Answer:
         value = json_pointer(self.config, self._plain(request))
-        if value is _MISSING:
+        if value is MISSING:
             return ARGUMENT_ERROR
         return (Status.OK, value, self.serial)
 
@@ -280,7 +280,7 @@ _HANDLERS: dict[Request, Callable[[ConfdView, ConfdRequest], Answer]] = {
     Request.DATA_COLLECTORS: ConfdView.data_collectors,
 }
 
-_MISSING = object()
+MISSING = object()
 
 
 def _pointer_tokens(path: str) -> list[str] | None:
@@ -318,21 +318,21 @@ def _pointer_token(path: str, pos: int) -> tuple[str | None, int]:
 
 
 def json_pointer(document: Any, path: str) -> Any:
-    """The value at ``path`` in ``document`` (Ganeti's extractJSONPath), or _MISSING."""
+    """The value at ``path`` in ``document`` (Ganeti's extractJSONPath), or MISSING."""
     tokens = _pointer_tokens(path)
     if tokens is None:
-        return _MISSING
+        return MISSING
     value = document
     for token in tokens:
         if isinstance(value, dict):
             if token not in value:
-                return _MISSING
+                return MISSING
             value = value[token]
         elif isinstance(value, list):
             digits = len(token) - len(token.lstrip("0123456789"))
             if not digits or int(token[:digits]) >= len(value):
-                return _MISSING
+                return MISSING
             value = value[int(token[:digits])]
         else:
-            return _MISSING
+            return MISSING
     return value
