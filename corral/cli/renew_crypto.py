@@ -2,9 +2,9 @@
 (``--new-rapi-certificate``) or given as a file (``--rapi-certificate``),
 then corral-rapi restarted to serve it; a new cluster domain secret, generated
 (``--new-cluster-domain-secret``) or given as a file
-(``--cluster-domain-secret``), then sent to every node.  Ganeti's other
-renewals (cluster and node certificates, confd key, SPICE, SSH keys) are
-refused as not built yet.
+(``--cluster-domain-secret``), then sent to every node; a new confd key
+(:mod:`corral.cli.renew_hmac`).  Ganeti's other renewals (cluster and node
+certificates, SPICE, SSH keys) are refused as not built yet.
 
 Only corral-rapi is restarted, not every daemon as Ganeti does: it is the only
 one that uses the certificate; the domain secret is read afresh by each
@@ -19,7 +19,7 @@ import sys
 
 from corral import constants as C
 from corral import errors
-from corral.cli import common
+from corral.cli import common, renew_hmac
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ _NOT_BUILT = (
     ("--new-cluster-certificate", "new_cluster_cert", None),
     ("--new-node-certificates", "new_node_cert", None),
     ("--new-ssh-keys", "new_ssh_keys", None),
-    ("--new-confd-hmac-key", "new_confd_hmac_key", None),
     ("--new-spice-certificate", "new_spice_cert", None),
     ("--spice-certificate", "spice_cert", "FILE"),
     ("--spice-ca-certificate", "spice_cacert", "FILE"),
@@ -90,6 +89,7 @@ def add_command(sub: Any) -> None:
         help="Load new cluster domain secret from file",
     )
     common.add_force(p)
+    renew_hmac.add_option(p)
     for flag, dest, metavar in _NOT_BUILT:
         if metavar:
             p.add_argument(flag, dest=dest, metavar=metavar, help="Not built in Corral yet")
@@ -108,7 +108,7 @@ def cmd_renew_crypto(opts: argparse.Namespace) -> int:
     if refused:
         print(
             f"Failure: 'gnt-cluster renew-crypto {' '.join(refused)}' is not built in Corral yet;"
-            " only the RAPI certificate and cluster domain secret options are",
+            " only the RAPI certificate, cluster domain secret and confd HMAC key options are",
             file=sys.stderr,
         )
         return C.EXIT_FAILURE
@@ -150,6 +150,8 @@ def cmd_renew_crypto(opts: argparse.Namespace) -> int:
         _replace_rapi_cert(pem)
     if opts.new_cluster_domain_secret or secret is not None:
         _replace_domain_secret(opts, secret)
+    if opts.new_confd_hmac_key:
+        renew_hmac.replace_key(opts)
     print(_DONE)
     return C.EXIT_SUCCESS
 
