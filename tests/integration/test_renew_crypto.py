@@ -189,7 +189,6 @@ NOT_BUILT = [
     ["--new-cluster-certificate"],
     ["--new-node-certificates"],
     ["--new-ssh-keys"],
-    ["--new-confd-hmac-key"],
     ["--new-spice-certificate"],
     ["--spice-certificate", "/etc/hostname", "--spice-ca-certificate", "/etc/hostname"],
     ["--ssh-key-type", "rsa"],
