@@ -134,13 +134,14 @@ def test_every_request_type(confd_cluster: TestCluster) -> None:
     [node] = config["nodes"].values()
     [inst] = config["instances"].values()
 
+    got: dict[str, Any] = {}
+
     def instance_known() -> bool:
         # confd reloads config.data within a second of its change
         nonlocal got
         got = run(cl, EVERY_TYPE)
         return got["disks"] is not None and got["disks"][0] == 0
 
-    got: dict[str, Any] = {}
     wait_until(instance_known, 60, "confd's answers with the instance")
     ip, serial = cl.node_ip, cluster_serial
     assert got["ping"] == [0, 3000000, 0]
