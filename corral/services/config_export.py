@@ -2,10 +2,17 @@
 other master candidates (:mod:`corral.services.config_data` renders it).
 
 The SQLite store stays the truth; the file is a derived, read-only copy for
-confd and Ganeti's tools.  A commit only wakes the exporter (a config
-listener); the exporter waits :data:`COALESCE` seconds so a burst of commits
-costs one write, renders in a thread, replaces the file atomically when its
-bytes changed, then sends it to the online candidates that do not have
+confd and Ganeti's tools.  A commit only wakes the writer (a config
+listener); the writer renders in a thread and replaces the file atomically
+(unsynced: masterd writes it again at its start) when its bytes changed.
+Commits made while it writes are written together by its next round, so a
+burst of commits costs a few writes; after a round it pauses as long as the
+round took, so it never takes more than about half of masterd's time.
+A job is reported done only once the file holds its changes
+(:meth:`ConfigExport.written`), as Ganeti's jobs end with the configuration
+written.
+
+A second task sends each new file to the online candidates that do not have
 these bytes yet.  Sends happen one batch at a time under :attr:`lock`, so a
 node never gets an older file after a newer one; the candidates' role
 changes take the same lock (:mod:`corral.services.distribution`), so a
@@ -33,8 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Seconds a change waits for the commits that follow it (one write for all).
-COALESCE = 0.05
+# The longest pause between two rounds of writes (seconds).
+MAX_PAUSE = 0.5
 # Ganeti's mode of config.data (no other user reads it on Corral's nodes).
 MODE = 0o640
 # How long verify and redist-conf wait for a pending export.
@@ -58,17 +65,21 @@ def other_candidates(cfg: ConfigManager) -> list[Node]:
 
 
 class ConfigExport:
-    """The exporter: a config listener plus one background task."""
+    """The exporter: a config listener, a writer task and a sender task."""
 
     def __init__(self, master: Master) -> None:
         self._master = master
         self._loop = asyncio.get_running_loop()
         self._dirty = asyncio.Event()
+        self._to_send = asyncio.Event()
+        self._writing = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task: asyncio.Task[None] | None = None
+        self._progress = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
         self._renderer = Renderer()
         self._data: bytes | None = None  # what the master's file holds
+        self._written = 0  # the cluster serial it holds
         self._sent: dict[str, bytes] = {}  # node uuid → digest of what it got
         self.lock = asyncio.Lock()  # held while files go to (or leave) candidates
 
@@ -79,31 +90,55 @@ class ConfigExport:
     def _wake(self) -> None:
         self._dirty.set()
         self._idle.clear()
-        if self._task is None:
-            self._task = self._loop.create_task(self._run())
+        if not self._tasks:
+            self._tasks = [
+                self._loop.create_task(self._write_rounds()),
+                self._loop.create_task(self._send_rounds()),
+            ]
 
     async def start(self) -> None:
         """Write the file as the configuration is now (at masterd's start),
         then send it to the candidates in the background."""
-        await self._write(take_image(self._master.cfg))
+        image = take_image(self._master.cfg)
+        await self._write(image)
+        await self._advance(image.serial)
         self._wake()
 
-    async def _run(self) -> None:
+    async def _write_rounds(self) -> None:
         while True:
             await self._dirty.wait()
-            await asyncio.sleep(COALESCE)
             self._dirty.clear()
+            started = self._loop.time()
+            image = take_image(self._master.cfg)
+            self._writing = True
             try:
-                await self._export()
+                await self._write(image)
             except Exception:
-                log.exception("Exporting config.data failed")
-            if not self._dirty.is_set():
-                self._idle.set()
+                log.exception("Writing config.data failed")
+            finally:
+                # Even after a failure: jobs must not wait for it forever.
+                await self._advance(image.serial)
+                self._writing = False
+            self._to_send.set()
+            if self._dirty.is_set():
+                await asyncio.sleep(min(self._loop.time() - started, MAX_PAUSE))
 
-    async def _export(self) -> None:
-        await self._write(take_image(self._master.cfg))
-        async with self.lock:
-            await self.send(other_candidates(self._master.cfg), force=False)
+    async def _advance(self, serial: int) -> None:
+        async with self._progress:
+            self._written = max(self._written, serial)
+            self._progress.notify_all()
+
+    async def _send_rounds(self) -> None:
+        while True:
+            await self._to_send.wait()
+            self._to_send.clear()
+            try:
+                async with self.lock:
+                    await self.send(other_candidates(self._master.cfg), force=False)
+            except Exception:
+                log.exception("Sending config.data failed")
+            if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
+                self._idle.set()
 
     async def _write(self, image: ConfigImage) -> None:
         self._data = await asyncio.to_thread(self._write_file, image)
@@ -118,8 +153,13 @@ class ConfigExport:
             except OSError:
                 same = False
             if not same:
-                atomic_write(path, data, mode=MODE)
+                atomic_write(path, data, mode=MODE, durable=False)
         return data
+
+    async def written(self, serial: int) -> None:
+        """Wait until the file holds cluster serial ``serial`` (or a later one)."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._written >= serial)
 
     async def send(self, nodes: list[Node], *, force: bool) -> list[str]:
         """Send the file to ``nodes`` (with :attr:`lock` held); unless
@@ -152,8 +192,8 @@ class ConfigExport:
             self._sent.pop(node.uuid, None)
 
     async def settled(self, timeout: float = SETTLE_TIMEOUT) -> bool:
-        """Wait until every change so far is written and sent; whether it was
-        within ``timeout`` seconds."""
+        """Wait until every change so far is written and sent to the
+        candidates; whether it was within ``timeout`` seconds."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
@@ -161,8 +201,8 @@ class ConfigExport:
         return True
 
     async def stop(self) -> None:
-        """Stop the background task (at masterd's shutdown)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        """Stop the background tasks (at masterd's shutdown)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

@@ -96,6 +96,14 @@ async def test_a_change_reaches_every_copy(cl: InProcessCluster) -> None:
     await wait_until_async(lambda: all(current(k) for k in (1, 2, 3)), 30, "the new tag")
 
 
+async def test_a_job_ends_with_the_masters_copy_written(cl: InProcessCluster) -> None:
+    for tag in ("first", "second", "third"):
+        await ok(cl, {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": [tag]})
+        # No wait: the job was reported done once config.data held its change.
+        data = load(cl.paths.config_data)
+        assert tag in data["cluster"]["tags"] and data["serial_no"] == cl.cfg.serial
+
+
 async def test_demoted_node_loses_it_promoted_gets_it(cl: InProcessCluster) -> None:
     await settled(cl)
     node3 = testbed.node_name(3)
