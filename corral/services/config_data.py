@@ -18,7 +18,9 @@ networks' pools); :func:`render` is the slow part and runs in a thread.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -180,55 +182,84 @@ def render(image: ConfigImage) -> bytes:
     return _dumps(config_dict(image)).encode("utf-8") + b"\n"
 
 
+class _Section:
+    """One top-level table's JSON, kept with the objects it was made of: an
+    entry is made again only for a new object, the table's text only when an
+    entry changed (or ``context``, which every entry depends on)."""
+
+    def __init__(self) -> None:
+        # uuid → (its object, its member of the table: '"uuid":{...}')
+        self._kept: dict[str, tuple[object, str]] = {}
+        self._context: object = None
+        self._text = "{}"
+
+    def text(
+        self, items: dict[str, tuple[object, Callable[[], str]]], context: object = None
+    ) -> str:
+        """The table's JSON; ``items``: uuid → (the object, a maker of its JSON)."""
+        changed = context != self._context or items.keys() != self._kept.keys()
+        if context != self._context:
+            self._kept, self._context = {}, context
+        kept = {}
+        for uuid, (obj, make) in items.items():
+            old = self._kept.get(uuid)
+            if old is None or old[0] is not obj:
+                old, changed = (obj, f"{json.dumps(uuid)}:{make()}"), True
+            kept[uuid] = old
+        self._kept = kept
+        if changed:
+            self._text = "{" + ",".join(kept[uuid][1] for uuid in sorted(kept)) + "}"
+        return self._text
+
+
 class Renderer:
     """:func:`render`'s bytes at a cost that grows with the change, not with
     the configuration: each object's JSON is kept with the object it was made
-    of, and made again only for a new object (a commit replaces every object
-    it changes).  For one thread at a time (the exporter's)."""
+    of (a commit replaces every object it changes, and changes none in place)
+    and made again only for a new object; a table whose objects are all the
+    same is not joined again.  For one thread at a time (the exporter's)."""
 
     def __init__(self) -> None:
-        # uuid → (the object, its JSON); for instances, their disks' JSON too.
-        self._nodes: dict[str, tuple[Node, str, str]] = {}
-        self._groups: dict[str, tuple[NodeGroup, str]] = {}
-        self._instances: dict[str, tuple[Instance, str, list[tuple[str, str]]]] = {}
+        self._nodes = _Section()
+        self._groups = _Section()
+        self._instances = _Section()
+        self._disks = _Section()
 
     def render(self, image: ConfigImage) -> bytes:
         """The bytes :func:`render` gives for ``image``."""
         master = image.cluster.master_node
-        nodes = {}
-        for node in image.nodes:
-            kept = self._nodes.get(node.uuid)
-            if kept is None or kept[0] is not node or kept[2] != master:
-                kept = (node, _dumps(_node(node, master)), master)
-            nodes[node.uuid] = kept
-        self._nodes = nodes
-        groups = {}
-        for group in image.groups:
-            kept_group = self._groups.get(group.uuid)
-            if kept_group is None or kept_group[0] is not group:
-                kept_group = (group, _dumps(_group(group)))
-            groups[group.uuid] = kept_group
-        self._groups = groups
-        instances = {}
-        for inst in image.instances:
-            kept_inst = self._instances.get(inst.uuid)
-            if kept_inst is None or kept_inst[0] is not inst:
-                pairs = [(d.uuid, _dumps(_disk(d, inst))) for d in inst.disks]
-                kept_inst = (inst, _dumps(_instance(inst)), pairs)
-            instances[inst.uuid] = kept_inst
-        self._instances = instances
-        disks = {uuid: text for _, _, kept_disks in instances.values() for uuid, text in kept_disks}
+        nodes = self._nodes.text(
+            {n.uuid: (n, functools.partial(_json_of, _node, n, master)) for n in image.nodes},
+            context=master,
+        )
+        groups = self._groups.text(
+            {g.uuid: (g, functools.partial(_json_of, _group, g)) for g in image.groups}
+        )
+        instances = self._instances.text(
+            {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in image.instances}
+        )
+        disks = self._disks.text(
+            {
+                d.uuid: (i, functools.partial(_json_of, _disk, d, i))
+                for i in image.instances
+                for d in i.disks
+            }
+        )
         parts = {
             **{key: _dumps(value) for key, value in _top(image).items()},
             "cluster": _dumps(_cluster(image.cluster)),
-            "nodes": _object({uuid: kept[1] for uuid, kept in nodes.items()}),
-            "nodegroups": _object({uuid: kept[1] for uuid, kept in groups.items()}),
-            "instances": _object({uuid: kept[1] for uuid, kept in instances.items()}),
-            "disks": _object(disks),
+            "nodes": nodes,
+            "nodegroups": groups,
+            "instances": instances,
+            "disks": disks,
             "networks": _dumps(image.networks),
             "filters": _dumps({r.uuid: _filter(r) for r in image.filters}),
         }
         return _object(parts).encode("utf-8") + b"\n"
+
+
+def _json_of(convert: Callable[..., dict[str, Any]], *args: Any) -> str:
+    return _dumps(convert(*args))
 
 
 def _object(members: dict[str, str]) -> str:

@@ -12,17 +12,19 @@ A job is reported done only once the file holds its changes
 (:meth:`ConfigExport.written`), as Ganeti's jobs end with the configuration
 written.
 
-A second task sends each new file to the online candidates that do not have
-these bytes yet.  Sends happen one batch at a time under :attr:`lock`, so a
-node never gets an older file after a newer one; the candidates' role
-changes take the same lock (:mod:`corral.services.distribution`), so a
-demoted node's file is not written again once it is removed.
+A second task sends the newest file to the online candidates that do not
+have these bytes yet, at most one round every :data:`SEND_PAUSE` seconds.
+Sends happen one batch at a time under :attr:`lock`, so a node never gets
+an older file after a newer one; the candidates' role changes take the same
+lock (:mod:`corral.services.distribution`), so a demoted node's file is not
+written again once it is removed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 from typing import TYPE_CHECKING
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 
 # The longest pause between two rounds of writes (seconds).
 MAX_PAUSE = 0.5
+# The shortest pause between two sends to the candidates (seconds).
+SEND_PAUSE = 0.5
 # Ganeti's mode of config.data (no other user reads it on Corral's nodes).
 MODE = 0o640
 # How long verify and redist-conf wait for a pending export.
@@ -132,6 +136,7 @@ class ConfigExport:
         while True:
             await self._to_send.wait()
             self._to_send.clear()
+            started = self._loop.time()
             try:
                 async with self.lock:
                     await self.send(other_candidates(self._master.cfg), force=False)
@@ -139,6 +144,8 @@ class ConfigExport:
                 log.exception("Sending config.data failed")
             if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
                 self._idle.set()
+            # A burst of changes is sent as a few files, not one per write.
+            await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
 
     async def _write(self, image: ConfigImage) -> None:
         self._data = await asyncio.to_thread(self._write_file, image)
@@ -147,13 +154,11 @@ class ConfigExport:
         """Render; replace the file if its bytes differ (in a thread)."""
         data = self._renderer.render(image)
         path = self._master.paths.config_data
+        if self._data is None:  # the first time, the file left before
+            with contextlib.suppress(OSError):
+                self._data = path.read_bytes()
         if data != self._data:
-            try:
-                same = path.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
-                atomic_write(path, data, mode=MODE, durable=False)
+            atomic_write(path, data, mode=MODE, durable=False)
         return data
 
     async def written(self, serial: int) -> None:
