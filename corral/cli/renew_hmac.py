@@ -1,7 +1,7 @@
 """gnt-cluster renew-crypto --new-confd-hmac-key: a new confd key (Ganeti's
 ``hmac.key``) written on the master, then sent to every node with
 OP_CLUSTER_REDIST_CONF; each node's confd signs with it as soon as it sees
-the new file (corral-noded looks every half second), so nothing is
+the new file (corral-noded looks every second), so nothing is
 restarted."""
 
 from __future__ import annotations

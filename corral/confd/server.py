@@ -2,13 +2,14 @@
 
 It answers from the node's ``config.data`` (kept on master candidates, the
 master included) signed with the node's ``hmac.key``, and reloads either
-when it changes (checked every :data:`RELOAD_INTERVAL` seconds, off the event
-loop).  A node without ``config.data`` (not a candidate) answers every
-request with an error saying so, as Ganeti's confd does while it has no
-configuration; a node without ``hmac.key`` (not in a cluster) cannot sign
-and answers nothing.  Requests that are not signed with the key, carry a
-clock too far from this node's, or are malformed get no answer (logged at
-debug level), as Ganeti's server does.
+when it changes (checked every :data:`RELOAD_INTERVAL` seconds, off the
+event loop; the configuration when a request comes after the change).  A
+node without ``config.data`` (not a candidate) answers every request with
+an error saying so, as Ganeti's confd does while it has no configuration; a
+node without ``hmac.key`` (not in a cluster) cannot sign and answers
+nothing.  Requests that are not signed with the key, carry a clock too far
+from this node's, or are malformed get no answer (logged at debug level),
+as Ganeti's server does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from corral.paths import Paths
 
 log = logging.getLogger(__name__)
 
-RELOAD_INTERVAL = 0.5  # seconds between two looks at the files
+RELOAD_INTERVAL = 1.0  # seconds between two looks at the files
 NO_CONFIG = (
     "No configuration on this node: config.data is kept on master candidates only"
     " (ask a master candidate)"
@@ -77,17 +78,30 @@ def _read_view(paths: Paths) -> tuple[ConfdView | None, str]:
 
 
 class ConfdProtocol(asyncio.DatagramProtocol):
-    """Answers each datagram from what is loaded; never raises on bad input."""
+    """Answers each datagram from what is loaded (loading a changed
+    configuration first); never raises on bad input."""
 
-    def __init__(self, loaded: _Loaded) -> None:
-        self._loaded = loaded
+    def __init__(self, service: ConfdService) -> None:
+        self._service = service
+        self._loading: set[asyncio.Task[None]] = set()
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        reply = respond(self._loaded, data, time.time())
+        if not self._service.stale:
+            self._send(respond(self._service.loaded, data, time.time()), addr)
+            return
+        task = asyncio.get_running_loop().create_task(self._after_load(data, addr))
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+
+    async def _after_load(self, data: bytes, addr: Any) -> None:
+        loaded = await self._service.current()
+        self._send(respond(loaded, data, time.time()), addr)
+
+    def _send(self, reply: bytes | None, addr: Any) -> None:
         if reply is not None and self.transport is not None:
             self.transport.sendto(reply, addr)
 
@@ -117,40 +131,56 @@ def respond(loaded: _Loaded, data: bytes, now: float) -> bytes | None:
 
 
 class ConfdService:
-    """The endpoint and its reloads, for the life of noded (see :meth:`run`)."""
+    """The endpoint and its reloads, for the life of noded (see :meth:`run`).
+
+    A changed key is read at once (it is small); a changed configuration
+    only when the next request comes: parsing it costs some tens of
+    milliseconds per megabyte, and most changes are never asked about.
+    """
 
     def __init__(self, paths: Paths, address: str, port: int) -> None:
         self.paths = paths
         self.address = address
         self.port = port
         self.loaded = _Loaded()
+        self.stale = True  # config.data changed since it was loaded
         self._stamps: tuple[Stamp, Stamp] | None = None
+        self._load_lock = asyncio.Lock()
 
-    async def reload(self) -> None:
-        """Load the key and the configuration again if either file changed."""
+    async def watch(self) -> None:
+        """Look at the files once: read a changed key, mark a changed configuration."""
         paths = self.paths
         stamps = await asyncio.to_thread(
             lambda: (_stamp(paths.confd_hmac_key), _stamp(paths.config_data))
         )
-        if stamps == self._stamps:
-            return
-        key = await asyncio.to_thread(_read_key, paths)
-        view, problem = await asyncio.to_thread(_read_view, paths)
-        self.loaded.key, self.loaded.view, self.loaded.problem = key, view, problem
+        old = self._stamps or (None, None)
+        if self._stamps is None or stamps[0] != old[0]:
+            self.loaded.key = await asyncio.to_thread(_read_key, paths)
+        if self._stamps is None or stamps[1] != old[1]:
+            self.stale = True
         self._stamps = stamps
-        if view is not None:
-            log.info("confd: configuration loaded (cluster serial %d)", view.serial)
-        elif problem != NO_CONFIG:
-            log.warning("confd: %s", problem)
+
+    async def current(self) -> _Loaded:
+        """What to answer with, the configuration loaded again if it changed."""
+        async with self._load_lock:
+            if self.stale:
+                self.stale = False  # a change from now on marks it again
+                view, problem = await asyncio.to_thread(_read_view, self.paths)
+                self.loaded.view, self.loaded.problem = view, problem
+                if view is not None:
+                    log.info("confd: configuration loaded (cluster serial %d)", view.serial)
+                elif problem != NO_CONFIG:
+                    log.warning("confd: %s", problem)
+        return self.loaded
 
     async def run(self) -> None:
         """Listen and keep reloading until cancelled; if the port is taken,
         log why and serve nothing (noded runs on without confd)."""
         loop = asyncio.get_running_loop()
-        await self.reload()
+        await self.watch()
         try:
             transport, _ = await loop.create_datagram_endpoint(
-                lambda: ConfdProtocol(self.loaded), local_addr=(self.address, self.port)
+                lambda: ConfdProtocol(self), local_addr=(self.address, self.port)
             )
         except OSError as err:
             log.error(
@@ -167,7 +197,7 @@ class ConfdService:
             log.info("confd: listening on UDP %s:%d", host, port)
             while True:
                 await asyncio.sleep(RELOAD_INTERVAL)
-                await self.reload()
+                await self.watch()
         finally:
             transport.close()
             endpoint.unlink(missing_ok=True)

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # The longest pause between two rounds of writes (seconds).
 MAX_PAUSE = 0.5
 # The shortest pause between two sends to the candidates (seconds).
-SEND_PAUSE = 0.5
+SEND_PAUSE = 1.0
 # Ganeti's mode of config.data (no other user reads it on Corral's nodes).
 MODE = 0o640
 # How long verify and redist-conf wait for a pending export.
@@ -113,15 +113,15 @@ class ConfigExport:
             await self._dirty.wait()
             self._dirty.clear()
             started = self._loop.time()
-            image = take_image(self._master.cfg)
+            serial = self._master.cfg.serial
             self._writing = True
             try:
-                await self._write(image)
+                await self._write(take_image(self._master.cfg))
             except Exception:
                 log.exception("Writing config.data failed")
             finally:
                 # Even after a failure: jobs must not wait for it forever.
-                await self._advance(image.serial)
+                await self._advance(serial)
                 self._writing = False
             self._to_send.set()
             if self._dirty.is_set():

@@ -172,6 +172,7 @@ def first_reply_salt(paths: Paths, keys: list[bytes]) -> str:
 
 
 def test_renew_confd_hmac_key(bed: testbed.Testbed) -> None:
+    wait_until(lambda: copies_alike(bed, bed.nodes), TIMEOUT, "config.data on every candidate")
     old = bed.master.paths.confd_hmac_key.read_bytes()
     result = bed.gnt("cluster", "renew-crypto", "--new-confd-hmac-key", "--force")
     assert result.returncode == 0, result.stderr
