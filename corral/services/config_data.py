@@ -224,6 +224,8 @@ class Renderer:
         self._groups = _Section()
         self._instances = _Section()
         self._disks = _Section()
+        self._instance_ids: tuple[int, ...] = ()
+        self._instance_texts = ("{}", "{}")
 
     def render(self, image: ConfigImage) -> bytes:
         """The bytes :func:`render` gives for ``image``."""
@@ -235,16 +237,7 @@ class Renderer:
         groups = self._groups.text(
             {g.uuid: (g, functools.partial(_json_of, _group, g)) for g in image.groups}
         )
-        instances = self._instances.text(
-            {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in image.instances}
-        )
-        disks = self._disks.text(
-            {
-                d.uuid: (i, functools.partial(_json_of, _disk, d, i))
-                for i in image.instances
-                for d in i.disks
-            }
-        )
+        instances, disks = self._instance_tables(image.instances)
         parts = {
             **{key: _dumps(value) for key, value in _top(image).items()},
             "cluster": _dumps(_cluster(image.cluster)),
@@ -256,6 +249,27 @@ class Renderer:
             "filters": _dumps({r.uuid: _filter(r) for r in image.filters}),
         }
         return _object(parts).encode("utf-8") + b"\n"
+
+    def _instance_tables(self, instances: list[Instance]) -> tuple[str, str]:
+        """The instances' and the disks' JSON; the last ones if the instances
+        are the same objects (most commits change no instance)."""
+        # The sections keep the objects, so their ids name them while kept.
+        ids = tuple(map(id, instances))
+        if ids != self._instance_ids:
+            self._instance_ids = ids
+            self._instance_texts = (
+                self._instances.text(
+                    {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in instances}
+                ),
+                self._disks.text(
+                    {
+                        d.uuid: (i, functools.partial(_json_of, _disk, d, i))
+                        for i in instances
+                        for d in i.disks
+                    }
+                ),
+            )
+        return self._instance_texts
 
 
 def _json_of(convert: Callable[..., dict[str, Any]], *args: Any) -> str:
