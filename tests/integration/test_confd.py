@@ -7,6 +7,7 @@ client: tests/conformance/test_confd_ganeti.py."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -92,7 +93,8 @@ def test_on_every_candidate_and_unchanged_by_verify(bed: testbed.Testbed) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert [hashlib.sha1(config_data(n.paths) or b"").hexdigest() for n in bed.nodes] == sums
     for node in bed.nodes:  # each node's confd answers from it
-        wait_until(lambda n=node: serves_serial(n.paths, data["serial_no"]), TIMEOUT, "confd")
+        serves = functools.partial(serves_serial, node.paths, data["serial_no"])
+        wait_until(serves, TIMEOUT, f"{node.name}'s confd")
         assert ask(node.paths, P.Request.CLUSTER_MASTER).answer == NODE1
 
 
@@ -104,7 +106,7 @@ def test_a_change_reaches_every_copy_and_confd(bed: testbed.Testbed) -> None:
         return "confd-fresh" in (answer(node.paths, P.Request.CONFIG_QUERY, "/cluster/tags") or [])
 
     for node in bed.nodes:
-        wait_until(lambda n=node: tagged(n), TIMEOUT, f"the tag in {node.name}'s confd")
+        wait_until(functools.partial(tagged, node), TIMEOUT, f"the tag in {node.name}'s confd")
         assert json.loads(config_data(node.paths) or b"")["serial_no"] >= wanted
 
 
@@ -180,8 +182,11 @@ def test_renew_confd_hmac_key(bed: testbed.Testbed) -> None:
     assert new != old and len(new.strip()) == 40
     for node in bed.nodes:
         assert node.paths.confd_hmac_key.read_bytes() == new
+
         # Once confd has the new key, a request signed with the old one gets
         # no answer: the first reply is the new key's.
-        wait_until(lambda n=node: first_reply_salt(n.paths, [old, new]) == "salt-1", TIMEOUT,
-                   f"{node.name}'s confd with the new key")  # fmt: skip
+        def new_key_first(paths: Paths = node.paths) -> bool:
+            return first_reply_salt(paths, [old, new]) == "salt-1"
+
+        wait_until(new_key_first, TIMEOUT, f"{node.name}'s confd with the new key")
         assert ask(node.paths, P.Request.PING, key=new).status == P.Status.OK
