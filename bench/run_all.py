@@ -24,6 +24,7 @@ BENCHMARKS = (
     "masterd_rss",
     "instances",
     "config_commit",
+    "config_export",
     "rapi",
     "rapi_flood",
     "multinode",

@@ -262,6 +262,8 @@ def created_files(paths: Paths) -> list[Path]:
         paths.client_pem,
         paths.rapi_pem,
         paths.cluster_domain_secret,
+        paths.confd_hmac_key,
+        paths.config_data,
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
     ]

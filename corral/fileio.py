@@ -15,11 +15,13 @@ def atomic_write(
     uid: int | None = None,
     gid: int | None = None,
     times: tuple[float, float] | None = None,
+    durable: bool = True,
 ) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file.
 
     The new file gets ``mode``, owner ``uid``/``gid`` (unchanged when None) and
     ``times`` = ``(atime, mtime)``, all set before it takes the final name.
+    ``durable``: synced to disk first (a copy made again after a crash may skip it).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,7 +35,8 @@ def atomic_write(
             os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         if times is not None:
             os.utime(tmp, times)
         os.replace(tmp, path)

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from corral.objects.network import Network
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
 
 # The smallest and the largest subnets a pool may have (Ganeti's limits: a
 # bigger pool was too slow for its bitmaps).
@@ -134,3 +138,30 @@ class AddressPool:
     def external_addresses(self) -> list[str]:
         """The externally reserved addresses, in address order."""
         return [str(self.subnet[index]) for index in sorted(self.external)]
+
+
+def network_pool(cfg: ConfigManager, network: Network) -> AddressPool:
+    """The pool of ``network``, with the addresses its instances' NICs use."""
+    return AddressPool(network, cfg.network_ips(network.uuid))
+
+
+def network_dict(cfg: ConfigManager, network: Network) -> dict[str, Any]:
+    """The network as Ganeti's ``Network.ToDict`` gives it: unset values left
+    out, its pool's two parts as bitmaps."""
+    pool = network_pool(cfg, network)
+    values = {
+        "name": network.name,
+        "serial_no": network.serial_no,
+        "mac_prefix": network.mac_prefix,
+        "network": network.network,
+        "network6": network.network6,
+        "gateway": network.gateway,
+        "gateway6": network.gateway6,
+        "reservations": pool.bitmap(),
+        "ext_reservations": pool.bitmap(external=True),
+        "ctime": network.ctime,
+        "mtime": network.mtime,
+        "uuid": network.uuid,
+        "tags": sorted(network.tags),
+    }
+    return {key: value for key, value in values.items() if value is not None}

@@ -204,10 +204,22 @@ class Paths:
         return self.data_dir / "rapi.pem"
 
     @property
+    def config_data(self) -> Path:
+        """Ganeti's ``config.data``: masterd's read-only JSON export of the
+        configuration, kept on master candidates (confd serves it)."""
+        return self.data_dir / "config.data"
+
+    @property
+    def confd_hmac_key(self) -> Path:
+        """The key confd's messages are signed with (Ganeti's ``hmac.key``)."""
+        return self.data_dir / "hmac.key"
+
+    @property
     def candidate_files(self) -> tuple[Path, ...]:
-        """The files only master candidates keep (the RAPI key: a node that may
-        become master needs it; the others never see it)."""
-        return (self.rapi_pem,)
+        """The files only master candidates keep (the RAPI key and the
+        configuration: a node that may become master needs them; the others
+        never see them)."""
+        return (self.rapi_pem, self.config_data)
 
     @property
     def rapi_users_dir(self) -> Path:
@@ -232,6 +244,11 @@ class Paths:
     @property
     def uid_pool_dir(self) -> Path:
         return self.run_dir / "uid-pool"
+
+    @property
+    def confd_endpoint(self) -> Path:
+        """Where this node's confd listens (``ADDRESS PORT``), while it does."""
+        return self.run_dir / "confd-endpoint"
 
     @property
     def master_socket(self) -> Path:

@@ -1,7 +1,8 @@
 """gnt-node: list, list-fields, info, modify, tags, volumes, list-storage,
 modify-storage, repair-storage, powercycle, evacuate, failover, migrate (and
 add, remove, join-token from :mod:`corral.cli.node_membership`, power and
-health from :mod:`corral.cli.node_power`)."""
+health from :mod:`corral.cli.node_power`, list-drbd from
+:mod:`corral.cli.node_drbd`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import argparse
 import sys
 
 from corral import constants as C
-from corral.cli import common, node_membership, node_moves, node_power, tags
+from corral.cli import common, node_drbd, node_membership, node_moves, node_power, tags
 from corral.cli.generic_info import format_generic_info
 from corral.cli.instance_specs import ident_key_val, key_val
 from corral.cli.ipolicy import format_params_dict_info
@@ -41,7 +42,7 @@ USER_STORAGE_TYPES = ("file", "lvm-pv", "lvm-vg", "sharedfile", "gluster")
 INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candidate", "drained",
                "offline", "master_capable", "vm_capable", "powered", "ndparams",
                "custom_ndparams"]  # fmt: skip
-NOT_BUILT = ["list-drbd", "restricted-command"]
+NOT_BUILT = ["restricted-command"]
 
 
 def _comma_list(value: Any) -> str:
@@ -263,6 +264,7 @@ def build_parser() -> common.Parser:
     _add_storage(sub)
     node_moves.add_commands(sub)
     node_power.add_commands(sub)
+    node_drbd.add_commands(sub)
     common.add_not_built(sub, "gnt-node", NOT_BUILT)
     return parser
 

@@ -277,6 +277,9 @@ class LUClusterVerifyGroup(_VerifyLU):
     ) -> tuple[dict[str, vn.NodeImage], dict[str, vn.NodeImage], float, float]:
         """Ask every online node of the group (and the master, for the files)
         once, all at the same time, under one deadline."""
+        if self.master.config_export is not None:
+            # config.data as every change so far left it, on every candidate.
+            await self.master.config_export.settled()
         images = {n.uuid: vn.NodeImage(n) for n in self.nodes}
         master = self.cfg.master_node
         file_images = {**images, master.uuid: images.get(master.uuid) or vn.NodeImage(master)}

@@ -18,8 +18,7 @@ from corral import constants as C
 from corral import errors
 from corral import params as P
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib.network import network_pool
-from corral.netpool import AddressPool, AddressPoolError
+from corral.netpool import AddressPool, AddressPoolError, network_pool
 from corral.objects import NIC, Network, Node, NodeGroup
 from corral.storage.strategy import Resource
 

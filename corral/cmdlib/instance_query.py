@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
-from corral.cmdlib.network import network_dict
+from corral.netpool import network_dict
 from corral.objects import NIC, Instance, Network, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams, os_spec

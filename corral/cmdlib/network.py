@@ -9,8 +9,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.tags import check_tag
-from corral.config.manager import ConfigManager
-from corral.netpool import AddressPool, AddressPoolError
+from corral.netpool import AddressPool, AddressPoolError, network_pool
 from corral.nicesort import nice_sort
 from corral.objects import Network
 from corral.opcodes import network as opn
@@ -23,33 +22,6 @@ def checked_mac_prefix(prefix: str) -> str:
     if not _MAC_PREFIX_RE.match(prefix):
         raise errors.OpPrereqError(f"Invalid MAC address prefix '{prefix}'", C.ECODE_INVAL)
     return prefix.lower()
-
-
-def network_pool(cfg: ConfigManager, network: Network) -> AddressPool:
-    """The pool of ``network``, with the addresses its instances' NICs use."""
-    return AddressPool(network, cfg.network_ips(network.uuid))
-
-
-def network_dict(cfg: ConfigManager, network: Network) -> dict[str, Any]:
-    """The network as Ganeti's ``Network.ToDict`` gives it: unset values left
-    out, its pool's two parts as bitmaps."""
-    pool = network_pool(cfg, network)
-    values = {
-        "name": network.name,
-        "serial_no": network.serial_no,
-        "mac_prefix": network.mac_prefix,
-        "network": network.network,
-        "network6": network.network6,
-        "gateway": network.gateway,
-        "gateway6": network.gateway6,
-        "reservations": pool.bitmap(),
-        "ext_reservations": pool.bitmap(external=True),
-        "ctime": network.ctime,
-        "mtime": network.mtime,
-        "uuid": network.uuid,
-        "tags": sorted(network.tags),
-    }
-    return {key: value for key, value in values.items() if value is not None}
 
 
 def network_hook_env(

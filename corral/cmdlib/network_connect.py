@@ -11,7 +11,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.group import group_instances
-from corral.cmdlib.network import network_pool
+from corral.netpool import network_pool
 from corral.objects import NIC, Instance, Network, NodeGroup
 from corral.opcodes import network as opn
 

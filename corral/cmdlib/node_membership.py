@@ -259,6 +259,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
             "server_cert": cert.decode("ascii"),
             "client_cert": cert.decode("ascii"),
             "domain_secret": paths.cluster_domain_secret.read_text(),
+            "hmac_key": paths.confd_hmac_key.read_text(),
             "rapi_pem": paths.rapi_pem.read_text() if node.master_candidate else None,
             "ssconf": values,
         }

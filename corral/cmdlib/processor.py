@@ -41,13 +41,20 @@ class Processor:
         while True:
             lu = cls(self.master, op, ctx, self.master.cfg.transaction())
             try:
-                return await self._process(lu, ctx)
+                result = await self._process(lu, ctx)
             except errors.OpPrereqError as err:
                 # As Ganeti's mcpu: a temporary lack of resources (a unit that
                 # took only the locks it could get) is tried again, with more.
                 if err.ecode != C.ECODE_TEMP_NORES or not lu.prepare_retry():
                     raise
                 ctx.notify_retry()
+                continue
+            export = self.master.config_export
+            if export is not None:
+                # As Ganeti's: the job ends with config.data written (its locks
+                # are free meanwhile).
+                await export.written(self.master.cfg.serial)
+            return result
 
     async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> Any:
         """One run of the unit's life cycle, its locks released at the end."""

@@ -240,10 +240,17 @@ def make_domain_secret() -> bytes:
     return secrets.token_hex(_SECRET_BYTES).encode("ascii") + b"\n"
 
 
+def make_confd_hmac_key() -> bytes:
+    """A new confd HMAC key, in the form of Ganeti's ``hmac.key``: the same as
+    a domain secret's (hex of 20 random bytes plus a newline)."""
+    return make_domain_secret()
+
+
 def create_cluster_crypto(
     paths: Paths, cluster_name: str, node_name: str, node_ip: str, master_ip: str | None = None
 ) -> None:
-    """Create the cluster CA, node, masterd and RAPI certificates and the domain secret."""
+    """Create the cluster CA, node, masterd and RAPI certificates, the domain
+    secret and the confd HMAC key."""
     days = C.CERT_VALIDITY_DAYS
     ca_cert, ca_key = make_ca(cluster_name, days)
     write_pem(paths.ca_cert, ca_cert, private=False)
@@ -255,6 +262,7 @@ def create_cluster_crypto(
     write_pem(paths.client_pem, client_cert, client_key)
     write_rapi_cert(paths, [cluster_name, node_name], [master_ip or node_ip, node_ip])
     write_pem(paths.cluster_domain_secret, make_domain_secret())
+    write_pem(paths.confd_hmac_key, make_confd_hmac_key())
 
 
 def write_node_cert(

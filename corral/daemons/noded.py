@@ -27,6 +27,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=C.DEFAULT_NODED_PORT,
         help=f"port to listen on (default {C.DEFAULT_NODED_PORT})",
     )
+    parser.add_argument(
+        "--confd-port",
+        type=int,
+        metavar="PORT",
+        help="UDP port of confd on the --bind address (default: the ganeti-confd"
+        " service's, else 1814, as Ganeti's); 0 turns confd off",
+    )
     given = parser.add_mutually_exclusive_group()
     given.add_argument(
         "--join-token",
@@ -49,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     opts = parser.parse_args(argv)
     if opts.bind is None and not opts.show_join_info:
         parser.error("the following arguments are required: -b/--bind")
+    if opts.confd_port is not None and not 0 <= opts.confd_port < 65536:
+        parser.error(f"--confd-port: {opts.confd_port} is not a port (0 to 65535)")
     return opts
 
 
@@ -96,6 +105,15 @@ def _join_setup(paths: Paths, opts: argparse.Namespace) -> bool:
     return False
 
 
+def _confd_port(given: int | None) -> int | None:
+    """confd's port (None: off)."""
+    from corral.confd.protocol import default_port
+
+    if given is None:
+        return default_port()
+    return given or None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``corral-noded`` command; the root comes from CORRAL_ROOT."""
     opts = parse_args(argv)
@@ -106,7 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     from corral.node.context import NodeContext
     from corral.node.server import serve
 
-    ctx = NodeContext(paths=paths, address=opts.bind, port=opts.port, debug=opts.debug)
+    ctx = NodeContext(
+        paths=paths,
+        address=opts.bind,
+        port=opts.port,
+        debug=opts.debug,
+        confd_port=_confd_port(opts.confd_port),
+    )
     sys.exit(
         run_daemon(
             NAME,

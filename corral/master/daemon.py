@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from corral.paths import Paths
 from corral.rpc.https import https_client
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 from corral.services import durable_flags
+from corral.services.config_export import ConfigExport, ensure_confd_hmac_key
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
@@ -98,6 +100,10 @@ async def serve(
     processor.bind(master)
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
     cfg.add_listener(distributor.changed)
+    await asyncio.to_thread(ensure_confd_hmac_key, paths)
+    export = master.config_export = ConfigExport(master)  # config.data here and on candidates
+    await export.start()
+    cfg.add_listener(export.changed)
     queue.fence = lease.token
     await queue.recover()
     server = LuxiServer(
@@ -121,6 +127,7 @@ async def serve(
         await queue.shutdown(SHUTDOWN_GRACE)
         await intents.stop_background(master)
         await distributor.stop()
+        await export.stop()
         await rpc.close()
         await store.close()
         await cfg.close()

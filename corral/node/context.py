@@ -19,5 +19,7 @@ class NodeContext:
     address: str
     port: int
     debug: bool = False
+    # confd's UDP port on ``address`` (None: no confd, as in-process nodes).
+    confd_port: int | None = None
     # Whether the node is in a cluster, and the switch (set by the server).
     membership: Membership | None = None

@@ -67,7 +67,8 @@ def cluster_files(paths: Paths) -> list[Path]:
         paths.ca_cert,
         paths.ca_key,
         paths.cluster_domain_secret,
-        paths.rapi_pem,
+        paths.confd_hmac_key,
+        *paths.candidate_files,
         *paths.data_dir.glob("ssconf_*"),
     ]
 
@@ -259,6 +260,7 @@ class Membership:
         write_pem(paths.server_pem, files["server_cert"], key)
         write_pem(paths.client_pem, files["client_cert"], key)
         atomic_write(paths.cluster_domain_secret, files["domain_secret"], mode=0o600)
+        atomic_write(paths.confd_hmac_key, files["hmac_key"], mode=0o600)
         if files["rapi_pem"]:
             atomic_write(paths.rapi_pem, files["rapi_pem"], mode=0o600)
         write_ssconf_values(paths, files["ssconf"])
@@ -287,6 +289,7 @@ def _checked_files(body: dict[str, Any], token: J.JoinToken, key: bytes) -> dict
         ca = str(body["ca_cert"]).encode("ascii")
         server, client = (str(body[k]).encode("ascii") for k in ("server_cert", "client_cert"))
         secret = str(body["domain_secret"]).encode("ascii")
+        hmac_key = str(body["hmac_key"]).encode("ascii")
         rapi = body.get("rapi_pem")
         ssconf = dict(body["ssconf"])
     except (KeyError, TypeError, ValueError, UnicodeError) as err:
@@ -304,6 +307,7 @@ def _checked_files(body: dict[str, Any], token: J.JoinToken, key: bytes) -> dict
         "server_cert": server,
         "client_cert": client,
         "domain_secret": secret,
+        "hmac_key": hmac_key,
         "rapi_pem": str(rapi).encode("ascii") if rapi else b"",
         "ssconf": {str(k): str(v) for k, v in ssconf.items()},
     }

@@ -7,13 +7,16 @@ signed by the cluster CA fails the handshake and never reaches a handler.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
+from corral.confd.server import ConfdService
 from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
 from corral.http.listener import GuardedTCPSite
@@ -179,8 +182,23 @@ async def serve(ctx: NodeContext, limits: ConnectionLimits, ready: ReadyCallback
             limits.handshake_timeout,
             limits.idle_timeout,
         )
-        ready()
-        await asyncio.Event().wait()
+        async with _confd(ctx):
+            ready()
+            await asyncio.Event().wait()
     finally:
         # In a task of its own, as this one is being cancelled.
         await asyncio.shield(_shutdown(runner, app[INFLIGHT_KEY]))
+
+
+@contextlib.asynccontextmanager
+async def _confd(ctx: NodeContext) -> AsyncIterator[None]:
+    """confd on the node's address while the block runs (if it has a port)."""
+    if ctx.confd_port is None:
+        yield
+        return
+    task = asyncio.create_task(ConfdService(ctx.paths, ctx.address, ctx.confd_port).run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

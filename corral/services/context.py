@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from corral.locking import LockManager
     from corral.paths import Paths
     from corral.rpc.client import RpcClient
+    from corral.services.config_export import ConfigExport
     from corral.services.durable import DurableState
 
 # Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
@@ -32,3 +33,5 @@ class Master:
     locks: LockManager
     queue: JobQueue
     query: QueryFn
+    # config.data's writer (None where no masterd runs: in-process tests).
+    config_export: ConfigExport | None = None

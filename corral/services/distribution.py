@@ -1,5 +1,8 @@
 """The cluster's files on every node: the ssconf files after each change that
 touches them, and everything (``gnt-cluster redist-conf``) on demand.
+``config.data`` is kept on master candidates by its exporter
+(:mod:`corral.services.config_export`); here it follows the candidates' roles
+and ``redist-conf``.
 
 The master writes its own ssconf files (:mod:`corral.services.ssconf`); the other
 online nodes get theirs from :class:`SsconfDistributor` in the background: a
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +41,11 @@ def other_online_nodes(cfg: ConfigManager) -> list[Node]:
 
 def ancillary_files(paths: Paths, node: Node) -> list[tuple[Path, int]]:
     """``(file, mode)`` a node keeps a copy of (some for master candidates only)."""
-    files = [(paths.ca_cert, 0o644), (paths.cluster_domain_secret, 0o600)]
+    files = [
+        (paths.ca_cert, 0o644),
+        (paths.cluster_domain_secret, 0o600),
+        (paths.confd_hmac_key, 0o600),
+    ]
     if node.master_candidate:
         files += [(path, 0o600) for path in paths.candidate_files]
     return files
@@ -59,6 +67,8 @@ async def _upload(master: Master, node: Node) -> list[str]:
     from it if it is not one; the failures' messages."""
     problems: list[str] = []
     for path, mode in ancillary_files(master.paths, node):
+        if path == master.paths.config_data:
+            continue  # the exporter's to send (see _send_config)
         data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode("ascii")
         request = upload_file(master.paths.to_wire(path), data, mode, None, None, None, None)
         what = f"Copy of file {master.paths.to_wire(path)} to node {node.name} failed"
@@ -75,14 +85,33 @@ async def candidate_roles_changed(master: Master, nodes: list[Node]) -> list[str
     """After ``nodes`` became master candidates or stopped being ones (as
     committed): the candidates' files reach the new ones and leave the others
     (offline nodes are left alone, as Ganeti does); the failures' messages."""
-    uploads = await asyncio.gather(*(_upload(master, n) for n in nodes if not n.offline))
-    return [text for texts in uploads for text in texts]
+    export = master.config_export
+    async with export.lock if export else contextlib.nullcontext():
+        uploads = await asyncio.gather(*(_upload(master, n) for n in nodes if not n.offline))
+        problems = [text for texts in uploads for text in texts]
+        if export is not None:
+            export.forget([n for n in nodes if not n.master_candidate])
+            problems += await _send_config(master, nodes)
+    return problems
+
+
+async def _send_config(master: Master, nodes: list[Node]) -> list[str]:
+    """config.data to the online candidates among ``nodes`` (with the
+    exporter's lock held); the failures."""
+    assert master.config_export is not None
+    candidates = [n for n in nodes if n.master_candidate and not n.offline]
+    return await master.config_export.send(candidates, force=True)
 
 
 async def redistribute(master: Master, nodes: list[Node]) -> list[str]:
     """Send every distributed file and the ssconf files to ``nodes``; the failures."""
     uploads = await asyncio.gather(*(_upload(master, n) for n in nodes))
     problems = [text for texts in uploads for text in texts]
+    export = master.config_export
+    if export is not None:
+        await export.settled()
+        async with export.lock:
+            problems += await _send_config(master, nodes)
     results = await push_ssconf(master, nodes)
     for node in nodes:
         results[node.uuid].report(

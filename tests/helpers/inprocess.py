@@ -43,6 +43,7 @@ from corral.objects import Instance, Node
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.services import durable_flags, join_tokens
+from corral.services.config_export import ConfigExport
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
@@ -101,6 +102,7 @@ class InProcessCluster:
     queue: JobQueue
     master: Master
     distributor: SsconfDistributor
+    export: ConfigExport
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -149,6 +151,9 @@ class InProcessCluster:
         processor.bind(self.master)
         self.distributor = SsconfDistributor(self.master)
         self.cfg.add_listener(self.distributor.changed)
+        self.export = self.master.config_export = ConfigExport(self.master)
+        await self.export.start()
+        self.cfg.add_listener(self.export.changed)
         await self.queue.recover()
         self.queue.start()
 
@@ -229,6 +234,7 @@ class InProcessCluster:
         if hasattr(self, "master"):
             await self.queue.shutdown(SHUTDOWN_GRACE)
             await self.distributor.stop()
+            await self.export.stop()
         await self.rpc.close()
         await self.store.close()
         if hasattr(self, "cfg"):

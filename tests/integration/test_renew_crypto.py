@@ -186,7 +186,6 @@ def test_bad_certificate_file_changes_nothing(tmp_path: Path) -> None:
 
 
 NOT_BUILT = [
-    ["--new-confd-hmac-key"],
     ["--new-spice-certificate"],
     ["--spice-certificate", "/etc/hostname", "--spice-ca-certificate", "/etc/hostname"],
 ]

@@ -1,9 +1,10 @@
 """The upload_file call: the master distributes cluster files to the nodes.
 
 Only a fixed set of files may be written (ssconf files, the cluster domain
-secret, the certificate files): a holder of the client certificate must not be
-able to write arbitrary files as root.  File names travel as production paths
-(``/var/lib/ganeti/...``) and land below this node's root.
+secret, the confd key, the configuration, the certificate files): a holder of
+the client certificate must not be able to write arbitrary files as root.
+File names travel as production paths (``/var/lib/ganeti/...``) and land
+below this node's root.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def upload_allowed(paths: Paths, target: Path) -> bool:
         paths.ca_key,
         paths.server_pem,
         paths.client_pem,
-        paths.rapi_pem,
+        paths.confd_hmac_key,
+        *paths.candidate_files,
     }
     if target in fixed:
         return True

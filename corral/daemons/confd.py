@@ -1,0 +1,59 @@
+"""ganeti-confd: Ganeti's name for confd, which Corral serves inside
+corral-noded (one daemon per node fewer; noded already knows the node's
+address and root).
+
+It takes Ganeti's daemon options so scripts that start ganeti-confd keep
+working, starts nothing, and says where this node's confd is: exit 0 if it
+listens, 1 if not (corral-noded not running, or its UDP port taken: see its
+log).  ``--version`` prints the version as the gnt-* commands do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from corral import __version__
+from corral import constants as C
+
+NAME = "ganeti-confd"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Ganeti's ganeti-confd options (accepted, and without effect here)."""
+    parser = argparse.ArgumentParser(
+        prog=NAME,
+        description="confd of Corral's nodes: served by corral-noded (see --confd-port there)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{NAME} (corral {__version__}) {__version__}"
+    )
+    parser.add_argument("-f", "--foreground", action="store_true", help="(ignored)")
+    parser.add_argument("-d", "--debug", action="store_true", help="(ignored)")
+    parser.add_argument("-b", "--bind", metavar="ADDRESS", help="(ignored: noded's address)")
+    parser.add_argument("-p", "--port", type=int, help="(ignored: noded's --confd-port)")
+    parser.add_argument("--syslog", metavar="YES|NO|ONLY", help="(ignored)")
+    parser.add_argument("--no-user-checks", action="store_true", help="(ignored)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Say where this node's confd listens (from CORRAL_ROOT's node)."""
+    parse_args(argv)
+    from corral.confd.client import ConfdError, local_endpoint
+    from corral.paths import root_from_env
+
+    try:
+        host, port = local_endpoint(root_from_env())
+    except ConfdError as err:
+        print(f"{NAME}: {err}", file=sys.stderr)
+        sys.exit(C.EXIT_FAILURE)
+    print(
+        f"{NAME}: confd is served by corral-noded on UDP {host}:{port}; nothing to start",
+        file=sys.stderr,
+    )
+    sys.exit(C.EXIT_SUCCESS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""masterd's ``config.data``: written after config commits and sent to the
+other master candidates (:mod:`corral.services.config_data` renders it).
+
+The SQLite store stays the truth; the file is a derived, read-only copy for
+confd and Ganeti's tools.  A commit only wakes the writer (a config
+listener); the writer renders in a thread and replaces the file atomically
+(unsynced: masterd writes it again at its start) when its bytes changed.
+Commits made while it writes are written together by its next round, so a
+burst of commits costs a few writes; after a round it pauses as long as the
+round took, so it never takes more than about half of masterd's time.
+A job is reported done only once the file holds its changes
+(:meth:`ConfigExport.written`), as Ganeti's jobs end with the configuration
+written.
+
+A second task sends the newest file to the online candidates that do not
+have these bytes yet, at most one round every :data:`SEND_PAUSE` seconds.
+Sends happen one batch at a time under :attr:`lock`, so a node never gets
+an older file after a newer one; the candidates' role changes take the same
+lock (:mod:`corral.services.distribution`), so a demoted node's file is not
+written again once it is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import logging
+from typing import TYPE_CHECKING
+
+from corral.fileio import atomic_write
+from corral.objects import Node
+from corral.rpc.calls_node import upload_file
+from corral.services.config_data import ConfigImage, Renderer, take_image
+
+if TYPE_CHECKING:
+    from corral.config.manager import ConfigManager
+    from corral.paths import Paths
+    from corral.rpc.result import RpcResult
+    from corral.services.context import Master
+
+log = logging.getLogger(__name__)
+
+# The longest pause between two rounds of writes (seconds).
+MAX_PAUSE = 0.5
+# The shortest pause between two sends to the candidates (seconds).
+SEND_PAUSE = 1.0
+# Ganeti's mode of config.data (no other user reads it on Corral's nodes).
+MODE = 0o640
+# How long verify and redist-conf wait for a pending export.
+SETTLE_TIMEOUT = 60.0
+
+
+def ensure_confd_hmac_key(paths: Paths) -> None:
+    """Make confd's key if the cluster has none (one made before Corral had
+    confd; ``redist-conf`` then sends it to the nodes)."""
+    if not paths.confd_hmac_key.exists():
+        from corral.crypto.certs import make_confd_hmac_key, write_pem
+
+        log.info("No %s: making one", paths.confd_hmac_key)
+        write_pem(paths.confd_hmac_key, make_confd_hmac_key())
+
+
+def other_candidates(cfg: ConfigManager) -> list[Node]:
+    """The online master candidates other than the master: they keep a copy."""
+    master = cfg.cluster.master_node
+    return [n for n in cfg.nodes() if n.master_candidate and not n.offline and n.uuid != master]
+
+
+class ConfigExport:
+    """The exporter: a config listener, a writer task and a sender task."""
+
+    def __init__(self, master: Master) -> None:
+        self._master = master
+        self._loop = asyncio.get_running_loop()
+        self._dirty = asyncio.Event()
+        self._to_send = asyncio.Event()
+        self._writing = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._progress = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._renderer = Renderer()
+        self._data: bytes | None = None  # what the master's file holds
+        self._written = 0  # the cluster serial it holds
+        self._sent: dict[str, bytes] = {}  # node uuid → digest of what it got
+        self.lock = asyncio.Lock()  # held while files go to (or leave) candidates
+
+    def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
+        """The config listener (from any thread: a commit may run in one)."""
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self._dirty.set()
+        self._idle.clear()
+        if not self._tasks:
+            self._tasks = [
+                self._loop.create_task(self._write_rounds()),
+                self._loop.create_task(self._send_rounds()),
+            ]
+
+    async def start(self) -> None:
+        """Write the file as the configuration is now (at masterd's start),
+        then send it to the candidates in the background."""
+        image = take_image(self._master.cfg)
+        await self._write(image)
+        await self._advance(image.serial)
+        self._wake()
+
+    async def _write_rounds(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            started = self._loop.time()
+            serial = self._master.cfg.serial
+            self._writing = True
+            try:
+                await self._write(take_image(self._master.cfg))
+            except Exception:
+                log.exception("Writing config.data failed")
+            finally:
+                # Even after a failure: jobs must not wait for it forever.
+                await self._advance(serial)
+                self._writing = False
+            self._to_send.set()
+            if self._dirty.is_set():
+                await asyncio.sleep(min(self._loop.time() - started, MAX_PAUSE))
+
+    async def _advance(self, serial: int) -> None:
+        async with self._progress:
+            self._written = max(self._written, serial)
+            self._progress.notify_all()
+
+    async def _send_rounds(self) -> None:
+        while True:
+            await self._to_send.wait()
+            self._to_send.clear()
+            started = self._loop.time()
+            try:
+                async with self.lock:
+                    await self.send(other_candidates(self._master.cfg), force=False)
+            except Exception:
+                log.exception("Sending config.data failed")
+            if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
+                self._idle.set()
+            # A burst of changes is sent as a few files, not one per write.
+            await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
+
+    async def _write(self, image: ConfigImage) -> None:
+        self._data = await asyncio.to_thread(self._write_file, image)
+
+    def _write_file(self, image: ConfigImage) -> bytes:
+        """Render; replace the file if its bytes differ (in a thread)."""
+        data = self._renderer.render(image)
+        path = self._master.paths.config_data
+        if self._data is None:  # the first time, the file left before
+            with contextlib.suppress(OSError):
+                self._data = path.read_bytes()
+        if data != self._data:
+            atomic_write(path, data, mode=MODE, durable=False)
+        return data
+
+    async def written(self, serial: int) -> None:
+        """Wait until the file holds cluster serial ``serial`` (or a later one)."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._written >= serial)
+
+    async def send(self, nodes: list[Node], *, force: bool) -> list[str]:
+        """Send the file to ``nodes`` (with :attr:`lock` held); unless
+        ``force``, only to those that do not have these bytes.  The failures."""
+        data = self._data
+        if data is None or not nodes:
+            return []
+        digest = hashlib.sha1(data).digest()
+        targets = [n for n in nodes if force or self._sent.get(n.uuid) != digest]
+        if not targets:
+            return []
+        paths = self._master.paths
+        wire = paths.to_wire(paths.config_data)
+        encoded = base64.b64encode(data).decode("ascii")
+        request = upload_file(wire, encoded, MODE, None, None, None, None)
+        results: dict[str, RpcResult[None]] = await self._master.rpc.results(targets, request)
+        problems: list[str] = []
+        for node in targets:
+            if results[node.uuid].report(problems.append, f"Copy of {wire} to {node.name} failed"):
+                self._sent[node.uuid] = digest
+            else:
+                self._sent.pop(node.uuid, None)
+        for text in problems:
+            log.warning("%s", text)
+        return problems
+
+    def forget(self, nodes: list[Node]) -> None:
+        """``nodes`` lost their copy (demoted): a later send gives them one again."""
+        for node in nodes:
+            self._sent.pop(node.uuid, None)
+
+    async def settled(self, timeout: float = SETTLE_TIMEOUT) -> bool:
+        """Wait until every change so far is written and sent to the
+        candidates; whether it was within ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self) -> None:
+        """Stop the background tasks (at masterd's shutdown)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
