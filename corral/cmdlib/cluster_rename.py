@@ -91,7 +91,7 @@ class LUClusterRename(LogicalUnit[opc.OpClusterRename]):
         cluster.name = self.op.name
         cluster.master_ip = self.new_ip
         self.tx.update(cluster)
-        await self.checkpoint()  # the master's ssconf files are written at the commit
+        await self.checkpoint()
         nodes = other_online_nodes(self.cfg)
         results = await push_ssconf(self.master, nodes)
         for node in nodes:

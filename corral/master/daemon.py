@@ -27,7 +27,7 @@ from corral.services.config_export import ConfigExport, ensure_confd_hmac_key
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import SsconfWriter
+from corral.services.ssconf import SsconfWriter, ssconf_values
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
@@ -62,9 +62,8 @@ async def serve(
     cfg.fence = lease.token
     durable = await DurableState.open(SqliteKeyValueStore(paths.state_db), lease.token)
     await legacy_state.move_into(durable, paths)
-    ssconf = SsconfWriter(paths)
-    cfg.add_listener(ssconf.changed)
-    ssconf.write(cfg)
+    ssconf = SsconfWriter(paths)  # the master's ssconf files, written with config.data
+    await asyncio.to_thread(ssconf.write, ssconf_values(cfg))
     rpc = https_client(
         paths,
         cfg.cluster.noded_port,
@@ -101,7 +100,9 @@ async def serve(
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
     cfg.add_listener(distributor.changed)
     await asyncio.to_thread(ensure_confd_hmac_key, paths)
-    export = master.config_export = ConfigExport(master)  # config.data here and on candidates
+    export = master.config_export = ConfigExport(
+        master, ssconf
+    )  # config.data here and on candidates
     await export.start()
     cfg.add_listener(export.changed)
     queue.fence = lease.token

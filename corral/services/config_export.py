@@ -33,6 +33,7 @@ from corral.fileio import atomic_write
 from corral.objects import Node
 from corral.rpc.calls_node import upload_file
 from corral.services.config_data import ConfigImage, Renderer, take_image
+from corral.services.ssconf import SsconfWriter, affects_ssconf, ssconf_values
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
@@ -71,8 +72,11 @@ def other_candidates(cfg: ConfigManager) -> list[Node]:
 class ConfigExport:
     """The exporter: a config listener, a writer task and a sender task."""
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: Master, ssconf: SsconfWriter | None = None) -> None:
         self._master = master
+        # The master's ssconf files are written by the same rounds, off the loop.
+        self._ssconf = ssconf
+        self._ssconf_dirty = ssconf is not None
         self._loop = asyncio.get_running_loop()
         self._dirty = asyncio.Event()
         self._to_send = asyncio.Event()
@@ -89,6 +93,8 @@ class ConfigExport:
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
         """The config listener (from any thread: a commit may run in one)."""
+        if affects_ssconf(tables):
+            self._ssconf_dirty = True
         self._loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
@@ -104,7 +110,7 @@ class ConfigExport:
         """Write the file as the configuration is now (at masterd's start),
         then send it to the candidates in the background."""
         image = take_image(self._master.cfg)
-        await self._write(image)
+        await self._write(image, self._ssconf_values())
         await self._advance(image.serial)
         self._wake()
 
@@ -116,7 +122,7 @@ class ConfigExport:
             serial = self._master.cfg.serial
             self._writing = True
             try:
-                await self._write(take_image(self._master.cfg))
+                await self._write(take_image(self._master.cfg), self._ssconf_values())
             except Exception:
                 log.exception("Writing config.data failed")
             finally:
@@ -147,11 +153,22 @@ class ConfigExport:
             # A burst of changes is sent as a few files, not one per write.
             await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
 
-    async def _write(self, image: ConfigImage) -> None:
-        self._data = await asyncio.to_thread(self._write_file, image)
+    def _ssconf_values(self) -> dict[str, str] | None:
+        """The ssconf values to write, if a commit since the last round may
+        have changed them (read on the loop, as the image is)."""
+        if not self._ssconf_dirty:
+            return None
+        self._ssconf_dirty = False
+        return ssconf_values(self._master.cfg)
 
-    def _write_file(self, image: ConfigImage) -> bytes:
-        """Render; replace the file if its bytes differ (in a thread)."""
+    async def _write(self, image: ConfigImage, ssconf: dict[str, str] | None) -> None:
+        self._data = await asyncio.to_thread(self._write_file, image, ssconf)
+
+    def _write_file(self, image: ConfigImage, ssconf: dict[str, str] | None) -> bytes:
+        """Write the ssconf files that changed; render config.data and replace
+        it if its bytes differ (in a thread)."""
+        if ssconf is not None and self._ssconf is not None:
+            self._ssconf.write(ssconf)
         data = self._renderer.render(image)
         path = self._master.paths.config_data
         if self._data is None:  # the first time, the file left before

@@ -108,22 +108,17 @@ def affects_ssconf(tables: set[str]) -> bool:
 
 
 class SsconfWriter:
-    """The master's own ssconf files, kept current: a config listener that
-    writes the files whose value changed (atomically)."""
+    """The master's own ssconf files: each write replaces (atomically) the
+    files whose value changed.  Blocking: masterd writes them in the config
+    export's thread (:mod:`corral.services.config_export`), after commits."""
 
     def __init__(self, paths: Paths) -> None:
         self._paths = paths
         self._written: dict[str, str] = {}
 
-    def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
-        """The config listener."""
-        if affects_ssconf(tables):
-            self.write(cfg)
-
-    def write(self, cfg: ConfigManager) -> None:
-        """Write every file whose value differs from the last written (or,
-        the first time, from the file's content)."""
-        values = ssconf_values(cfg)
+    def write(self, values: dict[str, str]) -> None:
+        """Write every file whose value (``ssconf_values``) differs from the
+        last written (or, the first time, from the file's content)."""
         for key, value in values.items():
             if self._written.get(key) != value:
                 self._write_file(key, ssconf_files.file_data(value))

@@ -47,7 +47,7 @@ from corral.services.config_export import ConfigExport
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import SsconfWriter
+from corral.services.ssconf import SsconfWriter, ssconf_values
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore
@@ -127,8 +127,7 @@ class InProcessCluster:
         """Open the configuration and the durable state, start the queue."""
         self.cfg = await ConfigManager.open(SqliteConfigStore(self.paths.config_db))
         ssconf = SsconfWriter(self.paths)
-        self.cfg.add_listener(ssconf.changed)
-        ssconf.write(self.cfg)
+        ssconf.write(ssconf_values(self.cfg))
         self.durable = await DurableState.open(SqliteKeyValueStore(self.paths.state_db))
         processor = Processor()
         self.queue = JobQueue(
@@ -151,7 +150,7 @@ class InProcessCluster:
         processor.bind(self.master)
         self.distributor = SsconfDistributor(self.master)
         self.cfg.add_listener(self.distributor.changed)
-        self.export = self.master.config_export = ConfigExport(self.master)
+        self.export = self.master.config_export = ConfigExport(self.master, ssconf)
         await self.export.start()
         self.cfg.add_listener(self.export.changed)
         await self.queue.recover()
