@@ -2,10 +2,10 @@
 corral-noded (one daemon per node fewer; noded already knows the node's
 address and root).
 
-It takes Ganeti's daemon options so scripts that start ganeti-confd keep
+It takes Ganeti's -f and -d, so scripts that start ganeti-confd keep
 working, starts nothing, and says where this node's confd is: exit 0 if it
 listens, 1 if not (corral-noded not running, or its UDP port taken: see its
-log).  ``--version`` prints the version as the gnt-* commands do.
+log).  ``--version`` prints the version as the other daemons do.
 """
 
 from __future__ import annotations
@@ -13,27 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from corral import __version__
 from corral import constants as C
+from corral.daemons import daemon_parser
 
 NAME = "ganeti-confd"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Ganeti's ganeti-confd options (accepted, and without effect here)."""
-    parser = argparse.ArgumentParser(
-        prog=NAME,
-        description="confd of Corral's nodes: served by corral-noded (see --confd-port there)",
-    )
-    parser.add_argument(
-        "--version", action="version", version=f"{NAME} (corral {__version__}) {__version__}"
-    )
-    parser.add_argument("-f", "--foreground", action="store_true", help="(ignored)")
-    parser.add_argument("-d", "--debug", action="store_true", help="(ignored)")
-    parser.add_argument("-b", "--bind", metavar="ADDRESS", help="(ignored: noded's address)")
-    parser.add_argument("-p", "--port", type=int, help="(ignored: noded's --confd-port)")
-    parser.add_argument("--syslog", metavar="YES|NO|ONLY", help="(ignored)")
-    parser.add_argument("--no-user-checks", action="store_true", help="(ignored)")
+    """Ganeti's daemon options -f and -d (nothing to start: no effect) and
+    --version; where confd listens is noded's (its -b and --confd-port)."""
+    parser = daemon_parser(NAME, "confd of Corral's nodes: served by corral-noded")
     return parser.parse_args(argv)
 
 

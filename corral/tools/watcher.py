@@ -26,8 +26,8 @@ import sys
 import time
 from typing import Any
 
+from corral import __version__, errors
 from corral import constants as C
-from corral import errors
 from corral.cli import common
 from corral.cli.optvalues import parse_timespec
 from corral.luxi.client import Client
@@ -54,6 +54,7 @@ class NotMaster(Exception):
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Ganeti's options of ganeti-watcher."""
     parser = argparse.ArgumentParser(prog="ganeti-watcher", description="Ganeti cluster watcher")
+    parser.add_argument("--version", action="version", version=f"%(prog)s (corral) {__version__}")
     parser.add_argument("-d", "--debug", action="store_true", help="Turn debugging on")
     parser.add_argument("-g", "--node-group", dest="nodegroup", help="Node group (name or uuid)")
     parser.add_argument(

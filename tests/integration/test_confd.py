@@ -148,7 +148,7 @@ def test_list_drbd_and_ganeti_confd(bed: testbed.Testbed) -> None:
     env = {**os.environ, **bed.env()}
     confd = [sys.executable, "-m", "corral.daemons.confd"]
     version = subprocess.run([*confd, "--version"], env=env, capture_output=True, text=True)
-    assert version.returncode == 0 and version.stdout.startswith("ganeti-confd (corral ")
+    assert version.returncode == 0 and version.stdout.startswith("ganeti-confd (corral) ")
     where = subprocess.run(confd, env=env, capture_output=True, text=True)
     assert where.returncode == 0
     assert f"UDP {bed.master.address}:{P.default_port()}" in where.stderr
