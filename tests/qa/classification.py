@@ -56,7 +56,6 @@ TABLE: dict[str, tuple[str, str]] = {
         " says so), corral-rapi and corral-masterd, not ganeti-noded, ganeti-rapi,"
         " ganeti-luxid, ganeti-wconfd",
     ),
-    "burnin --no-add-disks": ("a", "see qa_cluster.TestClusterBurnin"),
     "qa_instance.TestInstanceModify": (
         "d",
         "`gnt-instance modify --os-parameters os-image=URL`: OS images (design-os)",
@@ -144,12 +143,6 @@ TABLE: dict[str, tuple[str, str]] = {
     "qa_cluster.TestClusterRename": ("a", "`gnt-cluster rename` is not built"),
     "qa_cluster.TestClusterCopyfile": ("a", "`gnt-cluster copyfile` is not built"),
     "qa_cluster.TestClusterCommand": ("a", "`gnt-cluster command` is not built"),
-    "qa_cluster.TestClusterBurnin": (
-        "a",
-        "BurnAddDisks detaches a disk (OP_INSTANCE_SET_PARAMS with DDM_DETACH), which"
-        " Corral has not built; its confd query before it, BurnConfd and every other"
-        " step pass",
-    ),
     "qa_cluster.TestClusterMasterFailover": ("d", "master failover (gnt-debug wconfd)"),
     "qa_cluster.TestClusterMasterFailoverWithDrainedQueue": (
         "d",
