@@ -121,6 +121,14 @@ async def test_config_data_lists_a_detached_disk_in_its_disks_table(
     assert all(row.uuid not in i["disks"] for i in data["instances"].values())
 
 
+async def test_cluster_verify_knows_a_detached_disk(cl: InProcessCluster) -> None:
+    """Its file is no orphan ("volume ... is unknown")."""
+    await detach_data(cl)
+    job = await cl.run({"OP_ID": "OP_CLUSTER_VERIFY_GROUP", "group_name": "default"})
+    assert job.status == SUCCESS, job.error
+    assert [line for line in job.log if "is unknown" in line] == []
+
+
 async def test_attach_by_name_at_an_index_renumbers_and_keeps_the_data(
     cl: InProcessCluster,
 ) -> None:
