@@ -235,7 +235,7 @@ class LUClusterVerifyGroup(_VerifyLU):
                 self.feedback(f"* Verifying instance {inst.name}")
             checks.instance(inst, wanted)
         self.feedback("* Verifying orphan volumes")
-        checks.orphan_files()
+        checks.orphan_files(self.cfg.detached_disks())
         interrupted_leftovers(self.report, self.cfg, self.master.durable, images)
         if VERIFY_NPLUSONE_MEM not in self.op.skip_checks:
             # Ganeti checks that secondaries could take over their primaries'

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from corral.cmdlib import intents
 from corral.cmdlib.cluster_verify_nodes import NodeImage, Reporter
-from corral.objects import ADMIN_OFFLINE, ADMIN_UP, Instance
+from corral.objects import ADMIN_OFFLINE, ADMIN_UP, DetachedDisk, Instance
 from corral.rpc import node_verify as NV
 from corral.rpc.wire import DiskWire
 from corral.services.params import filled_beparams
@@ -150,13 +150,19 @@ class InstanceChecks:
                 text = f"couldn't retrieve status for disk/{idx} on {name}: {why}"
                 self.report("EINSTANCEFAULTYDISK", "instance", inst.name, text)
 
-    def orphan_files(self) -> None:
+    def orphan_files(self, detached: list[DetachedDisk]) -> None:
         """Files in the file-based templates' directories that are no disk of
-        an instance on that node (for a shared directory: of any instance)."""
+        an instance on that node (for a shared directory: of any instance),
+        nor a ``detached`` disk."""
         owned = {
             (resource.node, resource.value)
             for resource in reservations.holders(self.instances, templates.RES_PATH)
         }
+        for row in detached:
+            template = templates.DISK_TEMPLATES.get(row.disk.dev_type)
+            # A detached disk has its nodes (a file disk) or is seen by all (shared).
+            held = [] if template is None else template.held(row.disk, "")
+            owned |= {(resource.node, resource.value) for resource in held}
         for uuid, img in sorted(self.images.items(), key=lambda item: item[1].node.name):
             listed = {} if img.answer is None else img.answer.get(NV.STORAGE_FILES, {})
             for name, files in sorted(listed.items()):

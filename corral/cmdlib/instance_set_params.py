@@ -5,24 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from corral import constants as C
-from corral import errors
+from corral import errors, hypervisors
 from corral import params as P
+from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks
 from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
-from corral.objects import Disk, Instance, Node
+from corral.objects import DetachedDisk, Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
 from corral.services.params import filled_hvparams
 from corral.storage import templates
-from corral.storage.strategy import Mirroring
+from corral.storage.strategy import DiskTemplate, Ledger, Mirroring
 
 ADD, REMOVE, MODIFY = "add", "remove", "modify"
+ATTACH, DETACH = "attach", "detach"
+# The actions that name no existing item by an identifier (legacy form: no index).
+_ADDING = (ADD, ATTACH, REMOVE, DETACH)
 
 
 Identifier = int | str  # an index, or a device's name or uuid
@@ -40,19 +44,25 @@ def normalize_mods(
             action, identifier, params = mod
         elif len(mod) == 2:
             first, params = mod
-            if first in (ADD, REMOVE):
+            if first in _ADDING:
                 action, identifier = first, -1
             else:
                 action, identifier = MODIFY, first
         else:
             raise errors.OpPrereqError(f"Invalid {what} modification {mod!r}", C.ECODE_INVAL)
-        if action not in (ADD, REMOVE, MODIFY):
-            # attach and detach (of disks kept outside any instance)
+        if action not in (*_ADDING, MODIFY):
+            raise errors.OpPrereqError(f"Invalid {what} operation '{action}'", C.ECODE_INVAL)
+        if action in (ATTACH, DETACH) and what == "NIC":
             raise errors.OpPrereqError(
-                f"The {what} operation '{action}' is not supported by Corral yet", C.ECODE_INVAL
+                f"{action.capitalize()} operation is not supported for NICs", C.ECODE_INVAL
             )
         if not isinstance(params, dict):
             raise errors.OpPrereqError(f"Invalid {what} parameters {params!r}", C.ECODE_INVAL)
+        if action in (REMOVE, DETACH) and params:
+            raise errors.OpPrereqError(
+                f"No settings should be passed when removing or detaching a {what}",
+                C.ECODE_INVAL,
+            )
         out.append((action, _identifier(identifier, what), params))
     return out
 
@@ -140,6 +150,10 @@ class LUInstanceSetParams(InstanceLU):
         self.changes: list[list[Any]] = []
         self.new_disks: list[Disk] = []
         self.removed_disks: list[Disk] = []
+        # Detach and attach: the disks out, the rows of those in, the files moved.
+        self.detached_disks: list[Disk] = []
+        self.attached_rows: list[DetachedDisk] = []
+        self.disk_moves: list[DA.Move] = []
         # The disks a template conversion switches the instance to.
         self.converted: list[Disk] = []
         if self.op.disk_template:
@@ -147,8 +161,9 @@ class LUInstanceSetParams(InstanceLU):
             self.changes.append(["disk_template", self.op.disk_template])
         self._apply_params()
         await self._apply_os()
-        self._apply_nics()
         self.running = await self.is_running()
+        self.hotplug = self._check_hotplug()
+        self._apply_nics()
         self._apply_primary()
         self._apply_disks()
         added = [d.size for d in self.new_disks]
@@ -162,6 +177,32 @@ class LUInstanceSetParams(InstanceLU):
             await U.check_hvparams_on_nodes(
                 self, [self.pnode], self.new.hypervisor, self.new.hvparams
             )
+
+    def _check_hotplug(self) -> bool:
+        """Whether devices are plugged into (and out of) the running instance
+        (Ganeti's _CheckHotplug): refused if asked for and impossible, skipped
+        with a warning if only asked for where possible."""
+        op = self.op
+        if not (op.hotplug or op.hotplug_if_possible):
+            return False
+        problem = hypervisors.hotplug_problem(self.instance.hypervisor)
+        if problem is None and not self.running:
+            problem = "Instance is probably down"  # Ganeti's kvm's words
+        if problem is None:
+            return True
+        if op.hotplug:
+            raise errors.OpPrereqError(
+                f"Hotplug is not possible: Hotplug is not supported: {problem}", C.ECODE_STATE
+            )
+        self.warn(f"Hotplug is not supported: {problem}")
+        self.log_info("Modification will take place without hotplugging.")
+        return False
+
+    def _plugged(self, kind: str, index: int) -> None:
+        """Record a device plugged in or out (nothing to do on the fake
+        hypervisor, the only one that hotplugs)."""
+        if self.hotplug:
+            self.changes.append([f"{kind}/{index}", "hotplug:done"])
 
     def _apply_primary(self) -> None:
         """Ganeti's --new-primary: the configuration's change alone (the
@@ -246,7 +287,9 @@ class LUInstanceSetParams(InstanceLU):
                 nics.append(editor.add(index, params))
             else:
                 editor.modify(index, nics[index], params)
-        self.changes += editor.changes
+            self.changes += editor.changes
+            editor.changes.clear()
+            self._plugged("nic", index)
         U.check_device_names("NIC", nics)
 
     def _apply_disks(self) -> None:
@@ -254,56 +297,76 @@ class LUInstanceSetParams(InstanceLU):
         template = templates.get(new.disk_template)
         ledger = U.ledger(self, new.name)
         for action, identifier, params in self.disk_mods:
+            if action == ATTACH:
+                index = DA.attach_index(identifier, len(new.disks))
+                disk = DA.attach(self, index, params)
+                self.changes.append([f"disk/{index}", f"attach:size={disk.size},mode={disk.mode}"])
+                self._plugged("disk", index)
+                continue
             index = _position(new.disks, action, identifier, "disk")
-            if not template.has_disks and action != MODIFY:
+            if not template.has_disks and action in (ADD, REMOVE):
                 raise errors.OpPrereqError(
                     "Disks cannot be added to or removed from a diskless instance", C.ECODE_STATE
                 )
-            if template.adopts and action == ADD:
-                raise errors.OpPrereqError(
-                    f"Disks cannot be added to a {template.name} instance: its disks are"
-                    " adopted when the instance is created",
-                    C.ECODE_INVAL,
-                )
-            if action == REMOVE:
-                if self.running:
-                    raise errors.OpPrereqError(
-                        "Cannot remove a disk of a running instance; shut it down first",
-                        C.ECODE_STATE,
-                    )
-                self.removed_disks.append(new.disks.pop(index))
-                self.changes.append([f"disk/{index}", "remove"])
+            if action in (REMOVE, DETACH):
+                self._take_out_disk(index, action)
             elif action == ADD:
-                exclusive = U.exclusive_storage(self.cfg, new.all_nodes)
-                U.check_spindles([params], exclusive, required=True)
-                (spec,) = parse_disks([params], new.disk_template)
-                idx = len(new.disks)
-                where = templates.Placement(
-                    new.name, new.primary_node, self.cfg.cluster, tuple(new.secondary_nodes)
-                )
-                disk = template.new_disk(where, idx, spec, ledger)
-                new.disks.append(disk)
-                self.new_disks.append(disk)
-                self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
+                self._add_disk(template, params, ledger)
             else:
-                disk = new.disks[index]
-                if "size" in params:
-                    raise errors.OpPrereqError(
-                        "Disk size changes go through 'gnt-instance grow-disk'", C.ECODE_INVAL
-                    )
-                if "mode" in params:
-                    if params["mode"] not in ("rw", "ro"):
-                        raise errors.OpPrereqError(
-                            f"Invalid disk mode '{params['mode']}'", C.ECODE_INVAL
-                        )
-                    disk.mode = params["mode"]
-                    self.changes.append([f"disk.mode/{index}", disk.mode])
-                if "name" in params:
-                    disk.name = params["name"] or None
-                    self.changes.append([f"disk.name/{index}", disk.name])
+                self._modify_disk(index, params)
         for idx, disk in enumerate(new.disks):
             disk.iv_name = f"disk/{idx}"
         U.check_device_names("disk", new.disks)
+
+    def _take_out_disk(self, index: int, action: str) -> None:
+        """Remove disk ``index`` (its data goes) or detach it (its data stays)."""
+        if self.running and not self.hotplug:
+            raise errors.OpPrereqError(
+                f"Cannot {action} a disk of a running instance without hotplug; shut it down first",
+                C.ECODE_STATE,
+            )
+        if action == DETACH:
+            DA.detach(self, index)
+        else:
+            self.removed_disks.append(self.new.disks.pop(index))
+        self.changes.append([f"disk/{index}", action])
+        self._plugged("disk", index)
+
+    def _add_disk(self, template: DiskTemplate, params: dict[str, Any], ledger: Ledger) -> None:
+        new = self.new
+        if template.adopts:
+            raise errors.OpPrereqError(
+                f"Disks cannot be added to a {template.name} instance: its disks are"
+                " adopted when the instance is created",
+                C.ECODE_INVAL,
+            )
+        exclusive = U.exclusive_storage(self.cfg, new.all_nodes)
+        U.check_spindles([params], exclusive, required=True)
+        (spec,) = parse_disks([params], new.disk_template)
+        idx = len(new.disks)
+        where = templates.Placement(
+            new.name, new.primary_node, self.cfg.cluster, tuple(new.secondary_nodes)
+        )
+        disk = template.new_disk(where, idx, spec, ledger)
+        new.disks.append(disk)
+        self.new_disks.append(disk)
+        self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
+        self._plugged("disk", idx)
+
+    def _modify_disk(self, index: int, params: dict[str, Any]) -> None:
+        disk = self.new.disks[index]
+        if "size" in params:
+            raise errors.OpPrereqError(
+                "Disk size changes go through 'gnt-instance grow-disk'", C.ECODE_INVAL
+            )
+        if "mode" in params:
+            if params["mode"] not in ("rw", "ro"):
+                raise errors.OpPrereqError(f"Invalid disk mode '{params['mode']}'", C.ECODE_INVAL)
+            disk.mode = params["mode"]
+            self.changes.append([f"disk.mode/{index}", disk.mode])
+        if "name" in params:
+            disk.name = params["name"] or None
+            self.changes.append([f"disk.name/{index}", disk.name])
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, getattr(self, "new", self.instance))
@@ -337,6 +400,8 @@ class LUInstanceSetParams(InstanceLU):
                 self.warn,
                 f"Could not remove disk {disk.iv_name}",
             )
+        await DA.move_files(self)
+        DA.stage(self)
         if self.converted:
             await conversion.convert(self, self.new)
         self.tx.update(self.new)

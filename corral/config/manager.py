@@ -19,7 +19,15 @@ from typing import Any, TypeVar
 from corral import constants as C
 from corral import errors
 from corral.nicesort import nice_key
-from corral.objects import Cluster, ConfigObject, Instance, Network, Node, NodeGroup
+from corral.objects import (
+    Cluster,
+    ConfigObject,
+    DetachedDisk,
+    Instance,
+    Network,
+    Node,
+    NodeGroup,
+)
 from corral.objects.filter_rule import FilterRule
 from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
 from corral.storage import templates
@@ -38,7 +46,8 @@ KIND_NAMES: dict[str, str] = {
 _UNKNOWN: dict[str, str] = {"networks": "Network '{}' not found"}
 
 _CLASSES: dict[str, type[ConfigObject]] = {
-    cls.TABLE: cls for cls in (Cluster, NodeGroup, Node, Instance, Network, FilterRule)
+    cls.TABLE: cls
+    for cls in (Cluster, NodeGroup, Node, Instance, Network, FilterRule, DetachedDisk)
 }
 
 
@@ -158,6 +167,10 @@ class ConfigManager:
 
     def networks(self) -> list[Network]:
         return sorted(self._all(Network), key=lambda n: n.name)
+
+    def detached_disks(self) -> list[DetachedDisk]:
+        """The disks no instance has (detached), in no particular order."""
+        return list(self._all(DetachedDisk))
 
     def filter_rules(self) -> list[FilterRule]:
         """The job filter rules (in no particular order)."""

@@ -170,7 +170,7 @@ class OpInstanceSetParams(_InstanceOp):
     wait_for_sync: bool = True
     offline: bool | None = None
     conflicts_check: bool = True
-    hotplug: bool = not_built(False)
+    hotplug: bool = False
     hotplug_if_possible: bool = False
     instance_communication: bool | None = not_built()
 

@@ -6,10 +6,10 @@ The top level is Ganeti's: ``version``, ``cluster``, ``nodes``,
 (objects by uuid), ``serial_no`` (the cluster serial), ``ctime`` and
 ``mtime``.  Objects carry Ganeti's keys, values left out where Ganeti leaves
 them out (unset ones); an instance names its disks by uuid and the disks
-are their own table, as in Ganeti 3.0.  Keys of settings Corral has not
-(LVM, DRBD, SSH host keys...) hold the values a Ganeti cluster has that does
-not use them.  Private OS parameters are ``<redacted>`` (secret ones are never
-stored at all).
+are their own table, as in Ganeti 3.0, detached disks (no instance's) too.
+Keys of settings Corral has not (LVM, DRBD, SSH host keys...) hold the values
+a Ganeti cluster has that does not use them.  Private OS parameters are
+``<redacted>`` (secret ones are never stored at all).
 
 :func:`take_image` runs on the event loop (it only collects references to
 the committed objects, which commits replace and never change, and the
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import diskparams as DP
 from corral.netpool import network_dict
-from corral.objects import Cluster, Disk, Instance, Node, NodeGroup
+from corral.objects import Cluster, ConfigObject, DetachedDisk, Disk, Instance, Node, NodeGroup
 from corral.objects.filter_rule import FilterRule
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class ConfigImage:
     groups: list[NodeGroup]
     instances: list[Instance]
     filters: list[FilterRule]
+    detached: list[DetachedDisk]
     # Networks as Ganeti's dicts (their pools are computed from the config's NIC index).
     networks: dict[str, dict[str, Any]]
 
@@ -81,6 +82,7 @@ def take_image(cfg: ConfigManager) -> ConfigImage:
         groups=cfg.groups(),
         instances=cfg.instances(),
         filters=cfg.filter_rules(),
+        detached=cfg.detached_disks(),
         networks={n.uuid: network_dict(cfg, n) for n in cfg.networks()},
     )
 
@@ -124,12 +126,22 @@ def _group(group: NodeGroup) -> dict[str, Any]:
     return values
 
 
-def _disk(disk: Disk, inst: Instance) -> dict[str, Any]:
+def _disk(disk: Disk, holder: ConfigObject) -> dict[str, Any]:
+    """A disk; ``holder``: its instance, or its detached disk's row."""
     values = _set(disk.model_dump(exclude={"children"}))
     if disk.children:
-        values["children"] = [_disk(child, inst) for child in disk.children]
-    # Corral's disks keep no times of their own: their instance's.
-    return {**values, "params": {}, "ctime": inst.ctime, "mtime": inst.mtime}
+        values["children"] = [_disk(child, holder) for child in disk.children]
+    # Corral's disks keep no times of their own: their holder's.
+    return {**values, "params": {}, "ctime": holder.ctime, "mtime": holder.mtime}
+
+
+def _disks(image: ConfigImage) -> dict[str, tuple[ConfigObject, Disk]]:
+    """Every disk by uuid, each with its holder (instance or detached row)."""
+    held: dict[str, tuple[ConfigObject, Disk]] = {
+        d.uuid: (i, d) for i in image.instances for d in i.disks
+    }
+    held.update((row.uuid, (row, row.disk)) for row in image.detached)
+    return held
 
 
 def _instance(inst: Instance) -> dict[str, Any]:
@@ -155,7 +167,7 @@ def config_dict(image: ConfigImage) -> dict[str, Any]:
         "nodes": {n.uuid: _node(n, master) for n in image.nodes},
         "nodegroups": {g.uuid: _group(g) for g in image.groups},
         "instances": {i.uuid: _instance(i) for i in image.instances},
-        "disks": {d.uuid: _disk(d, i) for i in image.instances for d in i.disks},
+        "disks": {uuid: _disk(d, holder) for uuid, (holder, d) in _disks(image).items()},
         "networks": image.networks,
         "filters": {r.uuid: _filter(r) for r in image.filters},
     }
@@ -163,7 +175,7 @@ def config_dict(image: ConfigImage) -> dict[str, Any]:
 
 def _top(image: ConfigImage) -> dict[str, Any]:
     """The top level's plain values."""
-    objects = [image.cluster, *image.nodes, *image.groups, *image.instances]
+    objects = [image.cluster, *image.nodes, *image.groups, *image.instances, *image.detached]
     return {
         "version": C.CONFIG_VERSION,
         "serial_no": image.serial,
@@ -237,7 +249,7 @@ class Renderer:
         groups = self._groups.text(
             {g.uuid: (g, functools.partial(_json_of, _group, g)) for g in image.groups}
         )
-        instances, disks = self._instance_tables(image.instances)
+        instances, disks = self._instance_tables(image)
         parts = {
             **{key: _dumps(value) for key, value in _top(image).items()},
             "cluster": _dumps(_cluster(image.cluster)),
@@ -250,11 +262,12 @@ class Renderer:
         }
         return _object(parts).encode("utf-8") + b"\n"
 
-    def _instance_tables(self, instances: list[Instance]) -> tuple[str, str]:
+    def _instance_tables(self, image: ConfigImage) -> tuple[str, str]:
         """The instances' and the disks' JSON; the last ones if the instances
-        are the same objects (most commits change no instance)."""
+        and detached disks are the same objects (most commits change none)."""
+        instances = image.instances
         # The sections keep the objects, so their ids name them while kept.
-        ids = tuple(map(id, instances))
+        ids = tuple(map(id, [*instances, *image.detached]))
         if ids != self._instance_ids:
             self._instance_ids = ids
             self._instance_texts = (
@@ -263,9 +276,8 @@ class Renderer:
                 ),
                 self._disks.text(
                     {
-                        d.uuid: (i, functools.partial(_json_of, _disk, d, i))
-                        for i in instances
-                        for d in i.disks
+                        uuid: (holder, functools.partial(_json_of, _disk, d, holder))
+                        for uuid, (holder, d) in _disks(image).items()
                     }
                 ),
             )

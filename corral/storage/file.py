@@ -74,6 +74,23 @@ class FileBasedTemplate(DiskTemplate):
         top = directory.rsplit("/", 1)[0]
         return [disk.logical_id[0], f"{top}/{new_name}/{filename}"]
 
+    def detached(self, disk: Disk) -> list[str] | None:
+        """The same file in the storage directory itself (Ganeti's
+        ``<dir>/<instance>/<file>`` to ``<dir>/<file>``)."""
+        path = self.disk_path(disk.logical_id)
+        if path is None:
+            return None
+        directory, filename = path.rsplit("/", 1)
+        return [disk.logical_id[0], f"{directory.rsplit('/', 1)[0]}/{filename}"]
+
+    def attached(
+        self, disk: Disk, where: Placement, index: int, ledger: Ledger
+    ) -> list[str] | None:
+        """A new file name in the instance's directory, as for a new disk."""
+        if self.disk_path(disk.logical_id) is None:
+            return None
+        return self.logical_id(where, index, {"driver": disk.logical_id[0]}, ledger)
+
     def backend_type(self, disk: Disk) -> str:
         return f"file:{disk.logical_id[0]}"
 

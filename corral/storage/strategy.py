@@ -249,6 +249,18 @@ class DiskTemplate(ABC):
         it names the instance (Ganeti's DTS_INSTANCE_DEPENDENT_PATH), else None."""
         return None
 
+    def detached(self, disk: Disk) -> list[str] | None:
+        """The disk's logical_id once detached from its instance, when it
+        names the instance, else None."""
+        return None
+
+    def attached(
+        self, disk: Disk, where: Placement, index: int, ledger: Ledger
+    ) -> list[str] | None:
+        """The logical_id of a detached disk attached as disk ``index`` of the
+        instance ``where`` names, when it names the instance, else None."""
+        return None
+
     def backend_type(self, disk: Disk) -> str:
         """What the OS scripts are told the disk is (``DISK_<n>_BACKEND_TYPE``)."""
         return "block"

@@ -151,6 +151,23 @@ def test_changes_on_twins(icluster: TestCluster, twins: tuple[str, str], argv: l
     assert_same_on_twins(icluster, ["gnt-instance", "info", "{}"], twins)
 
 
+def test_detach_and_attach_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
+    """A disk detached, refused attaches, then attached back by name at an index."""
+    for argv in (
+        ["modify", "--disk", "0:detach", "{}"],  # running: refused
+        ["shutdown", "{}"],
+        ["modify", "--disk", "add:size=8m,name=d-{}", "{}"],
+        ["modify", "--disk", "d-{}:detach", "{}"],
+        ["modify", "--disk", "0:detach,mode=ro", "{}"],
+        ["modify", "--disk", "attach:name=no-such-disk", "{}"],
+        ["modify", "--disk", "attach:name=d-{},size=8m", "{}"],
+        ["modify", "--disk", "0:attach,name=d-{}", "{}"],
+        # Not info: the disks' names differ by more than the twins' names.
+        ["list", "--no-headers", "-o", "disk.count,disk.sizes,disk_usage", "{}"],
+    ):
+        assert_same_on_twins(icluster, ["gnt-instance", *argv], twins)
+
+
 def test_reinstall_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
     for argv in (
         ["shutdown", "{}"],

@@ -436,6 +436,12 @@ job("shutdown", W.ShutdownInstance, I2, timeout=0)
 call("console/stopped", R.GetInstanceConsole, I2)
 job("rename", W.RenameInstance, I2, I3, ip_check=False, name_check=False)
 job("modify", W.ModifyInstance, I3, beparams={"maxmem": 96, "minmem": 96})
+# A disk added, detached, attached back first (by name), then removed.
+job("disks/add", W.ModifyInstance, I3, disks=[["add", -1, {"size": 8, "name": "spare"}]])
+job("disks/detach", W.ModifyInstance, I3, disks=[["detach", "spare", {}]])
+job("disks/attach", W.ModifyInstance, I3, disks=[["attach", 0, {"name": "spare"}]])
+job("disks/attach-again", W.ModifyInstance, I3, disks=[["attach", -1, {"name": "spare"}]])
+job("disks/remove", W.ModifyInstance, I3, disks=[["remove", 0, {}]])
 job("grow", W.GrowInstanceDisk, I3, 0, 8)
 job("startup", W.StartupInstance, I3)
 job("tags/add", W.AddInstanceTags, I3, ["db", "eu"])
@@ -612,6 +618,13 @@ def test_missing_operations_are_501(instance_answers: dict[str, Any]) -> None:
 
 def test_instance_disks(instance_answers: dict[str, Any]) -> None:
     a = instance_answers
+    assert done(a, "disks/detach") == [[["disk/1", "detach"]]]
+    assert done(a, "disks/attach") == [[["disk/0", "attach:size=8,mode=rw"]]]
+    assert (
+        "Disk spare already attached to instance i3.example.com"
+        in a["disks/attach-again"]["failed"]
+    )
+    assert done(a, "disks/remove") == [[["disk/0", "remove"]]]
     [[[node, iv_name, path]]] = done(a, "disks/activate")
     assert (node, iv_name) == ("node1.example.com", "disk/0") and path.startswith("/srv/ganeti/")
     for key, what in (("deactivate", "shutdown disks"), ("recreate", "recreate disks")):

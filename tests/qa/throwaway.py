@@ -172,11 +172,9 @@ def run(work: Path, tests: str, *, echo: bool = True) -> Run:
         bed = start_cluster(root, nodes)
         try:
             write_machine(seen, nodes)
-            # Burnin on the new cluster, its confd queries included, without
-            # BurnAddDisks: its confd query works, but it then detaches a disk
-            # (OP_INSTANCE_SET_PARAMS DDM_DETACH), which Corral has not built;
-            # the suite's TestClusterBurnin runs every step.
-            burnin = run_burnin(config, seen, "--no-add-disks")
+            # Burnin on the new cluster, every step (its confd queries, disks
+            # added, detached, attached and removed) included.
+            burnin = run_burnin(config, seen)
             if echo:
                 print(f"{burnin['outcome']:<4} {burnin['test']}: {burnin['reason']}", flush=True)
             result = run_suite(config, seen, nodes, echo=echo)

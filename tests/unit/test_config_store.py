@@ -14,7 +14,7 @@ from corral import constants as C
 from corral import errors
 from corral.config.manager import ConfigManager, ConfigTransaction, initial_change
 from corral.nicesort import nice_sort
-from corral.objects import Cluster, Node, NodeGroup
+from corral.objects import Cluster, DetachedDisk, Disk, Node, NodeGroup
 from corral.state.ports import ConfigChange
 from corral.state.sqlite.config import SqliteConfigStore
 
@@ -139,6 +139,7 @@ async def test_store_load_returns_serial_and_rows(
             "instances",
             "networks",
             "filters",
+            "disks",
         }
         assert sorted(row["name"] for row in tables["nodes"]) == [
             "node1.example.com",
@@ -157,6 +158,29 @@ async def test_config_version_mismatch_is_refused(cfg: ConfigManager, db_path: P
     try:
         with pytest.raises(errors.ConfigVersionMismatch):
             await store.load()
+    finally:
+        await store.close()
+
+
+async def test_a_configuration_from_before_detached_disks_loads(
+    cfg: ConfigManager, db_path: Path
+) -> None:
+    """A store written before the ``disks`` table existed opens at the same
+    version, with no detached disks, and takes them from then on."""
+    await cfg.close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("DROP TABLE disks")
+    store = SqliteConfigStore(db_path)
+    try:
+        loaded = ConfigManager(store, await store.load())
+        assert loaded.detached_disks() == []
+        row = DetachedDisk.of(Disk(size=4, dev_type="file", logical_id=["loop", "/x"]))
+        tx = loaded.transaction()
+        tx.add(row)
+        await tx.commit()
+        assert [r.uuid for r in ConfigManager(store, await store.load()).detached_disks()] == [
+            row.uuid
+        ]
     finally:
         await store.close()
 

@@ -29,7 +29,9 @@ from corral.state.ports import (
 from corral.state.sqlite.fencing import check_fence
 from corral.state.sqlite.worker import Worker
 
-TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks", "filters")
+# A table added later (filters, disks) is created when an older store opens:
+# an existing configuration loads with it empty, at the same version.
+TABLES = ("cluster", "nodegroups", "nodes", "instances", "networks", "filters", "disks")
 # Committed changes kept for followers; an older serial means "load it all".
 KEPT_CHANGES = 1000
 
