@@ -43,18 +43,12 @@ class HypervisorKind:
     # A live migration copies the disks only the source node holds, while
     # the guest runs (Corral's extension; kvm: an NBD drive-mirror).
     copies_disks: bool = False
-    # Disks and NICs can be added to and removed from its running instances
-    # (Ganeti's hotplug).  The fake hypervisor runs nothing, so there is
-    # nothing to plug: unlike Ganeti's, it accepts hotplug, so that Ganeti's
-    # burnin (hotplug_if_possible) detaches and removes disks of its running
-    # instances.  Corral's kvm does not hotplug yet.
-    hotplug: bool = False
 
 
 HYPERVISORS: Mapping[str, HypervisorKind] = {
     h.name: h
     for h in (
-        HypervisorKind(HT_FAKE, "Instances are state files; nothing runs", hotplug=True),
+        HypervisorKind(HT_FAKE, "Instances are state files; nothing runs"),
         HypervisorKind(
             HT_KVM,
             "Instances are QEMU guests (KVM, or TCG without it)",
@@ -70,16 +64,6 @@ def kind(name: str) -> HypervisorKind | None:
     """The implemented hypervisor ``name``, or None (a name Corral lacks, as an
     old configuration may hold)."""
     return HYPERVISORS.get(name)
-
-
-def hotplug_problem(name: str) -> str | None:
-    """Why hypervisor ``name`` cannot hotplug devices (Ganeti's words), or None."""
-    found = HYPERVISORS.get(name)
-    return (
-        None
-        if found is not None and found.hotplug
-        else "Hotplug is not supported by this hypervisor"
-    )
 
 
 def needs_port(name: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral import constants as C
-from corral import errors, hypervisors
+from corral import errors
 from corral import params as P
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
@@ -162,7 +162,7 @@ class LUInstanceSetParams(InstanceLU):
         self._apply_params()
         await self._apply_os()
         self.running = await self.is_running()
-        self.hotplug = self._check_hotplug()
+        self._check_hotplug()
         self._apply_nics()
         self._apply_primary()
         self._apply_disks()
@@ -178,31 +178,18 @@ class LUInstanceSetParams(InstanceLU):
                 self, [self.pnode], self.new.hypervisor, self.new.hvparams
             )
 
-    def _check_hotplug(self) -> bool:
-        """Whether devices are plugged into (and out of) the running instance
-        (Ganeti's _CheckHotplug): refused if asked for and impossible, skipped
-        with a warning if only asked for where possible."""
+    def _check_hotplug(self) -> None:
+        """Ganeti's _CheckHotplug, where no hypervisor hotplugs (Ganeti's fake
+        does not, Corral's kvm not yet): refused if asked for, skipped with a
+        warning if asked for where possible."""
         op = self.op
         if not (op.hotplug or op.hotplug_if_possible):
-            return False
-        problem = hypervisors.hotplug_problem(self.instance.hypervisor)
-        if problem is None and not self.running:
-            problem = "Instance is probably down"  # Ganeti's kvm's words
-        if problem is None:
-            return True
+            return
+        problem = "Hotplug is not supported: Hotplug is not supported by this hypervisor"
         if op.hotplug:
-            raise errors.OpPrereqError(
-                f"Hotplug is not possible: Hotplug is not supported: {problem}", C.ECODE_STATE
-            )
-        self.warn(f"Hotplug is not supported: {problem}")
+            raise errors.OpPrereqError(f"Hotplug is not possible: {problem}", C.ECODE_STATE)
+        self.warn(problem)
         self.log_info("Modification will take place without hotplugging.")
-        return False
-
-    def _plugged(self, kind: str, index: int) -> None:
-        """Record a device plugged in or out (nothing to do on the fake
-        hypervisor, the only one that hotplugs)."""
-        if self.hotplug:
-            self.changes.append([f"{kind}/{index}", "hotplug:done"])
 
     def _apply_primary(self) -> None:
         """Ganeti's --new-primary: the configuration's change alone (the
@@ -289,7 +276,6 @@ class LUInstanceSetParams(InstanceLU):
                 editor.modify(index, nics[index], params)
             self.changes += editor.changes
             editor.changes.clear()
-            self._plugged("nic", index)
         U.check_device_names("NIC", nics)
 
     def _apply_disks(self) -> None:
@@ -301,7 +287,6 @@ class LUInstanceSetParams(InstanceLU):
                 index = DA.attach_index(identifier, len(new.disks))
                 disk = DA.attach(self, index, params)
                 self.changes.append([f"disk/{index}", f"attach:size={disk.size},mode={disk.mode}"])
-                self._plugged("disk", index)
                 continue
             index = _position(new.disks, action, identifier, "disk")
             if not template.has_disks and action in (ADD, REMOVE):
@@ -320,9 +305,13 @@ class LUInstanceSetParams(InstanceLU):
 
     def _take_out_disk(self, index: int, action: str) -> None:
         """Remove disk ``index`` (its data goes) or detach it (its data stays)."""
-        if self.running and not self.hotplug:
+        if self.running:
+            # Ganeti's words for a removal; it lets a detach through, which
+            # would pull a disk from under a running guest.
+            what = "remove volume from" if action == REMOVE else "detach a disk from"
             raise errors.OpPrereqError(
-                f"Cannot {action} a disk of a running instance without hotplug; shut it down first",
+                f"Instance {self.instance.name} is running, can't {what} a running instance"
+                " without using hotplug",
                 C.ECODE_STATE,
             )
         if action == DETACH:
@@ -330,7 +319,6 @@ class LUInstanceSetParams(InstanceLU):
         else:
             self.removed_disks.append(self.new.disks.pop(index))
         self.changes.append([f"disk/{index}", action])
-        self._plugged("disk", index)
 
     def _add_disk(self, template: DiskTemplate, params: dict[str, Any], ledger: Ledger) -> None:
         new = self.new
@@ -351,7 +339,6 @@ class LUInstanceSetParams(InstanceLU):
         new.disks.append(disk)
         self.new_disks.append(disk)
         self.changes.append([f"disk/{idx}", f"add:size={disk.size},mode={disk.mode}"])
-        self._plugged("disk", idx)
 
     def _modify_disk(self, index: int, params: dict[str, Any]) -> None:
         disk = self.new.disks[index]
