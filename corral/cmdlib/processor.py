@@ -49,11 +49,11 @@ class Processor:
                     raise
                 ctx.notify_retry()
                 continue
-            export = self.master.config_export
-            if export is not None:
-                # As Ganeti's: the job ends with config.data written (its locks
-                # are free meanwhile).
-                await export.written(self.master.cfg.serial)
+            ssconf = self.master.ssconf
+            if ssconf is not None:
+                # As Ganeti's: the job ends with the master's ssconf files
+                # written (its locks are free meanwhile).
+                await ssconf.current(self.master.cfg.serial)
             return result
 
     async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> Any:

@@ -27,7 +27,7 @@ from corral.services.config_export import ConfigExport, ensure_confd_hmac_key
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import SsconfWriter, ssconf_values
+from corral.services.ssconf import MasterSsconf, SsconfWriter
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
@@ -62,8 +62,9 @@ async def serve(
     cfg.fence = lease.token
     durable = await DurableState.open(SqliteKeyValueStore(paths.state_db), lease.token)
     await legacy_state.move_into(durable, paths)
-    ssconf = SsconfWriter(paths)  # the master's ssconf files, written with config.data
-    await asyncio.to_thread(ssconf.write, ssconf_values(cfg))
+    ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
+    await ssconf.start()
+    cfg.add_listener(ssconf.changed)
     rpc = https_client(
         paths,
         cfg.cluster.noded_port,
@@ -95,14 +96,13 @@ async def serve(
         locks=locks,
         queue=queue,
         query=lambda what, fields, qfilter: resources.query(master, what, fields, qfilter),
+        ssconf=ssconf,
     )
     processor.bind(master)
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
     cfg.add_listener(distributor.changed)
     await asyncio.to_thread(ensure_confd_hmac_key, paths)
-    export = master.config_export = ConfigExport(
-        master, ssconf
-    )  # config.data here and on candidates
+    export = master.config_export = ConfigExport(master)  # config.data here and on candidates
     await export.start()
     cfg.add_listener(export.changed)
     queue.fence = lease.token
@@ -129,6 +129,7 @@ async def serve(
         await intents.stop_background(master)
         await distributor.stop()
         await export.stop()
+        await ssconf.stop()
         await rpc.close()
         await store.close()
         await cfg.close()

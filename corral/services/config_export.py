@@ -8,9 +8,11 @@ listener); the writer renders in a thread and replaces the file atomically
 Commits made while it writes are written together by its next round, so a
 burst of commits costs a few writes; after a round it pauses as long as the
 round took, so it never takes more than about half of masterd's time.
-A job is reported done only once the file holds its changes
-(:meth:`ConfigExport.written`), as Ganeti's jobs end with the configuration
-written.
+Jobs do not wait for it (a job's commit does not grow with the
+configuration, and writing the file does): it follows a commit by one round,
+and :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` wait for it
+where that matters (``gnt-cluster verify``, ``redist-conf``).  The master's
+ssconf files, which jobs do wait for, are :class:`corral.services.ssconf.MasterSsconf`'s.
 
 A second task sends the newest file to the online candidates that do not
 have these bytes yet, at most one round every :data:`SEND_PAUSE` seconds.
@@ -33,7 +35,6 @@ from corral.fileio import atomic_write
 from corral.objects import Node
 from corral.rpc.calls_node import upload_file
 from corral.services.config_data import ConfigImage, Renderer, take_image
-from corral.services.ssconf import SsconfWriter, affects_ssconf, ssconf_values
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 MAX_PAUSE = 0.5
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
+# After a send that some candidate did not take, the next try (seconds).
+SEND_RETRY = 10.0
 # Ganeti's mode of config.data (no other user reads it on Corral's nodes).
 MODE = 0o640
 # How long verify and redist-conf wait for a pending export.
@@ -72,11 +75,8 @@ def other_candidates(cfg: ConfigManager) -> list[Node]:
 class ConfigExport:
     """The exporter: a config listener, a writer task and a sender task."""
 
-    def __init__(self, master: Master, ssconf: SsconfWriter | None = None) -> None:
+    def __init__(self, master: Master) -> None:
         self._master = master
-        # The master's ssconf files are written by the same rounds, off the loop.
-        self._ssconf = ssconf
-        self._ssconf_dirty = ssconf is not None
         self._loop = asyncio.get_running_loop()
         self._dirty = asyncio.Event()
         self._to_send = asyncio.Event()
@@ -93,8 +93,6 @@ class ConfigExport:
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
         """The config listener (from any thread: a commit may run in one)."""
-        if affects_ssconf(tables):
-            self._ssconf_dirty = True
         self._loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
@@ -110,7 +108,7 @@ class ConfigExport:
         """Write the file as the configuration is now (at masterd's start),
         then send it to the candidates in the background."""
         image = take_image(self._master.cfg)
-        await self._write(image, self._ssconf_values())
+        await self._write(image)
         await self._advance(image.serial)
         self._wake()
 
@@ -122,7 +120,7 @@ class ConfigExport:
             serial = self._master.cfg.serial
             self._writing = True
             try:
-                await self._write(take_image(self._master.cfg), self._ssconf_values())
+                await self._write(take_image(self._master.cfg))
             except Exception:
                 log.exception("Writing config.data failed")
             finally:
@@ -145,30 +143,24 @@ class ConfigExport:
             started = self._loop.time()
             try:
                 async with self.lock:
-                    await self.send(other_candidates(self._master.cfg), force=False)
+                    problems = await self.send(other_candidates(self._master.cfg), force=False)
             except Exception:
                 log.exception("Sending config.data failed")
+                problems = ["failed"]
+            if problems:
+                # A candidate that was down gets it once it is back, not only
+                # at the next change.
+                self._loop.call_later(SEND_RETRY, self._to_send.set)
             if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
                 self._idle.set()
             # A burst of changes is sent as a few files, not one per write.
             await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
 
-    def _ssconf_values(self) -> dict[str, str] | None:
-        """The ssconf values to write, if a commit since the last round may
-        have changed them (read on the loop, as the image is)."""
-        if not self._ssconf_dirty:
-            return None
-        self._ssconf_dirty = False
-        return ssconf_values(self._master.cfg)
+    async def _write(self, image: ConfigImage) -> None:
+        self._data = await asyncio.to_thread(self._write_file, image)
 
-    async def _write(self, image: ConfigImage, ssconf: dict[str, str] | None) -> None:
-        self._data = await asyncio.to_thread(self._write_file, image, ssconf)
-
-    def _write_file(self, image: ConfigImage, ssconf: dict[str, str] | None) -> bytes:
-        """Write the ssconf files that changed; render config.data and replace
-        it if its bytes differ (in a thread)."""
-        if ssconf is not None and self._ssconf is not None:
-            self._ssconf.write(ssconf)
+    def _write_file(self, image: ConfigImage) -> bytes:
+        """Render; replace the file if its bytes differ (in a thread)."""
         data = self._renderer.render(image)
         path = self._master.paths.config_data
         if self._data is None:  # the first time, the file left before

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from corral.rpc.client import RpcClient
     from corral.services.config_export import ConfigExport
     from corral.services.durable import DurableState
+    from corral.services.ssconf import MasterSsconf
 
 # Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
 # how a logical unit asks a query resource without importing it.
@@ -35,3 +36,5 @@ class Master:
     query: QueryFn
     # config.data's writer (None where no masterd runs: in-process tests).
     config_export: ConfigExport | None = None
+    # The master's ssconf files, which a job waits for (masterd sets it).
+    ssconf: MasterSsconf | None = None

@@ -10,7 +10,9 @@ it is empty (:func:`corral.ssconf_files.file_data`).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import socket
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,8 @@ from corral.services.ndparams import ssh_port
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
     from corral.paths import Paths
+
+log = logging.getLogger(__name__)
 
 _lines = "\n".join
 
@@ -109,8 +113,8 @@ def affects_ssconf(tables: set[str]) -> bool:
 
 class SsconfWriter:
     """The master's own ssconf files: each write replaces (atomically) the
-    files whose value changed.  Blocking: masterd writes them in the config
-    export's thread (:mod:`corral.services.config_export`), after commits."""
+    files whose value changed.  Blocking: :class:`MasterSsconf` calls it in a
+    thread."""
 
     def __init__(self, paths: Paths) -> None:
         self._paths = paths
@@ -135,3 +139,65 @@ class SsconfWriter:
         tmp.write_bytes(data)
         os.chmod(tmp, 0o444)
         os.replace(tmp, path)
+
+
+class MasterSsconf:
+    """The master's ssconf files kept current: a config listener wakes a task
+    that writes, in a thread, the files whose value changed (a burst of
+    commits, one write).  A job ends once they hold its changes
+    (:meth:`current`), as Ganeti's wconfd writes them with the configuration."""
+
+    def __init__(self, cfg: ConfigManager, writer: SsconfWriter) -> None:
+        self._cfg = cfg
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        self._dirty = asyncio.Event()
+        self._affected = False  # a commit since the last write may change them
+        self._serial = 0  # the cluster serial they hold
+        self._progress = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Write the files as the configuration is now (masterd's start)."""
+        serial = self._cfg.serial
+        await asyncio.to_thread(self._writer.write, ssconf_values(self._cfg))
+        self._serial = serial
+
+    def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
+        """The config listener (from any thread: a commit may run in one)."""
+        if affects_ssconf(tables):
+            self._affected = True
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self._dirty.set()
+        if self._task is None:
+            self._task = self._loop.create_task(self._rounds())
+
+    async def _rounds(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            serial = self._cfg.serial
+            if self._affected:
+                self._affected = False
+                values = ssconf_values(self._cfg)  # on the loop, where the config changes
+                try:
+                    await asyncio.to_thread(self._writer.write, values)
+                except OSError:
+                    log.exception("Writing the ssconf files failed")
+            async with self._progress:  # even after a failure: no job waits for ever
+                self._serial = max(self._serial, serial)
+                self._progress.notify_all()
+
+    async def current(self, serial: int) -> None:
+        """Wait until the files hold cluster serial ``serial`` (or a later one)."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._serial >= serial)
+
+    async def stop(self) -> None:
+        """Stop the task (masterd's shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

@@ -47,7 +47,7 @@ from corral.services.config_export import ConfigExport
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
-from corral.services.ssconf import SsconfWriter, ssconf_values
+from corral.services.ssconf import MasterSsconf, SsconfWriter
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore
@@ -103,6 +103,7 @@ class InProcessCluster:
     master: Master
     distributor: SsconfDistributor
     export: ConfigExport
+    ssconf: MasterSsconf
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -126,8 +127,9 @@ class InProcessCluster:
     async def start(self) -> None:
         """Open the configuration and the durable state, start the queue."""
         self.cfg = await ConfigManager.open(SqliteConfigStore(self.paths.config_db))
-        ssconf = SsconfWriter(self.paths)
-        ssconf.write(ssconf_values(self.cfg))
+        self.ssconf = MasterSsconf(self.cfg, SsconfWriter(self.paths))
+        await self.ssconf.start()
+        self.cfg.add_listener(self.ssconf.changed)
         self.durable = await DurableState.open(SqliteKeyValueStore(self.paths.state_db))
         processor = Processor()
         self.queue = JobQueue(
@@ -146,11 +148,12 @@ class InProcessCluster:
             locks=self.locks,
             queue=self.queue,
             query=lambda what, fields, qfilter: resources.query(self.master, what, fields, qfilter),
+            ssconf=self.ssconf,
         )
         processor.bind(self.master)
         self.distributor = SsconfDistributor(self.master)
         self.cfg.add_listener(self.distributor.changed)
-        self.export = self.master.config_export = ConfigExport(self.master, ssconf)
+        self.export = self.master.config_export = ConfigExport(self.master)
         await self.export.start()
         self.cfg.add_listener(self.export.changed)
         await self.queue.recover()
@@ -234,6 +237,7 @@ class InProcessCluster:
             await self.queue.shutdown(SHUTDOWN_GRACE)
             await self.distributor.stop()
             await self.export.stop()
+            await self.ssconf.stop()
         await self.rpc.close()
         await self.store.close()
         if hasattr(self, "cfg"):

@@ -23,6 +23,7 @@ from tests.helpers.cluster import Result, TestCluster
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import Noded, start_noded
 from tests.helpers.osdef import make_os
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -186,4 +187,6 @@ def test_unreachable_node(tmp_path: Path) -> None:
             assert node.paths.ca_cert.read_bytes() == ca
             assert verify_signed_by(node.paths.server_pem.read_bytes(), ca)
         assert ok(cl.gnt("cluster", "command", "true")).stdout.count("return code = 0") == 3
+        # node3 was stopped before config.data reached it; the master sends it again.
+        wait_until(node3.paths.config_data.exists, timeout=60, what="config.data on node3")
         verify(cl, nodes)

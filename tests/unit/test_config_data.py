@@ -96,12 +96,20 @@ async def test_a_change_reaches_every_copy(cl: InProcessCluster) -> None:
     await wait_until_async(lambda: all(current(k) for k in (1, 2, 3)), 30, "the new tag")
 
 
-async def test_a_job_ends_with_the_masters_copy_written(cl: InProcessCluster) -> None:
+async def test_the_masters_copy_follows_each_job(cl: InProcessCluster) -> None:
     for tag in ("first", "second", "third"):
         await ok(cl, {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": [tag]})
-        # No wait: the job was reported done once config.data held its change.
+        # Jobs do not wait for it (its writing grows with the configuration).
+        await cl.export.written(cl.cfg.serial)
         data = load(cl.paths.config_data)
         assert tag in data["cluster"]["tags"] and data["serial_no"] == cl.cfg.serial
+
+
+async def test_a_job_ends_with_the_masters_ssconf_files_written(cl: InProcessCluster) -> None:
+    for tag in ("first", "second", "third"):
+        await ok(cl, {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": [tag]})
+        # No wait: the job was reported done once the files held its change.
+        assert tag in cl.paths.ssconf_file("cluster_tags").read_text().split()
 
 
 async def test_demoted_node_loses_it_promoted_gets_it(cl: InProcessCluster) -> None:

@@ -157,7 +157,7 @@ async def test_hypervisor_parameters_are_shown_as_wconfd_shows_them(
     tx = cl.cfg.transaction()
     tx.update(cluster)
     await tx.commit()
-    await cl.export.written(cl.cfg.serial)  # the master's files are written after commits
+    await cl.ssconf.current(cl.cfg.serial)  # the master's files are written after commits
     assert cl.paths.ssconf_file("hvparams_kvm").read_text() == (
         'acpi=True\ncpu_cores=0\nkernel_args=ro\nlist=["a",1]\nmigration_downtime=30\n'
         "migration_port=8102\nratio=0.5\nserial_console=False\n"
