@@ -6,8 +6,8 @@ confd and Ganeti's tools.  A commit only wakes the writer (a config
 listener); the writer renders in a thread and replaces the file atomically
 (unsynced: masterd writes it again at its start) when its bytes changed.
 Commits made while it writes are written together by its next round, so a
-burst of commits costs a few writes; after a round it pauses as long as the
-round took, so it never takes more than about half of masterd's time.
+burst of commits costs a few writes; rounds start at most once a second
+(:data:`WRITE_INTERVAL`) and never take more than about half of masterd's time.
 Jobs do not wait for it (a job's commit does not grow with the
 configuration, and writing the file does): it follows a commit by one round,
 and :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` wait for it
@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The longest pause between two rounds of writes (seconds).
-MAX_PAUSE = 0.5
+# Rounds of writes start at most this often (seconds), and at most every
+# twice a round's time: nobody waits for the file, and rendering it competes
+# with the jobs for masterd's interpreter.
+WRITE_INTERVAL = 1.0
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
 # After a send that some candidate did not take, the next try (seconds).
@@ -129,7 +131,8 @@ class ConfigExport:
                 self._writing = False
             self._to_send.set()
             if self._dirty.is_set():
-                await asyncio.sleep(min(self._loop.time() - started, MAX_PAUSE))
+                took = self._loop.time() - started
+                await asyncio.sleep(max(WRITE_INTERVAL, 2 * took) - took)
 
     async def _advance(self, serial: int) -> None:
         async with self._progress:
