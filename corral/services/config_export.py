@@ -210,7 +210,13 @@ class ConfigExport:
 
     async def settled(self, timeout: float = SETTLE_TIMEOUT) -> bool:
         """Wait until every change so far is written and sent to the
-        candidates; whether it was within ``timeout`` seconds."""
+        candidates (one that missed the file gets it now, not at its next
+        retry); whether it was within ``timeout`` seconds."""
+        if self._tasks and self._data is not None:
+            digest = hashlib.sha1(self._data).digest()
+            if any(self._sent.get(n.uuid) != digest for n in other_candidates(self._master.cfg)):
+                self._idle.clear()
+                self._to_send.set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:

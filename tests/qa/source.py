@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import shlex
 import shutil
+import subprocess
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conformance.ganeti import VERSION, GanetiUnavailable, _run_checked, ganeti_tree
+from tests.conformance.ganeti import VERSION, GanetiUnavailable, ganeti_tree
 from tests.helpers.noded import REPO_ROOT
 
 CACHE = REPO_ROOT / ".cache" / "ganeti-src"
@@ -54,18 +56,20 @@ def _apt(*argv: str) -> list[str]:
     ]
 
 
-def _fetch(check: Callable[[], bool], *argv: str, attempts: int = 3) -> None:
+def _fetch(check: Callable[[], bool], *argv: str, attempts: int = 6) -> None:
     """Run ``apt-get argv`` until ``check()`` holds: a mirror's or DNS's hiccup
-    must not fail the run (``apt-get update`` even exits 0 when a fetch failed)."""
-    error: GanetiUnavailable | None = None
-    for _ in range(attempts):
-        try:
-            _run_checked(_apt(*argv), cwd=CACHE)
-        except GanetiUnavailable as err:
-            error = err
+    (``apt-get update`` even exits 0 when a fetch failed, with a warning) must
+    not fail the run.  Waits 2, 4, 8... seconds between tries (a network
+    outage of a minute is survived); the last try's output says why."""
+    said = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(2**attempt)
+        proc = subprocess.run(_apt(*argv), cwd=CACHE, capture_output=True, text=True, check=False)
+        said = (proc.stderr or proc.stdout).strip()
         if check():
             return
-    raise error or GanetiUnavailable(f"apt-get {shlex.join(argv)} did not give what it should")
+    raise GanetiUnavailable(f"apt-get {shlex.join(argv)} did not give what it should: {said}")
 
 
 def _download() -> Path:
