@@ -56,11 +56,11 @@ def _apt(*argv: str) -> list[str]:
     ]
 
 
-def _fetch(check: Callable[[], bool], *argv: str, attempts: int = 6) -> None:
+def _fetch(check: Callable[[], bool], *argv: str, attempts: int = 8) -> None:
     """Run ``apt-get argv`` until ``check()`` holds: a mirror's or DNS's hiccup
     (``apt-get update`` even exits 0 when a fetch failed, with a warning) must
     not fail the run.  Waits 2, 4, 8... seconds between tries (a network
-    outage of a minute is survived); the last try's output says why."""
+    outage of four minutes is survived); the last try's output says why."""
     said = ""
     for attempt in range(attempts):
         if attempt:
