@@ -40,6 +40,7 @@ from corral.paths import Paths
 from tests.conformance.ganeti import ganeti_tree
 from tests.qa import config as qa_config
 from tests.qa.harness import Nodes, Run, run_burnin, run_suite, write_machine
+from tests.qa.source import qa_tree
 from tests.qa.ssh_shim import NODE_DIRS, SHARE, machine_script
 
 INSIDE_ENV = "CORRAL_QA_NAMESPACE"
@@ -195,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     work = opts.work.absolute()
     if os.environ.get(INSIDE_ENV) != str(work):
+        # Ganeti's package and the suite's source come from the network, which
+        # the namespace has not: fetched first (once, into .cache).
+        ganeti_tree()
+        qa_tree()
         unshare = ["unshare", "--net", "--mount", "--propagation", "private"]
         command = [*unshare, sys.executable, "-m", "tests.qa.throwaway", *(argv or sys.argv[1:])]
         return subprocess.run(command, env={**os.environ, INSIDE_ENV: str(work)}).returncode
