@@ -258,3 +258,21 @@ async def in_process_cluster(root: Path, nodes: int = 1) -> AsyncIterator[InProc
         yield cluster
     finally:
         await cluster.close()
+
+
+def create_op(name: str, node: str, template: str, disks: list[dict[str, Any]]) -> dict[str, Any]:
+    """OP_INSTANCE_CREATE of a stopped instance of the OS ``OS_NAME`` on ``node``,
+    without NICs and name checks."""
+    return {
+        "OP_ID": "OP_INSTANCE_CREATE",
+        "instance_name": name,
+        "mode": "create",
+        "disk_template": template,
+        "disks": disks,
+        "nics": [],
+        "os_type": OS_NAME,
+        "pnode": node,
+        "name_check": False,
+        "ip_check": False,
+        "start": False,
+    }

@@ -15,7 +15,7 @@ from corral import constants as C
 from corral import testbed
 from corral.node.storage.file import REMOVING
 from corral.objects import Instance
-from tests.helpers.inprocess import OS_NAME, InProcessCluster, in_process_cluster
+from tests.helpers.inprocess import InProcessCluster, create_op, in_process_cluster
 
 INST = "inst1.example.com"
 MIB = 1024 * 1024
@@ -39,19 +39,7 @@ async def cl(tmp_path: Path) -> AsyncIterator[InProcessCluster]:
 
 
 def create(name: str, template: str, disks: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "OP_ID": "OP_INSTANCE_CREATE",
-        "instance_name": name,
-        "mode": "create",
-        "disk_template": template,
-        "disks": disks,
-        "nics": [],
-        "os_type": OS_NAME,
-        "pnode": testbed.node_name(1),
-        "name_check": False,
-        "ip_check": False,
-        "start": False,
-    }
+    return create_op(name, testbed.node_name(1), template, disks)
 
 
 def inst(cl: InProcessCluster, name: str = INST) -> Instance:

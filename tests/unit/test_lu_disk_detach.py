@@ -17,7 +17,7 @@ from corral import testbed
 from corral.config.manager import ConfigManager
 from corral.objects import DetachedDisk, Instance
 from corral.state.sqlite.config import SqliteConfigStore
-from tests.helpers.inprocess import OS_NAME, InProcessCluster, in_process_cluster
+from tests.helpers.inprocess import InProcessCluster, create_op, in_process_cluster
 
 INST, OTHER, REMOTE = "inst1.example.com", "inst2.example.com", "inst3.example.com"
 NODE1, NODE2 = testbed.node_name(1), testbed.node_name(2)
@@ -28,19 +28,7 @@ MARKER = b"corral detach marker"
 def create(
     name: str, node: str, disks: list[dict[str, Any]], template: str = "file"
 ) -> dict[str, Any]:
-    return {
-        "OP_ID": "OP_INSTANCE_CREATE",
-        "instance_name": name,
-        "mode": "create",
-        "disk_template": template,
-        "disks": disks,
-        "nics": [],
-        "os_type": OS_NAME,
-        "pnode": node,
-        "name_check": False,
-        "ip_check": False,
-        "start": False,
-    }
+    return create_op(name, node, template, disks)
 
 
 @pytest.fixture
