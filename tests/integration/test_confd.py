@@ -192,6 +192,6 @@ def test_renew_confd_hmac_key(bed: testbed.Testbed) -> None:
 
         # A candidate promoted back by an earlier test may get its config.data late.
         def answers(paths: Paths = node.paths) -> bool:
-            return ask(paths, P.Request.PING, key=new).status == P.Status.OK
+            return bool(ask(paths, P.Request.PING, key=new).status == P.Status.OK)
 
         wait_until(answers, TIMEOUT, f"{node.name}'s confd answering with the new key")
