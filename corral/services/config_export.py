@@ -7,7 +7,8 @@ listener); the writer renders in a thread and replaces the file atomically
 (unsynced: masterd writes it again at its start) when its bytes changed.
 Commits made while it writes are written together by its next round, so a
 burst of commits costs a few writes; rounds start at most once a second
-(:data:`WRITE_INTERVAL`) and never take more than about half of masterd's time.
+(:data:`WRITE_INTERVAL`; at once for one waiting for the file) and never take
+more than about half of masterd's time.
 Jobs do not wait for it (a job's commit does not grow with the
 configuration, and writing the file does): it follows a commit by one round,
 and :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` wait for it
@@ -85,6 +86,8 @@ class ConfigExport:
         self._writing = False
         self._idle = asyncio.Event()
         self._idle.set()
+        self._pause: asyncio.Future[None] | None = None  # between two rounds
+        self._wanted = 0  # the newest cluster serial somebody waits for
         self._progress = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._renderer = Renderer()
@@ -115,8 +118,10 @@ class ConfigExport:
         self._wake()
 
     async def _write_rounds(self) -> None:
+        next_round = self._loop.time()
         while True:
             await self._dirty.wait()
+            await self._until(next_round)
             self._dirty.clear()
             started = self._loop.time()
             serial = self._master.cfg.serial
@@ -130,9 +135,27 @@ class ConfigExport:
                 await self._advance(serial)
                 self._writing = False
             self._to_send.set()
-            if self._dirty.is_set():
-                took = self._loop.time() - started
-                await asyncio.sleep(max(WRITE_INTERVAL, 2 * took) - took)
+            next_round = started + max(WRITE_INTERVAL, 2 * (self._loop.time() - started))
+
+    async def _until(self, when: float) -> None:
+        """Wait until loop time ``when``, or less if somebody waits for a
+        change not written yet."""
+        delay = when - self._loop.time()
+        if delay <= 0 or self._wanted > self._written:
+            return
+        self._pause = self._loop.create_future()
+        try:
+            await asyncio.wait_for(self._pause, delay)
+        except TimeoutError:
+            pass
+        finally:
+            self._pause = None
+
+    def _want(self, serial: int) -> None:
+        """Somebody waits for the file to hold ``serial``: no pause before it."""
+        self._wanted = max(self._wanted, serial)
+        if self._pause is not None and not self._pause.done() and serial > self._written:
+            self._pause.set_result(None)
 
     async def _advance(self, serial: int) -> None:
         async with self._progress:
@@ -175,6 +198,7 @@ class ConfigExport:
 
     async def written(self, serial: int) -> None:
         """Wait until the file holds cluster serial ``serial`` (or a later one)."""
+        self._want(serial)
         async with self._progress:
             await self._progress.wait_for(lambda: self._written >= serial)
 
@@ -217,6 +241,7 @@ class ConfigExport:
             if any(self._sent.get(n.uuid) != digest for n in other_candidates(self._master.cfg)):
                 self._idle.clear()
                 self._to_send.set()
+        self._want(self._master.cfg.serial)
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
