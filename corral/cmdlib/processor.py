@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral.cmdlib.base import ALL_SET, LogicalUnit, lu_class
+from corral.cmdlib.base import ALL_SET, LogicalUnit
+from corral.cmdlib.units import unit_for
 from corral.locking import LOCKSET
 from corral.services.context import Master
 
@@ -35,7 +36,7 @@ class Processor:
         return self._master
 
     async def __call__(self, op: OpCode, ctx: OpContext) -> Any:
-        cls = lu_class(op.OP_ID)
+        cls = await unit_for(op.OP_ID)
         if cls is None:
             raise errors.OpCodeUnknown(f"Opcode {op.OP_ID} is not implemented")
         while True:

@@ -7,7 +7,6 @@ import gc
 import logging
 from collections.abc import Callable
 
-import corral.cmdlib.units  # noqa: F401  (registers every logical unit)
 from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
