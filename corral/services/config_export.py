@@ -5,15 +5,17 @@ The SQLite store stays the truth; the file is a derived, read-only copy for
 confd and Ganeti's tools.  A commit only wakes the writer (a config
 listener); the writer renders in a thread and replaces the file atomically
 (unsynced: masterd writes it again at its start) when its bytes changed.
-Commits made while it writes are written together by its next round, so a
-burst of commits costs a few writes; rounds start at most once a second
-(:data:`WRITE_INTERVAL`; at once for one waiting for the file) and never take
-more than about half of masterd's time.
-Jobs do not wait for it (a job's commit does not grow with the
-configuration, and writing the file does): it follows a commit by one round,
-and :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` wait for it
-where that matters (``gnt-cluster verify``, ``redist-conf``).  The master's
-ssconf files, which jobs do wait for, are :class:`corral.services.ssconf.MasterSsconf`'s.
+A round starts once no commit came for :data:`QUIET` seconds, or
+:data:`WRITE_INTERVAL` seconds after the first commit it will hold, or at
+once for somebody waiting for the file; and a round never starts sooner than
+twice the last one's time after it (rendering competes with the jobs for
+masterd's interpreter).  So an operator's command is in the file a moment
+after it ends (Ganeti's QA reads the file between two commands), while a
+stream of jobs costs a write a second, not one per job (writing the file
+grows with the configuration, a job's commit does not).  Jobs do not wait for
+it; :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` do where that
+matters (``gnt-cluster verify``, ``redist-conf``).  The master's ssconf
+files, which jobs do wait for, are :class:`corral.services.ssconf.MasterSsconf`'s.
 
 A second task sends the newest file to the online candidates that do not
 have these bytes yet, at most one round every :data:`SEND_PAUSE` seconds.
@@ -45,9 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Rounds of writes start at most this often (seconds), and at most every
-# twice a round's time: nobody waits for the file, and rendering it competes
-# with the jobs for masterd's interpreter.
+# A round starts once no commit came for this long (seconds)...
+QUIET = 0.01
+# ...or this long after the first commit it will hold, whichever is sooner.
 WRITE_INTERVAL = 1.0
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
@@ -87,6 +89,9 @@ class ConfigExport:
         self._idle = asyncio.Event()
         self._idle.set()
         self._pause: asyncio.Future[None] | None = None  # between two rounds
+        # Loop times: the first and the last commit the next round will hold,
+        # and the soonest it may start.
+        self._first_commit = self._last_commit = self._not_before = 0.0
         self._wanted = 0  # the newest cluster serial somebody waits for
         self._progress = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -101,8 +106,14 @@ class ConfigExport:
         self._loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        self._last_commit = self._loop.time()
+        if not self._dirty.is_set():
+            self._first_commit = self._last_commit
         self._dirty.set()
         self._idle.clear()
+        self._run_tasks()
+
+    def _run_tasks(self) -> None:
         if not self._tasks:
             self._tasks = [
                 self._loop.create_task(self._write_rounds()),
@@ -115,13 +126,14 @@ class ConfigExport:
         image = take_image(self._master.cfg)
         await self._write(image)
         await self._advance(image.serial)
-        self._wake()
+        self._idle.clear()
+        self._to_send.set()
+        self._run_tasks()
 
     async def _write_rounds(self) -> None:
-        next_round = self._loop.time()
         while True:
             await self._dirty.wait()
-            await self._until(next_round)
+            await self._round_due()
             self._dirty.clear()
             started = self._loop.time()
             serial = self._master.cfg.serial
@@ -135,21 +147,25 @@ class ConfigExport:
                 await self._advance(serial)
                 self._writing = False
             self._to_send.set()
-            next_round = started + max(WRITE_INTERVAL, 2 * (self._loop.time() - started))
+            self._not_before = started + 2 * (self._loop.time() - started)
 
-    async def _until(self, when: float) -> None:
-        """Wait until loop time ``when``, or less if somebody waits for a
-        change not written yet."""
-        delay = when - self._loop.time()
-        if delay <= 0 or self._wanted > self._written:
-            return
-        self._pause = self._loop.create_future()
-        try:
-            await asyncio.wait_for(self._pause, delay)
-        except TimeoutError:
-            pass
-        finally:
-            self._pause = None
+    async def _round_due(self) -> None:
+        """Wait until the next round may start (see the module's doc)."""
+        while True:
+            now = self._loop.time()
+            due = self._not_before
+            if self._wanted <= self._written:
+                quiet = self._last_commit + QUIET
+                due = max(due, min(quiet, self._first_commit + WRITE_INTERVAL))
+            if due <= now:
+                return
+            self._pause = self._loop.create_future()
+            try:
+                await asyncio.wait_for(self._pause, due - now)
+            except TimeoutError:
+                pass  # later commits may have moved the due time: look again
+            finally:
+                self._pause = None
 
     def _want(self, serial: int) -> None:
         """Somebody waits for the file to hold ``serial``: no pause before it."""
