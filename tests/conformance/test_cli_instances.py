@@ -304,7 +304,9 @@ def test_devices_named_by_name(icluster: TestCluster) -> None:
 _COMM_ADDRESS = re.compile(r"\b169\.254\.\d+\.\d+\b")
 
 
-def _same_on_twins_but_addresses(cl: TestCluster, argv: list[str], twins: tuple[str, str]) -> None:
+def _same_on_twins_but_addresses(
+    cl: TestCluster, argv: list[str], twins: tuple[str, str]
+) -> Output:
     """As assert_same_on_twins, the communication NICs' pool addresses
     (one per twin) blanked."""
     outputs = []
@@ -317,6 +319,7 @@ def _same_on_twins_but_addresses(cl: TestCluster, argv: list[str], twins: tuple[
         )
     theirs, ours = outputs
     assert ours == theirs, f"{argv}\n{difference(theirs, ours)}"
+    return theirs
 
 
 def test_communication_nic_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
@@ -341,6 +344,16 @@ def test_communication_nic_on_twins(icluster: TestCluster, twins: tuple[str, str
             ["info", "{}"],
         ):
             _same_on_twins_but_addresses(icluster, ["gnt-instance", *argv], twins)
+        added = ("commtwina.example.com", "commtwinb.example.com")
+        add_argv = ["add", "-t", "diskless", "-o", "debootstrap+default", "--no-name-check",
+                    "--no-ip-check", "--no-start", "-c", "yes", "{}"]  # fmt: skip
+        try:
+            out = _same_on_twins_but_addresses(icluster, ["gnt-instance", *add_argv], added)
+            assert out.rc == 0, out.stderr
+            _same_on_twins_but_addresses(icluster, ["gnt-instance", "info", "{}"], added)
+        finally:
+            for name in added:
+                icluster.gnt("instance", "remove", "-f", name)
     finally:
         icluster.gnt("cluster", "modify", "--instance-communication-network=")
         icluster.gnt("network", "disconnect", "commnet")
