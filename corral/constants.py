@@ -141,6 +141,18 @@ REDACTED: Final = "<redacted>"
 # IP taken from its network's pool.
 VALUE_NONE: Final = "none"
 NIC_IP_POOL: Final = "pool"
+VALUE_GENERATE: Final = "generate"
+
+# Instance communication (Ganeti's): an extra routed NIC named after the
+# instance, on the cluster's communication network, whose tap has the
+# metadata address on the node's side.
+INSTANCE_COMMUNICATION_NIC_PREFIX: Final = "ganeti:communication:"
+INSTANCE_COMMUNICATION_NETWORK4: Final = "169.254.0.0/16"
+INSTANCE_COMMUNICATION_NETWORK6: Final = "fe80::/10"
+INSTANCE_COMMUNICATION_MAC_PREFIX: Final = "52:54:00"
+INSTANCE_COMMUNICATION_NETWORK_MODE: Final = "routed"
+INSTANCE_COMMUNICATION_NETWORK_LINK: Final = "communication_rt"
+INSTANCE_COMMUNICATION_HOST_IP: Final = "169.254.169.254"
 
 # Tags.
 TAG_CLUSTER: Final = "cluster"

@@ -208,5 +208,7 @@ def cmd_modify(opts: argparse.Namespace) -> int:
     if op is None:
         print("Please give at least one of the parameters.", file=sys.stderr)
         return C.EXIT_FAILURE
-    common.submit_or_send(opts, op)
-    return C.EXIT_SUCCESS
+    from corral.cli.jobexec import follow_result_jobs
+
+    # Setting the communication network may submit jobs (Ganeti's GetResult).
+    return follow_result_jobs(opts, common.submit_or_send(opts, op))

@@ -23,7 +23,6 @@ DEFAULT_FIELDS = ["name", "node_cnt", "pinst_cnt", "alloc_policy", "ndparams"]
 ALLOC_POLICIES = ("preferred", "last_resort", "unallocable")
 INFO_FIELDS = ["name", "ndparams", "custom_ndparams", "diskparams", "custom_diskparams",
                "ipolicy", "custom_ipolicy"]  # fmt: skip
-JOB_IDS_KEY = "jobs"
 
 
 def _ipolicy(opts: argparse.Namespace) -> dict[str, Any]:
@@ -39,15 +38,9 @@ def _states(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def _follow_jobs(opts: argparse.Namespace, result: Any) -> int:
-    """Wait for the jobs an opcode's result names; 1 if one failed (GetResult)."""
-    from corral.cli.jobexec import JobExecutor
+    from corral.cli.jobexec import follow_result_jobs
 
-    if not (isinstance(result, dict) and JOB_IDS_KEY in result):
-        return C.EXIT_SUCCESS
-    jex = JobExecutor(common.get_client(), opts)
-    for ok, job_id in result[JOB_IDS_KEY]:
-        jex.add_job_id(None, ok, job_id)
-    return C.EXIT_FAILURE if any(not ok for ok, _ in jex.get_results()) else C.EXIT_SUCCESS
+    return follow_result_jobs(opts, result)
 
 
 def cmd_add(opts: argparse.Namespace) -> int:

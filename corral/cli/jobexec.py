@@ -129,3 +129,18 @@ class JobExecutor:
             else:
                 print(f"Failure for {job.name}: {job.job}", file=sys.stderr)
         return [(job.ok, job.job) for job in self._jobs]
+
+
+# The key of the job ids in the result of an opcode that submits jobs.
+JOB_IDS_KEY = "jobs"
+
+
+def follow_result_jobs(opts: argparse.Namespace, result: Any) -> int:
+    """Wait for the jobs an opcode's result names (Ganeti's GetResult); the
+    exit code: failure if one of them failed."""
+    if not (isinstance(result, dict) and JOB_IDS_KEY in result):
+        return C.EXIT_SUCCESS
+    jex = JobExecutor(common.get_client(), opts)
+    for ok, job_id in result[JOB_IDS_KEY]:
+        jex.add_job_id(None, ok, job_id)
+    return C.EXIT_FAILURE if any(not ok for ok, _ in jex.get_results()) else C.EXIT_SUCCESS

@@ -56,6 +56,8 @@ class LogicalUnit(ABC, Generic[OpT]):
         # for (Ganeti's opportunistic_locks; at least one of them is taken).
         self.opportunistic_levels: set[str] = set()
         self._expanded: list[_Expanded] = []
+        # Whether a checkpoint committed changes (the config-update hook runs then too).
+        self.checkpoint_changed = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -130,7 +132,8 @@ class LogicalUnit(ABC, Generic[OpT]):
     async def checkpoint(self) -> None:
         """Commit what the unit changed so far and go on in a new transaction
         (an operation whose later steps need the first ones durable)."""
-        await self.tx.commit()
+        if await self.tx.commit():
+            self.checkpoint_changed = True
         self.tx = self.cfg.transaction()
 
     # Helpers for the units

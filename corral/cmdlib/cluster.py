@@ -12,10 +12,13 @@ from corral import constants as C
 from corral import diskparams as DP
 from corral import ipolicy as IP
 from corral import params as P
+from corral.cmdlib import communication
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
+from corral.cmdlib.node_moves import submit_jobs
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.opcodes import cluster as opc
+from corral.opcodes.base import OpCode
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
 from corral.services import allocator
@@ -76,7 +79,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "install_image": "",
-        "instance_communication_network": "",
+        "instance_communication_network": cluster.instance_communication_network,
         "zeroing_image": "",
         "compression_tools": COMPRESSION_TOOLS,
         "enabled_user_shutdown": cluster.enabled_user_shutdown,
@@ -246,9 +249,29 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             if mods:
                 setattr(cluster, name, _apply_list_mods(getattr(cluster, name), mods))
                 changes.append((name, getattr(cluster, name)))
+        jobs = self._communication_network(cluster, changes)
         if changes:
             self.tx.update(cluster)
-        return None  # as Ganeti's LUClusterSetParams
+        if not jobs:
+            return None  # as Ganeti's LUClusterSetParams
+        # The jobs find the cluster as changed (Ganeti submits them after the commit).
+        await self.checkpoint()
+        return await submit_jobs(self, jobs)
+
+    def _communication_network(
+        self, cluster: Cluster, changes: list[tuple[str, Any]]
+    ) -> list[list[OpCode]]:
+        """Ganeti's _ModifyInstanceCommunicationNetwork: the new name stored,
+        the jobs that create the network and connect it to the groups."""
+        name = self.op.instance_communication_network
+        if name is None:
+            return []
+        current = cluster.instance_communication_network
+        jobs = communication.change_network(self.cfg, current, name, self.feedback)
+        if name != current:
+            cluster.instance_communication_network = name
+            changes.append(("instance_communication_network", name))
+        return jobs
 
     def _merge_params(self, cluster: Cluster, changes: list[tuple[str, Any]]) -> None:
         op = self.op
@@ -327,6 +350,10 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             self.warn(warning)
         if self.op.default_iallocator:
             allocator.check_exists(self.master.paths, self.op.default_iallocator)
+        network = self.op.instance_communication_network
+        existing = communication.find_network(self.cfg, network) if network else None
+        for warning in communication.network_warnings(existing) if existing else []:
+            self.warn(warning)
         self._check_storage_dirs()
         await self._check_nodes_serve()
         for name in ("osparams", "osparams_private_cluster"):

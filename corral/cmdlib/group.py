@@ -8,7 +8,9 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import ipolicy as IP
+from corral.cmdlib import communication
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.node_moves import submit_jobs
 from corral.config.manager import ConfigManager
 from corral.diskparams import DISK_DT_DEFAULTS
 from corral.nicesort import nice_sort
@@ -128,7 +130,12 @@ class LUGroupAdd(_GroupLU):
             ipolicy=self.ipolicy,
         )
         self.tx.add(group)
-        return None
+        jobs = communication.group_jobs(self.cfg, group)
+        if not jobs:
+            return None
+        # The job finds the group (Ganeti submits it after the commit).
+        await self.checkpoint()
+        return await submit_jobs(self, jobs)
 
 
 class LUGroupRemove(_GroupLU):

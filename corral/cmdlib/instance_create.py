@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib import installer, intents
+from corral.cmdlib import communication, installer, intents
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
@@ -191,6 +191,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script", C.ECODE_INVAL
             )
+        if op.instance_communication:
+            communication.with_communication_nic(self.cfg, op.instance_name, op.nics)
         U.check_device_names("NIC", [n for n in op.nics if isinstance(n, dict)])
         self.nic_specs = [parse_nic(i, spec) for i, spec in enumerate(op.nics)]
         default_mode = P.fill(P.NIC_DEFAULTS, self.cfg.cluster.nicparams.get("default", {}))["mode"]

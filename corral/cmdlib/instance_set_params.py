@@ -7,6 +7,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
+from corral.cmdlib import communication
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
@@ -129,6 +130,7 @@ class LUInstanceSetParams(InstanceLU):
             or op.runtime_mem is not None
             or op.disk_template
             or op.pnode
+            or op.instance_communication is not None
         ):
             raise errors.OpPrereqError("No changes submitted", C.ECODE_INVAL)
         if op.disk_template:
@@ -163,6 +165,7 @@ class LUInstanceSetParams(InstanceLU):
         await self._apply_os()
         self.running = await self.is_running()
         self._check_hotplug()
+        self._communication_nic()
         self._apply_nics()
         self._apply_primary()
         self._apply_disks()
@@ -259,6 +262,14 @@ class LUInstanceSetParams(InstanceLU):
         spec = U.job_os_spec(self, new.os, new.osparams, new.osparams_private)
         if op.osparams or op.osparams_private:
             await U.verify_osparams(self, [self.pnode], spec)
+
+    def _communication_nic(self) -> None:
+        """Ganeti's _PrepareNicCommunication: ``-c`` adds or removes the NIC."""
+        if self.op.instance_communication is None:
+            return
+        change = communication.nic_change(self.cfg, self.op.instance_communication, self.instance)
+        if change is not None:
+            self.nic_mods += normalize_mods([change], "NIC")
 
     def _apply_nics(self) -> None:
         nics = self.new.nics

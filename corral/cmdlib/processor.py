@@ -128,6 +128,6 @@ class Processor:
             await self.master.durable.flush()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
-        if changed:
+        if changed or lu.checkpoint_changed:
             await hooks.run_config_update()
         return result

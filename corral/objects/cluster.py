@@ -50,6 +50,8 @@ class Cluster(ConfigObject):
     uid_pool: list[list[int]] = Field(default_factory=list)
     # Whether a guest's own shutdown is reported as USER_down (Ganeti's --user-shutdown).
     enabled_user_shutdown: bool = False
+    # The network of instance communication NICs (Ganeti's; "" for none).
+    instance_communication_network: str = ""
     # The instance policy, always complete (see corral.ipolicy); a configuration
     # written before Corral had one gets Ganeti's defaults.
     ipolicy: dict[str, Any] = Field(default_factory=dict)

@@ -180,7 +180,7 @@ class OpClusterSetParams(OpCode):
     shared_file_storage_dir: str | None = None
     gluster_storage_dir: str | None = not_built(None, "")
     install_image: str | None = not_built(None, "")
-    instance_communication_network: str | None = not_built(None, "")
+    instance_communication_network: str | None = None
     zeroing_image: str | None = not_built(None, "")
     compression_tools: list[NonEmptyStr] | None = not_built()
     enabled_user_shutdown: bool | None = None

@@ -78,7 +78,7 @@ class OpInstanceCreate(OpCode):
     forthcoming: bool = not_built(False)
     commit: bool = not_built(False)
     tags: list[NonEmptyStr] = Field(default_factory=list)
-    instance_communication: bool = not_built(False)
+    instance_communication: bool = False
     helper_startup_timeout: int | None = not_built()
     helper_shutdown_timeout: int | None = not_built()
 
@@ -172,7 +172,7 @@ class OpInstanceSetParams(_InstanceOp):
     conflicts_check: bool = True
     hotplug: bool = False
     hotplug_if_possible: bool = False
-    instance_communication: bool | None = not_built()
+    instance_communication: bool | None = None
 
 
 class OpInstanceGrowDisk(_InstanceOp):

@@ -45,7 +45,6 @@ _GANETI_UNUSED: dict[str, Any] = {
     "highest_used_port": 0,
     "hv_state_static": {},
     "install_image": "",
-    "instance_communication_network": "",
     "prealloc_wipe_disks": False,
     "reserved_lvs": [],
     "rsahostkeypub": "",

@@ -7,16 +7,19 @@ Corral's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.compare import (
+    Output,
     assert_same,
     assert_same_on_twins,
     corral,
     corral_on_terminal,
+    difference,
     ganeti,
     ganeti_on_terminal,
     normalized,
@@ -296,3 +299,62 @@ def test_devices_named_by_name(icluster: TestCluster) -> None:
         assert ganeti(icluster, fields).stdout.split() == ["['orig']", "1"]
     finally:
         icluster.gnt("instance", "remove", "-f", name)
+
+
+_COMM_ADDRESS = re.compile(r"\b169\.254\.\d+\.\d+\b")
+
+
+def _same_on_twins_but_addresses(
+    cl: TestCluster, argv: list[str], twins: tuple[str, str]
+) -> Output:
+    """As assert_same_on_twins, the communication NICs' pool addresses
+    (one per twin) blanked."""
+    outputs = []
+    for name, run in zip(twins, (ganeti, corral), strict=True):
+        out = Output.of(run(cl, [a.replace("{}", name) for a in argv]), {name: "<TWIN>"})
+        outputs.append(
+            Output(
+                out.rc, _COMM_ADDRESS.sub("<ip>", out.stdout), _COMM_ADDRESS.sub("<ip>", out.stderr)
+            )
+        )
+    theirs, ours = outputs
+    assert ours == theirs, f"{argv}\n{difference(theirs, ours)}"
+    return theirs
+
+
+def test_communication_nic_on_twins(icluster: TestCluster, twins: tuple[str, str]) -> None:
+    """``modify -c yes/no`` adds and removes the NIC as Ganeti's does (``-c``
+    of ``add`` is the same option on the same opcode field)."""
+    ok = icluster.gnt("cluster", "modify", "--instance-communication-network=commnet")
+    assert ok.rc == 0, ok.stderr
+    try:
+        for argv in (
+            ["modify", "-c", "yes", "{}"],
+            [
+                "list",
+                "--no-headers",
+                "-o",
+                "nic.names,nic.networks.names,nic.modes,nic.links,nic.ips",
+                "{}",
+            ],
+            ["info", "{}"],
+            ["modify", "-c", "yes", "{}"],
+            ["modify", "-c", "maybe", "{}"],
+            ["modify", "-c", "no", "{}"],
+            ["info", "{}"],
+        ):
+            _same_on_twins_but_addresses(icluster, ["gnt-instance", *argv], twins)
+        added = ("commtwina.example.com", "commtwinb.example.com")
+        add_argv = ["add", "-t", "diskless", "-o", "debootstrap+default", "--no-name-check",
+                    "--no-ip-check", "--no-start", "-c", "yes", "{}"]  # fmt: skip
+        try:
+            out = _same_on_twins_but_addresses(icluster, ["gnt-instance", *add_argv], added)
+            assert out.rc == 0, out.stderr
+            _same_on_twins_but_addresses(icluster, ["gnt-instance", "info", "{}"], added)
+        finally:
+            for name in added:
+                icluster.gnt("instance", "remove", "-f", name)
+    finally:
+        icluster.gnt("cluster", "modify", "--instance-communication-network=")
+        icluster.gnt("network", "disconnect", "commnet")
+        icluster.gnt("network", "remove", "commnet")

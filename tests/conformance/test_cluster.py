@@ -274,3 +274,36 @@ def test_usage_errors_exit_as_ganetis(cl: TestCluster, argv: list[str]) -> None:
     theirs, ours = ganeti_cluster(cl, *argv), cl.gnt("cluster", *argv)
     assert "Traceback" not in theirs.stderr, theirs.stderr
     assert ours.rc == theirs.rc, (theirs, ours)
+
+
+def test_instance_communication_network(cl: TestCluster) -> None:
+    """Ganeti's command sets the network (created, connected to the group) and
+    unsets it; once the network is gone again Corral's does the same, and says
+    it the same."""
+    arg = "--instance-communication-network=commnet"
+    created = ganeti_cluster(cl, "modify", arg)
+    assert created.rc == 0, created.stderr
+    theirs = cl.gnt("network", "list", "-o", _NETWORK_FIELDS, "commnet").stdout
+    disabled = ganeti_cluster(cl, "modify", "--instance-communication-network=")
+    assert disabled.rc == 0, disabled.stderr
+    _remove_network(cl, "commnet")
+    try:
+        assert masked(cl.gnt("cluster", "modify", arg)) == masked(created)
+        assert cl.gnt("network", "list", "-o", _NETWORK_FIELDS, "commnet").stdout == theirs
+        assert "default (routed, communication_rt, )" in theirs
+        same(cl, "info")
+        assert masked(cl.gnt("cluster", "modify", "--instance-communication-network=")) == (
+            masked(disabled)
+        )
+    finally:
+        cl.gnt("cluster", "modify", "--instance-communication-network=")
+        _remove_network(cl, "commnet")
+
+
+_NETWORK_FIELDS = "name,network,network6,gateway,gateway6,mac_prefix,group_list"
+
+
+def _remove_network(cl: TestCluster, name: str) -> None:
+    for argv in (("disconnect", name), ("remove", name)):
+        result = cl.gnt("network", *argv)
+        assert result.rc == 0, result.stderr

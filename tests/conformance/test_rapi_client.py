@@ -723,3 +723,50 @@ def test_job_waiting_and_cancel(job_answers: dict[str, Any]) -> None:
 
 def test_depends_on_a_job_id_string(job_answers: dict[str, Any]) -> None:
     assert done(job_answers, "depends/string") is not None
+
+
+# --- Instance communication ---
+
+_COMMUNICATION = r"""
+I = A["name"]
+create = dict(os=A["os"], ip_check=False, name_check=False, hypervisor="fake")
+job("set", W.ModifyCluster, instance_communication_network="rapinet")
+[[submitted, ensure]] = OUT["set"]["result"][0]["jobs"]
+finish("ensure", ensure)
+call("info", N.GetInfo)
+call("bad-network", W.ModifyCluster, instance_communication_network=5)
+job("create", W.CreateInstance, "create", I, "diskless", [], [], instance_communication=True,
+    **create)
+call("get", N.GetInstance, I)
+call("bad-flag", W.ModifyInstance, I, instance_communication="maybe")
+job("off", W.ModifyInstance, I, instance_communication=False)
+call("get/off", N.GetInstance, I)
+job("delete", W.DeleteInstance, I)
+job("unset", W.ModifyCluster, instance_communication_network="")
+job("disconnect", W.DisconnectNetwork, "rapinet", "default")
+job("remove", W.DeleteNetwork, "rapinet")
+"""
+
+
+def test_instance_communication(rcluster: TestCluster) -> None:
+    """The cluster's network set through ModifyCluster (its follow-up job
+    creates and connects it), the NIC through CreateInstance and
+    ModifyInstance; wrong types are refused with 400 and submit nothing."""
+    name = "comm1.example.com"
+    a = ganeti_rapi(rcluster, _COMMUNICATION, name=name, os=OS_NAME)
+    [[submitted, _]] = done(a, "set")[0]["jobs"]
+    assert submitted is True
+    assert done(a, "ensure") == [None, None]  # the network added, then connected
+    assert ok(a, "info")["instance_communication_network"] == "rapinet"
+    assert refused(a, "bad-network") == 400
+    done(a, "create")
+    got = ok(a, "get")
+    # Created with no NIC of its own: the communication NIC is its only one.
+    assert got["nic.names"] == [f"ganeti:communication:{name}"]
+    assert (got["nic.modes"], got["nic.links"]) == (["routed"], ["communication_rt"])
+    assert got["nic.ips"][0].startswith("169.254.")
+    assert refused(a, "bad-flag") == 400
+    done(a, "off")
+    assert ok(a, "get/off")["nic.names"] == []
+    for key in ("delete", "unset", "disconnect", "remove"):
+        done(a, key)

@@ -98,13 +98,15 @@ TABLE: dict[str, tuple[str, str]] = {
         "d",
         "master failover (node2 has no job queue directory: not a master candidate's)",
     ),
-    "qa_cluster.TestInstanceCommunication": (
-        "d",
-        "instance communication (`gnt-cluster modify --instance-communication-network`)",
-    ),
     "qa_instance.TestInstanceCommunication": (
-        "d",
-        "instance communication (`gnt-cluster modify --instance-communication-network`)",
+        "e",
+        "the test reads `gnt-instance list --separator=: -o nic.names` and splits it at every"
+        " ':', also those of the NIC's name `ganeti:communication:<instance>`"
+        " (qa/qa_instance.py 177-182, 1437-1442; Ganeti's list does not escape the"
+        " separator), so it never finds the NIC; past that it asks for the field"
+        " `nic.network.name`, which Ganeti's list does not know, wants the NIC's tap from"
+        " `ip route`, which the fake hypervisor has not (Ganeti's neither), and three lines"
+        " from `ip address show dev TAP`, which current iproute2 prints in four",
     ),
     "qa_node.TestOutOfBand": (
         "e",

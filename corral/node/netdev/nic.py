@@ -25,6 +25,7 @@ from typing import Any
 
 from pyroute2 import IPRoute, NetlinkError  # type: ignore[import-untyped]
 
+from corral import constants as C
 from corral import errors
 from corral.node.netdev.tables import table_id
 from corral.node.netdev.tap import TAP_PREFIX
@@ -34,6 +35,10 @@ MODE_ROUTED = "routed"
 MODE_OVS = "openvswitch"
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _RTPROT_STATIC = 4
+_RTPROT_BOOT = 3
+_RT_SCOPE_LINK = 253
+# The broadcast address Ganeti's QA finds on a communication tap.
+_COMMUNICATION_BROADCAST = "169.254.255.255"
 # Before the rule of the main table (32766), as `ip rule add` would place it.
 _RULE_PRIORITY = 32000
 # Per-interface sysctls of a routed tap (Ganeti's kvm-ifup sets the same).
@@ -73,6 +78,56 @@ def configure_nic(
     except BaseException:
         remove_tap(tap)
         raise
+
+
+def configure_communication(tap: str, ip: str | None) -> None:
+    """Set up the tap of an instance communication NIC as Ganeti's kvm-ifup-os
+    does: up, 169.254.169.254/32 on the node's side (every such tap has it) and
+    a /32 route in the main table to the guest's address through this tap
+    alone, so that a request's tap tells which guest sent it.
+
+    On any failure the tap is removed again and OpExecError says why.  Blocking.
+    """
+    try:
+        address = _communication_address(ip)
+        with IPRoute() as ipr:
+            index = _tap_index(ipr, tap)
+            ipr.link("set", index=index, state="up")
+            with _unless_present():
+                ipr.addr(
+                    "add",
+                    index=index,
+                    address=C.INSTANCE_COMMUNICATION_HOST_IP,
+                    prefixlen=32,
+                    broadcast=_COMMUNICATION_BROADCAST,
+                )
+            # As `ip route add IP/32 dev TAP` (protocol boot, scope link).
+            ipr.route(
+                "replace",
+                dst=str(address),
+                dst_len=32,
+                oif=index,
+                proto=_RTPROT_BOOT,
+                scope=_RT_SCOPE_LINK,
+            )
+    except BaseException:
+        remove_tap(tap)
+        raise
+
+
+def _communication_address(ip: str | None) -> ipaddress.IPv4Address:
+    network = ipaddress.ip_network(C.INSTANCE_COMMUNICATION_NETWORK4)
+    try:
+        address = ipaddress.ip_address(ip or "")
+    except ValueError:
+        raise errors.OpExecError(
+            f"An instance communication NIC needs an IPv4 address of its network; got '{ip}'"
+        ) from None
+    if not isinstance(address, ipaddress.IPv4Address) or address not in network:
+        raise errors.OpExecError(
+            f"The address {address} of an instance communication NIC is not in {network}"
+        )
+    return address
 
 
 def bridge_problem(name: str, node: str | None = None) -> str | None:
@@ -217,6 +272,16 @@ def _delete_rules(ipr: IPRoute, name: str) -> None:
                     table=rule.get_attr("FRA_TABLE") or rule["table"],
                     priority=rule.get_attr("FRA_PRIORITY") or 0,
                 )
+
+
+@contextlib.contextmanager
+def _unless_present() -> Iterator[None]:
+    # Set up already (a second start over a tap that survived): the goal is reached.
+    try:
+        yield
+    except NetlinkError as err:
+        if err.code != errno.EEXIST:
+            raise
 
 
 @contextlib.contextmanager

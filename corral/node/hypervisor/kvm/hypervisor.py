@@ -21,6 +21,7 @@ from typing import Any
 from corral import errors
 from corral import hypervisors as H
 from corral.node import netdev
+from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
 from corral.node.hypervisor.kvm import cmdline, process, security
 from corral.node.hypervisor.kvm.console import console_info
@@ -226,6 +227,9 @@ class KvmHypervisor(Hypervisor):
                     vnet_hdr=bool(spec.hvparams.get("vnet_hdr", True)),
                 )
                 taps.append(tap)
+                if is_communication_nic(nic):
+                    await asyncio.to_thread(netdev.configure_communication, tap.name, nic.ip)
+                    continue
                 await asyncio.to_thread(
                     netdev.configure_nic, tap.name, nic.mode, nic.link, nic.ip, nic.mac, nic.vlan
                 )
