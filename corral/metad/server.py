@@ -71,12 +71,10 @@ class Metad:
         self.guest_runner = web.AppRunner(
             guest_app(self),
             access_log=None,
-            handler_args={
-                "max_line_size": limits.max_head_line,
-                "max_field_size": limits.max_head_line,
-                "max_headers": limits.max_headers,
-                "keepalive_timeout": limits.request_timeout,
-            },
+            max_line_size=limits.max_head_line,
+            max_field_size=limits.max_head_line,
+            max_headers=limits.max_headers,
+            keepalive_timeout=limits.request_timeout,
         )
 
     def find(self, tap: str, ip: str) -> Entry | None:
@@ -143,9 +141,12 @@ def guest_app(metad: Metad) -> web.Application:
     @web.middleware
     async def whole_request(request: web.Request, handler: Handler) -> web.StreamResponse:
         # The body is read here, within the connection's deadline; then the deadline goes.
-        await request.read()
-        metad.deadlines.received(request.protocol)
-        response = await handler(request)
+        try:
+            await request.read()
+            metad.deadlines.received(request.protocol)
+            response: web.StreamResponse = await handler(request)
+        except web.HTTPException as err:  # a body too large: 413
+            response = web.Response(status=err.status, text=err.reason)
         response.force_close()  # one request per connection
         return response
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from corral.metad import trees
 from corral.metad.model import InstanceMetadata
