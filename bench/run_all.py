@@ -32,6 +32,7 @@ BENCHMARKS = (
     "backup",
     "kvm",
     "kvm_migration",
+    "configdrive",
 )
 
 
