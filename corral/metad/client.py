@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -24,10 +25,16 @@ async def _call(paths: Paths, method: str, path: str, body: Any = None) -> Any:
             aiohttp.ClientSession(connector=connector, timeout=TIMEOUT) as session,
             session.request(method, f"http://metad{path}", json=body) as resp,
         ):
-            data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError) as err:
         reason = str(err) or type(err).__name__
         raise MetadError(f"corral-metad at {paths.metad_socket}: {reason}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise MetadError(f"corral-metad answered {resp.status}: {text.strip()[:200]}")
     if resp.status != 200:
         raise MetadError(str(data.get("error") or f"HTTP {resp.status}"))
     return data

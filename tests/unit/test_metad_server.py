@@ -13,7 +13,7 @@ import pytest
 
 from corral.metad import client
 from corral.metad.listener import GuestLimits
-from corral.metad.server import NOT_FOUND, Metad, serve_metad
+from corral.metad.server import MAX_RECORD, NOT_FOUND, Metad, serve_metad
 from corral.paths import Paths
 from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, sample
 from tests.helpers.noded import free_port
@@ -167,6 +167,10 @@ async def test_bad_records_are_refused_and_change_nothing(bed: Bed) -> None:
     for record, message in bad_records:
         with pytest.raises(client.MetadError, match=message):
             await client.publish(bed.paths, record)
+    # Just over the bound: what the client sends fits in the socket's buffers.
+    huge = {**good, "metadata": {**good["metadata"], "ssh_keys": ["k" * MAX_RECORD]}}
+    with pytest.raises(client.MetadError, match=r"answered 413: Maximum request body size"):
+        await client.publish(bed.paths, huge)
     other = client.record_of(sample("inst2.example.com"), "lo", GUEST)
     with pytest.raises(client.MetadError, match=r"belongs to instance inst1\.example\.com"):
         await client.publish(bed.paths, other)
