@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
+from pathlib import Path
 
 import pycdlib
 
@@ -53,3 +56,13 @@ def test_no_secret_and_no_os_parameter_on_the_drive() -> None:
     assert SECRET_VALUE.encode() not in image
     assert SECRET_VALUE.encode("utf-16-be") not in image
     assert PRIVATE_VALUE.encode() not in image
+
+
+def test_blkid_sees_what_cloud_init_s_ds_identify_looks_for(tmp_path: Path) -> None:
+    # ds-identify finds NoCloud by blkid's TYPE and LABEL of a filesystem.
+    blkid = shutil.which("blkid") or "/usr/sbin/blkid"
+    image = tmp_path / "cidata.iso"
+    image.write_bytes(build_iso(sample()))
+    out = subprocess.run([blkid, "-p", "-o", "export", str(image)], capture_output=True, text=True)
+    fields = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    assert (fields.get("TYPE"), fields.get("LABEL")) == ("iso9660", VOLUME_LABEL), out
