@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +21,17 @@ import pytest
 from corral.metad import client
 from corral.metad.model import METADATA_ADDRESS
 from corral.paths import Paths
-from corral.process.daemons import start_daemon, stop_daemon
-from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, USER_DATA, sample
+from tests.helpers.metad import (
+    PRIVATE_VALUE,
+    SECRET_VALUE,
+    USER_DATA,
+    ip,
+    plug,
+    prepare_node,
+    running_metad,
+    sample,
+)
 from tests.helpers.netns_thread import NamespaceThread
-
-BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 
 @dataclass(frozen=True)
@@ -35,35 +40,6 @@ class Guest:
     tap: str  # the node's end of its veth
     ip: str
     name: str
-
-
-def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-def plug(node: NamespaceThread, guest: NamespaceThread, tap: str, address: str) -> None:
-    """A routed veth between ``node`` (169.254.169.254 on ``tap``) and ``guest``."""
-    inside = tap[:-1] + "g" + tap[-1]
-    ip(
-        "-n",
-        node.name,
-        "link",
-        "add",
-        tap,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        inside,
-        "netns",
-        guest.name,
-    )
-    ip("-n", node.name, "addr", "add", f"{METADATA_ADDRESS}/32", "dev", tap)
-    ip("-n", node.name, "link", "set", tap, "up")
-    ip("-n", node.name, "route", "add", f"{address}/32", "dev", tap)
-    ip("-n", guest.name, "addr", "add", f"{address}/32", "dev", inside)
-    ip("-n", guest.name, "link", "set", inside, "up")
-    ip("-n", guest.name, "route", "add", f"{METADATA_ADDRESS}/32", "dev", inside)
 
 
 def get(
@@ -95,38 +71,26 @@ def raw(data: bytes, source: str) -> bytes:
 def bed(tmp_path: Path) -> Iterator[tuple[Paths, Guest, Guest]]:
     pid = os.getpid()
     with NamespaceThread() as node, NamespaceThread() as ns_a, NamespaceThread() as ns_b:
-        for ns in (node, ns_a, ns_b):
-            ip("-n", ns.name, "link", "set", "lo", "up")
-        # The forged packets must reach metad: its check, not the kernel's, is under test.
-        for key in ("all", "default"):
-            ip("netns", "exec", node.name, "sysctl", "-qw", f"net.ipv4.conf.{key}.rp_filter=0")
+        prepare_node(node.name, ns_a.name, ns_b.name)
         a = Guest(ns_a, f"cmd{pid}a", "169.254.1.1", "a.example.com")
         b = Guest(ns_b, f"cmd{pid}b", "169.254.1.2", "b.example.com")
         for guest in (a, b):
-            plug(node, guest.ns, guest.tap, guest.ip)
-            ip(
-                "netns",
-                "exec",
-                node.name,
-                "sysctl",
-                "-qw",
-                f"net.ipv4.conf.{guest.tap}.rp_filter=0",
-            )
-        paths = Paths(tmp_path)
-        env = {"CORRAL_ROOT": str(tmp_path)}
-        start_daemon(["ip", "netns", "exec", node.name, str(BIN / "corral-metad")], env)
-        try:
+            plug(node.name, guest.ns.name, guest.tap, inside(guest), guest.ip)
+        with running_metad(node.name, tmp_path) as paths:
             for guest in (a, b):
                 meta = sample(guest.name, installing=True, comm_ip=guest.ip)
                 asyncio.run(client.publish(paths, client.record_of(meta, guest.tap, guest.ip)))
             yield paths, a, b
-        finally:
-            stop_daemon(paths, "corral-metad")
     for path in tmp_path.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             assert SECRET_VALUE.encode() not in data, f"the secret is in {path}"
             assert PRIVATE_VALUE.encode() not in data, f"a private value is in {path}"
+
+
+def inside(guest: Guest) -> str:
+    """The guest's end of its veth."""
+    return guest.tap[:-1] + "g" + guest.tap[-1]
 
 
 def test_each_guest_sees_only_its_own_data(bed: tuple[Paths, Guest, Guest]) -> None:
@@ -144,9 +108,8 @@ def test_each_guest_sees_only_its_own_data(bed: tuple[Paths, Guest, Guest]) -> N
 
 def test_a_forged_source_address_gets_nothing(bed: tuple[Paths, Guest, Guest]) -> None:
     _paths, a, b = bed
-    inside = a.tap[:-1] + "g" + a.tap[-1]
     # Guest a takes b's address as well and asks with it: it arrives on a's tap.
-    ip("-n", a.ns.name, "addr", "add", f"{b.ip}/32", "dev", inside)
+    ip("-n", a.ns.name, "addr", "add", f"{b.ip}/32", "dev", inside(a))
     for path in ("/ganeti/latest/os/parameters.json", "/nocloud/meta-data", "/openstack"):
         status, body = a.ns.call(get, path, b.ip)
         assert (status, body) == (404, b"Resource not found")
