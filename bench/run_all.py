@@ -33,6 +33,7 @@ BENCHMARKS = (
     "kvm",
     "kvm_migration",
     "configdrive",
+    "metad",
 )
 
 
