@@ -36,7 +36,11 @@ class ProgressLog:
         return list(self._lines)
 
     def take(self) -> list[str]:
-        """The lines kept, oldest first; they are forgotten (each reaches the job log once)."""
+        """The lines kept, oldest first, after a note of how many were dropped if
+        any; they are forgotten (each reaches the job log once)."""
         lines = list(self._lines)
+        if self.dropped:
+            lines.insert(0, f"({self.dropped} earlier progress lines dropped)")
         self._lines.clear()
+        self.dropped = 0
         return lines

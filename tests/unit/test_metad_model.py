@@ -9,6 +9,7 @@ import pickle
 import pytest
 
 from corral.metad.model import InstanceMetadata, RecordError, UserData
+from corral.metad.progress import MAX_LINE, ProgressLog
 from corral.osdef.spec import Visibility
 from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, USER_DATA, sample
 
@@ -78,3 +79,11 @@ def test_malformed_records_say_what_is_wrong(change: dict[str, object], message:
 def test_a_record_must_be_an_object() -> None:
     with pytest.raises(RecordError, match="JSON object"):
         InstanceMetadata.from_record(["x"])
+
+
+def test_progress_is_bounded_and_says_what_it_dropped() -> None:
+    log = ProgressLog(max_lines=3)
+    assert log.add("one\n\ntwo\r\nthree\nfour\n" + "x" * 5000) == 5
+    assert log.lines() == ["three", "four", "x" * MAX_LINE]
+    assert log.take() == ["(2 earlier progress lines dropped)", "three", "four", "x" * MAX_LINE]
+    assert log.take() == []
