@@ -122,6 +122,7 @@ class TapSite(web.BaseSite):
         self._deadlines = deadlines
         self._max = max_connections
         self._live: set[_Counted] = set()
+        self.ifindex = 0
 
     @property
     def name(self) -> str:
@@ -129,19 +130,29 @@ class TapSite(web.BaseSite):
 
     async def start(self) -> None:
         """Listen; OSError (no such device, address not there) if it cannot."""
-        await super().start()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.tap.encode())
+            # The socket is bound to this device: a tap made again under the same
+            # name is another device, and needs a new socket (see is_current).
+            self.ifindex = socket.if_nametoindex(self.tap)
             sock.bind((self._address, self._port))
             sock.listen(self._backlog)
             sock.setblocking(False)
         except OSError:
             sock.close()
             raise
+        await super().start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._connection, sock=sock)
+
+    def is_current(self) -> bool:
+        """Whether the tap this site listens on is still the one of that name."""
+        try:
+            return socket.if_nametoindex(self.tap) == self.ifindex
+        except OSError:
+            return False
 
     def _connection(self) -> asyncio.Protocol:
         server = self._runner.server

@@ -88,6 +88,11 @@ class Metad:
         holder = self.endpoints.get((entry.tap, entry.ip))
         if holder not in (None, name):
             raise ValueError(f"{entry.ip} on {entry.tap} belongs to instance {holder}")
+        stale = self.sites.get(entry.tap)
+        if stale is not None and not stale.is_current():
+            # The tap was made again (the instance restarted): a new socket for it.
+            del self.sites[entry.tap]
+            await stale.stop()
         if entry.tap not in self.sites:
             site = TapSite(
                 self.guest_runner,

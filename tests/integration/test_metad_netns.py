@@ -38,6 +38,7 @@ from tests.helpers.netns_thread import NamespaceThread
 class Guest:
     ns: NamespaceThread
     tap: str  # the node's end of its veth
+    node: str  # the namespace of the node (and of the tap)
     ip: str
     name: str
 
@@ -72,8 +73,8 @@ def bed(tmp_path: Path) -> Iterator[tuple[Paths, Guest, Guest]]:
     pid = os.getpid()
     with NamespaceThread() as node, NamespaceThread() as ns_a, NamespaceThread() as ns_b:
         prepare_node(node.name, ns_a.name, ns_b.name)
-        a = Guest(ns_a, f"cmd{pid}a", "169.254.1.1", "a.example.com")
-        b = Guest(ns_b, f"cmd{pid}b", "169.254.1.2", "b.example.com")
+        a = Guest(ns_a, f"cmd{pid}a", node.name, "169.254.1.1", "a.example.com")
+        b = Guest(ns_b, f"cmd{pid}b", node.name, "169.254.1.2", "b.example.com")
         for guest in (a, b):
             plug(node.name, guest.ns.name, guest.tap, inside(guest), guest.ip)
         with running_metad(node.name, tmp_path) as paths:
@@ -142,3 +143,15 @@ def test_withdrawn_instances_are_gone(bed: tuple[Paths, Guest, Guest]) -> None:
     with pytest.raises(OSError):  # its tap is not listened on any more
         a.ns.call(get, "/nocloud/meta-data", a.ip)
     assert b.ns.call(get, "/nocloud/user-data", b.ip) == (200, USER_DATA)
+
+
+def test_a_tap_made_again_is_listened_on_again(bed: tuple[Paths, Guest, Guest]) -> None:
+    paths, a, _b = bed
+    # The instance restarts: its tap goes and comes back under the same name.
+    ip("-n", a.node, "link", "del", a.tap)
+    plug(a.node, a.ns.name, a.tap, inside(a), a.ip)
+    meta = sample(a.name, comm_ip=a.ip)
+    asyncio.run(client.publish(paths, client.record_of(meta, a.tap, a.ip)))
+    status, body = a.ns.call(get, "/ganeti/latest/os/parameters.json", a.ip)
+    assert status == 200
+    assert "password" not in json.loads(body)  # republished outside an install
