@@ -24,17 +24,19 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from corral.metad import trees
-from corral.metad.listener import Deadlines, GuestLimits, TapSite, bound_device
+from corral.metad import trees, wire
+from corral.metad.listener import GuestLimits, Reply, TapSite
 from corral.metad.model import InstanceMetadata, RecordError
 from corral.metad.progress import ProgressLog
+from corral.metad.wire import NOT_FOUND as NOT_FOUND  # what strangers are told
+from corral.metad.wire import NOT_FOUND_ANSWER
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +44,31 @@ log = logging.getLogger(__name__)
 MAX_RECORD = 1024 * 1024
 READ_PATHS = frozenset(prefix + "read" for prefix in trees.GANETI_PREFIXES)
 WRITE_PATHS = frozenset(prefix + "write" for prefix in trees.GANETI_PREFIXES)
-NOT_FOUND = "Resource not found"
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Metad's answers to a request other than GET or HEAD (and to a read of write).
+_READ_ONLY = wire.response(405, headers=(("Allow", "GET, HEAD"),))
+_WRITE_ONLY = wire.response(405, headers=(("Allow", "POST, PUT"),))
+_WRITTEN = wire.response(200)
 
 
 @dataclass
 class Entry:
-    """One published instance."""
+    """One published instance, its answers rendered."""
 
     meta: InstanceMetadata
     tap: str
     ip: str
     progress: ProgressLog = field(default_factory=ProgressLog)
+    # Each path's whole answer (or the node file to send), by canonical path.
+    answers: dict[str, Reply] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.answers = {path: _reply(found) for path, found in trees.tree(self.meta).items()}
+
+
+def _reply(found: trees.Answer) -> Reply:
+    if isinstance(found, trees.NodeFile):
+        return found
+    return wire.response(200, found.body, found.content_type)
 
 
 class Metad:
@@ -67,15 +81,6 @@ class Metad:
         self.entries: dict[str, Entry] = {}
         self.endpoints: dict[tuple[str, str], str] = {}  # (tap, ip) -> instance
         self.sites: dict[str, TapSite] = {}
-        self.deadlines = Deadlines(limits.request_timeout)
-        self.guest_runner = web.AppRunner(
-            guest_app(self),
-            access_log=None,
-            max_line_size=limits.max_head_line,
-            max_field_size=limits.max_head_line,
-            max_headers=limits.max_headers,
-            keepalive_timeout=limits.request_timeout,
-        )
 
     def find(self, tap: str, ip: str) -> Entry | None:
         name = self.endpoints.get((tap, ip))
@@ -94,14 +99,7 @@ class Metad:
             del self.sites[entry.tap]
             await stale.stop()
         if entry.tap not in self.sites:
-            site = TapSite(
-                self.guest_runner,
-                entry.tap,
-                self.address,
-                self.port,
-                deadlines=self.deadlines,
-                max_connections=self.limits.max_connections,
-            )
+            site = TapSite(entry.tap, self.address, self.port, self.limits, self.answer)
             await site.start()
             self.sites[entry.tap] = site
             log.info("Listening on %s", site.name)
@@ -132,66 +130,28 @@ class Metad:
             await site.stop()
             log.info("Stopped listening on %s", tap)
 
-
-# The guests' side
-
-
-def _not_found() -> web.Response:
-    return web.Response(status=404, text=NOT_FOUND)
-
-
-def guest_app(metad: Metad) -> web.Application:
-    """The application guests reach on their taps."""
-
-    @web.middleware
-    async def whole_request(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # The body is read here, within the connection's deadline; then the deadline goes.
-        try:
-            await request.read()
-            metad.deadlines.received(request.protocol)
-            response: web.StreamResponse = await handler(request)
-        except web.HTTPException as err:  # a body too large: 413
-            response = web.Response(status=err.status, text=err.reason)
-        response.force_close()  # one request per connection
-        return response
-
-    async def answer(request: web.Request) -> web.StreamResponse:
-        sock = request.transport.get_extra_info("socket") if request.transport else None
-        peer = request.transport.get_extra_info("peername") if request.transport else None
-        tap = bound_device(sock) if sock is not None else ""
-        entry = metad.find(tap, peer[0]) if peer else None
+    def answer(self, tap: str, source: str, head: wire.Head, body: bytes) -> Reply:
+        """The answer to the request ``head`` (with ``body``) from ``source`` on ``tap``."""
+        entry = self.find(tap, source)
         if entry is None:
             # Debug only: a guest must not be able to fill the node's disk with log.
-            log.debug("Unknown guest %s on %r asked for %s", peer, tap, request.path)
-            return _not_found()
-        return await _answer(entry, request)
-
-    app = web.Application(middlewares=[whole_request], client_max_size=metad.limits.max_body)
-    app.router.add_route("*", "/{tail:.*}", answer)
-    return app
+            log.debug("Unknown guest %s on %r asked for %s", source, tap, head.path)
+            return NOT_FOUND_ANSWER
+        return _answer(entry, head, body)
 
 
-async def _answer(entry: Entry, request: web.Request) -> web.StreamResponse:
-    path = request.path
-    if path in WRITE_PATHS:
-        if request.method not in ("POST", "PUT"):
-            return web.Response(status=405, headers={"Allow": "POST, PUT"})
-        text = (await request.read()).decode("utf-8", errors="replace")
-        entry.progress.add(text)
-        return web.Response(status=200, text="")
-    if request.method not in ("GET", "HEAD"):
-        return web.Response(status=405, headers={"Allow": "GET, HEAD"})
-    if path in READ_PATHS:
-        return web.Response(text="".join(f"{line}\n" for line in entry.progress.lines()))
-    found = trees.lookup(entry.meta, path)
-    if isinstance(found, trees.Document):
-        return web.Response(body=found.body, headers={"Content-Type": found.content_type})
-    if isinstance(found, trees.NodeFile):
-        loop = asyncio.get_running_loop()
-        if await loop.run_in_executor(None, os.path.isfile, found.path):
-            return web.FileResponse(found.path)
-        log.warning("%s: %s is not there", entry.meta.name, found.path)
-    return _not_found()
+def _answer(entry: Entry, head: wire.Head, body: bytes) -> Reply:
+    if head.path in WRITE_PATHS:
+        if head.method not in ("POST", "PUT"):
+            return _WRITE_ONLY
+        entry.progress.add(body.decode("utf-8", errors="replace"))
+        return _WRITTEN
+    if head.method not in ("GET", "HEAD"):
+        return _READ_ONLY
+    if head.path in READ_PATHS:
+        text = "".join(f"{line}\n" for line in entry.progress.lines())
+        return wire.response(200, text.encode())
+    return entry.answers.get(trees.canonical(head.path), NOT_FOUND_ANSWER)
 
 
 # noded's side
@@ -256,7 +216,6 @@ async def serve_metad(metad: Metad, control_socket: Path, ready: Callable[[], No
     """Serve ``metad`` until cancelled: the control socket first, taps as published."""
     control = web.AppRunner(control_app(metad), access_log=None)
     await control.setup()
-    await metad.guest_runner.setup()
     try:
         control_socket.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
@@ -272,7 +231,6 @@ async def serve_metad(metad: Metad, control_socket: Path, ready: Callable[[], No
     finally:
         for name in list(metad.entries):
             await metad.withdraw(name)
-        await metad.guest_runner.cleanup()
         await control.cleanup()
         with contextlib.suppress(FileNotFoundError):
             control_socket.unlink()

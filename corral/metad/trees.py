@@ -263,9 +263,14 @@ _TABLE = _static()
 _EC2_KEYS = "/latest/meta-data/public-keys"
 
 
+def canonical(path: str) -> str:
+    """``path`` as the trees name it (no trailing slash)."""
+    return path.rstrip("/") or "/"
+
+
 def lookup(meta: InstanceMetadata, path: str) -> Answer | None:
     """The answer to ``GET path`` for the instance ``meta``; None: not found."""
-    path = path.rstrip("/") or "/"
+    path = canonical(path)
     renderer = _TABLE.get(path)
     if renderer is not None:
         return renderer(meta)
@@ -275,3 +280,17 @@ def lookup(meta: InstanceMetadata, path: str) -> Answer | None:
         if path.startswith(prefix + "os/scripts/"):
             return _script(meta, path[len(prefix + "os/scripts/") :])
     return None
+
+
+def _paths(meta: InstanceMetadata) -> list[str]:
+    """Every path of ``meta``'s trees, canonical (the keys and scripts included)."""
+    keys = [f"{_EC2_KEYS}/{i}" for i in range(len(meta.ssh_keys))]
+    scripts = [f"{p}os/scripts/{name}" for p in GANETI_PREFIXES for name in OS_SCRIPTS]
+    return [*_TABLE, _EC2_KEYS, *keys, *(f"{key}/openssh-key" for key in keys), *scripts]
+
+
+def tree(meta: InstanceMetadata) -> dict[str, Answer]:
+    """All of ``meta``'s answers by canonical path, rendered once (by
+    :func:`lookup`): what the server answers from until the next publish."""
+    answers = {path: lookup(meta, path) for path in _paths(meta)}
+    return {path: found for path, found in answers.items() if found is not None}

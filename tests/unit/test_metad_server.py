@@ -15,7 +15,7 @@ from corral.metad import client
 from corral.metad.listener import GuestLimits
 from corral.metad.server import MAX_RECORD, NOT_FOUND, Metad, serve_metad
 from corral.paths import Paths
-from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, sample
+from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, USER_DATA, sample
 from tests.helpers.noded import free_port
 
 GUEST, STRANGER = "127.0.0.1", "127.0.0.2"
@@ -100,6 +100,30 @@ async def test_progress_written_by_the_install_reaches_noded_once(bed: Bed) -> N
     assert await client.progress(bed.paths, "inst1.example.com") == []
     with pytest.raises(client.MetadError, match="not published"):
         await client.progress(bed.paths, "nobody")
+
+
+async def test_a_chunked_write_and_a_head_in_pieces_are_taken(bed: Bed) -> None:
+    await publish(bed, installing=True)
+    chunked = (
+        b"PUT /ganeti/latest/write HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"6\r\nstep 1\r\n7\r\n\nstep 2\r\n0\r\n\r\n"
+    )
+    assert (await bed.ask(chunked))[0] == 200
+    assert await client.progress(bed.paths, "inst1.example.com") == ["step 1", "step 2"]
+    reader, writer = await asyncio.open_connection("127.0.0.1", bed.port)
+    for byte in b"GET /openstack HTTP/1.1\r\nHost: x\r\n\r\n":
+        writer.write(bytes([byte]))
+        await writer.drain()
+    assert (await asyncio.wait_for(reader.read(), 5)).endswith(b"\r\n\r\nlatest\n")
+    writer.close()
+
+
+async def test_head_requests_get_the_head_alone(bed: Bed) -> None:
+    await publish(bed)
+    answer = await bed.get("/nocloud/user-data")
+    head = await bed.ask(b"HEAD /nocloud/user-data HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer[0] == head[0] == 200 and head[1] == b""
+    assert answer[1] == USER_DATA
 
 
 async def test_node_files_are_streamed(bed: Bed, tmp_path: Path) -> None:

@@ -165,3 +165,23 @@ def test_no_tree_but_ganeti_s_parameters_carries_an_os_parameter() -> None:
         found = trees.lookup(meta, path)
         text = found.body if isinstance(found, trees.Document) else b""
         assert SECRET_VALUE.encode() not in text and PRIVATE_VALUE.encode() not in text, path
+
+
+@pytest.mark.parametrize("os_dir", [None, "/srv/ganeti/os/debootstrap"])
+def test_the_whole_tree_is_what_lookup_answers(os_dir: str | None) -> None:
+    # The server answers from tree(): every path lookup answers is in it, the same.
+    meta = sample(installing=True, os_dir=os_dir, package="/var/p.tgz")
+    whole = trees.tree(meta)
+    asked = [
+        *trees._TABLE,
+        "/latest/meta-data/public-keys",
+        "/latest/meta-data/public-keys/0",
+        "/latest/meta-data/public-keys/0/openssh-key",
+        "/latest/meta-data/public-keys/1/openssh-key",
+        *(f"{p}os/scripts/{name}" for p in trees.GANETI_PREFIXES for name in trees.OS_SCRIPTS),
+    ]
+    for path in asked:
+        assert whole.get(path) == trees.lookup(meta, path), path
+        assert trees.lookup(meta, path + "/") == trees.lookup(meta, path), path
+    assert all(trees.lookup(meta, path) == found for path, found in whole.items())
+    assert ("/ganeti/latest/os/scripts/create" in whole) == (os_dir is not None)
