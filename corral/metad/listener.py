@@ -30,11 +30,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from corral.http.accepting import BACKLOG
+from corral.http.accepting import ACCEPT_RETRY_DELAY, BACKLOG, OUT_OF_RESOURCES, error_reason
 from corral.metad import wire
 from corral.metad.trees import NodeFile
 
 log = logging.getLogger(__name__)
+
+# Bytes read at once: a request's head and a progress write fit.
+RECV_SIZE = 65536
+# Connections accepted per readiness of a tap's socket, before others get a turn.
+ACCEPT_BATCH = 64
+OCTETS = "application/octet-stream"
 
 # What the server answers a request with: the whole answer, or a node file to send.
 Reply = bytes | NodeFile
@@ -52,65 +58,86 @@ class GuestLimits:
     max_headers: int = 32
     max_body: int = 64 * 1024  # bytes (progress lines written by an install)
 
-    def head(self) -> wire.HeadLimits:
+    def head_limits(self) -> wire.HeadLimits:
         """The bounds of one request."""
         return wire.HeadLimits(self.max_head_line, self.max_headers, self.max_body)
 
 
-class _Refused(asyncio.Protocol):
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
+class GuestConnection:
+    """One guest's connection, from accept to close: one request, one answer.
 
+    Driven by the loop's readiness callbacks on the socket itself, without a
+    transport: a connection costs an accept, a read or two, a send and a close
+    (asyncio's transports cost a task and several callbacks more per
+    connection, which 100 guests asking at once wait for in turn)."""
 
-class GuestConnection(asyncio.Protocol):
-    """One guest's connection, from accept to close: one request, one answer."""
-
-    def __init__(self, site: TapSite) -> None:
+    def __init__(self, site: TapSite, sock: socket.socket, peer: str) -> None:
         self._site = site
-        site.live.add(self)  # counted from the accept on: a burst is bounded too
-        self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._peer = ""
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._peer = peer
+        self._loop = site.loop
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
+            site.limits.request_timeout, self.close
+        )
+        self._reading = self._writing = self._closed = False
         self._pending: bytes | bytearray = b""  # the head so far, or the body's start
         self._lines = 0  # line ends in an incomplete head
         self._head: wire.Head | None = None
         self._body: wire.Body | None = None
         self._answered = False  # what arrives from now on is dropped
+        self._unsent = memoryview(b"")
+        self._then_close = True  # once sent; otherwise linger (a refusal)
         self._task: asyncio.Task[None] | None = None  # a node file being sent
+        site.live.add(self)
+        self._readable()  # the request may be there already: no wait for readiness then
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        peer = transport.get_extra_info("peername")
-        self._peer = peer[0] if peer else ""
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._site.limits.request_timeout, self.abort)
-
-    def connection_lost(self, exc: Exception | None) -> None:
+    def close(self) -> None:
+        """Close at once."""
+        if self._closed:
+            return
+        self._closed = True
         self._site.live.discard(self)
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+        if self._writing:
+            self._loop.remove_writer(self._fd)
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None:
             self._task.cancel()
-        self._transport = self._task = self._timer = None
+        self._sock.close()
 
-    def eof_received(self) -> bool | None:
-        return self._task is not None  # keep sending a file to a half-closed guest
+    def _read(self, wanted: bool) -> None:
+        if wanted != self._reading and not self._closed:
+            self._reading = wanted
+            if wanted:
+                self._loop.add_reader(self._fd, self._readable)
+            else:
+                self._loop.remove_reader(self._fd)
 
-    def abort(self) -> None:
-        """Close at once."""
-        if self._transport is not None:
-            self._transport.abort()
-
-    def data_received(self, data: bytes) -> None:
-        if self._answered:
+    def _readable(self) -> None:
+        try:
+            data = self._sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            self._read(True)
             return
+        except OSError:
+            self.close()
+            return
+        if not data:  # the guest is done
+            self.close()
+            return
+        if self._answered:
+            return  # lingering: dropped
         try:
             body = self._take(data)
         except wire.HttpError as err:
             self._refuse(err)
             return
-        if body is not None:
+        if body is None:
+            self._read(True)
+        else:
             self._answer(body)
 
     def _take(self, data: bytes) -> bytes | None:
@@ -149,8 +176,9 @@ class GuestConnection(asyncio.Protocol):
         return head
 
     def _answer(self, body: bytes) -> None:
-        assert self._head is not None and self._transport is not None
+        assert self._head is not None
         self._answered = True
+        self._read(False)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -158,44 +186,68 @@ class GuestConnection(asyncio.Protocol):
         reply = site.answer(site.tap, self._peer, self._head, body)
         head_only = self._head.method == "HEAD"
         if isinstance(reply, bytes):
-            self._transport.write(wire.head_only(reply) if head_only else reply)
-            self._transport.close()
-            return
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._send_file(reply, head_only))
+            self._send(wire.head_only(reply) if head_only else reply)
+        else:
+            self._task = self._loop.create_task(self._send_file(reply, head_only))
 
     def _refuse(self, err: wire.HttpError) -> None:
-        """Answer a request not taken; read and drop the rest until the guest
-        closes or the deadline passes."""
-        assert self._transport is not None
+        """Answer a request not taken; then read and drop the rest until the
+        guest closes or the deadline passes."""
         self._answered = True
-        self._transport.write(wire.response(err.status, err.message.encode()))
-        self._transport.write_eof()
+        self._then_close = False
+        self._send(wire.response(err.status, err.message.encode()))
+        self._read(True)
+
+    def _send(self, data: bytes) -> None:
+        self._unsent = memoryview(data)
+        self._writable()
+
+    def _writable(self) -> None:
+        try:
+            sent = self._sock.send(self._unsent)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.close()
+            return
+        self._unsent = self._unsent[sent:]
+        if self._unsent:
+            if not self._writing:  # a guest reading slowly: bounded in time too
+                self._writing = True
+                self._loop.add_writer(self._fd, self._writable)
+                if self._timer is None:
+                    timeout = self._site.limits.request_timeout
+                    self._timer = self._loop.call_later(timeout, self.close)
+            return
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._fd)
+        if self._then_close:
+            self.close()
+            return
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close()
 
     async def _send_file(self, found: NodeFile, head_only: bool) -> None:
-        loop = asyncio.get_running_loop()
-        opened = await loop.run_in_executor(None, _open_regular, found.path)
-        transport = self._transport
-        if transport is None:
-            if opened is not None:
-                opened[0].close()
-            return
+        opened = await self._loop.run_in_executor(None, _open_regular, found.path)
         if opened is None:
             log.warning("%s is not there", found.path)
-            transport.write(wire.NOT_FOUND_ANSWER)
-            transport.close()
+            self._task = None
+            self._send(wire.NOT_FOUND_ANSWER)
             return
         file, size = opened
         try:
-            transport.write(wire.head(200, size, "application/octet-stream"))
+            await self._loop.sock_sendall(self._sock, wire.head(200, size, OCTETS))
             if not head_only:
-                await loop.sendfile(transport, file, count=size)
-            transport.close()
-        except (OSError, RuntimeError):  # the guest went away
-            transport.abort()
+                await self._loop.sock_sendfile(self._sock, file, count=size)
+        except OSError:
+            pass  # the guest went away
         finally:
             file.close()
             self._task = None
+            self.close()
 
 
 def _open_regular(path: str) -> tuple[BinaryIO, int] | None:
@@ -219,12 +271,14 @@ class TapSite:
     ) -> None:
         self.tap = tap
         self.limits = limits
-        self.limits_of_head = limits.head()
+        self.limits_of_head = limits.head_limits()
         self.answer = answer
         self.live: set[GuestConnection] = set()
+        self.loop = asyncio.get_running_loop()
         self._address = address
         self._port = port
-        self._server: asyncio.Server | None = None
+        self._sock: socket.socket | None = None
+        self._retry: asyncio.TimerHandle | None = None
         self.ifindex = 0
 
     @property
@@ -246,17 +300,20 @@ class TapSite:
         except OSError:
             sock.close()
             raise
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._connection, sock=sock, backlog=BACKLOG)
+        self._sock = sock
+        self.loop.add_reader(sock.fileno(), self._accept)
 
     async def stop(self) -> None:
         """Stop listening; close the connections still open."""
-        if self._server is not None:
-            self._server.close()
-            for conn in list(self.live):
-                conn.abort()
-            await self._server.wait_closed()
-            self._server = None
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._sock is not None:
+            self.loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+        for conn in list(self.live):
+            conn.close()
 
     def is_current(self) -> bool:
         """Whether the tap this site listens on is still the one of that name."""
@@ -265,7 +322,28 @@ class TapSite:
         except OSError:
             return False
 
-    def _connection(self) -> asyncio.Protocol:
-        if len(self.live) >= self.limits.max_connections:
-            return _Refused()
-        return GuestConnection(self)
+    def _accept(self) -> None:
+        assert self._sock is not None
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, peer = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as err:
+                if err.errno not in OUT_OF_RESOURCES:
+                    raise
+                # No descriptor to take it: the guests wait in the backlog a while.
+                log.warning("Cannot accept on %s: %s", self.name, error_reason(err))
+                self.loop.remove_reader(self._sock.fileno())
+                self._retry = self.loop.call_later(ACCEPT_RETRY_DELAY, self._resume)
+                return
+            if len(self.live) >= self.limits.max_connections:
+                sock.close()  # beyond the bound: closed at once
+                continue
+            sock.setblocking(False)
+            GuestConnection(self, sock, peer[0])
+
+    def _resume(self) -> None:
+        self._retry = None
+        if self._sock is not None:
+            self.loop.add_reader(self._sock.fileno(), self._accept)
