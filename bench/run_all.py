@@ -32,6 +32,8 @@ BENCHMARKS = (
     "backup",
     "kvm",
     "kvm_migration",
+    "configdrive",
+    "metad",
 )
 
 

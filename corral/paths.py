@@ -246,6 +246,11 @@ class Paths:
         return self.run_dir / "uid-pool"
 
     @property
+    def metad_socket(self) -> Path:
+        """corral-metad's control socket, fed by noded (Ganeti's METAD_SOCKET)."""
+        return self.socket_dir / "ganeti-metad"
+
+    @property
     def confd_endpoint(self) -> Path:
         """Where this node's confd listens (``ADDRESS PORT``), while it does."""
         return self.run_dir / "confd-endpoint"

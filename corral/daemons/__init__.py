@@ -1,4 +1,4 @@
-"""Daemon entry points: corral-masterd, corral-noded, corral-rapi (their
+"""Daemon entry points: corral-masterd, corral-noded, corral-rapi, corral-metad (their
 plumbing: corral.process).  Ganeti's daemon names start them too:
 ganeti-noded, ganeti-rapi, and ganeti-luxid and ganeti-wconfd, whose two jobs
 corral-masterd does in one daemon."""

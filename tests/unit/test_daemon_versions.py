@@ -1,5 +1,5 @@
 """Every daemon, and the commands Ganeti's QA asks for by Ganeti's daemon
-names (ganeti-noded, ganeti-rapi, ganeti-luxid, ganeti-wconfd, ganeti-confd,
+names (ganeti-noded, ganeti-rapi, ganeti-luxid, ganeti-wconfd, ganeti-confd, ganeti-metad,
 ganeti-watcher), answers --version and exits 0, as Ganeti's."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from corral import __version__
         ("corral.daemons.rapi", "corral-rapi"),
         ("corral.daemons.masterd", "corral-masterd"),
         ("corral.daemons.confd", "ganeti-confd"),
+        ("corral.daemons.metad", "corral-metad"),
         ("corral.tools.watcher", "ganeti-watcher"),
     ],
 )
@@ -38,4 +39,5 @@ def test_ganeti_daemon_names_are_entry_points() -> None:
     assert scripts["ganeti-rapi"] == "corral.daemons.rapi:main"
     assert scripts["ganeti-luxid"] == scripts["ganeti-wconfd"] == "corral.daemons.masterd:main"
     assert scripts["ganeti-confd"] == "corral.daemons.confd:main"
+    assert scripts["ganeti-metad"] == scripts["corral-metad"] == "corral.daemons.metad:main"
     assert scripts["ganeti-watcher"] == "corral.tools.watcher:cli"
