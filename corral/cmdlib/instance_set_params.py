@@ -10,12 +10,14 @@ from corral import params as P
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import os_media
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks
 from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
 from corral.objects import DetachedDisk, Disk, Instance, Node
 from corral.opcodes import instance as opi
+from corral.osdef import media
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
@@ -248,7 +250,13 @@ class LUInstanceSetParams(InstanceLU):
             self.changes += [[f"os_private/{k}", C.REDACTED] for k in op.osparams_private]
         if not (op.os_name or op.osparams or op.osparams_private):
             return
+        # Only checked as written: a reinstall fetches them (the URL may not answer yet).
+        os_media.image_of(new.osparams)
+        media.check_package(new.osparams, new.osparams_private, {})
         if not new.os:
+            # An instance of an image only may hold Corral's own parameters.
+            if not media.declared_elsewhere([*new.osparams, *new.osparams_private]):
+                return
             raise errors.OpPrereqError(
                 "The instance has no OS; give one with --os-type", C.ECODE_INVAL
             )
