@@ -224,9 +224,17 @@ class LUInstanceSetParams(InstanceLU):
             P.check_filled_hvparams(new.hypervisor, filled_hvparams(self.cfg.cluster, new))
             self.changes += [[f"hv/{k}", v] for k, v in hv.items()]
         if op.offline is not None:
-            if op.offline and self.instance.admin_state == "up":
+            # Ganeti's rule: either way only an instance that is not running.
+            if self.instance.admin_state == "up":
+                change = (
+                    "can't change to offline without being down first"
+                    if op.offline
+                    else "can't change to online (down) without being offline first"
+                )
                 raise errors.OpPrereqError(
-                    "Instance is marked up; shut it down before marking it offline", C.ECODE_STATE
+                    f"Instance '{self.instance.name}' is marked to be up, {change};"
+                    " shut it down first",
+                    C.ECODE_STATE,
                 )
             new.admin_state = "offline" if op.offline else "down"
             self.changes.append(["admin_state", new.admin_state])

@@ -254,6 +254,23 @@ async def test_modify_stores_an_image_url_unchecked_and_default_removes_it(
         assert inst is not None and inst.osparams == expected
 
 
+@pytest.mark.parametrize("offline", [True, False])
+async def test_a_running_instance_is_marked_neither_offline_nor_online(
+    cl: InProcessCluster, offline: bool
+) -> None:
+    """The end of Ganeti's TestInstanceModify, after its os-image steps: both
+    need the instance down (--online used to mark a running instance down)."""
+    job = await cl.run(create(start=True))
+    assert job.status == C.JOB_STATUS_SUCCESS, job.error
+    job = await cl.run(
+        {"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": INST, "offline": offline}
+    )
+    assert job.status == C.JOB_STATUS_ERROR
+    assert f"Instance '{INST}' is marked to be up, can't change to" in job.error
+    inst = cl.instance(INST)
+    assert inst is not None and inst.admin_state == "up"
+
+
 # Personalization packages
 
 
