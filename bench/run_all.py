@@ -32,6 +32,7 @@ BENCHMARKS = (
     "backup",
     "kvm",
     "kvm_migration",
+    "os_image",
 )
 
 
