@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _RANGE = re.compile(r"bytes=0-(\d+)")
+HOLD_TIMEOUT = 30.0  # seconds a held answer waits at most for its gate
 
 
 @dataclass
@@ -30,6 +31,9 @@ class MediaServer:
     protected: dict[str, str] = field(default_factory=dict)
     # (path, "whole" | "range" | "refused") → how many requests.
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # URL path → (bytes, gate): a whole answer stops after that many bytes
+    # until the gate opens (a test's look at a transfer under way).
+    holds: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)
     base: str = ""
 
     def url(self, path: str) -> str:
@@ -80,6 +84,11 @@ def _handler(server: MediaServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(200)
                 self.send_header("Content-Length", str(size))
                 self.end_headers()
+                hold = server.holds.get(self.path)
+                if hold is not None:
+                    self.wfile.write(body.read(hold[0]))
+                    self.wfile.flush()
+                    hold[1].wait(HOLD_TIMEOUT)
                 shutil.copyfileobj(body, self.wfile, 1 << 20)
 
     return Handler

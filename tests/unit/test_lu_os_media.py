@@ -5,12 +5,14 @@ creates nothing and says why."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import os
 import shutil
 import subprocess
 import tarfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,14 @@ import pytest
 
 from corral import constants as C
 from corral import testbed
+from corral.cmdlib import os_media
+from corral.node.handlers import HANDLERS
 from tests.helpers.inprocess import InProcessCluster, create_op, in_process_cluster
 from tests.helpers.leaks import files_holding
 from tests.helpers.media_server import MediaServer, media_server
 from tests.helpers.noded import free_port
 from tests.helpers.osdef import make_os
+from tests.helpers.waiting import wait_until_async
 
 INST = "inst1.example.com"
 MIB = 1 << 20
@@ -140,6 +145,32 @@ async def test_an_image_from_a_url_is_streamed_onto_disk_0(
     assert allocated(disk0(cl)) < 2 * MIB
     assert server.whole_fetches("/images/disk.img") == 1
     assert list(cl.node(1).paths.os_media_dir.glob("*")) == []
+
+
+async def test_the_progress_of_a_write_is_in_the_job_log(
+    cl: InProcessCluster, tmp_path: Path, server: MediaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream stops half way until the master has been told so."""
+    monkeypatch.setattr(os_media, "PROGRESS_EVERY", 0.005)
+    seen: list[list[int]] = []
+    polled = HANDLERS["blockdev_image_progress"]
+
+    async def recording(ctx: Any, token: str) -> Any:
+        answer = await polled(ctx, token)
+        if answer:
+            seen.append(answer)
+        return answer
+
+    monkeypatch.setitem(HANDLERS, "blockdev_image_progress", recording)
+    gate = threading.Event()
+    server.files["/slow.img"] = raw_image(tmp_path / "disk.img")
+    server.holds["/slow.img"] = (4 * MIB, gate)
+    job = asyncio.ensure_future(cl.run(with_image(server.url("/slow.img"))))
+    await wait_until_async(lambda: any(done >= 4 * MIB for done, _ in seen), 20, "progress")
+    gate.set()
+    outcome = await job
+    assert outcome.status == C.JOB_STATUS_SUCCESS, outcome.error
+    assert any(line.startswith(" - disk/0: 4 of 8 MiB (50%)") for line in outcome.log), outcome.log
 
 
 async def test_reinstall_writes_the_image_again_over_what_the_disk_held(
