@@ -164,16 +164,16 @@ def write(image: str, target: Path, disk_bytes: int, progress: Progress, spool: 
     info = probe(image)
     check_fits(image, info, disk_bytes)
     progress.total = info.size
-    with _open_target(target) as disk:
-        if info.format == QCOW2:
-            with _local_file(image, info, spool, progress) as path:
-                _convert_qcow2(path, target, progress)
-        elif is_url(image):
-            with fetch.get(image) as answer:
-                _copy_stream(answer.body, info.size, disk, progress)
-        else:
-            with _open_source(image) as (src, size):
-                _copy_stream(src, size, disk, progress, _data_ranges(src.fileno(), size))
+    # The source is opened (a qcow2 URL downloaded) before the disk is emptied.
+    if info.format == QCOW2:
+        with _local_file(image, info, spool, progress) as path, _open_target(target):
+            _convert_qcow2(path, target, progress)
+    elif is_url(image):
+        with fetch.get(image) as answer, _open_target(target) as disk:
+            _copy_stream(answer.body, info.size, disk, progress)
+    else:
+        with _open_source(image) as (src, size), _open_target(target) as disk:
+            _copy_stream(src, size, disk, progress, _data_ranges(src.fileno(), size))
 
 
 class _Disk:
