@@ -34,6 +34,7 @@ BENCHMARKS = (
     "kvm_migration",
     "configdrive",
     "metad",
+    "os_image",
 )
 
 

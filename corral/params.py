@@ -189,10 +189,11 @@ def fill(defaults: dict[str, Any], *overrides: dict[str, Any]) -> dict[str, Any]
 
 
 def apply_changes(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """Instance-level updates: a None value removes the override."""
+    """Instance-level updates: None or Ganeti's ``"default"`` removes the
+    override (Ganeti's GetUpdatedParams)."""
     out = dict(current)
     for key, value in changes.items():
-        if value is None:
+        if value is None or value == VALUE_DEFAULT:
             out.pop(key, None)
         else:
             out[key] = value

@@ -142,6 +142,12 @@ class Paths:
         return [self.from_wire(name) for name in IALLOCATOR_SEARCH_PATH]
 
     @property
+    def os_media_dir(self) -> Path:
+        """Where OS images (qcow2 from a URL) and personalization packages are
+        kept while they are written, and never longer."""
+        return self.data_dir / "os-media"
+
+    @property
     def file_storage_dir(self) -> Path:
         return self._under("/srv/ganeti/file-storage")
 

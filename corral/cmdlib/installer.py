@@ -7,6 +7,9 @@ from:
 
 - :class:`OsScript`, the OS ``create`` script (``gnt-instance add``,
   ``reinstall``);
+- :class:`Fresh`, what ``add`` and ``reinstall`` install: the OS image
+  (``os-image``, onto disk 0), then the create script (when there is an OS),
+  then the personalization package (``os-package``, over disk 0's filesystem);
 - :class:`FromExport`, an export in this cluster, through the OS ``import``
   script (a raw write when the instance has no OS);
 - :class:`FromCluster`, another cluster's disks (Ganeti's inter-cluster move),
@@ -15,8 +18,9 @@ from:
 After an import the OS ``rename`` script runs with the exported instance's name
 as OLD_INSTANCE_NAME (a failure there is only a warning, as in Ganeti).  Unlike
 Ganeti, a disk that could not be imported fails the whole creation: an
-instance with a missing disk is not what was asked for.  The kinds of
-design-os (images, self-install) are further kinds of the same protocol.
+instance with a missing disk is not what was asked for.  Unlike Ganeti's
+create (which skips the create script when an image is given) but as its
+reinstall, an image and an OS both install: the image, then the script.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from corral import constants as C
 from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import os_media
 from corral.crypto import rie
 from corral.objects import Instance, Node
+from corral.osdef.media import PackageSource
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_impexp import ImpExpOptions, x509_cert_create, x509_cert_remove
 from corral.rpc.calls_os import instance_os_add, instance_run_rename
@@ -116,6 +122,31 @@ class OsScript:
             instance_os_add(target.descriptor(lu), self.reinstall, lu.op.debug_level or 0),
             f"{what} {target.inst.name} on node {target.node.name}",
         )
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """A new install: the image onto disk 0, the create script (``scripts``:
+    the instance has an OS and it is to run), then the package over disk 0."""
+
+    image: str | None
+    scripts: bool
+    package: PackageSource | None
+    reinstall: bool = False
+
+    async def fill(self, lu: LogicalUnit[Any], target: Target) -> None:
+        """Each step in turn on the primary node."""
+        if self.image is not None:
+            await os_media.write_image(lu, target.inst, target.node, self.image)
+        if self.scripts:
+            await OsScript(self.reinstall).fill(lu, target)
+        if self.package is not None:
+            await os_media.unpack_package(lu, target.inst, target.node, self.package)
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to install."""
+        return self.image is None and not self.scripts and self.package is None
 
 
 @dataclass(frozen=True)

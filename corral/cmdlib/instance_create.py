@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib import communication, installer, intents
+from corral.cmdlib import communication, installer, intents, os_media
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
@@ -29,6 +29,7 @@ from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Instance, Network, Node
 from corral.opcodes import instance as opi
+from corral.osdef import media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
@@ -167,6 +168,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.import_source: imp.LocalSource | None = None
         self.remote_source: imp.RemoteSource | None = None
         self.src_node: Node | None = None
+        self.image: str | None = None
+        self.package: media.PackageSource | None = None
         if op.mode == imp.MODE_IMPORT:
             # The rest waits for the export's values (before_locks).
             imp.check_import_arguments(self)
@@ -175,12 +178,32 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             self.remote_source = imp.check_remote_arguments(self)
         self._check_arguments()
 
+    def _check_media(self) -> None:
+        """The OS image and personalization package a new install asks for
+        (design-os); Ganeti's rule: an OS or an image, unless --no-install."""
+        op = self.op
+        self.image = os_media.image_of(op.osparams)
+        self.package = media.check_package(
+            op.osparams, op.osparams_private or {}, op.osparams_secret or {}
+        )
+        if not op.os_type and self.image is None and not op.no_install:
+            raise errors.OpPrereqError(
+                "No guest OS or OS image specified; give one with -o or"
+                f" --os-parameters {media.OS_IMAGE}=PATH|URL (or --no-install)",
+                C.ECODE_INVAL,
+            )
+        scripts = bool(op.os_type) and not op.no_install
+        if self.package is not None and self.image is None and not scripts:
+            raise errors.OpPrereqError(
+                "A personalization package is unpacked over an installed OS: give an OS"
+                f" (-o) or an OS image ({media.OS_IMAGE}) with it",
+                C.ECODE_INVAL,
+            )
+
     def _check_arguments(self) -> None:
         op = self.op
-        if op.mode == "create" and not op.os_type and not op.no_install:
-            raise errors.OpPrereqError(
-                "No OS given (-o); an OS is needed unless --no-install", C.ECODE_INVAL
-            )
+        if op.mode == "create":
+            self._check_media()
         # As Ganeti: without a template, the cluster's first enabled one.
         self.disk_template = op.disk_template or self.cfg.cluster.enabled_disk_templates[0]
         # Even when an old configuration enables it, a template Corral lacks creates nothing.
@@ -296,6 +319,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         check_new_instance(self, self.instance, op.ignore_ipolicy)
         if op.os_type:
             await self._check_os()
+        await self._check_media_on_node()
         memory = filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
         # Disks take space on the nodes holding them (none for shared storage).
         disk_total = sum(d.size for d in self.instance.disks if self.pnode.uuid in d.nodes)
@@ -464,10 +488,20 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         U.check_variant(op.os_type, info, op.force_variant)
         private, secret = op.osparams_private or {}, op.osparams_secret or {}
         U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
-        self.os_spec = U.job_os_spec(self, op.os_type, op.osparams, private, secret)
+        scripts = media.without_credentials(secret)
+        self.os_spec = U.job_os_spec(self, op.os_type, op.osparams, private, scripts)
         # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
         if info["api_versions"] and max(info["api_versions"]) >= 20:
             await U.verify_osparams(self, [self.pnode], self.os_spec)
+
+    async def _check_media_on_node(self) -> None:
+        """The image and the package, as the primary node fetches them (disk 0
+        must hold the image): refused here, nothing is created."""
+        disks = self.instance.disks
+        if self.image is not None and disks and not self.template.adopts:
+            await os_media.check_image(self, self.pnode, self.image, disks[0].size)
+        if self.package is not None and disks:
+            await os_media.check_package(self, self.pnode, self.package)
 
     def build_hooks_env(self) -> dict[str, Any]:
         env = U.instance_hook_env(self.cfg, self.instance, status=self.op.start, disk_ids=False)
@@ -531,9 +565,13 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             return installer.FromExport(self.import_source)
         if self.remote_source is not None:
             return installer.FromCluster(self.remote_source)
-        if self.op.os_type and not self.op.no_install:
-            return installer.OsScript()
-        return None
+        # As Ganeti: an image is not written onto adopted disks.
+        kind = installer.Fresh(
+            None if self.template.adopts else self.image,
+            bool(self.op.os_type) and not self.op.no_install,
+            self.package,
+        )
+        return None if kind.empty else kind
 
     async def _node_call(self, request: Request[R], what: str) -> R:
         what = f"{what} {self.instance.name} on node {self.pnode.name}"

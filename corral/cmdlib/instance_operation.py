@@ -7,11 +7,13 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.cmdlib import installer
+from corral.cmdlib import installer, os_media
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
+from corral.osdef import media
+from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
 from corral.services.params import filled_beparams, filled_hvparams
 
@@ -170,20 +172,31 @@ class LUInstanceReinstall(InstanceLU):
         await self.check_state((ADMIN_DOWN,), "cannot reinstall")
         op = self.op
         self.os_name = op.os_type or inst.os
-        if not self.os_name:
-            raise errors.OpPrereqError(
-                f"Instance '{inst.name}' has no OS; give one with -o", C.ECODE_INVAL
-            )
-        info = await U.node_os_info(self, self.pnode, self.os_name)
-        U.check_variant(self.os_name, info, op.force_variant)
         self.public = P.apply_changes(inst.osparams, op.osparams or {})
         self.private = P.apply_changes(inst.osparams_private, op.osparams_private or {})
         secret = op.osparams_secret or {}
-        U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
-        self.os_spec = U.job_os_spec(self, self.os_name, self.public, self.private, secret)
-        # As Ganeti's CheckOSParams: the merged parameters the create script will
-        # get are verified on every reinstall, new ones given or not.
-        await U.verify_osparams(self, [self.pnode], self.os_spec)
+        self.image = os_media.image_of(self.public)
+        self.package = media.check_package(self.public, self.private, secret)
+        if not self.os_name and self.image is None:
+            raise errors.OpPrereqError(
+                f"Instance '{inst.name}' has no OS and no OS image; give one with -o"
+                f" or --os-parameters {media.OS_IMAGE}=PATH|URL",
+                C.ECODE_INVAL,
+            )
+        self.os_spec: OsSpec | None = None
+        if self.os_name:
+            info = await U.node_os_info(self, self.pnode, self.os_name)
+            U.check_variant(self.os_name, info, op.force_variant)
+            U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
+            scripts = media.without_credentials(secret)
+            self.os_spec = U.job_os_spec(self, self.os_name, self.public, self.private, scripts)
+            # As Ganeti's CheckOSParams: the merged parameters the create script will
+            # get are verified on every reinstall, new ones given or not.
+            await U.verify_osparams(self, [self.pnode], self.os_spec)
+        if self.image is not None:
+            await os_media.check_image(self, self.pnode, self.image, inst.disks[0].size)
+        if self.package is not None:
+            await os_media.check_package(self, self.pnode, self.package)
 
     async def exec(self) -> Any:
         inst = self.updated()
@@ -192,7 +205,10 @@ class LUInstanceReinstall(InstanceLU):
         inst.osparams_private = self.private
         if self.os_name != self.instance.os:
             self.feedback(f"Changing OS to '{self.os_name}'...")
+        if self.image is not None and media.OS_IMAGE in (self.op.osparams or {}):
+            self.feedback(f"Using OS image '{self.image}'")
         target = installer.Target(inst, self.pnode, self.os_spec)
-        await installer.install(self, target, installer.OsScript(reinstall=True))
+        kind = installer.Fresh(self.image, bool(self.os_name), self.package, reinstall=True)
+        await installer.install(self, target, kind)
         self.tx.update(inst)
         return None

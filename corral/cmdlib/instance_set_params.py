@@ -11,12 +11,14 @@ from corral.cmdlib import communication
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import os_media
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks
 from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
 from corral.objects import DetachedDisk, Disk, Instance, Node
 from corral.opcodes import instance as opi
+from corral.osdef import media
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
@@ -225,9 +227,17 @@ class LUInstanceSetParams(InstanceLU):
             P.check_filled_hvparams(new.hypervisor, filled_hvparams(self.cfg.cluster, new))
             self.changes += [[f"hv/{k}", v] for k, v in hv.items()]
         if op.offline is not None:
-            if op.offline and self.instance.admin_state == "up":
+            # Ganeti's rule: either way only an instance that is not running.
+            if self.instance.admin_state == "up":
+                change = (
+                    "can't change to offline without being down first"
+                    if op.offline
+                    else "can't change to online (down) without being offline first"
+                )
                 raise errors.OpPrereqError(
-                    "Instance is marked up; shut it down before marking it offline", C.ECODE_STATE
+                    f"Instance '{self.instance.name}' is marked to be up, {change};"
+                    " shut it down first",
+                    C.ECODE_STATE,
                 )
             new.admin_state = "offline" if op.offline else "down"
             self.changes.append(["admin_state", new.admin_state])
@@ -251,7 +261,13 @@ class LUInstanceSetParams(InstanceLU):
             self.changes += [[f"os_private/{k}", C.REDACTED] for k in op.osparams_private]
         if not (op.os_name or op.osparams or op.osparams_private):
             return
+        # Only checked as written: a reinstall fetches them (the URL may not answer yet).
+        os_media.image_of(new.osparams)
+        media.check_package(new.osparams, new.osparams_private, {})
         if not new.os:
+            # An instance of an image only may hold Corral's own parameters.
+            if not media.declared_elsewhere([*new.osparams, *new.osparams_private]):
+                return
             raise errors.OpPrereqError(
                 "The instance has no OS; give one with --os-type", C.ECODE_INVAL
             )

@@ -12,6 +12,7 @@ from corral import constants as C
 from corral import errors
 from corral import params as P
 from corral.objects import NIC, Disk, Instance, Network, Node, NodeGroup
+from corral.osdef import media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
@@ -282,7 +283,8 @@ async def verify_osparams(lu: LogicalUnit[Any], nodes: list[Node], spec: OsSpec)
 
 def check_params_declared(os_name: str, info: dict[str, Any], names: list[str]) -> None:
     declared = {p[0] for p in info.get("parameters", [])}
-    unknown = sorted(set(names) - declared)
+    # Corral's own (design-os's image and package) need no declaration.
+    unknown = sorted(set(media.declared_elsewhere(names)) - declared)
     if unknown:
         raise errors.OpPrereqError(
             f"OS '{split_name(os_name)[0]}' does not declare the parameter(s)"

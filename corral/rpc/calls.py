@@ -26,6 +26,7 @@ from corral.rpc import (
     calls_node,
     calls_operator,
     calls_os,
+    calls_osmedia,
     calls_storage,
     calls_transfer,
 )
@@ -34,6 +35,7 @@ from corral.rpc.declare import NodeCall
 _MODULES: tuple[ModuleType, ...] = (
     calls_node,
     calls_os,
+    calls_osmedia,
     calls_instance,
     calls_storage,
     calls_admin,

@@ -36,10 +36,6 @@ TABLE: dict[str, tuple[str, str]] = {
         "`ganeti-watcher --version` (every other command answers --version: gnt-storage,"
         " and Ganeti's daemon names, which start Corral's daemons)",
     ),
-    "qa_instance.TestInstanceModify": (
-        "d",
-        "`gnt-instance modify --os-parameters os-image=URL`: OS images (design-os)",
-    ),
     "qa_instance.TestInstanceModifyDisks": (
         "e",
         "`gnt-instance modify --disk remove` of a running instance without --hotplug:"

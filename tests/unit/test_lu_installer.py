@@ -13,6 +13,7 @@ import pytest
 from corral import constants as C
 from corral import testbed
 from tests.helpers.inprocess import OS_NAME, InProcessCluster, in_process_cluster
+from tests.helpers.leaks import files_holding
 from tests.helpers.osdef import make_os
 
 INST = "inst1.example.com"
@@ -58,15 +59,6 @@ def create(**fields: Any) -> dict[str, Any]:
         "osparams_secret": {"token": SECRET_VALUE},
         **fields,
     }
-
-
-def files_holding(root: Path, value: str) -> list[str]:
-    """The files under ``root`` whose bytes contain ``value``."""
-    return sorted(
-        str(path.relative_to(root))
-        for path in root.rglob("*")
-        if path.is_file() and value.encode() in path.read_bytes()
-    )
 
 
 async def test_create_gives_the_script_every_parameter_and_shows_none_hidden(

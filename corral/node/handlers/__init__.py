@@ -25,6 +25,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     oob,
     operator,
     osdef,
+    osmedia,
     storage,
     test,
     transfer,

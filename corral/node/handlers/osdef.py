@@ -13,6 +13,7 @@ from corral.node.handlers.base import rpc_handler
 from corral.node.storage import registry
 from corral.osdef.definition import InvalidOS, OSDefinition, diagnose, find_os, split_name
 from corral.osdef.env import instance_env, os_core_env
+from corral.osdef.media import declared_elsewhere
 from corral.osdef.runner import log_file, run_script
 from corral.osdef.spec import OsSpec
 from corral.rpc import calls_os as calls
@@ -75,7 +76,7 @@ async def os_validate(ctx: NodeContext, spec: OsSpecWire, debug: int) -> bool:
     if osdef.api_version < 20:
         return True
     declared = {name for name, _ in osdef.parameters}
-    unknown = sorted(set(os_spec.params) - declared)
+    unknown = sorted(set(declared_elsewhere(list(os_spec.params))) - declared)
     if unknown:
         raise errors.OpExecError(
             f"OS '{osdef.name}' does not declare the parameter(s) {', '.join(unknown)}"

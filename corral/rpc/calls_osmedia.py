@@ -1,0 +1,66 @@
+"""Node calls for design-os's media: OS images written onto disk 0 and
+personalization packages unpacked over it (:mod:`corral.node.osmedia`)."""
+
+# The bodies are the signatures' only: mypy must not ask them for a result.
+# mypy: disable-error-code="empty-body"
+
+from __future__ import annotations
+
+from typing import NotRequired
+
+from typing_extensions import TypedDict
+
+from corral import constants as C
+from corral.rpc.declare import node_call
+from corral.rpc.wire import DiskWire
+
+
+class ImageProbe(TypedDict):
+    """An image's format (raw, qcow2) and the bytes it fills on a disk."""
+
+    format: str
+    size: int
+
+
+class ImageWritten(TypedDict):
+    """A finished image write: the image's size and the data bytes written
+    (the rest were holes, left as holes)."""
+
+    size: int
+    written: int
+
+
+class PackageWire(TypedDict):
+    """A personalization package's URL and basic-auth credentials (secret:
+    only on this mutual-TLS wire, never stored or logged)."""
+
+    url: str
+    user: NotRequired[str]
+    password: NotRequired[str]
+
+
+@node_call(C.RPC_TMO_FAST)
+def os_image_probe(image: str) -> ImageProbe:
+    """The format and size of an image (a path on the node or an http(s) URL)."""
+
+
+@node_call(C.RPC_TMO_1DAY)
+def blockdev_image(disk: DiskWire, image: str, token: str) -> ImageWritten:
+    """Write an image onto a disk, sparse (Ganeti's call); ``token`` names the
+    write for blockdev_image_progress."""
+
+
+@node_call(C.RPC_TMO_URGENT)
+def blockdev_image_progress(token: str) -> list[int] | None:
+    """``[bytes done, bytes in all]`` of a running blockdev_image (None: not running)."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def os_package_probe(source: PackageWire) -> None:
+    """Check that a personalization package can be fetched and is gzip-compressed."""
+
+
+@node_call(C.RPC_TMO_SLOW)
+def instance_os_package(disk: DiskWire, source: PackageWire) -> dict[str, int]:
+    """Fetch a personalization package and unpack it over a disk's filesystem;
+    its member and byte counts."""
