@@ -7,11 +7,10 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.cmdlib import communication
+from corral.cmdlib import communication, os_media
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib import os_media
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import parse_disks
 from corral.cmdlib.instance_nics import NicEditor
