@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 
 # Bytes read at once: a request's head and a progress write fit.
 RECV_SIZE = 65536
-# Connections accepted per readiness of a tap's socket, before others get a turn.
-ACCEPT_BATCH = 64
 OCTETS = "application/octet-stream"
 
 # What the server answers a request with: the whole answer, or a node file to send.
@@ -67,7 +65,8 @@ class GuestConnection:
     """One guest's connection, from accept to close: one request, one answer.
 
     Driven by the loop's readiness callbacks on the socket itself, without a
-    transport: a connection costs an accept, a read or two, a send and a close
+    transport: a connection costs an accept, a read (the request is mostly
+    there at once), a send and a close
     (asyncio's transports cost a task and several callbacks more per
     connection, which 100 guests asking at once wait for in turn)."""
 
@@ -118,7 +117,7 @@ class GuestConnection:
 
     def _readable(self) -> None:
         try:
-            data = self._sock.recv(RECV_SIZE)
+            data = self._sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             self._read(True)
             return
@@ -204,7 +203,7 @@ class GuestConnection:
 
     def _writable(self) -> None:
         try:
-            sent = self._sock.send(self._unsent)
+            sent = self._sock.send(self._unsent, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError:
@@ -238,6 +237,7 @@ class GuestConnection:
             self._send(wire.NOT_FOUND_ANSWER)
             return
         file, size = opened
+        self._sock.setblocking(False)  # as the loop's sock_* calls need
         try:
             await self._loop.sock_sendall(self._sock, wire.head(200, size, OCTETS))
             if not head_only:
@@ -323,25 +323,26 @@ class TapSite:
             return False
 
     def _accept(self) -> None:
+        # One connection per readiness: a tap rarely has two waiting, and the
+        # loop calls again while one does (an accept more would mostly fail).
         assert self._sock is not None
-        for _ in range(ACCEPT_BATCH):
-            try:
-                sock, peer = self._sock.accept()
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                return
-            except OSError as err:
-                if err.errno not in OUT_OF_RESOURCES:
-                    raise
-                # No descriptor to take it: the guests wait in the backlog a while.
-                log.warning("Cannot accept on %s: %s", self.name, error_reason(err))
-                self.loop.remove_reader(self._sock.fileno())
-                self._retry = self.loop.call_later(ACCEPT_RETRY_DELAY, self._resume)
-                return
-            if len(self.live) >= self.limits.max_connections:
-                sock.close()  # beyond the bound: closed at once
-                continue
-            sock.setblocking(False)
-            GuestConnection(self, sock, peer[0])
+        try:
+            sock, peer = self._sock.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        except OSError as err:
+            if err.errno not in OUT_OF_RESOURCES:
+                raise
+            # No descriptor to take it: the guests wait in the backlog a while.
+            log.warning("Cannot accept on %s: %s", self.name, error_reason(err))
+            self.loop.remove_reader(self._sock.fileno())
+            self._retry = self.loop.call_later(ACCEPT_RETRY_DELAY, self._resume)
+            return
+        if len(self.live) >= self.limits.max_connections:
+            sock.close()  # beyond the bound: closed at once
+            return
+        # Left blocking: it is read and written with MSG_DONTWAIT (a syscall less).
+        GuestConnection(self, sock, peer[0])
 
     def _resume(self) -> None:
         self._retry = None

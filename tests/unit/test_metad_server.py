@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from corral.metad import client
-from corral.metad.listener import GuestLimits
+from corral.metad import client, wire
+from corral.metad.listener import GuestConnection, GuestLimits, TapSite
 from corral.metad.server import MAX_RECORD, NOT_FOUND, Metad, serve_metad
 from corral.paths import Paths
 from tests.helpers.metad import PRIVATE_VALUE, SECRET_VALUE, USER_DATA, sample
 from tests.helpers.noded import free_port
+from tests.helpers.waiting import wait_until_async
 
 GUEST, STRANGER = "127.0.0.1", "127.0.0.2"
 LIMITS = GuestLimits(request_timeout=0.5, max_connections=4, max_body=4096)
@@ -124,6 +126,27 @@ async def test_head_requests_get_the_head_alone(bed: Bed) -> None:
     head = await bed.ask(b"HEAD /nocloud/user-data HTTP/1.1\r\nHost: x\r\n\r\n")
     assert answer[0] == head[0] == 200 and head[1] == b""
     assert answer[1] == USER_DATA
+
+
+@pytest.mark.parametrize("reading", [True, False])
+async def test_a_large_answer_is_sent_whole_and_a_guest_not_reading_is_cut(reading: bool) -> None:
+    # A connection on one end of a socket pair whose send buffer is small.
+    big = wire.response(200, bytes(range(256)) * 4096)
+    site = TapSite("lo", "127.0.0.1", 0, LIMITS, lambda tap, source, head, body: big)
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    with ours, theirs:
+        theirs.setblocking(False)
+        await loop.sock_sendall(theirs, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        GuestConnection(site, ours, GUEST)
+        if not reading:  # cut by the deadline (0.5 s) while its answer waits
+            await wait_until_async(lambda: not site.live, 10, "the guest cut")
+        answer = bytearray()
+        while chunk := await loop.sock_recv(theirs, 65536):
+            answer += chunk
+    assert answer == big if reading else 0 < len(answer) < len(big)
+    assert not site.live
 
 
 async def test_node_files_are_streamed(bed: Bed, tmp_path: Path) -> None:
