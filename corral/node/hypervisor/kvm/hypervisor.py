@@ -35,6 +35,7 @@ from corral.node.hypervisor.spec import (
     InstanceSpec,
 )
 from corral.node.meminfo import memory_info
+from corral.node.metad_feed import MetadFeed
 from corral.node.uidpool import UidPool
 from corral.paths import Paths
 
@@ -68,6 +69,7 @@ class KvmHypervisor(Hypervisor):
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaping: dict[str, asyncio.Task[None]] = {}
         self.migrations = Migrations(self)
+        self.metad = MetadFeed(paths)
 
     @classmethod
     def problem(cls, paths: Paths) -> str | None:
@@ -131,7 +133,8 @@ class KvmHypervisor(Hypervisor):
         await self._cleanup(monitor.name, runtime)
 
     async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
-        """Remove what a dead guest left: taps' routes, its uid, its files."""
+        """Remove what a dead guest left: its metadata, taps' routes, its uid, its files."""
+        await self.metad.withdraw(name)
         if runtime is not None:
             for tap in runtime.taps:
                 await asyncio.to_thread(netdev.remove_tap, tap)
@@ -160,6 +163,7 @@ class KvmHypervisor(Hypervisor):
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
             monitor = await self._launch(spec, extra)
+            await self.metad.publish(spec)
             try:
                 if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
                     await monitor.execute("change-vnc-password", {"password": vnc_password})
@@ -254,7 +258,8 @@ class KvmHypervisor(Hypervisor):
         runtime = Runtime(
             name=spec.name,
             argv=argv,
-            spec=dict(spec.wire),
+            # Without the OS's private parameters: they stay off the disk.
+            spec={k: v for k, v in spec.wire.items() if k != "osspec"},
             pid=pid,
             pid_start=start,
             started=time.time(),
