@@ -1,9 +1,9 @@
 """corral-metad fed by a real cluster: noded publishes a kvm guest's metadata
 when it starts (starting metad on demand) and withdraws it when it stops; the
 guest reads its own OS parameters over its communication NIC, and nothing of
-another guest's.  The whole cluster runs in a network namespace of the test's
-own (its taps carry 169.254.169.254); guests are the busybox test guests under
-TCG, booted once."""
+another guest's; DHCP on the tap gives the guest its address.  The whole
+cluster runs in a network namespace of the test's own (its taps carry
+169.254.169.254); guests are the busybox test guests under TCG, booted once."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import pytest
 from corral.metad import client
 from corral.metad.wire import NOT_FOUND
 from corral.node.hypervisor.kvm.runtime import Layout
+from corral.node.netdev import dhcp
 from corral.process.daemons import running_pid
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, ok, rows
@@ -91,6 +92,21 @@ def published(cl: TestCluster, name: str) -> bool:
     return True
 
 
+def dhcp_server(cl: TestCluster, name: str) -> int:
+    """The pid of the dnsmasq on ``name``'s communication tap."""
+    [tap] = Layout(cl.paths.run_dir).read_runtime(name).taps  # type: ignore[union-attr]
+    return int(dhcp.pid_file(cl.paths.run_dir, tap).read_text())
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs (a zombie left for init to reap is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(b")") + 2 :][:1] in (b"Z", b"X")
+
+
 def files_holding(root: Path, value: bytes) -> list[str]:
     found = []
     for directory, _dirs, files in os.walk(root):
@@ -125,7 +141,12 @@ def test_guest_reads_its_own_parameters_from_metad(ns_cluster: TestCluster) -> N
         answer = json.loads(fetch(consoles["inst1"], ips["inst1"], "OWN"))
         # Its public and private parameters; the secret one lived in the add's job only.
         assert answer == {"release": [PUBLIC_VALUE, "public"], "token": [PRIVATE_VALUE, "private"]}
-        # inst2 is published and reaches its own data ...
+        # inst2 asks DHCP (the node's dnsmasq on its tap) for its address ...
+        consoles["inst2"].sock.sendall(
+            b"ip link set eth0 up && udhcpc -i eth0 -n -q -t 10 -s /bin/true\n"
+        )
+        consoles["inst2"].wait_for(f"lease of {re.escape(ips['inst2'])} obtained")
+        # ... is published and reaches its own data ...
         assert json.loads(fetch(consoles["inst2"], ips["inst2"], "TWO"))["token"]
         # ... but inst1 claiming inst2's address on its own tap gets nothing: metad's
         # 404 (or no answer at all, where the node's reverse-path filter drops it).
@@ -134,8 +155,10 @@ def test_guest_reads_its_own_parameters_from_metad(ns_cluster: TestCluster) -> N
         for console in consoles.values():
             console.close()
 
+    dhcp_pid = dhcp_server(cl, "inst1")
     ok(cl.gnt("instance", "shutdown", "--timeout=0", "inst1"))
     assert not published(cl, "inst1") and published(cl, "inst2")
+    assert gone(dhcp_pid)  # its DHCP went with its tap
     assert running_pid(pid_file) == metad_pid  # one metad for the node's guests
     for name in ("inst1", "inst2"):
         ok(cl.gnt("instance", "remove", "-f", name))
