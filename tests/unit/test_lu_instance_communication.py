@@ -16,8 +16,11 @@ import pytest
 from corral import constants as C
 from corral import errors, testbed
 from corral.cmdlib import instance_utils as U
+from corral.node.hypervisor.fake import FakeHypervisor
+from corral.node.hypervisor.spec import InstanceSpec
 from corral.objects import Instance, Network, NodeGroup
 from tests.helpers.inprocess import InProcessCluster, JobOutcome, in_process_cluster
+from tests.helpers.osdef import make_os
 
 SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
 NODE1, NODE2 = testbed.node_name(1), testbed.node_name(2)
@@ -253,3 +256,39 @@ async def test_start_descriptor_carries_public_and_private_os_parameters(
         else:
             assert "osspec" not in desc
     assert hidden == ["private-value"]
+
+
+async def test_starts_and_migration_targets_get_the_os_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The descriptors the nodes receive (a spy on the fake hypervisor): the
+    start of ``add`` and a migration's target carry the public and private
+    parameters, never the secret one."""
+    seen: list[tuple[str, Any]] = []
+
+    async def start(self: FakeHypervisor, spec: InstanceSpec, paused: bool = False) -> None:
+        seen.append(("start", spec.wire.get("osspec")))
+        await real_start(self, spec, paused)
+
+    async def accept(self: FakeHypervisor, spec: InstanceSpec, info: Any, target: str) -> None:
+        seen.append(("accept", spec.wire.get("osspec")))
+        await real_accept(self, spec, info, target)
+
+    real_start, real_accept = FakeHypervisor.start, FakeHypervisor.accept_instance
+    monkeypatch.setattr(FakeHypervisor, "start", start)
+    monkeypatch.setattr(FakeHypervisor, "accept_instance", accept)
+    async with in_process_cluster(tmp_path, nodes=2) as cl:
+        for index in (1, 2):
+            make_os(cl.node(index).paths, "osp", variants=None,
+                    parameters={"release": "r", "token": "t", "password": "p"})  # fmt: skip
+        await followed(cl, set_network("commnet"))
+        add = create(nics=[], os_type="osp", no_install=False, start=True,
+                     osparams={"release": "bookworm"}, osparams_private={"token": "pv"},
+                     osparams_secret={"password": "sv"})  # fmt: skip
+        migrate = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": INST, "target_node": NODE2}
+        await ok(cl, add)
+        await ok(cl, migrate)
+    expected = {"name": "osp", "params": {
+        "release": {"value": "bookworm", "visibility": "public"},
+        "token": {"value": "pv", "visibility": "private"}}}  # fmt: skip
+    assert seen == [("start", expected), ("accept", expected)]
