@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 NODED = "corral-noded"
 MASTERD = "corral-masterd"
 RAPI = "corral-rapi"
+METAD = "corral-metad"  # started by noded on demand (corral.node.metad_feed)
 _HOSTNAME_RE = re.compile(
     r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$", re.IGNORECASE
 )
@@ -324,6 +325,7 @@ def stop_daemons(paths: Paths) -> None:
     stop_daemon(paths, RAPI)
     stop_daemon(paths, MASTERD)
     stop_daemon(paths, NODED)
+    stop_daemon(paths, METAD)
 
 
 def create_cluster(paths: Paths, opts: InitOptions) -> None:

@@ -43,7 +43,7 @@ from corral.paths import ROOT_ENV, Paths
 from corral.process.daemons import start_daemon, stop_daemon
 
 REPO_ROOT = Path(corral.__file__).resolve().parent.parent
-DAEMONS = ("corral-rapi", "corral-masterd", "corral-noded")
+DAEMONS = ("corral-rapi", "corral-masterd", "corral-noded", "corral-metad")
 CLUSTER_NAME = "cluster.example.com"
 MAX_NODES = 250
 Wrap = Callable[[list[str]], list[str]]

@@ -303,7 +303,7 @@ class LUBackupExport(InstanceLU):
         self.feedback(f"Starting instance {inst.name}")
         try:
             await self.master.rpc.run(
-                node, instance_start(self.descriptor(), False), "Could not start instance"
+                node, instance_start(self.start_descriptor(), False), "Could not start instance"
             )
         except NodeCallError as err:
             self.feedback(f"Failed to start instance: {err.fail_msg}")

@@ -79,6 +79,10 @@ class InstanceLU(LogicalUnit[Any]):
     def descriptor(self, inst: Instance | None = None) -> InstanceWire:
         return U.instance_descriptor(self.cfg, inst or self.instance)
 
+    def start_descriptor(self, inst: Instance | None = None) -> InstanceWire:
+        """The descriptor a start takes (:func:`U.start_descriptor`)."""
+        return U.start_descriptor(self.cfg, inst or self.instance, self.ctx.hide)
+
     async def node_call(self, request: Request[R], what: str) -> R:
         """Call the primary node; NodeCallError ("<what> <instance> on node
         <node>: <why>") on failure."""

@@ -555,7 +555,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         if self.op.start:
             self.feedback("* starting instance...")
             await self._node_call(
-                instance_start(U.instance_descriptor(self.cfg, inst), False),
+                instance_start(U.start_descriptor(self.cfg, inst, self.ctx.hide), False),
                 "Could not start instance",
             )
 

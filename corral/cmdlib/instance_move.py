@@ -142,7 +142,7 @@ class LUInstanceMove(InstanceLU):
                 self.log_info(f"Starting instance {inst.name} on node {target.name}")
                 await self.master.rpc.run(
                     target,
-                    instance_start(self.descriptor(), False),
+                    instance_start(self.start_descriptor(), False),
                     f"Could not start instance {inst.name} on node {target.name}",
                 )
         finally:

@@ -84,6 +84,10 @@ class Mover:
     def _desc(self) -> InstanceWire:
         return self.lu.descriptor(self.instance)
 
+    def _start_desc(self) -> InstanceWire:
+        """The descriptor of the calls that start the guest on the target."""
+        return self.lu.start_descriptor(self.instance)
+
     def _set_primary(self, node: Node) -> None:
         inst = self.instance.copy_for_update()
         assert isinstance(inst, Instance)
@@ -157,7 +161,7 @@ class Mover:
         try:
             await self._run(
                 target,
-                instance_start(self._desc(), False),
+                instance_start(self._start_desc(), False),
                 f"Could not start instance {inst.name} on node {target.name}",
             )
         except NodeCallError:
@@ -203,7 +207,7 @@ class Mover:
         try:
             self.accepted = await self._run(
                 target,
-                accept_instance(self._desc(), self.migration_info, target.secondary_ip),
+                accept_instance(self._start_desc(), self.migration_info, target.secondary_ip),
                 f"Could not pre-migrate instance {inst.name}",
             )
         except NodeCallError as err:

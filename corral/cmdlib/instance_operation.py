@@ -61,7 +61,7 @@ class LUInstanceStartup(InstanceLU):
             self.tx.update(inst)
         if self.already_running:
             return None
-        desc = self.descriptor()
+        desc = self.start_descriptor()
         desc["beparams"] = P.fill(desc["beparams"], self.beparams)
         desc["hvparams"] = P.fill(desc["hvparams"], self.hvparams)
         desc["memory"], desc["vcpus"] = desc["beparams"]["maxmem"], desc["beparams"]["vcpus"]
@@ -134,7 +134,7 @@ class LUInstanceReboot(InstanceLU):
             )
 
     async def exec(self) -> Any:
-        desc = self.descriptor()
+        desc = self.start_descriptor()  # a hard reboot starts the guest again
         running = await self.is_running()
         if running and self.op.reboot_type in ("soft", "hard"):
             await self.node_call(

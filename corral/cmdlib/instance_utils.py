@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
@@ -185,6 +185,30 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
         "disks": [_disk_descriptor(d) for d in inst.disks],
         "nics": [_nic_descriptor(cfg, n) for n in inst.nics],
     }
+
+
+def start_descriptor(
+    cfg: ConfigManager, inst: Instance, hide: Callable[[list[str]], None] | None = None
+) -> InstanceWire:
+    """The instance as a start needs it (instance_start, a migration's
+    accept_instance): with a communication NIC, also its OS with the public and
+    private parameters, which the node's metad serves the guest (secret ones
+    live one install only, never on a start).  ``hide`` gets the private values
+    to scrub from the job's reports."""
+    desc = instance_descriptor(cfg, inst)
+    if inst.os and has_communication_nic(inst):
+        spec = os_spec(cfg.cluster, inst.os, inst.osparams, inst.osparams_private, strict=False)
+        if hide is not None:
+            hide(spec.hidden_values())
+        desc["osspec"] = spec.to_wire()
+    return desc
+
+
+def has_communication_nic(inst: Instance) -> bool:
+    """Whether ``inst`` has an instance communication NIC (by Ganeti's name)."""
+    return any(
+        (nic.name or "").startswith(C.INSTANCE_COMMUNICATION_NIC_PREFIX) for nic in inst.nics
+    )
 
 
 def _nic_descriptor(cfg: ConfigManager, nic: NIC) -> NicEntry:

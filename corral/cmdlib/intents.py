@@ -227,7 +227,7 @@ async def _start(master: Master, inst: Instance, node: Node | None, say: Say, li
     if running:
         return True
     say.info(line)
-    desc = U.instance_descriptor(master.cfg, inst)
+    desc = U.start_descriptor(master.cfg, inst)
     what = f"Could not start instance {inst.name} on node {node.name}"
     res = await master.rpc.attempt(node, instance_start(desc, False), say.warn, what)
     return not res.offline

@@ -14,7 +14,9 @@ from corral.rpc.wire import HypervisorInfo, InstanceWire, RunningInstance, Stora
 
 @node_call(C.RPC_TMO_NORMAL)
 def instance_start(inst: InstanceWire, paused: bool) -> None:
-    """Start an instance."""
+    """Start an instance.  With a communication NIC, ``inst`` carries its
+    ``osspec`` (public and private parameters, never secret ones), which the
+    node's corral-metad serves the guest (:mod:`corral.node.metad_feed`)."""
 
 
 @node_call(C.RPC_TMO_NORMAL)

@@ -31,7 +31,8 @@ def migration_info(instance: InstanceWire) -> Any:
 
 @node_call(C.RPC_TMO_NORMAL)
 def accept_instance(instance: InstanceWire, info: Any, target: str) -> Any:
-    """Prepare the target node to receive the instance."""
+    """Prepare the target node to receive the instance (its ``osspec`` as
+    :func:`~corral.rpc.calls_instance.instance_start`'s: the target publishes it)."""
 
 
 @node_call(C.RPC_TMO_NORMAL)

@@ -110,7 +110,8 @@ class InstanceWire(TypedDict):
     hvparams: NotRequired[dict[str, Any]]
     disks: NotRequired[list[DiskEntry]]
     nics: NotRequired[list[NicEntry]]
-    # Only in the calls that run OS scripts (the only ones needing its parameters).
+    # In the calls that run OS scripts, and in those that start an instance with a
+    # communication NIC (public and private parameters only: its metadata).
     osspec: NotRequired[OsSpecWire]
 
 

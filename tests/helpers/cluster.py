@@ -130,6 +130,7 @@ class TestCluster:
         stop_daemon(self.paths, "corral-rapi")
         stop_daemon(self.paths, "corral-masterd")
         stop_daemon(self.paths, "corral-noded")
+        stop_daemon(self.paths, "corral-metad")
 
     def hook(self, hpath: str, phase: str, name: str, script: str) -> Path:
         """Install an executable hook script."""

@@ -15,8 +15,12 @@ import pytest
 
 from corral import constants as C
 from corral import errors, testbed
-from corral.objects import Network, NodeGroup
+from corral.cmdlib import instance_utils as U
+from corral.node.hypervisor.fake import FakeHypervisor
+from corral.node.hypervisor.spec import InstanceSpec
+from corral.objects import Instance, Network, NodeGroup
 from tests.helpers.inprocess import InProcessCluster, JobOutcome, in_process_cluster
+from tests.helpers.osdef import make_os
 
 SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
 NODE1, NODE2 = testbed.node_name(1), testbed.node_name(2)
@@ -38,13 +42,15 @@ def set_network(name: str) -> dict[str, Any]:
     return {"OP_ID": "OP_CLUSTER_SET_PARAMS", "instance_communication_network": name}
 
 
-def create(name: str = INST, nics: list[dict[str, Any]] | None = None, **fields: Any) -> Any:
+def create(
+    name: str = INST, nics: list[dict[str, Any]] | None = None, comm: bool = True, **fields: Any
+) -> Any:
     """A diskless instance without OS on node 1, not started, communicating."""
     return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
             "disk_template": "diskless", "disks": [], "no_install": True, "pnode": NODE1,
             "name_check": False, "ip_check": False, "start": False,
             "nics": [{"mode": "bridged", "link": "br0"}] if nics is None else nics,
-            "instance_communication": True, **fields}  # fmt: skip
+            "instance_communication": comm, **fields}  # fmt: skip
 
 
 def communicate(enable: Any, name: str = INST) -> dict[str, Any]:
@@ -220,3 +226,69 @@ async def test_a_flag_of_the_wrong_type_is_refused(cl: InProcessCluster, value: 
         assert "parameter 'instance_communication': Input should be a valid boolean" in message
         assert ecode == C.ECODE_INVAL
     assert cl.cfg.serial == serial and cl.instance(INST) is None
+
+
+async def test_start_descriptor_carries_public_and_private_os_parameters(
+    cl: InProcessCluster,
+) -> None:
+    """What a start sends the node for its metad: with a communication NIC, the
+    OS with its public and private parameters (the private ones handed to the
+    job's scrubbing); without one, no OS parameters at all."""
+    await followed(cl, set_network("commnet"))
+    await ok(cl, create())
+    await ok(cl, create("plain.example.com", comm=False))
+    hidden: list[str] = []
+    for name in (INST, "plain.example.com"):
+        inst = cl.cfg.lookup(Instance, name).copy_for_update()
+        assert isinstance(inst, Instance)
+        inst.os = "tiny+default"
+        inst.osparams = {"release": "bookworm"}
+        inst.osparams_private = {"token": "private-value"}
+        desc = U.start_descriptor(cl.cfg, inst, hidden.extend)
+        if name == INST:
+            assert desc["osspec"] == {
+                "name": "tiny+default",
+                "params": {
+                    "release": {"value": "bookworm", "visibility": "public"},
+                    "token": {"value": "private-value", "visibility": "private"},
+                },
+            }
+        else:
+            assert "osspec" not in desc
+    assert hidden == ["private-value"]
+
+
+async def test_starts_and_migration_targets_get_the_os_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The descriptors the nodes receive (a spy on the fake hypervisor): the
+    start of ``add`` and a migration's target carry the public and private
+    parameters, never the secret one."""
+    seen: list[tuple[str, Any]] = []
+
+    async def start(self: FakeHypervisor, spec: InstanceSpec, paused: bool = False) -> None:
+        seen.append(("start", spec.wire.get("osspec")))
+        await real_start(self, spec, paused)
+
+    async def accept(self: FakeHypervisor, spec: InstanceSpec, info: Any, target: str) -> None:
+        seen.append(("accept", spec.wire.get("osspec")))
+        await real_accept(self, spec, info, target)
+
+    real_start, real_accept = FakeHypervisor.start, FakeHypervisor.accept_instance
+    monkeypatch.setattr(FakeHypervisor, "start", start)
+    monkeypatch.setattr(FakeHypervisor, "accept_instance", accept)
+    async with in_process_cluster(tmp_path, nodes=2) as cl:
+        for index in (1, 2):
+            make_os(cl.node(index).paths, "osp", variants=None,
+                    parameters={"release": "r", "token": "t", "password": "p"})  # fmt: skip
+        await followed(cl, set_network("commnet"))
+        add = create(nics=[], os_type="osp", no_install=False, start=True,
+                     osparams={"release": "bookworm"}, osparams_private={"token": "pv"},
+                     osparams_secret={"password": "sv"})  # fmt: skip
+        migrate = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": INST, "target_node": NODE2}
+        await ok(cl, add)
+        await ok(cl, migrate)
+    expected = {"name": "osp", "params": {
+        "release": {"value": "bookworm", "visibility": "public"},
+        "token": {"value": "pv", "visibility": "private"}}}  # fmt: skip
+    assert seen == [("start", expected), ("accept", expected)]

@@ -33,8 +33,11 @@ from corral.node.hypervisor.spec import (
     ConsoleInfo,
     InstanceInfo,
     InstanceSpec,
+    NicSpec,
 )
 from corral.node.meminfo import memory_info
+from corral.node.metad_feed import MetadFeed
+from corral.node.netdev import dhcp
 from corral.node.uidpool import UidPool
 from corral.paths import Paths
 
@@ -68,6 +71,7 @@ class KvmHypervisor(Hypervisor):
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaping: dict[str, asyncio.Task[None]] = {}
         self.migrations = Migrations(self)
+        self.metad = MetadFeed(paths)
 
     @classmethod
     def problem(cls, paths: Paths) -> str | None:
@@ -131,10 +135,11 @@ class KvmHypervisor(Hypervisor):
         await self._cleanup(monitor.name, runtime)
 
     async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
-        """Remove what a dead guest left: taps' routes, its uid, its files."""
+        """Remove what a dead guest left: its metadata, taps' routes, its uid, its files."""
+        await self.metad.withdraw(name)
         if runtime is not None:
             for tap in runtime.taps:
-                await asyncio.to_thread(netdev.remove_tap, tap)
+                await self._remove_tap(tap)
             if runtime.uid is not None:
                 await asyncio.to_thread(UidPool(self.paths).release, runtime.uid)
         self.layout.remove(name)
@@ -160,6 +165,7 @@ class KvmHypervisor(Hypervisor):
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
             monitor = await self._launch(spec, extra)
+            await self.metad.publish(spec)
             try:
                 if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
                     await monitor.execute("change-vnc-password", {"password": vnc_password})
@@ -215,7 +221,7 @@ class KvmHypervisor(Hypervisor):
         except BaseException:
             await self._cleanup(name, self.layout.read_runtime(name))
             for tap in taps:
-                await asyncio.to_thread(netdev.remove_tap, tap.name)
+                await self._remove_tap(tap.name)
             raise
 
     async def _make_taps(self, spec: InstanceSpec) -> list[netdev.Tap]:
@@ -229,6 +235,7 @@ class KvmHypervisor(Hypervisor):
                 taps.append(tap)
                 if is_communication_nic(nic):
                     await asyncio.to_thread(netdev.configure_communication, tap.name, nic.ip)
+                    await self._serve_dhcp(spec.name, tap.name, nic)
                     continue
                 await asyncio.to_thread(
                     netdev.configure_nic, tap.name, nic.mode, nic.link, nic.ip, nic.mac, nic.vlan
@@ -236,8 +243,23 @@ class KvmHypervisor(Hypervisor):
         except BaseException:
             for tap in taps:
                 tap.close()
+                await asyncio.to_thread(dhcp.stop, self.paths.run_dir, tap.name)
             raise
         return taps
+
+    async def _serve_dhcp(self, name: str, tap: str, nic: NicSpec) -> None:
+        """DHCP for the guest on its communication tap; without it (no
+        dnsmasq) the guest runs, and must set its address itself."""
+        try:
+            # configure_communication refused a NIC without an address.
+            await asyncio.to_thread(dhcp.start, self.paths.run_dir, tap, nic.mac, str(nic.ip))
+        except errors.OpExecError as err:
+            log.warning("Instance %s: %s", name, err)
+
+    async def _remove_tap(self, tap: str) -> None:
+        """Remove ``tap``, its routes, and its DHCP server if it has one."""
+        await asyncio.to_thread(dhcp.stop, self.paths.run_dir, tap)
+        await asyncio.to_thread(netdev.remove_tap, tap)
 
     def _record(
         self,
@@ -254,7 +276,8 @@ class KvmHypervisor(Hypervisor):
         runtime = Runtime(
             name=spec.name,
             argv=argv,
-            spec=dict(spec.wire),
+            # Without the OS's private parameters: they stay off the disk.
+            spec={k: v for k, v in spec.wire.items() if k != "osspec"},
             pid=pid,
             pid_start=start,
             started=time.time(),
