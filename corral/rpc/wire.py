@@ -112,6 +112,9 @@ class InstanceWire(TypedDict):
     nics: NotRequired[list[NicEntry]]
     # Only in the calls that run OS scripts (the only ones needing its parameters).
     osspec: NotRequired[OsSpecWire]
+    # Only for an instance with config-drive=yes: the drive's data, an
+    # InstanceMetadata record (corral.metad.model), private values in clear.
+    config_drive: NotRequired[dict[str, Any]]
 
 
 class StorageSpace(TypedDict):
