@@ -31,7 +31,18 @@ BUSYBOX_PKG = "busybox-static"
 GRUB_PKG = "grub-pc-bin"  # GRUB's BIOS images and modules
 GRUB_TOOLS_PKG = "grub-common"  # grub-mkimage
 # The cloud kernel builds these as modules; their dependencies come from modules.dep.
-GUEST_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "virtio_balloon", "evdev", "button")
+# ata_piix, sr_mod and isofs: a CD-ROM (the config drive) is read and mounted.
+GUEST_MODULES = (
+    "virtio_pci",
+    "virtio_blk",
+    "virtio_net",
+    "virtio_balloon",
+    "evdev",
+    "button",
+    "ata_piix",
+    "sr_mod",
+    "isofs",
+)
 # Bump when the way assets are built changes (the inputs' hash covers the rest).
 BUILD_VERSION = "1"
 
