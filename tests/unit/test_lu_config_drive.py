@@ -162,3 +162,19 @@ async def test_a_modify_or_reinstall_with_a_misplaced_setting_changes_nothing(
             before.osparams,
             before.osparams_private,
         )
+
+
+async def test_cluster_defaults_follow_the_same_rules(cl: InProcessCluster) -> None:
+    job = await cl.run(
+        {"OP_ID": "OP_CLUSTER_SET_PARAMS", "osparams": {OS: {"user-data": USER_DATA}}}
+    )
+    assert job.status == C.JOB_STATUS_ERROR
+    assert "'user-data' cannot be public; give it with --os-parameters-private" in job.error
+    assert cl.cfg.cluster.osparams.get(OS) is None
+    job = await cl.run(
+        {"OP_ID": "OP_CLUSTER_SET_PARAMS", "osparams": {OS: {"config-drive": "yes"}}}
+    )
+    assert job.status == C.JOB_STATUS_SUCCESS, job.error
+    job = await cl.run(create())
+    assert job.status == C.JOB_STATUS_SUCCESS, job.error
+    assert drive_of(cl) is not None  # the cluster's default asks for a drive
