@@ -1,19 +1,26 @@
-"""The config drive on a real QEMU guest (TCG), without noded: the guest sees
-a read-only CD-ROM labelled ``cidata`` holding its NoCloud files (read over
-its serial console), QMP shows it read-only, and the ISO goes with the guest."""
+"""The config drive on real QEMU guests (TCG).  On the hypervisor object: the
+guest sees a read-only CD-ROM labelled ``cidata`` holding its NoCloud files
+(read over its serial console), QMP shows it read-only, and the ISO goes with
+the guest.  Through a real cluster (gnt-instance, masterd, noded): the
+settings reach the node and the drive is built again at each start."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pycdlib
 import pytest
 
 from corral.node.hypervisor.kvm import KvmHypervisor
+from corral.node.hypervisor.kvm.runtime import Layout
 from corral.paths import Paths
-from tests.helpers.kvm_guest import booted, guest_spec
+from tests.helpers.instances import add, ok
+from tests.helpers.kvm_guest import booted, guest_spec, kvm_cluster
 from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.metad import SECRET_VALUE, sample
 
@@ -80,3 +87,50 @@ async def test_the_guest_reads_its_cidata_cdrom_and_the_iso_goes_at_stop(
         assert drive["inserted"]["file"] == str(iso)
         assert SECRET_VALUE.encode() not in iso.read_bytes()
     assert not iso.exists()
+
+
+def drive_files(layout: Layout, name: str) -> dict[str, bytes]:
+    """The NoCloud files on ``name``'s config drive, as the node holds it."""
+    iso = pycdlib.PyCdlib()
+    iso.open_fp(io.BytesIO(layout.config_drive(name).read_bytes()))
+    try:
+        files = {}
+        for leaf in ("meta-data", "user-data"):
+            out = io.BytesIO()
+            iso.get_file_from_iso_fp(out, rr_path=f"/{leaf}")
+            files[leaf] = out.getvalue()
+        return files
+    finally:
+        iso.close()
+
+
+@pytest.mark.slow
+def test_gnt_instance_settings_reach_the_drive_rebuilt_at_each_start() -> None:
+    first, second = "#cloud-config\nruncmd: [echo one]\n", "#cloud-config\nruncmd: [echo two]\n"
+    with kvm_cluster("kvcd") as cl:
+        layout = Layout(cl.paths.run_dir)
+        ok(
+            add(
+                cl,
+                "inst1",
+                *("-t", "diskless", "-o", "tiny+default", "--no-nics", "-B", "memory=128"),
+                *("-O", "config-drive=yes", "--os-parameters-private", f"user-data={first}"),
+            )
+        )
+        runtime = layout.read_runtime("inst1")
+        assert runtime is not None
+        assert f"file={layout.config_drive('inst1')}" in " ".join(runtime.argv)
+        assert stat.S_IMODE(layout.config_drive("inst1").stat().st_mode) == 0o600
+        before = drive_files(layout, "inst1")
+        assert before["user-data"] == first.encode()
+        assert b'local-hostname: "inst1"' in before["meta-data"]
+
+        ok(cl.gnt("instance", "shutdown", "--timeout=0", "inst1"))
+        assert not layout.config_drive("inst1").exists()
+        ok(cl.gnt("instance", "modify", "--os-parameters-private", f"user-data={second}", "inst1"))
+        ok(cl.gnt("instance", "startup", "inst1"))
+        after = drive_files(layout, "inst1")
+        assert after["user-data"] == second.encode()
+        assert after["meta-data"] != before["meta-data"]  # a new instance-id
+        ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "inst1"))
+        assert not layout.config_drive("inst1").exists()
