@@ -69,7 +69,7 @@ async def test_the_guest_reads_its_cidata_cdrom_and_the_iso_goes_at_stop(
     hv: KvmHypervisor, hvp: dict[str, Any]
 ) -> None:
     meta = sample(NAME, installing=True)  # a secret in the data: it must not reach the drive
-    plain = guest_spec(NAME, **hvp)
+    plain = guest_spec(NAME, "corral.cdrom=1", **hvp)
     spec = dataclasses.replace(plain, wire={**plain.wire, "config_drive": meta.to_record()})
     iso = hv.layout.config_drive(NAME)
     async with booted(hv, spec) as console:
