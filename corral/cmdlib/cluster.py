@@ -19,6 +19,7 @@ from corral.cmdlib.node_moves import submit_jobs
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.opcodes import cluster as opc
 from corral.opcodes.base import OpCode
+from corral.osdef import guest_settings
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
 from corral.services import allocator
@@ -359,7 +360,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
                 given = {k: v for k, v in values.items() if v is not None}
-                await self._verify_os(os_name, given, private=name != "osparams")
+                private = name != "osparams"
+                guest_settings.check(*((given, {}) if not private else ({}, given)), {})
+                await self._verify_os(os_name, given, private=private)
 
     def _uid_pool(self) -> list[list[int]]:
         """The pool after the change, in Ganeti's order: additions, removals

@@ -29,7 +29,7 @@ from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Instance, Network, Node
 from corral.opcodes import instance as opi
-from corral.osdef import media
+from corral.osdef import guest_settings, media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
@@ -186,6 +186,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.package = media.check_package(
             op.osparams, op.osparams_private or {}, op.osparams_secret or {}
         )
+        guest_settings.check(op.osparams, op.osparams_private or {}, op.osparams_secret or {})
         if not op.os_type and self.image is None and not op.no_install:
             raise errors.OpPrereqError(
                 "No guest OS or OS image specified; give one with -o or"

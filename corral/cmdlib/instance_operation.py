@@ -12,7 +12,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
-from corral.osdef import media
+from corral.osdef import guest_settings, media
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
 from corral.services.params import filled_beparams, filled_hvparams
@@ -177,6 +177,7 @@ class LUInstanceReinstall(InstanceLU):
         secret = op.osparams_secret or {}
         self.image = os_media.image_of(self.public)
         self.package = media.check_package(self.public, self.private, secret)
+        guest_settings.check(self.public, self.private, secret)
         if not self.os_name and self.image is None:
             raise errors.OpPrereqError(
                 f"Instance '{inst.name}' has no OS and no OS image; give one with -o"

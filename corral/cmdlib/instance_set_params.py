@@ -17,7 +17,7 @@ from corral.cmdlib.instance_nics import NicEditor
 from corral.cmdlib.ipolicy_checks import check_changed_instance, check_grown_disk
 from corral.objects import DetachedDisk, Disk, Instance, Node
 from corral.opcodes import instance as opi
-from corral.osdef import media
+from corral.osdef import guest_settings, media
 from corral.osdef.definition import split_name
 from corral.rpc.calls_storage import blockdev_create, blockdev_grow, blockdev_remove
 from corral.rpc.wire import DiskWire
@@ -263,6 +263,7 @@ class LUInstanceSetParams(InstanceLU):
         # Only checked as written: a reinstall fetches them (the URL may not answer yet).
         os_media.image_of(new.osparams)
         media.check_package(new.osparams, new.osparams_private, {})
+        guest_settings.check(new.osparams, new.osparams_private, {})
         if not new.os:
             # An instance of an image only may hold Corral's own parameters.
             if not media.declared_elsewhere([*new.osparams, *new.osparams_private]):

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
+from corral.cmdlib import config_drive
 from corral.objects import NIC, Disk, Instance, Network, Node, NodeGroup
-from corral.osdef import media
+from corral.osdef import guest_settings, media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
@@ -57,10 +58,11 @@ def job_os_spec(
 ) -> OsSpec:
     """The OS spec this job's scripts get (:func:`corral.services.params.os_spec`);
     its private and secret values are scrubbed from what the job reports (its
-    log, result and error), as noded scrubs them from the scripts' logs."""
+    log, result and error), as noded scrubs them from the scripts' logs.
+    The config drive's settings are the guest's: the scripts do not get them."""
     spec = os_spec(lu.cfg.cluster, os_name, public, private, secret, strict=strict)
     lu.ctx.hide(spec.hidden_values())
-    return spec
+    return OsSpec(spec.name, guest_settings.without_settings(spec.params))
 
 
 # Environments
@@ -168,7 +170,7 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
     """The instance as nodes need it: filled parameters, disk paths, NIC modes."""
     cluster = cfg.cluster
     be = filled_beparams(cluster, inst)
-    return {
+    desc: InstanceWire = {
         "name": inst.name,
         "uuid": inst.uuid,
         "os": inst.os,
@@ -185,6 +187,10 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
         "disks": [_disk_descriptor(d) for d in inst.disks],
         "nics": [_nic_descriptor(cfg, n) for n in inst.nics],
     }
+    drive = config_drive.record(cfg, inst)
+    if drive is not None:
+        desc["config_drive"] = drive
+    return desc
 
 
 def start_descriptor(

@@ -113,6 +113,9 @@ class InstanceWire(TypedDict):
     # In the calls that run OS scripts, and in those that start an instance with a
     # communication NIC (public and private parameters only: its metadata).
     osspec: NotRequired[OsSpecWire]
+    # Only for an instance with config-drive=yes: the drive's data, an
+    # InstanceMetadata record (corral.metad.model), private values in clear.
+    config_drive: NotRequired[dict[str, Any]]
 
 
 class StorageSpace(TypedDict):

@@ -32,6 +32,9 @@ GRUB_PKG = "grub-pc-bin"  # GRUB's BIOS images and modules
 GRUB_TOOLS_PKG = "grub-common"  # grub-mkimage
 # The cloud kernel builds these as modules; their dependencies come from modules.dep.
 GUEST_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "virtio_balloon", "evdev", "button")
+# Shipped too, loaded only with corral.cdrom=1 (IDE probing costs every boot
+# ~0.5 s under TCG): the guest reads and mounts a CD-ROM (a config drive).
+CDROM_MODULES = ("ata_piix", "sr_mod", "isofs")
 # Bump when the way assets are built changes (the inputs' hash covers the rest).
 BUILD_VERSION = "1"
 
@@ -148,8 +151,9 @@ class GuestKernel:
 
     vmlinuz: Path
     version: str
-    modules_dir: Path  # holds the files named by ``modules``
+    modules_dir: Path  # holds the files named by ``modules`` and ``cdrom_modules``
     modules: tuple[str, ...]  # paths relative to /lib/modules/<version>/
+    cdrom_modules: tuple[str, ...] = ()  # loaded after ``modules``, on request
 
 
 def _load_order(deps: dict[str, list[str]], wanted: list[str]) -> list[str]:
@@ -190,26 +194,30 @@ def _modules_dep(unpacked: Path, version: str) -> dict[str, list[str]]:
 def guest_kernel_files() -> GuestKernel:
     """The cloud kernel (vmlinuz) and the guest's modules, cached."""
     pkg = kernel_package()
-    final = CACHE / f"kernel-{_key(pkg.sha256, *GUEST_MODULES)}"
+    final = CACHE / f"kernel-{_key(pkg.sha256, *GUEST_MODULES, '+', *CDROM_MODULES)}"
     if not final.is_dir():
         unpacked = unpack(pkg)
         (version,) = (p.name for p in (unpacked / "lib" / "modules").iterdir())
         deps = _modules_dep(unpacked, version)
         by_name = {Path(path).name.removesuffix(".ko"): path for path in deps}
         order = _load_order(deps, [by_name[name] for name in GUEST_MODULES])
+        everything = _load_order(deps, [by_name[n] for n in GUEST_MODULES + CDROM_MODULES])
+        cdrom = [module for module in everything if module not in order]
         with _building(final) as tmp:
             shutil.copy2(unpacked / "boot" / f"vmlinuz-{version}", tmp / "vmlinuz")
-            for module in order:
+            for module in everything:
                 target = tmp / "modules" / module
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(unpacked / "lib" / "modules" / version / module, target)
             (tmp / "modules.order").write_text("".join(m + "\n" for m in order))
+            (tmp / "cdrom.order").write_text("".join(m + "\n" for m in cdrom))
             (tmp / "version").write_text(version + "\n")
     return GuestKernel(
         vmlinuz=final / "vmlinuz",
         version=(final / "version").read_text().strip(),
         modules_dir=final / "modules",
         modules=tuple((final / "modules.order").read_text().split()),
+        cdrom_modules=tuple((final / "cdrom.order").read_text().split()),
     )
 
 
@@ -291,9 +299,10 @@ def _initramfs_bytes(kernel: GuestKernel) -> bytes:
         if applet != "bin/busybox":
             archive.symlink(applet, "/bin/busybox")
     archive.file("etc/acpi/PWRF/00000080", (DATA / "acpi-power-button").read_bytes(), 0o755)
-    order = "".join(f"{kernel.version}/{module}\n" for module in kernel.modules)
-    archive.file("etc/corral-modules", order.encode())
-    for module in kernel.modules:
+    for listing, modules in (("", kernel.modules), ("-cdrom", kernel.cdrom_modules)):
+        order = "".join(f"{kernel.version}/{module}\n" for module in modules)
+        archive.file(f"etc/corral-modules{listing}", order.encode())
+    for module in kernel.modules + kernel.cdrom_modules:
         data = (kernel.modules_dir / module).read_bytes()
         archive.file(f"lib/modules/{kernel.version}/{module}", data)
     return gzip.compress(archive.finish(), compresslevel=6, mtime=0)

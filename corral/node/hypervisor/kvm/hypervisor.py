@@ -23,7 +23,7 @@ from corral import hypervisors as H
 from corral.node import netdev
 from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
-from corral.node.hypervisor.kvm import cmdline, process, security
+from corral.node.hypervisor.kvm import cmdline, config_drive, process, security
 from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.monitor import Monitor
@@ -209,7 +209,8 @@ class KvmHypervisor(Hypervisor):
                     chroot=chroot,
                     network_port=_network_port(spec),
                 )
-                argv = [*cmdline.build(spec, launch), *extra]
+                drive = await config_drive.prepare(self.layout, spec)
+                argv = [*cmdline.build(spec, launch), *drive, *extra]
                 fds = [fd for tap in taps for fd in tap.fds]
                 try:
                     await process.run_daemonized(name, argv, fds)

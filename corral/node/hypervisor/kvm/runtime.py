@@ -3,7 +3,8 @@
 Ganeti's layout under ``<run dir>/kvm-hypervisor/``: ``pid/<name>`` (QEMU's
 pidfile), ``uid/<name>`` (the uid taken from the pool), ``ctrl/<name>.qmp``
 and ``ctrl/<name>.serial`` (QEMU's sockets), ``ctrl/<name>.shutdown`` (the
-guest powered itself off), ``conf/<name>.runtime`` and ``chroot/<name>/``.
+guest powered itself off), ``ctrl/<name>.cidata.iso`` (its config drive),
+``conf/<name>.runtime`` and ``chroot/<name>/``.
 Every directory is root's alone (0700): the sockets are reachable by nobody
 else.  The runtime file is what a restarted noded (or a migration) needs to
 find and understand a running guest.
@@ -78,6 +79,9 @@ class Layout:
     def shutdown_mark(self, name: str) -> Path:
         return self.base / "ctrl" / f"{_checked(name)}.shutdown"
 
+    def config_drive(self, name: str) -> Path:
+        return self.base / "ctrl" / f"{_checked(name)}.cidata.iso"
+
     def runtime_file(self, name: str) -> Path:
         return self.base / "conf" / f"{_checked(name)}.runtime"
 
@@ -119,6 +123,7 @@ class Layout:
             self.uidfile(name),
             self.qmp(name),
             self.serial(name),
+            self.config_drive(name),
             self.runtime_file(name),
         ):
             path.unlink(missing_ok=True)
