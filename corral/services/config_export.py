@@ -7,12 +7,13 @@ listener); the writer renders in a thread and replaces the file atomically
 (unsynced: masterd writes it again at its start) when its bytes changed.
 A round starts once no commit came for :data:`QUIET` seconds, or
 :data:`WRITE_INTERVAL` seconds after the first commit it will hold, or at
-once for somebody waiting for the file; and a round never starts sooner than
-twice the last one's time after it (rendering competes with the jobs for
-masterd's interpreter).  So an operator's command is in the file a moment
-after it ends (Ganeti's QA reads the file between two commands), while a
-stream of jobs costs a write a second, not one per job (writing the file
-grows with the configuration, a job's commit does not).  Jobs do not wait for
+once for somebody waiting for the file; and the rounds take at most
+:data:`MAX_SHARE` of masterd's time (rendering competes with the jobs for
+masterd's interpreter; with 10,000 instances a round takes some 30 ms).
+So an operator's command is in the file a moment after it ends (Ganeti's QA
+reads the file between two commands), while a stream of jobs costs a few
+writes a second, not one per job (writing the file grows with the
+configuration, a job's commit does not).  Jobs do not wait for
 it; :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` do where that
 matters (``gnt-cluster verify``, ``redist-conf``).  The master's ssconf
 files, which jobs do wait for, are :class:`corral.services.ssconf.MasterSsconf`'s.
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 QUIET = 0.01
 # ...or this long after the first commit it will hold, whichever is sooner.
 WRITE_INTERVAL = 1.0
+# The share of masterd's time the rounds may take, at most: a round starts no
+# sooner than its predecessor's time divided by this after that one started.
+MAX_SHARE = 0.1
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
 # After a send that some candidate did not take, the next try (seconds).
@@ -147,7 +151,7 @@ class ConfigExport:
                 await self._advance(serial)
                 self._writing = False
             self._to_send.set()
-            self._not_before = started + 2 * (self._loop.time() - started)
+            self._not_before = started + (self._loop.time() - started) / MAX_SHARE
 
     async def _round_due(self) -> None:
         """Wait until the next round may start (see the module's doc)."""
