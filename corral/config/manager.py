@@ -4,8 +4,11 @@ Reads see the last committed state.  A logical unit changes copies of objects
 inside a ``ConfigTransaction``; ``commit`` writes all of them to the store in
 one transaction (off the event loop), bumps their serial numbers and the
 cluster serial, and only then makes them visible.  A unit that fails leaves
-memory and disk untouched.  Commits happen one at a time, in order; each
-carries the master's fence token (``fence``, from its mastership lease).
+memory and disk untouched.  Commits happen in order, each carrying the
+master's fence token (``fence``, from its mastership lease); those that come
+while one is being written are written together next, in one store write
+(group commit: a burst of jobs pays one sync and one trip to the store's
+thread, not one each).
 """
 
 from __future__ import annotations
@@ -56,6 +59,39 @@ def _nice_order(name: str) -> tuple[list[tuple[int, Any]], str]:
     return nice_key(name), name
 
 
+class _Pending:
+    """One transaction's commit, waiting to be written with the others."""
+
+    def __init__(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        self.upserts, self.deletes = upserts, deletes
+        self.done = False
+        self.error: Exception | None = None
+        # Staged copies carry the serial they were read at: the store compares.
+        self._staged = [(obj, obj.serial_no, obj.mtime) for obj in upserts]
+
+    def stage(self, committed: dict[str, dict[str, ConfigObject]], now: float) -> ConfigChange:
+        """The change to write; the staged copies' serials bumped for it."""
+        change = ConfigChange()
+        for obj in self.upserts:
+            known = obj.uuid in committed[obj.TABLE]
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no if known else None
+            if known:
+                obj.serial_no += 1
+                obj.mtime = now
+            change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
+        for obj in self.deletes:
+            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no
+            change.deletes.setdefault(obj.TABLE, []).append(obj.uuid)
+        return change
+
+    def end(self, error: Exception | None) -> None:
+        """Written (None), or refused: the staged copies as they were read."""
+        if error is not None:
+            for obj, serial_no, mtime in self._staged:
+                obj.serial_no, obj.mtime = serial_no, mtime
+        self.done, self.error = True, error
+
+
 class ConfigManager:
     """The committed configuration, kept in memory for fast queries."""
 
@@ -65,6 +101,7 @@ class ConfigManager:
         # The fence token of this master's writes (masterd sets its lease's).
         self.fence = NO_FENCE
         self._commit_lock = asyncio.Lock()
+        self._pending: list[_Pending] = []  # commits waiting for the writer
         self._objects: dict[str, dict[str, ConfigObject]] = {}
         self._by_name: dict[str, dict[str, ConfigObject]] = {}
         for table, cls in _CLASSES.items():
@@ -208,31 +245,37 @@ class ConfigManager:
 
     # Called by ConfigTransaction.commit
     async def _apply(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        pending = _Pending(upserts, deletes)
+        self._pending.append(pending)
         async with self._commit_lock:
-            await self._write(upserts, deletes)
-            self._show(upserts, deletes)
+            if not pending.done:  # nobody wrote it while we waited: write all waiting
+                batch, self._pending = self._pending, []
+                await self._write(batch)
+        if pending.error is not None:
+            raise pending.error
 
-    async def _write(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+    async def _write(self, batch: list[_Pending]) -> None:
         now = time.time()
-        change = ConfigChange()
-        # Staged copies carry the serial they were read at: the store compares.
-        staged = [(obj, obj.serial_no, obj.mtime) for obj in upserts]
-        for obj in upserts:
-            known = obj.uuid in self._objects[obj.TABLE]
-            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no if known else None
-            if known:
-                obj.serial_no += 1
-                obj.mtime = now
-            change.upserts.setdefault(obj.TABLE, []).append(obj.model_dump())
-        for obj in deletes:
-            change.expected.setdefault(obj.TABLE, {})[obj.uuid] = obj.serial_no
-            change.deletes.setdefault(obj.TABLE, []).append(obj.uuid)
+        changes = [pending.stage(self._objects, now) for pending in batch]
         try:
-            await self._store.commit(change, self.serial + 1, self.fence)
-        except BaseException:
-            for obj, serial_no, mtime in staged:
-                obj.serial_no, obj.mtime = serial_no, mtime
+            refusals = await self._store.commit_many(changes, self.serial + 1, self.fence)
+        except BaseException as err:
+            # Nothing was written: every change fails with the store's error
+            # (the writer's cancellation is its own; the others get a cause).
+            failure = (
+                err
+                if isinstance(err, Exception)
+                else errors.OpExecError(
+                    "The configuration commit was interrupted (the master daemon stops)"
+                )
+            )
+            for pending in batch:
+                pending.end(failure)
             raise
+        for pending, refusal in zip(batch, refusals, strict=True):
+            if refusal is None:
+                self._show(pending.upserts, pending.deletes)
+            pending.end(refusal)
 
     def _show(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
         """Make a committed change visible to readers and listeners."""

@@ -94,6 +94,16 @@ class ConfigStore(Protocol):
         (else FencedOut); nothing is written when it refuses."""
         ...
 
+    async def commit_many(
+        self, changes: Sequence[ConfigChange], serial: int, fence: int
+    ) -> list[Exception | None]:
+        """Write ``changes`` in order, as :meth:`commit` would one after the
+        other from ``serial`` on, in one durable write: each one refused (by
+        Conflict, a clash of names, a row it cannot store) is left out and the
+        next takes its serial; the refusals, None for each change written.
+        FencedOut and faults of the store refuse them all (raised)."""
+        ...
+
     async def changes(self, since: int, timeout: float) -> list[SerialChange]:
         """The changes committed after serial ``since``, oldest first; waits up
         to ``timeout`` seconds for one if there is none yet (then []).

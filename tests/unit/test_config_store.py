@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -649,3 +650,41 @@ async def test_the_store_refuses_a_change_whose_reads_are_stale(
         assert disk_rows(db_path, "nodes")[other.uuid][1] == 2
     finally:
         await store.close()
+
+
+async def test_commits_that_come_together_are_written_together(
+    cfg: ConfigManager, db_path: Path, objects: tuple[Cluster, NodeGroup, Node, Node]
+) -> None:
+    """Group commit: while one commit is in the store, the others wait and go
+    in one write after it; one that cannot be stored fails alone."""
+    _, group, master, other = objects
+    store = cfg._store
+    writes: list[int] = []
+    commit_many = store.commit_many
+
+    async def counted(changes: Any, serial: int, fence: int) -> list[Exception | None]:
+        writes.append(len(changes))
+        return await commit_many(changes, serial, fence)
+
+    store.commit_many = counted  # type: ignore[method-assign]
+    transactions = []
+    for index, tag in enumerate(f"tag{i}" for i in range(5)):
+        obj = (group if index == 3 else master if index == 1 else other).copy_for_update()
+        assert isinstance(obj, NodeGroup | Node)
+        obj.tags = [tag]
+        if index == 3:
+            obj.ndparams = {"unserializable": {1, 2}}  # JSON cannot store a set
+        tx = cfg.transaction()
+        tx.update(obj)
+        transactions.append(tx)
+    # The first node change is written alone; while it is, the others queue.
+    # tag2 and tag4 change what tag0 changed in the meantime (a Conflict), tag3
+    # cannot be stored: each fails alone, tag1 (the master node) is written.
+    outcomes = await asyncio.gather(*(tx.commit() for tx in transactions), return_exceptions=True)
+    assert writes == [1, 4]
+    assert outcomes[0] is True and outcomes[1] is True
+    assert "the change read" in str(outcomes[2]) and "the change read" in str(outcomes[4])
+    assert isinstance(outcomes[3], TypeError)
+    assert cfg.serial == 3 == disk_serial(db_path)
+    assert cfg.get(Node, other.uuid).tags == ["tag0"]  # type: ignore[union-attr]
+    assert cfg.get(Node, master.uuid).tags == ["tag1"]  # type: ignore[union-attr]

@@ -109,6 +109,34 @@ async def test_config_refuses_a_change_based_on_what_changed(
     assert await stores.config.load() == before
 
 
+async def test_config_commits_many_in_one_write_each_refused_alone(stores: Stores) -> None:
+    """A group commit: the changes that hold are written in order, one serial
+    each; a change based on what changed, or clashing with a name, is left out
+    alone and the next one takes its serial."""
+    await stores.config.commit(node_change("n1", "node1", None), 2, 1)
+    changes = [
+        node_change("n2", "node2", None),
+        node_change("n1", "node1x", 7, serial=8),  # read at a serial it never had
+        node_change("n3", "node2", None),  # node2's name, taken by the first change
+        node_change("n1", "node1b", 1, serial=2),
+    ]
+    refusals = await stores.config.commit_many(changes, 3, 1)
+    assert refusals[0] is None and refusals[3] is None
+    assert isinstance(refusals[1], Conflict) and "the change read 7" in str(refusals[1])
+    assert refusals[2] is not None
+    loaded = await stores.config.load()
+    assert loaded.serial == 4
+    assert sorted(row["name"] for row in loaded.tables["nodes"]) == ["node1b", "node2"]
+    assert [c.serial for c in await stores.config.changes(2, 0)] == [3, 4]
+
+
+async def test_config_many_from_a_deposed_writer_are_all_refused(stores: Stores) -> None:
+    await stores.config.commit(node_change("n1", "node1", None), 2, 5)
+    with pytest.raises(FencedOut):
+        await stores.config.commit_many([node_change("n2", "node2", None)], 3, 4)
+    assert (await stores.config.load()).serial == 2
+
+
 async def test_config_refuses_a_deposed_writer(stores: Stores) -> None:
     await stores.config.commit(node_change("n1", "node1", None), 2, 5)
     deposed = r"token 5\) writes it now; this one \(token 4\) was deposed"

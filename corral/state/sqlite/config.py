@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,9 @@ class SqliteConfigStore:
         db = _connect(path)
         try:
             db.execute("INSERT INTO meta VALUES ('config_version', ?)", (str(C.CONFIG_VERSION),))
-            _commit(db, path, change, 1, 0, KEPT_CHANGES)
+            (refused,) = _commit_many(db, path, [change], 1, 0, KEPT_CHANGES)
+            if refused is not None:
+                raise refused
         finally:
             db.close()
 
@@ -79,9 +81,20 @@ class SqliteConfigStore:
         return await self._worker.run(_load, self._db)
 
     async def commit(self, change: ConfigChange, serial: int, fence: int) -> None:
-        await self._worker.run(_commit, self._db, self.path, change, serial, fence, self._kept)
-        async with self._committed:
-            self._committed.notify_all()
+        (refused,) = await self.commit_many([change], serial, fence)
+        if refused is not None:
+            raise refused
+
+    async def commit_many(
+        self, changes: Sequence[ConfigChange], serial: int, fence: int
+    ) -> list[Exception | None]:
+        refusals = await self._worker.run(
+            _commit_many, self._db, self.path, list(changes), serial, fence, self._kept
+        )
+        if None in refusals:
+            async with self._committed:
+                self._committed.notify_all()
+        return refusals
 
     async def changes(self, since: int, timeout: float) -> list[SerialChange]:
         found = await self._worker.run(_changes, self._db, since)
@@ -129,29 +142,37 @@ def _load(db: sqlite3.Connection) -> ConfigSnapshot:
     return ConfigSnapshot(int(meta.get("serial_no", "0")), tables)
 
 
-def _commit(
-    db: sqlite3.Connection, path: Path, change: ConfigChange, serial: int, fence: int, kept: int
-) -> None:
+def _commit_many(
+    db: sqlite3.Connection,
+    path: Path,
+    changes: list[ConfigChange],
+    serial: int,
+    fence: int,
+    kept: int,
+) -> list[Exception | None]:
+    """Write ``changes`` in one transaction (one sync), each as the next serial
+    from ``serial`` on, or refused alone (its refusal in the list: a Conflict,
+    a clash of names, a row that is not JSON)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         check_fence(db, fence, "the configuration")
-        _check_expected(db, change, serial - 1)
-        # Deletes first: a removed object's name may be reused in the same change.
-        for table, uuids in change.deletes.items():
-            db.executemany(f"DELETE FROM {table} WHERE uuid = ?", ((u,) for u in uuids))
-        for table, rows in change.upserts.items():
-            db.executemany(
-                # An upsert by uuid: a clash of names fails instead of replacing a row.
-                f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(uuid) DO UPDATE"
-                " SET name = excluded.name, serial_no = excluded.serial_no,"
-                " ctime = excluded.ctime, mtime = excluded.mtime, data = excluded.data",
-                _rows(rows),
-            )
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
-        db.execute("INSERT INTO changes VALUES (?, ?)", (serial, _dumps(asdict(change))))
-        db.execute("DELETE FROM changes WHERE serial <= ?", (serial - kept,))
+        refusals: list[Exception | None] = []
+        for change in changes:
+            db.execute("SAVEPOINT change")
+            try:
+                _write_change(db, change, serial)
+            except Exception as err:
+                if sqlite_faults.describe(err, "the configuration", path) is not None:
+                    raise  # the store's fault, not the change's: all are refused
+                db.execute("ROLLBACK TO change")
+                refusals.append(err)
+            else:
+                refusals.append(None)
+                serial += 1
+            db.execute("RELEASE change")
+        db.execute("DELETE FROM changes WHERE serial < ?", (serial - kept,))
         db.execute("COMMIT")
-    except (Conflict, FencedOut):
+    except FencedOut:
         sqlite_faults.rollback(db)
         raise
     except BaseException as err:
@@ -160,6 +181,25 @@ def _commit(
         if message is not None:
             raise errors.OpExecError(message, C.ECODE_ENVIRON) from err
         raise
+    return refusals
+
+
+def _write_change(db: sqlite3.Connection, change: ConfigChange, serial: int) -> None:
+    """Inside a transaction: ``change`` as cluster serial ``serial``, or Conflict."""
+    _check_expected(db, change, serial - 1)
+    # Deletes first: a removed object's name may be reused in the same change.
+    for table, uuids in change.deletes.items():
+        db.executemany(f"DELETE FROM {table} WHERE uuid = ?", ((u,) for u in uuids))
+    for table, rows in change.upserts.items():
+        db.executemany(
+            # An upsert by uuid: a clash of names fails instead of replacing a row.
+            f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(uuid) DO UPDATE"
+            " SET name = excluded.name, serial_no = excluded.serial_no,"
+            " ctime = excluded.ctime, mtime = excluded.mtime, data = excluded.data",
+            _rows(rows),
+        )
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('serial_no', ?)", (str(serial),))
+    db.execute("INSERT INTO changes VALUES (?, ?)", (serial, _dumps(asdict(change))))
 
 
 def _check_expected(db: sqlite3.Connection, change: ConfigChange, serial: int) -> None:
