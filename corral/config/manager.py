@@ -59,6 +59,16 @@ def _nice_order(name: str) -> tuple[list[tuple[int, Any]], str]:
     return nice_key(name), name
 
 
+def _error_of(write: asyncio.Future[Any]) -> Exception | None:
+    """Why a finished store write wrote nothing (None: it wrote)."""
+    if write.cancelled():
+        return errors.OpExecError("The configuration commit was cancelled")
+    error = write.exception()
+    if error is None or isinstance(error, Exception):
+        return error
+    raise error  # not an error of the write: KeyboardInterrupt, SystemExit
+
+
 class _Pending:
     """One transaction's commit, waiting to be written with the others."""
 
@@ -257,25 +267,30 @@ class ConfigManager:
     async def _write(self, batch: list[_Pending]) -> None:
         now = time.time()
         changes = [pending.stage(self._objects, now) for pending in batch]
-        try:
-            refusals = await self._store.commit_many(changes, self.serial + 1, self.fence)
-        except BaseException as err:
-            # Nothing was written: every change fails with the store's error
-            # (the writer's cancellation is its own; the others get a cause).
-            failure = (
-                err
-                if isinstance(err, Exception)
-                else errors.OpExecError(
-                    "The configuration commit was interrupted (the master daemon stops)"
-                )
-            )
-            for pending in batch:
-                pending.end(failure)
-            raise
-        for pending, refusal in zip(batch, refusals, strict=True):
-            if refusal is None:
-                self._show(pending.upserts, pending.deletes)
-            pending.end(refusal)
+        write = asyncio.ensure_future(self._store.commit_many(changes, self.serial + 1, self.fence))
+        killed = False
+        while not write.done():
+            # A job killed meanwhile does not stop the write in the store's
+            # thread: see it to its end, so that memory follows the disk.
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                killed = True
+            except Exception:
+                pass  # the store's error: below
+        error = _error_of(write)
+        if error is None:
+            for pending, refusal in zip(batch, write.result(), strict=True):
+                if refusal is None:
+                    self._show(pending.upserts, pending.deletes)
+                pending.end(refusal)
+        else:
+            for pending in batch:  # nothing was written
+                pending.end(error)
+        if killed:
+            raise asyncio.CancelledError
+        if error is not None:
+            raise error
 
     def _show(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
         """Make a committed change visible to readers and listeners."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from corral.config.manager import ConfigManager, ConfigTransaction, initial_chan
 from corral.nicesort import nice_sort
 from corral.objects import Cluster, DetachedDisk, Disk, Node, NodeGroup
 from corral.state.ports import ConfigChange
+from corral.state.sqlite import config as sqlite_config
 from corral.state.sqlite.config import SqliteConfigStore
 
 
@@ -688,3 +690,42 @@ async def test_commits_that_come_together_are_written_together(
     assert cfg.serial == 3 == disk_serial(db_path)
     assert cfg.get(Node, other.uuid).tags == ["tag0"]  # type: ignore[union-attr]
     assert cfg.get(Node, master.uuid).tags == ["tag1"]  # type: ignore[union-attr]
+
+
+async def test_a_job_killed_during_its_commit_leaves_memory_as_the_disk(
+    cfg: ConfigManager, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gnt-job cancel --kill`` of a job whose change is in the store's
+    thread: the write goes on there whatever the job, so memory must show
+    what the disk holds (else every later commit is refused as a conflict
+    until masterd restarts)."""
+    in_store, go_on = threading.Event(), threading.Event()
+    commit_many = sqlite_config._commit_many
+
+    def held(*args: Any) -> list[Exception | None]:
+        in_store.set()
+        go_on.wait(30)
+        return commit_many(*args)
+
+    monkeypatch.setattr(sqlite_config, "_commit_many", held)
+    cluster = cfg.cluster.copy_for_update()
+    assert isinstance(cluster, Cluster)
+    cluster.tags = ["killed"]
+    tx = cfg.transaction()
+    tx.update(cluster)
+    job = asyncio.create_task(tx.commit())
+    await asyncio.to_thread(in_store.wait, 30)
+    job.cancel()
+    await asyncio.sleep(0)  # the cancellation reaches the job
+    go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert cfg.serial == 2 == disk_serial(db_path)
+    assert cfg.cluster.tags == ["killed"]
+    again = cfg.cluster.copy_for_update()
+    assert isinstance(again, Cluster)
+    again.tags = ["after"]
+    tx2 = cfg.transaction()
+    tx2.update(again)
+    assert await tx2.commit()
+    assert cfg.serial == 3 == disk_serial(db_path)
