@@ -5,9 +5,11 @@ The SQLite store stays the truth; the file is a derived, read-only copy for
 confd and Ganeti's tools.  A commit only wakes the writer (a config
 listener); the writer renders in a thread and replaces the file atomically
 (unsynced: masterd writes it again at its start) when its bytes changed.
-A round starts once no commit came for :data:`QUIET` seconds, or
-:data:`WRITE_INTERVAL` seconds after the first commit it will hold, or at
-once for somebody waiting for the file; and the rounds take at most
+A round starts once no commit came for :data:`QUIET` seconds (or
+:data:`QUIET_ROUNDS` times the last round's time, if longer: a big
+configuration waits for a real pause), or :data:`WRITE_INTERVAL` seconds
+after the first commit it will hold, or at once for somebody waiting for
+the file; and the rounds take at most
 :data:`MAX_SHARE` of masterd's time (rendering competes with the jobs for
 masterd's interpreter; with 10,000 instances a round takes some 30 ms).
 So an operator's command is in the file a moment after it ends (Ganeti's QA
@@ -48,8 +50,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A round starts once no commit came for this long (seconds)...
+# A round starts once no commit came for this long (seconds), or for
+# QUIET_ROUNDS times the last round's time if longer...
 QUIET = 0.01
+QUIET_ROUNDS = 10
 # ...or this long after the first commit it will hold, whichever is sooner.
 WRITE_INTERVAL = 1.0
 # The share of masterd's time the rounds may take, at most: a round starts no
@@ -96,6 +100,7 @@ class ConfigExport:
         # Loop times: the first and the last commit the next round will hold,
         # and the soonest it may start.
         self._first_commit = self._last_commit = self._not_before = 0.0
+        self._took = 0.0  # the last round's time
         self._wanted = 0  # the newest cluster serial somebody waits for
         self._progress = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -151,7 +156,8 @@ class ConfigExport:
                 await self._advance(serial)
                 self._writing = False
             self._to_send.set()
-            self._not_before = started + (self._loop.time() - started) / MAX_SHARE
+            self._took = self._loop.time() - started
+            self._not_before = started + self._took / MAX_SHARE
 
     async def _round_due(self) -> None:
         """Wait until the next round may start (see the module's doc)."""
@@ -159,7 +165,7 @@ class ConfigExport:
             now = self._loop.time()
             due = self._not_before
             if self._wanted <= self._written:
-                quiet = self._last_commit + QUIET
+                quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
                 due = max(due, min(quiet, self._first_commit + WRITE_INTERVAL))
             if due <= now:
                 return
