@@ -650,18 +650,20 @@ idle.start()
 
 first = call("gate/first", W.WaitForJobChange, gate, ["status"], None, None)
 serial = max(entry[0] for entry in first["log_entries"])
-# This one is answered when the gate is released (whenever it starts waiting).
-changed = {}
-def wait_changed():
-    changed["answer"] = W.WaitForJobChange(gate, ["status"], ["running"], serial)
-follower = threading.Thread(target=wait_changed)
-follower.start()
 
 call("cancel", W.CancelJob, held)
 call("held/canceled", N.GetJobStatus, held)
 finish("held", held)
 idle.join()
 OUT["unchanged"] = unchanged
+
+# This one is answered when the gate is released (whenever it starts waiting:
+# started after the idle wait ended, its own wait cannot end before the release).
+changed = {}
+def wait_changed():
+    changed["answer"] = W.WaitForJobChange(gate, ["status"], ["running"], serial)
+follower = threading.Thread(target=wait_changed)
+follower.start()
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(A["gate_path"])
