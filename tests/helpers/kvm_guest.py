@@ -171,6 +171,20 @@ def kvm_cluster(prefix: str, kernel_args: str = "quiet") -> Iterator[TestCluster
 
 
 @contextlib.asynccontextmanager
+async def kvm_hypervisor(root: Path) -> AsyncIterator[KvmHypervisor]:
+    """A kvm hypervisor on the node root ``root``, its guests stopped and
+    itself closed afterwards."""
+    hypervisor = KvmHypervisor(Paths(root))
+    await hypervisor.resume()
+    try:
+        yield hypervisor
+    finally:
+        for name in list(hypervisor.monitors):
+            await hypervisor.stop(name, force=True)
+        await hypervisor.close()
+
+
+@contextlib.asynccontextmanager
 async def hypervisor_pair(address: str) -> AsyncIterator[tuple[KvmHypervisor, KvmHypervisor]]:
     """Two kvm hypervisors on two short node roots whose certificates (for
     ``address``) one CA signed, as two nodes of a cluster; their guests
@@ -184,16 +198,8 @@ async def hypervisor_pair(address: str) -> AsyncIterator[tuple[KvmHypervisor, Kv
             paths.data_dir.mkdir(parents=True)
             certs.write_pem(paths.ca_cert, ca_cert, private=False)
             certs.write_node_cert(paths, ca_cert, ca_key, f"node{index}.example.com", address)
-        hvs = (KvmHypervisor(Paths(roots[0])), KvmHypervisor(Paths(roots[1])))
-        try:
-            for hv in hvs:
-                await hv.resume()
-            yield hvs
-        finally:
-            for hv in hvs:
-                for name in list(hv.monitors):
-                    await hv.stop(name, force=True)
-                await hv.close()
+        async with kvm_hypervisor(roots[0]) as first, kvm_hypervisor(roots[1]) as second:
+            yield first, second
     finally:
         for root in roots:
             kill_leftovers(Paths(root).run_dir)

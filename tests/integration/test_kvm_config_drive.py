@@ -18,9 +18,8 @@ import pytest
 
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.runtime import Layout
-from corral.paths import Paths
 from tests.helpers.instances import add, ok
-from tests.helpers.kvm_guest import booted, guest_spec, kvm_cluster
+from tests.helpers.kvm_guest import booted, guest_spec, kvm_cluster, kvm_hypervisor
 from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.metad import SECRET_VALUE, sample
 
@@ -45,14 +44,8 @@ def short_root() -> Iterator[Path]:
 
 @pytest.fixture
 async def hv(short_root: Path) -> AsyncIterator[KvmHypervisor]:
-    hypervisor = KvmHypervisor(Paths(short_root))
-    await hypervisor.resume()
-    try:
+    async with kvm_hypervisor(short_root) as hypervisor:
         yield hypervisor
-    finally:
-        for name in list(hypervisor.monitors):
-            await hypervisor.stop(name, force=True)
-        await hypervisor.close()
 
 
 @pytest.mark.slow

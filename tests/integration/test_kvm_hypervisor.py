@@ -25,7 +25,7 @@ from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING, STATE_SHUTDOWN, NicSpec
 from corral.node.uidpool import uid_has_process
 from corral.paths import Paths
-from tests.helpers.kvm_guest import MARKER, booted, guest_spec, serial
+from tests.helpers.kvm_guest import MARKER, booted, guest_spec, kvm_hypervisor, serial
 from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.noded import free_port
@@ -43,14 +43,8 @@ def short_root() -> Iterator[Path]:
 
 @pytest.fixture
 async def hv(short_root: Path) -> AsyncIterator[KvmHypervisor]:
-    hypervisor = KvmHypervisor(Paths(short_root))
-    await hypervisor.resume()
-    try:
+    async with kvm_hypervisor(short_root) as hypervisor:
         yield hypervisor
-    finally:
-        for name in list(hypervisor.monitors):
-            await hypervisor.stop(name, force=True)
-        await hypervisor.close()
 
 
 def runs(pid: int) -> bool:
