@@ -114,7 +114,7 @@ def test_two_nics_of_one_instance(ns: NamespaceThread) -> None:
     first, second = netdev.tap_name("inst-b", 0), netdev.tap_name("inst-b", 1)
     with ns.call(netdev.create_tap, first), ns.call(netdev.create_tap, second):
         ns.call(netdev.configure_nic, first, "bridged", "brtest", None, MAC)
-        ns.call(netdev.configure_nic, second, "routed", str(TABLE), "192.0.2.7", MAC)
+        ns.call(netdev.configure_nic, second, "routed", str(TABLE), "10.213.0.7", MAC)
         assert ns.call(netdev.list_taps) == sorted([first, second])
         assert ns.call(_link, first).get_attr("IFLA_MASTER") == bridge
         ns.call(netdev.remove_tap, first)
@@ -165,16 +165,16 @@ def test_unsupported_nics_are_refused_and_the_tap_removed(
 def test_routed_nic_in_a_table_of_its_own(ns: NamespaceThread) -> None:
     name = netdev.tap_name("inst-f", 0)
     with ns.call(netdev.create_tap, name):
-        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "192.0.2.5", MAC)
+        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "10.213.0.5", MAC)
         index = ns.call(_link, name)["index"]
         assert ns.call(_link, name)["flags"] & IFF_UP
-        assert ns.call(_routes, TABLE) == [("192.0.2.5", 32, index, 4)]  # proto static
+        assert ns.call(_routes, TABLE) == [("10.213.0.5", 32, index, 4)]  # proto static
         assert ns.call(_routes, 254) == []  # nothing in main
         assert [table for table, _ in ns.call(_rules, name)] == [TABLE]
         assert ns.call(_sysctl, "ipv4", name, "proxy_arp") == "1"
         assert ns.call(_sysctl, "ipv4", name, "forwarding") == "1"
         # Configured again (after a migration): still one rule, one route.
-        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "192.0.2.5", MAC)
+        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "10.213.0.5", MAC)
         assert len(ns.call(_rules, name)) == 1
         assert len(ns.call(_routes, TABLE)) == 1
         ns.call(netdev.remove_tap, name)
@@ -197,7 +197,7 @@ def test_unknown_routing_table_is_refused(ns: NamespaceThread) -> None:
     name = netdev.tap_name("inst-h", 0)
     with ns.call(netdev.create_tap, name):
         with pytest.raises(errors.OpExecError, match="Routing table 'nosuch' is not known"):
-            ns.call(netdev.configure_nic, name, "routed", "nosuch", "192.0.2.5", MAC)
+            ns.call(netdev.configure_nic, name, "routed", "nosuch", "10.213.0.5", MAC)
         assert ns.call(_link, name) is None
 
 
@@ -205,7 +205,7 @@ def test_remove_is_idempotent(ns: NamespaceThread) -> None:
     name = netdev.tap_name("inst-i", 0)
     ns.call(netdev.remove_tap, name)  # never existed
     with ns.call(netdev.create_tap, name):
-        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "192.0.2.9", MAC)
+        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "10.213.0.9", MAC)
         ns.call(netdev.remove_tap, name)
         ns.call(netdev.remove_tap, name)
         assert ns.call(_link, name) is None
@@ -265,7 +265,7 @@ def _tap_files(pid: int) -> list[str]:
 def test_qemu_holds_the_tap_and_takes_it_along_when_it_dies(ns: NamespaceThread) -> None:
     name = netdev.tap_name("inst-q", 0)
     with ns.call(netdev.create_tap, name, True, 2) as tap:
-        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "192.0.2.8", MAC)
+        ns.call(netdev.configure_nic, name, "routed", str(TABLE), "10.213.0.8", MAC)
         # Started from the namespace's thread: QEMU lives in the namespace.
         qemu = ns.call(_qemu, tap.fds)
     try:
