@@ -8,12 +8,18 @@ runs on demand: the first publication starts it (a daemon of the node, with
 its pid file); the node's daemon stop stops it (:func:`corral.bootstrap.stop_daemons`).
 A metad that cannot be reached costs the guest its metadata, never its start:
 the failure is logged, as Ganeti's master warns and proceeds.
+
+metad keeps what it serves in memory only (private values never reach the
+disk), so noded keeps the published records too: when metad dies (noded is
+told by a pidfd, at once), noded starts it again and publishes every running
+guest anew.  Ganeti's metad lost its data until each instance started again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from typing import Any
 
@@ -62,11 +68,15 @@ def metad_command() -> list[str]:
 
 
 class MetadFeed:
-    """Publishes and withdraws the guests of one node; starts metad once."""
+    """Publishes and withdraws the guests of one node; starts metad on
+    demand and again whenever it dies while guests are published."""
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
         self._starting = asyncio.Lock()
+        self._records: dict[str, dict[str, Any]] = {}  # what metad must hold
+        self._pidfd: int | None = None  # metad's, while noded watches it
+        self._reviving: asyncio.Task[None] | None = None
 
     async def publish(self, spec: InstanceSpec) -> None:
         """Publish ``spec``'s metadata if it has a communication NIC and its OS;
@@ -80,9 +90,10 @@ class MetadFeed:
         if found is None or meta is None:
             return
         tap, ip = found
+        record = self._records[spec.name] = client.record_of(meta, tap, ip)
         try:
-            await self._ensure_running()
-            await client.publish(self.paths, client.record_of(meta, tap, ip))
+            if not await self._ensure_running():  # a new metad got every record already
+                await client.publish(self.paths, record)
         except (DaemonStartError, client.MetadError) as err:
             log.error("Cannot publish instance %s's metadata: %s", spec.name, err)
             return
@@ -90,6 +101,7 @@ class MetadFeed:
 
     async def withdraw(self, name: str) -> None:
         """Withdraw ``name``'s metadata (and its secrets) if metad runs."""
+        self._records.pop(name, None)
         pid_file = self.paths.pid_file(METAD)
         if await asyncio.to_thread(running_pid, pid_file) is None:
             return
@@ -98,11 +110,57 @@ class MetadFeed:
         except client.MetadError as err:
             log.error("Cannot withdraw instance %s's metadata: %s", name, err)
 
-    async def _ensure_running(self) -> None:
+    def close(self) -> None:
+        """Stop watching metad (noded's stop; metad stops after noded)."""
+        self._unwatch()
+        if self._reviving is not None:
+            self._reviving.cancel()
+
+    async def _ensure_running(self) -> bool:
+        """Start metad unless it runs; when started, publish every record to it.
+        Returns whether it was started."""
         async with self._starting:
             pid_file = self.paths.pid_file(METAD)
-            if await asyncio.to_thread(running_pid, pid_file) is not None:
-                return
-            env = {"CORRAL_ROOT": str(self.paths.root)}
-            await asyncio.to_thread(start_daemon, metad_command(), env)
-            log.info("Started %s", METAD)
+            pid = await asyncio.to_thread(running_pid, pid_file)
+            started = pid is None
+            if started:
+                env = {"CORRAL_ROOT": str(self.paths.root)}
+                await asyncio.to_thread(start_daemon, metad_command(), env)
+                log.info("Started %s", METAD)
+                pid = await asyncio.to_thread(running_pid, pid_file)
+                for name, record in list(self._records.items()):
+                    try:
+                        await client.publish(self.paths, record)
+                    except client.MetadError as err:
+                        log.error("Cannot publish instance %s's metadata: %s", name, err)
+            if pid is not None and self._pidfd is None:
+                self._watch(pid)
+            return started
+
+    def _watch(self, pid: int) -> None:
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # gone already
+            self._metad_exited()
+            return
+        asyncio.get_running_loop().add_reader(self._pidfd, self._metad_exited)
+
+    def _unwatch(self) -> None:
+        if self._pidfd is not None:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _metad_exited(self) -> None:
+        self._unwatch()
+        if self._records and self._reviving is None:
+            log.error("%s died; starting it again for %d guests", METAD, len(self._records))
+            self._reviving = asyncio.get_running_loop().create_task(self._revive())
+
+    async def _revive(self) -> None:
+        try:
+            await self._ensure_running()
+        except DaemonStartError as err:
+            log.error("Cannot start %s again: %s", METAD, err)
+        finally:
+            self._reviving = None

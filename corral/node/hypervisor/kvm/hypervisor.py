@@ -107,6 +107,7 @@ class KvmHypervisor(Hypervisor):
         await self.migrations.resume()
 
     async def close(self) -> None:
+        self.metad.close()
         for monitor in list(self.monitors.values()):
             await monitor.close()
         self.monitors.clear()
