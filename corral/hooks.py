@@ -11,6 +11,7 @@ phase (where the pre-phase variables are kept too), values go through
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
+from corral.hook_scripts import hooks_subdir, runnable_hooks
 from corral.rpc.calls_node import hooks_runner
 from corral.rpc.result import NodeAddress, RpcResult
 
@@ -166,6 +168,14 @@ class HooksMaster:
                 # a warning; a node known to be down is not waited for again.
                 msg = f"not asked: {down.describe()}"
                 skipped[uuid] = RpcResult(uuid, "hooks_runner", fail_msg=msg, offline=True)
+        master = self._master.cfg.cluster.master_node
+        if any(uuid == master for uuid, _ in targets) and not await asyncio.to_thread(
+            runnable_hooks, self._master.paths.hooks_dir / hooks_subdir(hpath, phase)
+        ):
+            # masterd runs on the master node: with no script there, noded's answer
+            # is known (nothing ran) and its round trip is saved on every job.
+            targets = [target for target in targets if target.uuid != master]
+            skipped[master] = RpcResult(master, "hooks_runner", payload=[])
         if not targets:
             return skipped
         return {**skipped, **await rpc.results(targets, hooks_runner(hpath, phase, env))}

@@ -1,8 +1,7 @@
 """The hooks_runner call: runs ``<hooks dir>/<hpath>-<phase>.d`` as Ganeti does.
 
-Run-parts rules: only names matching ``^[a-zA-Z0-9_-]+$`` that are executable
-regular files (symlinks to them count) run, in Python string order, one after
-the other.  Each gets exactly the environment the master built plus a fixed
+Run-parts rules (:mod:`corral.hook_scripts`), one script after the other.
+Each gets exactly the environment the master built plus a fixed
 PATH, cwd ``/``, stdin ``/dev/null`` and its own session; stdout and stderr are
 captured together.  There is no per-script timeout (only the RPC's).
 """
@@ -13,14 +12,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
-import stat
 from pathlib import Path
 from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.hook_scripts import HOOK_NAME_RE, hooks_subdir, runnable_hooks
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.process.capture import read_capped
@@ -28,29 +26,8 @@ from corral.rpc import calls_node as calls
 
 log = logging.getLogger(__name__)
 
-HOOK_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 MAX_OUTPUT = 64 * 1024
 _TRUNCATED = "\n[output truncated]"
-
-
-def runnable_hooks(directory: Path) -> list[Path]:
-    """The scripts of a hooks directory that run, in the order they run."""
-    try:
-        names = sorted(os.listdir(directory))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    scripts = []
-    for name in names:
-        path = directory / name
-        if not HOOK_NAME_RE.match(name):
-            continue
-        try:
-            mode = path.stat().st_mode  # follows symlinks
-        except OSError:
-            continue
-        if stat.S_ISREG(mode) and os.access(path, os.X_OK):
-            scripts.append(path)
-    return scripts
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
@@ -111,7 +88,7 @@ async def hooks_runner(
     if not isinstance(hpath, str) or not HOOK_NAME_RE.match(hpath):
         raise errors.HooksFailure(f"Invalid hooks path {hpath!r}")
     hook_env = hook_environment(env)
-    subdir = f"{hpath}-{phase}.d"
+    subdir = hooks_subdir(hpath, phase)
     results: list[list[Any]] = []
     for script in runnable_hooks(ctx.paths.hooks_dir / subdir):
         hkr, output = await run_hook(script, hook_env)
