@@ -135,6 +135,7 @@ class ConfigManager:
         # Per table, the names in Ganeti's nice order, sorted once when first
         # asked for, then kept in order as objects come, go and are renamed.
         self._nice_names: dict[str, list[str]] = {}
+        self._names_version: dict[str, int] = {}  # per table, counts changes of its names
 
     @classmethod
     async def open(cls, store: ConfigStore) -> ConfigManager:
@@ -202,8 +203,13 @@ class ConfigManager:
             names = self._nice_names[cls.TABLE] = sorted(self._by_name[cls.TABLE], key=_nice_order)
         return names
 
+    def names_version(self, cls: type[ConfigObject]) -> int:
+        """A number that changes whenever an object of ``cls`` comes, goes or is renamed."""
+        return self._names_version.get(cls.TABLE, 0)
+
     def _renamed(self, table: str, old: str | None, new: str | None) -> None:
         """Keep the table's nice order of names (if made) as ``old`` goes and ``new`` comes."""
+        self._names_version[table] = self._names_version.get(table, 0) + 1
         names = self._nice_names.get(table)
         if names is None:
             return

@@ -15,15 +15,16 @@ import json
 import logging
 import os
 import socket
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from corral import __version__, ssconf_files, uidpool
 from corral import hypervisors as H
+from corral.config.manager import ConfigManager
 from corral.objects import Instance, Node, NodeGroup
 from corral.services.ndparams import ssh_port
 
 if TYPE_CHECKING:
-    from corral.config.manager import ConfigManager
     from corral.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,33 @@ log = logging.getLogger(__name__)
 _lines = "\n".join
 
 
+# Per configuration: (its serial, its instance names' version, the values then).
+_computed: weakref.WeakKeyDictionary[ConfigManager, tuple[int, int, dict[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
-    """Every ssconf key with its value (the file's content without its newline)."""
+    """Every ssconf key with its value (the file's content without its newline).
+
+    Computed once per cluster serial (the master's own files and the push to
+    the other nodes both ask after every change); the instance list, the one
+    value that grows with the cluster, only when instance names changed.
+    """
+    version = cfg.names_version(Instance)
+    last = _computed.get(cfg)
+    if last is not None and last[0] == cfg.serial:
+        return dict(last[2])
+    if last is not None and last[1] == version:
+        instance_list = last[2]["instance_list"]
+    else:
+        instance_list = _lines(cfg.nice_names(Instance))
+    values = _compute(cfg, instance_list)
+    _computed[cfg] = (cfg.serial, version, values)
+    return dict(values)
+
+
+def _compute(cfg: ConfigManager, instance_list: str) -> dict[str, str]:
     cluster = cfg.cluster
     nodes = [cfg.lookup(Node, name) for name in cfg.nice_names(Node)]
     candidates = sorted(
@@ -63,7 +89,7 @@ def ssconf_values(cfg: ConfigManager) -> dict[str, str]:
         "offline_nodes": _lines(n.name for n in nodes if n.offline),
         "online_nodes": _lines(n.name for n in nodes if not n.offline),
         "primary_ip_family": str(_ip_family(cluster.master_ip)),
-        "instance_list": _lines(cfg.nice_names(Instance)),
+        "instance_list": instance_list,
         "release_version": __version__,
         "hypervisor_list": _lines(cluster.enabled_hypervisors),
         "maintain_node_health": str(cluster.maintain_node_health),
