@@ -50,6 +50,35 @@ if ((${#need_pkgs[@]} + ${#qemu_pkgs[@]})); then
       "${qemu_pkgs[@]}" >/dev/null
   fi
 fi
+# etcd, the replicated store of master candidates (corral/state/etcd): Corral starts
+# its own members, so the package's system service must never run.  policy-rc.d keeps
+# the package from starting it; then it is disabled (and masked under systemd).
+if [[ ! -x /usr/bin/etcd ]]; then
+  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "Installing Debian packages: etcd-server"
+  own_policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    own_policy=1
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod 755 /usr/sbin/policy-rc.d
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq etcd-server >/dev/null
+  if [[ -n $own_policy ]]; then
+    $SUDO rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
+fi
+if [[ -d /run/systemd/system && $(systemctl is-enabled etcd.service 2>/dev/null) != masked ]]; then
+  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO systemctl mask --now etcd.service >/dev/null
+fi
+if compgen -G '/etc/rc[2-5].d/S*etcd' >/dev/null; then  # sysvinit: the boot links
+  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  [[ -d /run/systemd/system ]] || $SUDO /etc/init.d/etcd stop >/dev/null 2>&1 || true
+  $SUDO update-rc.d etcd disable >/dev/null
+fi
 # corral-rapi drops root to this system user (and group) once it has opened its files.
 if ! getent passwd gnt-rapi >/dev/null; then
   SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
