@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cluster import TestCluster, running_cluster
+from tests.helpers.etcd import etcd_one, etcd_three  # noqa: F401  (session etcd clusters)
 
 
 @pytest.fixture

@@ -46,6 +46,38 @@ class LeaseLost(errors.ConfigurationError):
     """The mastership lease passed to another holder, or ran out."""
 
 
+# The refusals every backend words the same way.
+def deposed(what: str, newest: int, fence: int) -> FencedOut:
+    """A write of ``what`` with token ``fence`` refused: ``newest`` wrote since."""
+    return FencedOut(
+        f"Refused to write {what}: a newer master daemon (fence token {newest}) writes"
+        f" it now; this one (token {fence}) was deposed"
+    )
+
+
+def serial_conflict(stored: int, serial: int) -> Conflict:
+    """A config change based on cluster serial ``serial`` refused: the store is at ``stored``."""
+    return Conflict(
+        f"The configuration is at serial {stored}, not {serial}: another"
+        " process wrote it; restart the master daemon"
+    )
+
+
+def version_conflict(key: str, current: int, expected: int) -> Conflict:
+    """A compare-and-set of state key ``key`` refused: it is at ``current``."""
+    return Conflict(
+        f"State key {key!r} is at version {current}, not the {expected} read; it changed meanwhile"
+    )
+
+
+def object_conflict(table: str, name: str, found: int | None, wanted: int | None) -> Conflict:
+    """A config change refused: it read object ``name`` at ``wanted``, it is at ``found``."""
+    return Conflict(
+        f"Configuration object updated since it has been read: {table}"
+        f" '{name}' is at serial {found}, the change read {wanted}"
+    )
+
+
 # The configuration
 @dataclass
 class ConfigChange:

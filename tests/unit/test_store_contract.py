@@ -1,5 +1,6 @@
 """The contract of the state ports (corral.state.ports), which every backend
-passes: the SQLite one today, a replicated one next (add it to BACKENDS).
+passes: SQLite (one node) and etcd (master candidates; a real three-member
+cluster, tests/helpers/etcd.py).
 
 Each test gets a fresh set of the four stores through a backend's factory.
 What one backend may do differently is a flag of the backend (the SQLite
@@ -18,10 +19,16 @@ import pytest
 
 from corral import errors
 from corral.state import ports
+from corral.state.etcd.client import EtcdClient
+from corral.state.etcd.config import EtcdConfigStore
+from corral.state.etcd.jobs import EtcdJobStore
+from corral.state.etcd.kv import EtcdKeyValueStore
+from corral.state.etcd.mastership import EtcdMastership
 from corral.state.ports import ConfigChange, Conflict, FencedOut, LeaseLost
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
+from tests.helpers.etcd import EtcdBed
 
 KEPT = 3  # changes a config store keeps, at least, when a test asks it to
 
@@ -34,10 +41,13 @@ class Stores:
     mastership: ports.Mastership
     # The backend hands the mastership over while a lease runs (one node).
     takeover: bool
+    client: EtcdClient | None = None
 
     async def close(self) -> None:
         for store in (self.config, self.jobs, self.kv, self.mastership):
             await store.close()
+        if self.client is not None:
+            await self.client.close()
 
 
 def _initial() -> ConfigChange:
@@ -48,7 +58,7 @@ def _row(uuid: str, name: str, serial: int = 1, **data: Any) -> dict[str, Any]:
     return {"uuid": uuid, "name": name, "serial_no": serial, "ctime": 1.0, "mtime": 1.0, **data}
 
 
-async def _sqlite(tmp: Path) -> Stores:
+async def _sqlite(request: pytest.FixtureRequest, tmp: Path) -> Stores:
     SqliteConfigStore.create(tmp / "config.db", _initial())
     return Stores(
         SqliteConfigStore(tmp / "config.db", kept_changes=KEPT),
@@ -59,12 +69,29 @@ async def _sqlite(tmp: Path) -> Stores:
     )
 
 
-BACKENDS: dict[str, Callable[[Path], Awaitable[Stores]]] = {"sqlite": _sqlite}
+async def _etcd(request: pytest.FixtureRequest, tmp: Path) -> Stores:
+    bed: EtcdBed = request.getfixturevalue("etcd_three")
+    client, prefix = bed.client(), bed.prefix()
+    await EtcdConfigStore.create(client, prefix, _initial())
+    return Stores(
+        EtcdConfigStore(client, prefix, kept_changes=KEPT),
+        EtcdJobStore(client, prefix),
+        EtcdKeyValueStore(client, prefix),
+        EtcdMastership(client, prefix),
+        takeover=False,
+        client=client,
+    )
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Awaitable[Stores]]] = {
+    "sqlite": _sqlite,
+    "etcd": _etcd,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    made = await BACKENDS[request.param](tmp_path)
+    made = await BACKENDS[request.param](request, tmp_path)
     try:
         yield made
     finally:

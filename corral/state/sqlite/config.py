@@ -22,9 +22,10 @@ from corral.state.ports import (
     ChangesExpired,
     ConfigChange,
     ConfigSnapshot,
-    Conflict,
     FencedOut,
     SerialChange,
+    object_conflict,
+    serial_conflict,
 )
 from corral.state.sqlite.fencing import check_fence
 from corral.state.sqlite.worker import Worker
@@ -207,10 +208,7 @@ def _check_expected(db: sqlite3.Connection, change: ConfigChange, serial: int) -
     row = db.execute("SELECT value FROM meta WHERE key = 'serial_no'").fetchone()
     stored = int(row[0]) if row else 0
     if stored != serial:
-        raise Conflict(
-            f"The configuration is at serial {stored}, not {serial}: another"
-            " process wrote it; restart the master daemon"
-        )
+        raise serial_conflict(stored, serial)
     for table, serials in change.expected.items():
         for uuid, wanted in serials.items():
             row = db.execute(f"SELECT name, serial_no FROM {table} WHERE uuid = ?", (uuid,))
@@ -218,10 +216,7 @@ def _check_expected(db: sqlite3.Connection, change: ConfigChange, serial: int) -
             found = None if found_row is None else int(found_row[1])
             if found != wanted:
                 name = found_row[0] if found_row else uuid
-                raise Conflict(
-                    f"Configuration object updated since it has been read: {table}"
-                    f" '{name}' is at serial {found}, the change read {wanted}"
-                )
+                raise object_conflict(table, name, found, wanted)
 
 
 def _changes(db: sqlite3.Connection, since: int) -> list[SerialChange]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from corral.state.ports import FencedOut
+from corral.state.ports import deposed
 
 
 def check_fence(db: sqlite3.Connection, fence: int, what: str) -> None:
@@ -13,9 +13,6 @@ def check_fence(db: sqlite3.Connection, fence: int, what: str) -> None:
     row = db.execute("SELECT value FROM meta WHERE key = 'fence'").fetchone()
     newest = int(row[0]) if row else 0
     if fence < newest:
-        raise FencedOut(
-            f"Refused to write {what}: a newer master daemon (fence token {newest}) writes"
-            f" it now; this one (token {fence}) was deposed"
-        )
+        raise deposed(what, newest, fence)
     if fence > newest:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('fence', ?)", (fence,))

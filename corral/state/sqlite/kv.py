@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import errors, sqlite_faults
-from corral.state.ports import Conflict, FencedOut, Lease, LeaseLost, Versioned
+from corral.state.ports import Conflict, FencedOut, Lease, LeaseLost, Versioned, version_conflict
 from corral.state.sqlite.fencing import check_fence
 from corral.state.sqlite.worker import Worker
 
@@ -124,10 +124,7 @@ def _version_check(db: sqlite3.Connection, key: str, expected: int | None) -> in
     row = db.execute("SELECT version FROM kv WHERE key = ?", (key,)).fetchone()
     current = int(row[0]) if row else 0
     if expected is not None and current != expected:
-        raise Conflict(
-            f"State key {key!r} is at version {current}, not the {expected} read;"
-            " it changed meanwhile"
-        )
+        raise version_conflict(key, current, expected)
     return current
 
 
