@@ -36,9 +36,11 @@ class EtcdBed:
     ca: Path
     client_pem: Path
 
-    def client(self) -> EtcdClient:
-        """A client of every member (make it inside the test's event loop)."""
-        return EtcdClient(self.cluster.endpoints, client_ssl_context(self.ca, self.client_pem))
+    def client(self, endpoints: list[str] | None = None) -> EtcdClient:
+        """A client of every member, or of ``endpoints`` (make it inside the
+        test's event loop)."""
+        tls = client_ssl_context(self.ca, self.client_pem)
+        return EtcdClient(endpoints or self.cluster.endpoints, tls)
 
     @staticmethod
     def prefix() -> str:
