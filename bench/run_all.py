@@ -35,6 +35,7 @@ BENCHMARKS = (
     "configdrive",
     "metad",
     "os_image",
+    "etcd_store",
 )
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,8 @@ class EtcdClient:
             endpoint = self.endpoints[self._current]
             try:
                 return await self._post(endpoint + path, data, deadline - loop.time())
+            except aiohttp.ClientSSLError as err:  # no other member will do better
+                raise EtcdError(f"TLS with etcd at {endpoint} failed: {_describe(err)}") from err
             except aiohttp.ClientConnectorError as err:
                 failure: Exception = err
             except (aiohttp.ClientError, TimeoutError, _Unavailable) as err:
@@ -229,7 +232,10 @@ class EtcdClient:
     async def _post(self, url: str, data: bytes, timeout: float) -> dict[str, Any]:
         async with asyncio.timeout(max(timeout, 0.01)):
             async with self._http().post(url, data=data) as response:
-                answer: dict[str, Any] = await response.json(content_type=None)
+                try:
+                    answer: dict[str, Any] = await response.json(content_type=None)
+                except ValueError as err:
+                    raise EtcdError(f"etcd at {url} answered {response.status}, not JSON") from err
         if "error" not in answer and "code" not in answer:
             return answer
         code, message = int(answer.get("code", 2)), str(answer.get("message", answer))
@@ -289,8 +295,11 @@ class EtcdClient:
 
     async def keepalive(self, lease: int) -> int:
         """Renew ``lease``; the seconds it runs from now (0: it is gone)."""
-        async for result in self.stream("/v3/lease/keepalive", {"ID": str(lease)}):
-            return int(result.get("TTL", 0))
+        async with contextlib.aclosing(
+            self.stream("/v3/lease/keepalive", {"ID": str(lease)})
+        ) as results:
+            async for result in results:
+                return int(result.get("TTL", 0))
         return 0
 
     async def revoke(self, lease: int) -> None:
@@ -305,8 +314,11 @@ class EtcdClient:
         ``start_revision``; whether one came."""
         create = {"create_request": {"key": b64(key), "start_revision": str(start_revision)}}
         try:
-            async with asyncio.timeout(timeout):
-                async for result in self.stream("/v3/watch", create, timeout + 1):
+            async with (
+                asyncio.timeout(timeout),
+                contextlib.aclosing(self.stream("/v3/watch", create, timeout + 1)) as results,
+            ):
+                async for result in results:
                     if result.get("events") or result.get("compact_revision"):
                         return True
                     if result.get("canceled"):
@@ -317,7 +329,7 @@ class EtcdClient:
 
     async def stream(
         self, path: str, body: dict[str, Any], timeout: float = CALL_DEADLINE
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The results of a streaming call, one by one (the gateway sends one JSON
         object per line)."""
         endpoint = self.endpoints[self._current]

@@ -188,8 +188,8 @@ class EtcdConfigStore:
             except Exception as err:
                 for _, _, undo in reversed(taken[group[0] :]):
                     index.undo(undo)
-                if group[0] == 0:
-                    raise  # nothing was written
+                if group[0] == 0 and not isinstance(err, Conflict):
+                    raise  # nothing was written: all refused
                 for position, _, _ in taken[group[0] :]:
                     refusals[position] = err
                 break

@@ -142,6 +142,8 @@ class EtcdMember:
         until it serves.  A member of a new cluster serves only once a quorum
         runs: start them all, then wait.  ``new`` is ignored once the member
         has data (it then rejoins the cluster it was in)."""
+        if self.pid is not None:
+            raise EtcdStartError(f"etcd member {self.member.name} runs already (pid {self.pid})")
         await self._end_leftover()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         command = argv(self.member, self.cluster, self.data_dir, self.tls, new=new)
