@@ -128,3 +128,62 @@ def etcd_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdBed]:
     """A three-member etcd cluster for the whole session."""
     with running_cluster(tmp_path_factory.mktemp("etcd3"), 3) as bed:
         yield bed
+
+
+class AnswerCutter:
+    """A TCP relay in front of one member that, once armed, lets a request
+    through but cuts the connection instead of relaying its answer: a write
+    whose answer was lost (the member died, the network broke).  One request
+    is one read of the client's (the stores' requests are small)."""
+
+    def __init__(self, member_url: str) -> None:
+        self._host, port = member_url.removeprefix("https://").rsplit(":", 1)
+        self._port = int(port)
+        self._server: asyncio.Server | None = None
+        self.armed = False
+        self._spared = 0
+        self._cutting = False
+        self.cut = 0
+
+    def arm(self, spare: int = 0) -> None:
+        """Cut the answer of the request after the next ``spare`` ones."""
+        self.armed, self._spared = True, spare
+
+    async def start(self) -> str:
+        """Listen on the member's own address (its certificate names it); the URL."""
+        self._server = await asyncio.start_server(self._relay, self._host, 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"https://{self._host}:{port}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self._host, self._port)
+        tasks = [
+            asyncio.create_task(self._pump(reader, up_writer, answers=False)),
+            asyncio.create_task(self._pump(up_reader, writer, answers=True)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        for end in (writer, up_writer):
+            end.close()
+
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, answers: bool
+    ) -> None:
+        while data := await source.read(65536):
+            if answers and self._cutting:
+                self._cutting = False
+                self.cut += 1
+                return
+            sink.write(data)
+            await sink.drain()
+            if not answers and self.armed:  # a request went through
+                if self._spared:
+                    self._spared -= 1
+                else:
+                    self.armed, self._cutting = False, True

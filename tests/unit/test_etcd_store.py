@@ -23,8 +23,8 @@ from corral.state.etcd.keyspace import BYTES_PER_TXN, OPS_PER_TXN
 from corral.state.etcd.kv import EtcdKeyValueStore
 from corral.state.etcd.mastership import EtcdMastership
 from corral.state.etcd.server import EtcdMember
-from corral.state.ports import ConfigChange, FencedOut, LeaseLost
-from tests.helpers.etcd import EtcdBed, started_cluster
+from corral.state.ports import ConfigChange, FencedOut, LeaseLost, Versioned
+from tests.helpers.etcd import AnswerCutter, EtcdBed, started_cluster
 
 # The shortest lease etcd grants with its default election timeout (1 s).
 SHORT_TTL = 2.0
@@ -206,6 +206,38 @@ async def test_long_job_texts_and_log_messages_are_cut(
     )
     ((_, entry),) = await jobs.fetch_logs(1)
     assert entry[3] == stored
+
+
+@pytest.mark.parametrize("what", ["config", "kv", "jobs"])
+async def test_a_write_whose_answer_was_lost_is_sent_again_and_known_as_done(
+    etcd_three: EtcdBed, what: str
+) -> None:
+    """The member applies a write but its answer never comes: the client sends
+    it again, the compare it carries then fails, and the store recognises its
+    own write (its nonce) instead of reporting a conflict."""
+    cutter = AnswerCutter(etcd_three.cluster.endpoints[0])
+    client = etcd_three.client([await cutter.start()])
+    try:
+        prefix = etcd_three.prefix()
+        config = await _new_config(client, prefix)
+        kv = EtcdKeyValueStore(client, prefix)
+        jobs = EtcdJobStore(client, prefix)
+        await config.load()
+        await kv.put("warm", 1, 1)  # the fence key exists, the connection is open
+        cutter.arm(spare=1 if what == "jobs" else 0)  # the jobs' first call reads the last id
+        if what == "config":
+            await config.commit(ConfigChange(upserts={"nodes": [_row("n1", "node1")]}), 2, 1)
+            assert [c.serial for c in await config.changes(1, 0)] == [2]
+        elif what == "kv":
+            version = await kv.put("k", "v", 1, expected=0)
+            assert await kv.get("k") == Versioned("v", version)
+        else:
+            rows = await jobs.insert_new(2, lambda ids: [_job(i) for i in ids], 1)
+            assert [r["id"] for r in rows] == [1, 2] and await jobs.last_id() == 2
+        assert cutter.cut == 1
+    finally:
+        await client.close()
+        await cutter.stop()
 
 
 async def test_members_refuse_a_client_without_a_cluster_certificate(etcd_one: EtcdBed) -> None:
