@@ -8,7 +8,9 @@ cluster serial it read, writing the object, the change kept for followers
 and the serial), timed from the call to its return; the run's figure is the
 p50 of them.  In the same run, as baselines: the SQLite config store
 (``synchronous=FULL``, the one-node cluster's) making the same commits, and a
-bare etcd put on the three members (the floor of any write).
+bare etcd put on the three members (the floor of any write).  Shown beside:
+1,000 trivial jobs' state changes (and a log entry each) written by one
+``JobStore.write_batch``, as etcd's request limits split it, in rows/s.
 
 Target: the guarded commit's p50 at most 5 ms with three members (the issue
 measured a lease-guarded put at 3.54 ms).  Ganeti 3.0.2 writes config.data and
@@ -27,12 +29,15 @@ from typing import Any
 from bench.common import Figure, arg_parser, median, percentile, write_results
 from corral.state.etcd.client import EtcdClient, put
 from corral.state.etcd.config import EtcdConfigStore
+from corral.state.etcd.jobs import EtcdJobStore
 from corral.state.etcd.mastership import EtcdMastership
 from corral.state.ports import ConfigChange
 from corral.state.sqlite.config import SqliteConfigStore
 from tests.helpers.etcd import started_cluster
 
 NAME = "etcd_store"
+# Jobs whose state changes one group commit writes.
+JOB_BATCH = 1000
 
 
 def node_row(index: int) -> dict[str, Any]:
@@ -73,8 +78,9 @@ async def p50_ms(count: int, write: Callable[[int], Awaitable[object]]) -> float
     return percentile(times, 50)
 
 
-async def etcd_commits(root: Path, members: int, count: int) -> tuple[float, float]:
-    """p50 of guarded config commits and of bare puts on a new cluster of ``members``."""
+async def etcd_commits(root: Path, members: int, count: int) -> tuple[float, float, float]:
+    """On a new cluster of ``members``: p50 of guarded config commits and of bare
+    puts, job rows group-committed per second."""
     async with started_cluster(root, members) as bed:
         client: EtcdClient = bed.client()
         try:
@@ -95,9 +101,38 @@ async def etcd_commits(root: Path, members: int, count: int) -> tuple[float, flo
             put_p50 = await p50_ms(
                 count, lambda i: client.txn([], [put(f"{prefix}bare/{i}", value)])
             )
-            return commit_p50, put_p50
+            return commit_p50, put_p50, await job_rows_per_s(client, prefix, lease.token)
         finally:
             await client.close()
+
+
+async def job_rows_per_s(client: EtcdClient, prefix: str, fence: int) -> float:
+    """Job rows per second through ``write_batch`` (the journal's group commit):
+    ``JOB_BATCH`` running jobs written at once, as etcd's limits split them."""
+    jobs = EtcdJobStore(client, prefix)
+    rows = await jobs.insert_new(JOB_BATCH, lambda ids: [job_row(i) for i in ids], fence)
+    running = [row | {"status": "running", "start_ts": 2.0} for row in rows]
+    start = time.perf_counter()
+    await jobs.write_batch(
+        running, [(r["id"], 0, 1, 2.0, "message", "started") for r in rows], fence
+    )
+    return JOB_BATCH / (time.perf_counter() - start)
+
+
+def job_row(job_id: int) -> dict[str, Any]:
+    """A trivial job's row (one OP_TEST_DELAY) as the queue stores it."""
+    op = {"OP_ID": "OP_TEST_DELAY", "duration": 0, "on_master": True, "priority": 0}
+    return {
+        "id": job_id,
+        "status": "queued",
+        "priority": 0,
+        "summary": ["TEST_DELAY(0)"],
+        "received_ts": 1.0,
+        "start_ts": None,
+        "end_ts": None,
+        "ops": [{"input": op, "status": "queued", "result": None, "log": []}],
+        "log_serial": 0,
+    }
 
 
 async def sqlite_commits(root: Path, count: int) -> float:
@@ -119,11 +154,17 @@ async def sqlite_commits(root: Path, count: int) -> float:
 async def one_run(count: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-etcd-") as tmp:
         root = Path(tmp)
-        three, put_three = await etcd_commits(root / "three", 3, count)
-        one, _ = await etcd_commits(root / "one", 1, count)
+        three, put_three, rows_three = await etcd_commits(root / "three", 3, count)
+        one, _, _ = await etcd_commits(root / "one", 1, count)
         (root / "sqlite").mkdir()
         sqlite = await sqlite_commits(root / "sqlite", count)
-    return {"three": three, "one": one, "sqlite": sqlite, "put_three": put_three}
+    return {
+        "three": three,
+        "one": one,
+        "sqlite": sqlite,
+        "put_three": put_three,
+        "rows_three": rows_three,
+    }
 
 
 def main() -> None:
@@ -138,11 +179,20 @@ def main() -> None:
         Figure("commit_1_member_ms", "guarded config commit p50, 1 member", "ms", 0, "min", ""),
         Figure("commit_sqlite_ms", "SQLite config commit p50 (one node)", "ms", 0, "min", ""),
         Figure("put_3_members_ms", "bare etcd put p50, 3 members (floor)", "ms", 0, "min", ""),
+        Figure(
+            "job_rows_3_members",
+            f"{JOB_BATCH} job rows group-committed, 3 members",
+            "rows/s",
+            0,
+            "min",
+            "",
+        ),
         Figure("three_vs_sqlite", "3-member commit / SQLite commit", "x", 0, "min", ""),
     ]
-    for figure, key in zip(figures, ("three", "one", "sqlite", "put_three"), strict=False):
+    keys = ("three", "one", "sqlite", "put_three", "rows_three")
+    for figure, key in zip(figures, keys, strict=False):
         figure.runs = [run[key] for run in runs]
-    figures[4].runs = [run["three"] / run["sqlite"] for run in runs]
+    figures[5].runs = [run["three"] / run["sqlite"] for run in runs]
     figures[0].notes = f"median of {args.runs} runs of {args.commits} commits each"
     write_results(NAME, figures, {"runs": args.runs, "commits": args.commits})
     print(f"3-member commit / bare put: {median(figures[0].runs) / median(figures[3].runs):.2f}x")

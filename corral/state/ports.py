@@ -4,8 +4,8 @@ Four stores hold everything masterd must not lose: the configuration, the
 job queue, a key-value store for the small things (the drain flag, the
 watcher pause, join tokens, records of operations under way) and the
 mastership.  Each is a protocol with one backend per kind of cluster:
-SQLite on one node (``corral.state.sqlite``), a replicated one for master
-candidates later.  The model is Patroni's ``AbstractDCS``:
+SQLite on one node (``corral.state.sqlite``), etcd on master candidates
+(``corral.state.etcd``).  The model is Patroni's ``AbstractDCS``:
 
 - every write says what it read (an expected serial or version: a
   compare-and-set) and carries the writer's *fence token*;

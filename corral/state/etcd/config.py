@@ -160,6 +160,9 @@ class EtcdConfigStore:
             raise errors.OpExecError(
                 f"Cannot write the configuration: {err.message}", C.ECODE_ENVIRON
             ) from err
+        except BaseException:
+            self._index = None  # it may hold changes that were not written
+            raise
 
     async def _commit_many(
         self, changes: Sequence[ConfigChange], serial: int, fence: int
