@@ -251,7 +251,8 @@ async def test_members_refuse_a_client_without_a_cluster_certificate(etcd_one: E
 
 async def test_a_member_left_over_by_a_killed_manager_is_ended_on_start(tmp_path: Path) -> None:
     """The process that ran a member died (kill -9 of noded): a new manager
-    on the same root ends the leftover member by its pid file and starts one."""
+    on the same root ends the leftover member by its pid file and starts one;
+    another stops it by its pid file."""
     async with started_cluster(tmp_path, 1) as bed:
         client = bed.client()
         try:
@@ -266,8 +267,12 @@ async def test_a_member_left_over_by_a_killed_manager_is_ended_on_start(tmp_path
             assert not Path(f"/proc/{leftover}").exists() or _zombie(leftover)
             got = await kv.get("k")
             assert got is not None and got.value == "kept"
+            # A third manager stops the member by its pid file, gracefully.
+            running = again.pid
+            assert running is not None
+            await EtcdMember(first.root, first.member, first.cluster, first.tls).stop()
+            assert _zombie(running) and not again.pid_file.exists()
             await again.stop()
-            assert not again.pid_file.exists()
         finally:
             await client.close()
 

@@ -26,8 +26,8 @@ import aiohttp
 
 from corral import errors
 
-# etcd 3.4's defaults, which the members Corral starts keep (server.py): a
-# transaction holds at most 128 operations per branch, a request 1.5 MiB.
+# etcd 3.4's defaults, which the members Corral starts are given (server.py):
+# a transaction holds at most 128 operations per branch, a request 1.5 MiB.
 MAX_TXN_OPS = 128
 MAX_REQUEST_BYTES = 3 * 512 * 1024
 # What one request's own framing may cost beyond its keys and values.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corral import errors
-from corral.state.etcd.client import EtcdClient
+from corral.state.etcd.client import MAX_REQUEST_BYTES, MAX_TXN_OPS, EtcdClient
 
 ETCD = Path("/usr/bin/etcd")
 # Revisions of history each member keeps (older ones are compacted away):
@@ -105,6 +105,9 @@ def argv(
         "peer-trusted-ca-file": str(tls.ca),
         "peer-cert-file": str(tls.cert),
         "peer-key-file": str(tls.key),
+        # etcd's defaults, said here: the stores split their writes to fit them.
+        "max-txn-ops": str(MAX_TXN_OPS),
+        "max-request-bytes": str(MAX_REQUEST_BYTES),
         "auto-compaction-mode": "revision",
         "auto-compaction-retention": str(COMPACTION_RETENTION),
         "experimental-initial-corrupt-check": "true",
@@ -180,13 +183,17 @@ class EtcdMember:
             await asyncio.sleep(0.05)
 
     async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """Ask the member to exit (SIGTERM), kill it if it does not in time."""
+        """Ask the member to exit (SIGTERM), kill it if it does not in time;
+        also the member of an earlier manager (by its pid file)."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            if not await _exited(proc.pid, timeout):
-                proc.kill()
-                await _exited(proc.pid, timeout)
+        running = proc is not None and proc.poll() is None
+        pid = (
+            proc.pid
+            if proc is not None and running
+            else _leftover_pid(self.pid_file, self.data_dir)
+        )
+        if pid is not None:
+            await _terminate(pid, signal.SIGTERM, timeout)
         if proc is not None:
             proc.wait()  # reaps it: it has exited
         self.pid_file.unlink(missing_ok=True)
@@ -198,14 +205,21 @@ class EtcdMember:
             self._proc.wait()
 
     async def _end_leftover(self) -> None:
-        """End the member a killed process left running on this data directory."""
+        """End the member a killed manager left running on this data directory."""
         pid = _leftover_pid(self.pid_file, self.data_dir)
         if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            if not await _exited(pid, STOP_TIMEOUT):
-                raise EtcdStartError(f"A leftover etcd member (pid {pid}) does not exit")
+            await _terminate(pid, signal.SIGKILL, STOP_TIMEOUT)
         self.pid_file.unlink(missing_ok=True)
+
+
+async def _terminate(pid: int, sig: signal.Signals, timeout: float) -> None:
+    """Send ``sig`` to ``pid`` and wait for it to exit; SIGKILL after ``timeout``."""
+    for attempt in (sig, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, attempt)
+        if await _exited(pid, timeout):
+            return
+    raise EtcdStartError(f"etcd member (pid {pid}) does not exit")
 
 
 def _leftover_pid(pid_file: Path, data_dir: Path) -> int | None:
