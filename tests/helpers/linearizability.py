@@ -133,18 +133,43 @@ def check(operations: Iterable[Operation], model: Model, limit: int | None = Non
 
 
 class _KeySearch:
-    """The search of one key's history."""
+    """The search of one key's history.
+
+    Two reductions for the calls of unknown outcome (which stay pending for
+    ever, so that every one of them is a choice at every later return):
+
+    - of two such calls that do the same (same call, same arguments), the
+      later is taken only once the earlier is: so the ones a configuration
+      has taken are, for each kind, the first ones invoked;
+    - a configuration that took more of them than another at the same point
+      (with the same calls done otherwise and the same state) can do nothing
+      the other cannot, since they may also never take effect: it is skipped.
+    """
 
     def __init__(self, key: str, ops: Sequence[Operation], model: Model, limit: int | None):
         self.key, self.model, self.limit = key, model, limit
         self.ops: list[Operation] = []
         self.moves: list[Transition] = []
-        for op in ops:
+        for op in sorted(ops, key=lambda op: op.invoked):
             move = model.transition(op)
             if move is not None:
                 self.ops.append(op)
                 self.moves.append(move)
+        self.unknown = 0  # the calls of unknown outcome, as bits
+        # For each call of unknown outcome, the last one before it that does
+        # the same (-1: none).
+        self.twin_before = [-1] * len(self.ops)
+        last_of: dict[tuple[str, str], int] = {}
+        for index, op in enumerate(self.ops):
+            if op.status is Status.INFO:
+                self.unknown |= 1 << index
+                kind = (op.f, canonical(op.args))
+                self.twin_before[index] = last_of.get(kind, -1)
+                last_of[kind] = index
         self.returns = self._returns()
+        # Per configuration without its unknown calls: the sets of unknown
+        # calls taken with which it was explored.
+        self.seen: dict[tuple[int, int, Hashable], list[int]] = {}
         self.explored = 0
 
     def _returns(self) -> list[tuple[int, int]]:
@@ -168,9 +193,8 @@ class _KeySearch:
 
     def run(self) -> Violation | None:
         """None if the key's history is linearizable, else why not."""
-        returns, moves = self.returns, self.moves
+        returns, moves, twin_before = self.returns, self.moves, self.twin_before
         stack: list[tuple[int, int, Hashable]] = [(0, 0, self.model.initial())]
-        seen: set[tuple[int, int, Hashable]] = set()
         deepest, stuck_states = -1, list[Hashable]()
         while stack:
             at, done, state = stack.pop()
@@ -178,33 +202,42 @@ class _KeySearch:
             while at < len(returns) and done >> returns[at][0] & 1:
                 at += 1
             if at == len(returns):
-                self.explored = len(seen)
                 return None
-            configuration = (at, done, state)
-            if configuration in seen:
+            if not self._first_visit(at, done, state):
                 continue
-            seen.add(configuration)
-            if self.limit is not None and len(seen) > self.limit:
-                raise Undecided(f"key {self.key!r}: more than {self.limit} configurations")
             if at > deepest:
                 deepest, stuck_states = at, []
             if at == deepest:
                 stuck_states.append(state)
             returning, invoked = returns[at]
             # Another pending call first (staying at this return)...
-            pending = invoked & ~done & ~(1 << returning)
-            while pending:
-                low = pending & -pending
-                pending ^= low
-                after = moves[low.bit_length() - 1](state)
+            pending = _indexes(invoked & ~done & ~(1 << returning))
+            waiting = set(pending)
+            for index in pending:
+                if twin_before[index] in waiting:
+                    continue
+                after = moves[index](state)
                 if after is not None:
-                    stack.append((at, done | low, after))
+                    stack.append((at, done | 1 << index, after))
             # ... or the returning call now (tried first: pushed last).
             after = moves[returning](state)
             if after is not None:
                 stack.append((at + 1, done | 1 << returning, after))
-        self.explored = len(seen)
         return self._violation(returns[deepest][0], stuck_states)
+
+    def _first_visit(self, at: int, done: int, state: Hashable) -> bool:
+        """Record the configuration; False if it, or one that took fewer
+        unknown calls, was explored before."""
+        taken = done & self.unknown
+        known = self.seen.setdefault((at, done & ~self.unknown, state), [])
+        if any(earlier & ~taken == 0 for earlier in known):
+            return False
+        known[:] = [earlier for earlier in known if taken & ~earlier]
+        known.append(taken)
+        self.explored += 1
+        if self.limit is not None and self.explored > self.limit:
+            raise Undecided(f"key {self.key!r}: more than {self.limit} configurations")
+        return True
 
     def _violation(self, index: int, states: list[Hashable]) -> Violation:
         op = self.ops[index]
@@ -222,6 +255,18 @@ class _KeySearch:
         ended = [o for o in self.ops if o.completed is not None and o.completed < op.invoked]
         ended.sort(key=lambda o: o.completed or 0)
         return Violation(self.key, op, names, concurrent, ended[-SHOWN_BEFORE:])
+
+
+def _indexes(bits: int) -> list[int]:
+    """The positions of the bits set (faster than bit by bit arithmetic on
+    integers of thousands of bits)."""
+    text = bin(bits)
+    top = len(text) - 1
+    found, at = [], text.find("1", 2)
+    while at != -1:
+        found.append(top - at)
+        at = text.find("1", at + 1)
+    return found
 
 
 def canonical(value: Any) -> str:
