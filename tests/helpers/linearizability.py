@@ -20,6 +20,12 @@ after their invoke, or never; calls that failed did not take effect and
 are left out, except a refusal a model can check (a compare-and-set refused
 by Conflict says the key was not at the version expected).
 
+Cost: 10,000 calls of 5 clients on 50 keys check in about 0.1 s; on one key
+in 0.5-5 s.  What grows is the number of calls of unknown outcome, each of
+which may or may not have taken effect: proving a history with hundreds of
+them on one key wrong may explore millions of configurations, hence
+``limit`` (Undecided past it).
+
 Models (one per kind of key): :class:`Register` (read / write / cas),
 :class:`Entry` (a key of the KeyValueStore port: get / put / delete, with
 expected versions) and :class:`Serial` (the config store's serial: load /
