@@ -35,6 +35,7 @@ BENCHMARKS = (
     "configdrive",
     "metad",
     "os_image",
+    "cloudinit_boot",
 )
 
 
