@@ -22,7 +22,8 @@ of its own (``cloud_cluster``).
 Each run is a *first* boot: before Corral's, ``gnt-instance reinstall``
 writes the image again (the instance id is the same, so cloud-init would
 otherwise skip its per-instance work); the by-hand disk is a fresh copy of the
-freshly written disk.  Consoles are caught the moment QEMU creates their
+freshly written disk, synced as noded syncs its write (no writeback of it
+runs under a boot).  Consoles are caught the moment QEMU creates their
 sockets (``bench/kvm_serial.py``).  A warm-up start is dropped; the order
 alternates between runs; one guest runs at a time.  The figure is the median
 of the per-run ratios Corral / by hand (target ≤ 1.10).
@@ -113,7 +114,7 @@ def warm_up(cc: CloudCluster, watch: SocketWatch, hand: Path) -> list[str]:
     gnt(cc, "instance", "shutdown", "--timeout=0", GUEST)
     session.wait_closed(WAIT)
     reinstall(cc)
-    subprocess.run(["cp", "--sparse=always", str(disk), str(hand / "pristine.img")], check=True)
+    copy(disk, hand / "pristine.img")
     argv = by_hand_argv(runtime.argv, layout, GUEST, hand)
     return _own_files(argv, layout, disk, hand)
 
@@ -134,10 +135,16 @@ def _own_files(argv: list[str], layout: Layout, disk: Path, hand: Path) -> list[
     return moved
 
 
+def copy(source: Path, target: Path) -> None:
+    """A sparse copy, on disk before it is used: as durable as the disk noded
+    wrote (it syncs), so no writeback of it runs under the next boot."""
+    subprocess.run(["cp", "--sparse=always", str(source), str(target)], check=True)
+    subprocess.run(["sync", "--data", str(target)], check=True)
+
+
 def time_hand(cc: CloudCluster, argv: list[str], watch: SocketWatch, hand: Path) -> float:
     """Seconds from forking QEMU by hand to the marker, on a fresh disk copy."""
-    fresh = ["cp", "--sparse=always", str(hand / "pristine.img"), str(hand / "disk.img")]
-    subprocess.run(fresh, check=True)
+    copy(hand / "pristine.img", hand / "disk.img")
     # In the namespace: its tap is there (QEMU's children would be too).
     return cc.ns.call(asyncio.run, time_by_hand(argv, watch, GUEST, hand, MARKER, WAIT))
 

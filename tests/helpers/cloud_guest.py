@@ -41,21 +41,22 @@ SUITE = debian_guest.SUITE
 # the cffi API python3-cryptography (cloud-init's) depends on.
 PACKAGES = ("cloud-init", "openssh-server", guest.KERNEL_META, "python3-cffi-backend")
 IMAGE_MIB = 1536
-FSTAB = "ROOT / ext4 rw,discard,errors=remount-ro 0 1\n"
+ROOT = "/dev/vda"  # the filesystem is the whole disk
+FSTAB = f"{ROOT} / ext4 rw,discard,errors=remount-ro 0 1\n"
 HOSTS = (
     "127.0.0.1\tlocalhost\n"
     "::1\t\tlocalhost ip6-localhost ip6-loopback\n"
     "ff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n"
 )
-ROOT = "/dev/vda"  # the filesystem is the whole disk
 # Bump when the way the image is made changes (the packages' hashes cover the rest).
 IMAGE_VERSION = "1"
 
 
 def _image_key() -> str:
     mirror = debian_guest.debian_mirror()
-    debootstrap = guest.package(debian_guest.DEBOOTSTRAP_PKG).sha256
-    return guest._key(IMAGE_VERSION, SUITE, mirror, debootstrap, *PACKAGES)
+    # apt's index here stands for the mirror's: a new cloud-init there, a new image.
+    versions = [guest.package(name).sha256 for name in (debian_guest.DEBOOTSTRAP_PKG, "cloud-init")]
+    return guest._key(IMAGE_VERSION, SUITE, mirror, *versions, *PACKAGES)
 
 
 def _debootstrap(target: Path, log: Path) -> None:
@@ -78,7 +79,7 @@ def _debootstrap(target: Path, log: Path) -> None:
 
 def _as_a_cloud_image(root: Path) -> None:
     """What Debian's cloud images hold in place of the build host's traces."""
-    (root / "etc" / "fstab").write_text(FSTAB.replace("ROOT", ROOT))
+    (root / "etc" / "fstab").write_text(FSTAB)
     (root / "etc" / "hostname").write_text("localhost\n")
     (root / "etc" / "hosts").write_text(HOSTS)
     (root / "etc" / "machine-id").write_text("")
