@@ -11,8 +11,8 @@ that no OS definition declares (as design-os's ``os-image``):
   datasources' own key fields (NoCloud's ``public-keys``, OpenStack's
   ``public_keys``), so a stock image takes them without any user-data.
 
-The config drive and corral-metad serve the last two (``user-data`` and the keys)
-All are the guest's, not the install's: they are kept out of the OS scripts'
+The config drive and corral-metad serve the last two alike.  All three are
+the guest's, not the install's: they are kept out of the OS scripts'
 environment (a script that never declared them has no use for them, and a
 private value given to fewer processes leaks from fewer places).  Shared by
 masterd (checks) and noded: stdlib only.
