@@ -134,8 +134,15 @@ def time_corral(cluster: TestCluster, watch: SocketWatch, name: str) -> tuple[fl
     return marker, returned
 
 
-async def time_by_hand(argv: list[str], watch: SocketWatch, name: str, hand: Path) -> float:
-    """Seconds from forking QEMU (as Corral runs it) to the marker."""
+async def time_by_hand(
+    argv: list[str],
+    watch: SocketWatch,
+    name: str,
+    hand: Path,
+    marker: str = MARKER,
+    timeout: float = WAIT,
+) -> float:
+    """Seconds from forking QEMU (as Corral runs it) to ``marker``."""
     session = watch.expect(name)
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
@@ -152,13 +159,13 @@ async def time_by_hand(argv: list[str], watch: SocketWatch, name: str, hand: Pat
         await qmp.connect(str(hand / f"{name}.qmp"))
         await qmp.execute("query-status")
         await qmp.execute("cont")
-        marker = await asyncio.to_thread(session.wait_for, MARKER, WAIT)
+        seen = await asyncio.to_thread(session.wait_for, marker, timeout)
         await qmp.execute("quit")
     finally:
         with contextlib.suppress(QMPError, OSError, EOFError):
             await qmp.disconnect()
-    await asyncio.to_thread(session.wait_closed, WAIT)  # QEMU is gone
-    return marker - start
+    await asyncio.to_thread(session.wait_closed, timeout)  # QEMU is gone
+    return seen - start
 
 
 def one_round(

@@ -36,6 +36,7 @@ BENCHMARKS = (
     "metad",
     "os_image",
     "etcd_store",
+    "cloudinit_boot",
 )
 
 

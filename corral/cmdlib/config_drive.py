@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from corral.metad.model import InstanceMetadata, Nic, UserData
+from corral.metad.model import InstanceMetadata, Nic
 from corral.objects import NIC, Instance, Network
 from corral.osdef import guest_settings as G
-from corral.osdef.spec import OsSpec
 from corral.services.params import os_spec
 
 if TYPE_CHECKING:
@@ -27,15 +26,8 @@ def instance_metadata(cfg: ConfigManager, inst: Instance) -> InstanceMetadata | 
     public = {k: p.reveal() for k, p in spec.params.items() if not p.hidden}
     if not G.config_drive_on(public):
         return None
-    user_data = spec.params.get(G.USER_DATA)
-    return InstanceMetadata(
-        name=inst.name,
-        uuid=inst.uuid,
-        hostname=inst.name,
-        os=OsSpec(spec.name, G.without_settings(spec.params)),
-        nics=tuple(_nic(cfg, nic) for nic in inst.nics),
-        user_data=UserData(b"" if user_data is None else user_data.reveal().encode()),
-    )
+    nics = tuple(_nic(cfg, nic) for nic in inst.nics)
+    return InstanceMetadata.of_instance(inst.name, inst.uuid, spec, nics)
 
 
 def record(cfg: ConfigManager, inst: Instance) -> dict[str, Any] | None:

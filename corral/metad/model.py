@@ -114,6 +114,25 @@ class InstanceMetadata:
             public = {k: p for k, p in self.os.params.items() if p.visibility != Visibility.SECRET}
             object.__setattr__(self, "os", OsSpec(self.os.name, public))
 
+    @classmethod
+    def of_instance(
+        cls, name: str, uuid: str, spec: OsSpec, nics: tuple[Nic, ...]
+    ) -> InstanceMetadata:
+        """What the guest of instance ``name`` is told: its name as hostname, its
+        OS parameters without the guest settings, which become its user-data and
+        SSH keys (:mod:`corral.osdef.guest_settings`)."""
+        from corral.osdef import guest_settings as G
+
+        return cls(
+            name=name,
+            uuid=uuid,
+            hostname=name,
+            os=OsSpec(spec.name, G.without_settings(spec.params)),
+            nics=nics,
+            user_data=UserData(G.user_data(spec.params)),
+            ssh_keys=G.ssh_keys(spec.params),
+        )
+
     @property
     def instance_id(self) -> str:
         """An id that changes whenever what the guest is told changes (cloud-init

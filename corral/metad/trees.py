@@ -141,9 +141,11 @@ def network_config(meta: InstanceMetadata) -> dict[str, Any]:
         else:
             entry["dhcp4"] = False
             entry["addresses"] = [f"{nic.ip}/{nic.prefixlen}"]
-            routes = []
             if nic.gateway:
-                routes.append({"to": "0.0.0.0/0", "via": nic.gateway})
+                # Not a default route in "routes": cloud-init renders those for
+                # ifupdown (Debian's images) as "route add", a command they lack.
+                entry["gateway4"] = nic.gateway
+            routes = []
             if nic.communication and not _on_link(nic, METADATA_ADDRESS):
                 # The host side of a routed tap: reachable on the link, no gateway.
                 routes.append({"to": f"{METADATA_ADDRESS}/32", "scope": "link"})
@@ -199,9 +201,9 @@ def openstack_network_data(meta: InstanceMetadata) -> dict[str, Any]:
         else:
             network.update(type="ipv4", ip_address=nic.ip, netmask=nic.netmask, routes=[])
             if nic.gateway:
-                network["routes"].append(
-                    {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": nic.gateway}
-                )
+                # cloud-init's own key (it takes "gateway" from a network as it
+                # is), not the spec's default route: see network_config.
+                network["gateway"] = nic.gateway
         networks.append(network)
     return {"links": links, "networks": networks, "services": []}
 

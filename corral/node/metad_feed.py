@@ -38,17 +38,14 @@ METAD = "corral-metad"
 
 
 def metadata_of(spec: InstanceSpec) -> InstanceMetadata | None:
-    """What metad serves ``spec``'s guest (None: its start carried no OS)."""
+    """What metad serves ``spec``'s guest (None: its start carried no OS): as
+    its config drive would hold, user-data and SSH keys included."""
     osspec = spec.wire.get("osspec")
     if not isinstance(osspec, dict):
         return None
-    return InstanceMetadata(
-        name=spec.name,
-        uuid=spec.uuid or spec.name,
-        hostname=spec.name,
-        os=OsSpec.from_wire(osspec),  # type: ignore[arg-type]
-        nics=tuple(_nic(entry) for entry in spec.wire.get("nics") or ()),
-    )
+    nics = tuple(_nic(entry) for entry in spec.wire.get("nics") or ())
+    os_spec = OsSpec.from_wire(osspec)  # type: ignore[arg-type]
+    return InstanceMetadata.of_instance(spec.name, spec.uuid or spec.name, os_spec, nics)
 
 
 def _nic(entry: dict[str, Any]) -> Nic:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from corral import constants as C
 from corral import errors
 from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import cmdline
@@ -138,6 +139,19 @@ def test_nics_on_passed_tap_files() -> None:
     argv = cmdline.build(spec(nics=nics[:1], nic_type="e1000"), launch(taps=((7,),)))
     assert option(argv, "-netdev") == ["tap,id=netdev0,fd=7"]
     assert option(argv, "-device")[1:] == ["e1000,netdev=netdev0,mac=aa:00:00:11:22:33"]
+
+
+def test_a_communication_nic_comes_first_and_names_the_platform() -> None:
+    """cloud-init's ds-identify enables its OpenStack datasource on the SMBIOS
+    product, which asks DHCP on the guest's first NIC: the communication one."""
+    comm = NicSpec(1, "n1", "aa:00:00:44:55:66", "routed", "communication_rt",
+                   name=C.INSTANCE_COMMUNICATION_NIC_PREFIX + "inst1")  # fmt: skip
+    data = NicSpec(0, "n0", "aa:00:00:11:22:33", "bridged", "br0")
+    argv = cmdline.build(spec(nics=(data, comm)), launch(taps=((7,), (8,))))
+    assert option(argv, "-netdev") == ["tap,id=netdev1,fd=8", "tap,id=netdev0,fd=7"]
+    assert option(argv, "-smbios") == ["type=1,product=OpenStack Nova"]
+    argv = cmdline.build(spec(nics=(data,)), launch(taps=((7,),)))
+    assert "-smbios" not in argv
 
 
 def test_vnc_display_from_network_port() -> None:

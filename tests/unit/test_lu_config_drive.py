@@ -1,4 +1,5 @@
-"""The config drive's settings (``config-drive``, ``user-data``) against real
+"""The config drive's settings (``config-drive``, ``user-data``,
+``ssh-authorized-keys``) against real
 nodes in-process: accepted at their visibility only, refused otherwise with
 nothing stored, kept out of the OS scripts' environment, and carried to the
 node in the instance's wire data (never a secret)."""
@@ -24,6 +25,7 @@ OS = "envdump"
 USER_DATA = "#cloud-config\nruncmd: [echo config-drive-marker-41c7]\n"
 SECRET = "secret-token-9d0e"
 MAC = "aa:00:00:11:22:33"
+KEYS = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7k operator@one\n\nssh-rsa AAAAB3NzaC1yc2E two"
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def drive_of(cl: InProcessCluster) -> dict[str, Any] | None:
 
 
 WITH_DRIVE = {
-    "osparams": {"config-drive": "yes"},
+    "osparams": {"config-drive": "yes", "ssh-authorized-keys": KEYS},
     "osparams_private": {"user-data": USER_DATA},
 }
 
@@ -69,11 +71,12 @@ async def test_the_settings_are_stored_and_reach_the_node_but_not_the_scripts(
     assert job.status == C.JOB_STATUS_SUCCESS, job.error
     inst = cl.instance(INST)
     assert inst is not None
-    assert inst.osparams == {"config-drive": "yes"}
+    assert inst.osparams == {"config-drive": "yes", "ssh-authorized-keys": KEYS}
     assert inst.osparams_private == {"user-data": USER_DATA}
     env = (tmp_path / "create.env").read_text()
     assert f"OSP_TOKEN={SECRET}" in env  # the scripts get their own parameters...
     assert "OSP_USER_DATA" not in env and "OSP_CONFIG_DRIVE" not in env  # ...not the guest's
+    assert "OSP_SSH_AUTHORIZED_KEYS" not in env
     record = drive_of(cl)
     assert record is not None and SECRET not in json.dumps(record)
     meta = InstanceMetadata.from_record(record)
@@ -81,6 +84,9 @@ async def test_the_settings_are_stored_and_reach_the_node_but_not_the_scripts(
     assert meta.user_data.reveal() == USER_DATA.encode()
     assert [(n.mac, n.ip) for n in meta.nics] == [(MAC, "10.20.0.5")]
     assert "user-data" not in meta.os.params and "config-drive" not in meta.os.params
+    # One key a line, blank lines dropped: the datasources' own key fields.
+    assert meta.ssh_keys == tuple(line for line in KEYS.split("\n") if line)
+    assert "ssh-authorized-keys" not in meta.os.params
 
 
 async def test_no_drive_unless_asked_and_the_id_follows_the_data(cl: InProcessCluster) -> None:
@@ -119,6 +125,15 @@ REFUSALS = [
     (
         {"osparams": {"config-drive": "maybe"}},
         "The OS parameter 'config-drive' must be one of yes, no (got 'maybe')",
+    ),
+    (
+        {"osparams_private": {"ssh-authorized-keys": KEYS}},
+        "The OS parameter 'ssh-authorized-keys' cannot be private; give it with --os-parameters",
+    ),
+    (
+        {"osparams": {"ssh-authorized-keys": "ssh-ed25519 AAAAC3 ok\nnot-a-key"}},
+        "The OS parameter 'ssh-authorized-keys' holds 'not-a-key', which is not an OpenSSH"
+        " public key ('TYPE BASE64 [COMMENT]', one a line)",
     ),
     (
         {"osparams_private": {"user-data": "x" * (64 * 1024 + 1)}},

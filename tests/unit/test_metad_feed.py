@@ -64,6 +64,24 @@ def test_metadata_of_a_start_with_a_communication_nic(paths: Paths) -> None:
     assert metadata_of(spec(paths, nics=[COMM_NIC])) is None  # no OS sent
 
 
+def test_the_guest_settings_become_user_data_and_keys(paths: Paths) -> None:
+    """As on the config drive: served by the datasources, not as OS parameters."""
+    settings = {
+        "config-drive": {"value": "no", "visibility": "public"},
+        "ssh-authorized-keys": {
+            "value": "ssh-ed25519 AAAA one\nssh-rsa BBBB",
+            "visibility": "public",
+        },
+        "user-data": {"value": "#cloud-config\n{}\n", "visibility": "private"},
+    }
+    osspec = {**OSSPEC, "params": {**OSSPEC["params"], **settings}}
+    meta = metadata_of(spec(paths, nics=[COMM_NIC], osspec=osspec))
+    assert meta is not None
+    assert meta.user_data.reveal() == b"#cloud-config\n{}\n"
+    assert meta.ssh_keys == ("ssh-ed25519 AAAA one", "ssh-rsa BBBB")
+    assert sorted(meta.os.params) == ["release", "token"]
+
+
 async def test_nothing_to_publish_starts_no_metad(paths: Paths) -> None:
     feed = MetadFeed(paths)
     await feed.publish(spec(paths, osspec=OSSPEC))  # no communication NIC

@@ -85,7 +85,7 @@ def test_nocloud_network_config_v2_matches_by_mac_with_static_addresses() -> Non
                 "match": {"macaddress": "aa:00:00:00:00:01"},
                 "dhcp4": False,
                 "addresses": ["10.20.0.5/24"],
-                "routes": [{"to": "0.0.0.0/0", "via": "10.20.0.1"}],
+                "gateway4": "10.20.0.1",
             },
             "nic1": {
                 "match": {"macaddress": "aa:00:00:00:00:02"},
@@ -120,7 +120,8 @@ def test_openstack_tree() -> None:
         "type": "ipv4",
         "ip_address": "10.20.0.5",
         "netmask": "255.255.255.0",
-        "routes": [{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.20.0.1"}],
+        "routes": [],
+        "gateway": "10.20.0.1",
     }
     assert body(meta, "/openstack/latest/user_data") == USER_DATA
     assert as_json(meta, "/openstack/latest/vendor_data.json") == {}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corral import constants as C
 from corral import errors
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
 
@@ -40,6 +41,14 @@ NIC_DEVICES = {
 # boot_order → QEMU's -boot letter (without a kernel_path).
 BOOT_LETTERS = {"disk": "c", "cdrom": "d", "floppy": "a", "network": "n"}
 SANDBOX = "on,obsolete=deny,resourcecontrol=deny"
+# What makes a stock cloud image look for corral-metad: cloud-init's ds-identify
+# enables its OpenStack datasource on this SMBIOS product, which reads the
+# OpenStack tree at 169.254.169.254 in cloud-init's first (local) stage over a
+# DHCP lease of its own and writes the whole network configuration before the
+# network starts.  (NoCloud's seed URL in the SMBIOS serial works too, but is a
+# network-stage source: the guest comes up on a fallback DHCP configuration
+# first and is reconfigured after, a slower boot.)
+METADATA_SMBIOS = "type=1,product=OpenStack Nova"
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,8 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     argv += _display(spec, launch)
     argv += _disks(spec.disks, hvp)
     argv += _nics(spec.nics, launch.taps, hvp)
+    if any(_communication(nic) for nic in spec.nics):
+        argv += ["-smbios", METADATA_SMBIOS]
     argv += _security(launch)
     argv += [word for word in str(hvp.get("kvm_extra") or "").split(" ") if word]
     return argv
@@ -230,7 +241,10 @@ def _nics(
     if model is None:
         raise errors.OpExecError(f"Unknown nic_type '{kind}'")
     argv: list[str] = []
-    for nic, tap in zip(nics, taps, strict=True):
+    # The communication NIC first on the PCI bus: it is the guest's first NIC,
+    # the one cloud-init asks DHCP on for the metadata service (its "fallback").
+    pairs = sorted(zip(nics, taps, strict=True), key=lambda pair: not _communication(pair[0]))
+    for nic, tap in pairs:
         netdev = f"netdev{nic.index}"
         fds = ":".join(str(fd) for fd in tap)
         value = f"tap,id={netdev},{'fds' if len(tap) > 1 else 'fd'}={fds}"
@@ -238,6 +252,10 @@ def _nics(
             value += ",vhost=on"
         argv += ["-netdev", value, "-device", f"{model},netdev={netdev},mac={nic.mac}"]
     return argv
+
+
+def _communication(nic: NicSpec) -> bool:
+    return (nic.name or "").startswith(C.INSTANCE_COMMUNICATION_NIC_PREFIX)
 
 
 def _security(launch: Launch) -> list[str]:
