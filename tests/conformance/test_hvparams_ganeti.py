@@ -12,8 +12,8 @@ from typing import Any
 
 from corral import errors
 from corral import hvparams as HV
-from corral.hvparams import kvm
 from corral import params as P
+from corral.hvparams import kvm
 from tests.conformance.ganeti import ganeti_library
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import config_serial, failed, ok

@@ -3,8 +3,8 @@ guest's uid (``setpriv``, no supplementary groups) tries to connect to
 TCP endpoints and unix sockets; listeners stand for the node's services.
 
 Call these from the thread of the namespace under test (a
-:class:`~tests.helpers.netns_thread.NamespaceThread`): the processes they
-start live in it."""
+:class:`~tests.helpers.netns_thread.NamespaceThread`): the processes and
+sockets they make live in it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 
 from corral.node.netrules import nft
+from tests.helpers.netns_thread import NamespaceThread
 
 # The system Python: the helper needs nothing of Corral's (nor of its venv).
 PYTHON = "/usr/bin/python3"
@@ -65,6 +66,13 @@ def listeners(endpoints: Sequence[tuple[str, int]]) -> Iterator[list[int]]:
             sock.listen(16)
             ports.append(int(sock.getsockname()[1]))
         yield ports
+
+
+@contextlib.contextmanager
+def listeners_in(ns: NamespaceThread, endpoints: Sequence[tuple[str, int]]) -> Iterator[list[int]]:
+    """:func:`listeners` in ``ns``'s namespace (made from its thread)."""
+    with contextlib.ExitStack() as stack:
+        yield ns.call(stack.enter_context, listeners(endpoints))
 
 
 def table_listing(table: str) -> str:

@@ -11,7 +11,6 @@ test_netrules_cluster for a real guest."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from tests.helpers.netrules import (
     REFUSED_BY_RULES,
     delete_table,
     listeners,
+    listeners_in,
     probe,
     table_listing,
 )
@@ -133,10 +133,7 @@ def test_a_ruled_uid_reaches_none_of_the_nodes_networks(bed: Bed) -> None:
 
 def test_other_nodes_are_refused_outside_hosts_and_links_are_not(bed: Bed) -> None:
     rules = NetRules(bed.paths)
-    with contextlib.ExitStack() as stack:
-        # Entered in the peer's thread: the sockets are the peer namespace's.
-        wanted = listeners([("0.0.0.0", 0), ("0.0.0.0", 0)])
-        port, other_port = bed.peer.call(stack.enter_context, wanted)
+    with listeners_in(bed.peer, [("0.0.0.0", 0), ("0.0.0.0", 0)]) as (port, other_port):
         peer, other, outside = (
             ("tcp", PEER, port),
             ("tcp", PEER, other_port),
@@ -201,7 +198,7 @@ def test_a_node_without_nft_refuses_clearly_and_changes_nothing(
 ) -> None:
     monkeypatch.setenv(nft.NFT_ENV, "/nonexistent/nft")
     rules = NetRules(bed.paths)
-    with pytest.raises(errors.OpExecError, match="no nft .install Debian's nftables") as err:
+    with pytest.raises(errors.OpExecError, match=r"no nft \(install Debian's nftables") as err:
         bed.node.call(asyncio.run, rules.guard("inst1", UID))
     assert "use_network_rules=false" in err.value.message
     assert rules.uid_of("inst1") is None

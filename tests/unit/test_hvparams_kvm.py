@@ -82,7 +82,7 @@ def test_the_kvm_table_has_ganetis_65_names_and_defaults() -> None:
 
 
 def test_corrals_own_kvm_parameters() -> None:
-    assert kvm.EXTENSIONS == {"use_network_rules"}
+    assert {"use_network_rules"} == kvm.EXTENSIONS
     assert not kvm.EXTENSIONS & set(GANETI_KVM_DEFAULTS)
     assert P.HV_DEFAULTS["kvm"]["use_network_rules"] is True
     assert accepted("kvm", {"use_network_rules": False}) == {"use_network_rules": False}
