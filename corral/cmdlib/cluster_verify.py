@@ -266,7 +266,8 @@ class LUClusterVerifyGroup(_VerifyLU):
             NV.STORAGE: storage,
             NV.UNFINISHED_EXPORTS: None,
         }
-        if H.HT_KVM in hypervisors:
+        kinds = [H.kind(hv) for hv in hypervisors]
+        if any(kind is not None and kind.network_rules for kind in kinds):
             checks[NV.NETRULES] = None
         # Every node's program, whichever group it is in (Ganeti's NV_OOB_PATHS).
         programs = dict.fromkeys(supports_oob(self.cfg, node) for node in self.cfg.nodes())
