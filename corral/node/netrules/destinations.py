@@ -38,7 +38,8 @@ def own_networks(addresses: set[Address]) -> list[Network]:
     out: list[Network] = []
     with IPRoute() as ipr:
         for record in ipr.get_addr():
-            text = record.get_attr("IFA_ADDRESS") or record.get_attr("IFA_LOCAL")
+            # IFA_LOCAL is the node's own end of a point-to-point link.
+            text = record.get_attr("IFA_LOCAL") or record.get_attr("IFA_ADDRESS")
             if not text:
                 continue
             with contextlib.suppress(ValueError):

@@ -76,8 +76,8 @@ class NetRules:
             self.guests = dict(guests)
             self.links.clear()
             try:
-                exists = bool(self.guests) or await asyncio.to_thread(nft.table_exists, self.table)
-                if exists:
+                needed = bool(self.guests) or await asyncio.to_thread(nft.table_exists, self.table)
+                if needed:
                     await self._apply()
             except errors.OpExecError as err:
                 log.error("Restoring the rules of %s: %s", ", ".join(sorted(guests)), err.message)

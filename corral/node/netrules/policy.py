@@ -20,7 +20,7 @@ prohibited": the connect fails at once (EHOSTUNREACH; EPERM for datagrams).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ACCEPT = "accept"
@@ -145,8 +145,3 @@ def _networks(networks: Iterable[Network], version: int) -> list[str]:
 def static_blocked() -> list[Network]:
     """:data:`STATIC_BLOCKED` as networks."""
     return [ipaddress.ip_network(text) for text in STATIC_BLOCKED]
-
-
-def uids_of(guests: Mapping[str, int]) -> frozenset[int]:
-    """The uids the rules must hold for ``guests`` (instance → uid)."""
-    return frozenset(guests.values())
