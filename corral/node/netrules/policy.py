@@ -55,7 +55,9 @@ RULES: tuple[Rule, ...] = (
          "meta skuid . ip daddr . tcp dport @links4", ACCEPT),
     Rule("a migration's links to the target node, IPv6",
          "meta skuid . ip6 daddr . tcp dport @links6", ACCEPT),
-    Rule("every address of this node", "fib daddr type local", REJECT),
+    # Broadcasts and multicasts too: they reach the node's own listeners (confd's UDP).
+    Rule("every address of this node, its broadcasts and multicasts",
+         "fib daddr type { local, broadcast, multicast }", REJECT),
     Rule("loopback, metadata, the cluster's nodes and networks", "ip daddr @blocked4", REJECT),
     Rule("loopback, the cluster's nodes and networks, IPv6", "ip6 daddr @blocked6", REJECT),
 )  # fmt: skip
