@@ -74,13 +74,8 @@ LUXID_DEFINITIONS: dict[tuple[str, str], Definition] = {
     ),
 }
 
-# Corral's own fields (see "os_version" and "Network rules for QEMU's users"
-# in README.md): not in Ganeti.
-CORRAL_ONLY = {
-    ("os", "os_version"),
-    ("os", "os_version_consistent"),
-    ("instance", "hv/use_network_rules"),
-}
+# Corral's own fields (see "os_version" in README.md): not in Ganeti.
+CORRAL_ONLY = {("os", "os_version"), ("os", "os_version_consistent")}
 
 _GANETI_FIELDS = r"""
 import json
