@@ -43,6 +43,9 @@ class HypervisorKind:
     # A live migration copies the disks only the source node holds, while
     # the guest runs (Corral's extension; kvm: an NBD drive-mirror).
     copies_disks: bool = False
+    # Its processes may run under network rules that nodes apply and verify
+    # checks (kvm: QEMU's users, corral.node.netrules).
+    network_rules: bool = False
 
 
 HYPERVISORS: Mapping[str, HypervisorKind] = {
@@ -55,6 +58,7 @@ HYPERVISORS: Mapping[str, HypervisorKind] = {
             needs_port=True,
             user_shutdown_param="user_shutdown",
             copies_disks=True,
+            network_rules=True,
         ),
     )
 }

@@ -38,6 +38,8 @@ command -v qemu-system-x86_64 >/dev/null || qemu_pkgs+=(qemu-system-x86)
 command -v qemu-img >/dev/null || qemu_pkgs+=(qemu-utils)
 # DHCP on instance communication taps (corral/node/netdev/dhcp.py)
 [[ -x /usr/sbin/dnsmasq ]] || qemu_pkgs+=(dnsmasq-base)
+# network rules for the users QEMU runs as (corral/node/netrules)
+[[ -x /usr/sbin/nft ]] || qemu_pkgs+=(nftables)
 if ((${#need_pkgs[@]} + ${#qemu_pkgs[@]})); then
   SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
   echo "Installing Debian packages: ${need_pkgs[*]} ${qemu_pkgs[*]}"

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral import hypervisors as H
 from corral.cmdlib import cluster_verify_nodes as vn
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.cluster_verify_files import checked_files, verify_files
@@ -265,6 +266,9 @@ class LUClusterVerifyGroup(_VerifyLU):
             NV.STORAGE: storage,
             NV.UNFINISHED_EXPORTS: None,
         }
+        kinds = [H.kind(hv) for hv in hypervisors]
+        if any(kind is not None and kind.network_rules for kind in kinds):
+            checks[NV.NETRULES] = None
         # Every node's program, whichever group it is in (Ganeti's NV_OOB_PATHS).
         programs = dict.fromkeys(supports_oob(self.cfg, node) for node in self.cfg.nodes())
         programs.pop("", None)
@@ -347,6 +351,7 @@ class LUClusterVerifyGroup(_VerifyLU):
             vn.verify_storage(self.report, img)
             if not node.vm_capable:
                 continue
+            vn.verify_netrules(self.report, img)
             vn.update_instances(self.report, img)
             vn.update_oses(self.report, img)
             if img.oses is not None:

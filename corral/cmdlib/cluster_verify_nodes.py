@@ -149,6 +149,18 @@ def verify_storage(report: Reporter, img: NodeImage) -> None:
         report(code or "ENODESETUP", "node", name, text)
 
 
+def verify_netrules(report: Reporter, img: NodeImage) -> None:
+    """The network rules of the node's ruled kvm guests are in place
+    (Corral's own check; ENODENET, Ganeti's code for a node's network)."""
+    assert img.answer is not None
+    name = img.node.name
+    failure = img.failed(NV.NETRULES)
+    if failure:
+        report("ENODENET", "node", name, f"cannot check the network rules: {failure}")
+    for problem in img.answer.get(NV.NETRULES, []):
+        report("ENODENET", "node", name, f"{problem}; restart corral-noded to restore them")
+
+
 def update_instances(report: Reporter, img: NodeImage) -> None:
     """Record the node's running instances (ENODEHV for a hypervisor that failed)."""
     assert img.answer is not None

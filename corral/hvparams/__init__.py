@@ -27,6 +27,7 @@ from corral.hvparams.rows import Check, HvParam, unspecified
 
 __all__ = [
     "DEFAULTS",
+    "EXTENSIONS",
     "TABLES",
     "TYPES",
     "Check",
@@ -66,6 +67,8 @@ TYPES: Mapping[str, dict[str, str]] = {
 DEFAULTS: Mapping[str, dict[str, Any]] = {
     hv: {name: row.default for name, row in table.params.items()} for hv, table in TABLES.items()
 }
+# Corral's own parameters, which Ganeti lacks (kvm's use_network_rules).
+EXTENSIONS: frozenset[str] = kvm.EXTENSIONS
 
 
 def _refuse(message: str) -> errors.OpPrereqError:

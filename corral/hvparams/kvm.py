@@ -1,6 +1,7 @@
 """The kvm hypervisor's parameters: Ganeti 3.0.2's 65 names, types and defaults
 (``constants.HVC_DEFAULTS[HT_KVM]``), their checks (``hv_kvm.PARAMETERS``), and
-which of them Corral implements (``BUILT``, ``BUILT_VALUES``).
+which of them Corral implements (``BUILT``, ``BUILT_VALUES``); then Corral's
+own (``EXTENSIONS``), which Ganeti does not have.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ BUILT = frozenset(
         "migration_downtime", "migration_mode", "migration_port", "nic_type", "reboot_behavior",
         "root_path", "security_domain", "security_model", "serial_console", "serial_speed",
         "usb_mouse", "use_chroot", "use_localtime", "user_shutdown", "vhost_net",
-        "vnc_bind_address", "vnc_password_file", "vnet_hdr",
+        "vnc_bind_address", "vnc_password_file", "vnet_hdr", "use_network_rules",
     }
 )  # fmt: skip
 # Built parameters of which Corral implements only some values.
@@ -145,7 +146,17 @@ _ROWS: tuple[tuple[str, str, Any, R.Check], ...] = (
     ("vnet_hdr", BOOL, True, R.NO_CHECK),
 )
 
+# Corral's own parameters (the README documents them).  use_network_rules:
+# nftables rules keep the user QEMU runs as off the node's networks
+# (corral.node.netrules); on by default, as no Ganeti behaviour depends on
+# that access, and without effect under security_model=none (QEMU runs as
+# root, whom no rule can tell from noded).
+_CORRAL_ROWS: tuple[tuple[str, str, Any, R.Check], ...] = (
+    ("use_network_rules", BOOL, True, R.NO_CHECK),
+)
+EXTENSIONS = frozenset(name for name, *_ in _CORRAL_ROWS)
+
 PARAMS = tuple(
     R.HvParam(name, kind, default, check, name in BUILT, BUILT_VALUES.get(name, ()))
-    for name, kind, default, check in _ROWS
+    for name, kind, default, check in (*_ROWS, *_CORRAL_ROWS)
 )

@@ -19,9 +19,12 @@ from typing import Any
 
 from corral import errors
 from corral.crypto.cert_check import check_file
+from corral.node import netrules
 from corral.node.capabilities import disk_template_problem, hypervisor_problem
 from corral.node.handlers.files import upload_allowed
 from corral.node.hypervisor import get_hypervisor
+from corral.node.hypervisor.kvm.hypervisor import ruled_guests
+from corral.node.hypervisor.kvm.runtime import Layout
 from corral.node.impexp import exports
 from corral.node.storage import registry
 from corral.osdef.definition import diagnose
@@ -146,6 +149,11 @@ def oob_paths(paths: Paths, names: Any) -> list[str | None]:
     return [_oob_problem(paths, name) for name in _names(names, "oob-paths")]
 
 
+def netrules_problems(paths: Paths, _: Any) -> list[str]:
+    """What the network rules of the running kvm guests lack on this node."""
+    return netrules.problems(paths, ruled_guests(Layout(paths.run_dir)))
+
+
 Check = Callable[[Paths, Any], Any]
 
 # Check name → the function answering it (its parameter from the master).
@@ -158,6 +166,7 @@ CHECKS: dict[str, Check] = {
     NV.DISKS: disk_status,
     NV.UNFINISHED_EXPORTS: lambda paths, _: exports.unfinished(paths),
     NV.OOB_PATHS: oob_paths,
+    NV.NETRULES: netrules_problems,
 }
 
 

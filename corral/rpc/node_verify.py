@@ -19,6 +19,8 @@ DISKS: Final = "disks"  # [disk description] → [[state, why]]
 STORAGE_FILES: Final = "storage-files"  # [template] → {template: [file]}
 UNFINISHED_EXPORTS: Final = "unfinished-exports"  # None → [instance] of <instance>.new
 OOB_PATHS: Final = "oob-paths"  # [program] → [why it cannot run, or None]
+# Corral's own: None → [what the running guests' network rules lack]
+NETRULES: Final = "netrules"
 # The answer's key holding {check: why it failed on the node}.
 FAILURES: Final = "failures"
 

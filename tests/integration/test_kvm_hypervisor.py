@@ -23,6 +23,7 @@ from corral.node import netdev
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.kvm.hypervisor import KVM_PATH_ENV
 from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING, STATE_SHUTDOWN, NicSpec
+from corral.node.netrules import nft
 from corral.node.uidpool import uid_has_process
 from corral.paths import Paths
 from tests.helpers.kvm_guest import MARKER, booted, guest_spec, kvm_hypervisor, serial
@@ -191,6 +192,20 @@ async def test_qemu_missing(hv: KvmHypervisor, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(errors.OpExecError, match="QEMU binary '/nonexistent/kvm'"):
         await hv.start(guest_spec("noqemu", kvm_path="/nonexistent/kvm"))
     assert hv.layout.names() == []
+
+
+async def test_rules_without_nft_refuse_the_start(
+    hv: KvmHypervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guest that needs network rules does not start on a node without nft
+    (never without its rules); nothing of it is left, no uid stays taken."""
+    monkeypatch.setenv(nft.NFT_ENV, "/nonexistent/nft")
+    spec = guest_spec("nonft", security_model="user", security_domain="nobody",
+                      use_network_rules=True)  # fmt: skip
+    with pytest.raises(errors.OpExecError, match=r"no nft \(install Debian's nftables"):
+        await hv.start(spec)
+    assert hv.layout.names() == [] and "nonft" not in hv.monitors
+    assert hv.netrules.uid_of("nonft") is None
 
 
 async def test_kernel_path_missing(hv: KvmHypervisor) -> None:

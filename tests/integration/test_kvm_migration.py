@@ -20,6 +20,7 @@ from pyroute2 import NetNS  # type: ignore[import-untyped]
 
 from corral import testbed
 from corral.node.hypervisor.kvm.runtime import Layout
+from corral.node.netrules import nft
 from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import PERMISSIVE_IPOLICY
 from tests.helpers.guest import guest_initramfs, guest_kernel
@@ -157,6 +158,42 @@ def test_file_disks_are_copied_byte_identical(bed: testbed.Testbed) -> None:
     assert refused.returncode != 0 and "does not allow failovers" in refused.stderr
     assert placement(bed, "copy1") == (node2.name, "ADMIN_down")
     ok(bed.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "copy1"))
+
+
+def ruled_uids(bed: testbed.Testbed, node: testbed.BedNode) -> str:
+    """The uids in the node's network rules for QEMU's users ("" without any)."""
+    table = nft.table_name(node.paths)
+    argv = bed.network_bed.wrap(node.index, ["nft", "list", "set", "inet", table, "uids"])  # type: ignore[attr-defined]
+    listing = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+    found = re.search(r"elements = \{ ([^}]*) \}", listing)
+    return found.group(1).strip() if found else ""
+
+
+def test_ruled_guest_migrates_through_its_link(bed: testbed.Testbed) -> None:
+    """A QEMU under the network rules (a uid of the pool) reaches the target
+    node only through the link its migration opens (its memory stream).
+    Diskless: a pool guest's file disks cannot be copied yet (the target's
+    block-export-add finds its disk read-only, rules or not)."""
+    node1, node2 = bed.nodes
+    ok(bed.gnt("cluster", "modify", "--uid-pool", "47340-47343"))
+    try:
+        add(bed, "ruled1", node1.name, "-t", "diskless", "-H", "kvm:security_model=pool")
+        source = Layout(node1.paths.run_dir).read_runtime("ruled1")
+        assert source is not None and source.rules_uid is not None
+        assert ruled_uids(bed, node1) == str(source.rules_uid)
+        ok(bed.gnt("instance", "migrate", "-f", "-n", node2.name, "ruled1"))
+        assert placement(bed, "ruled1") == (node2.name, "running")
+        target = Layout(node2.paths.run_dir).read_runtime("ruled1")
+        assert target is not None and target.rules_uid is not None
+        # The source's rules went with its guest; the target's rule the new QEMU.
+        assert (ruled_uids(bed, node1), ruled_uids(bed, node2)) == ("", str(target.rules_uid))
+        after = console(node2, "ruled1")
+        after.wait_for(COUNT.pattern)  # it runs on
+        after.close()
+        ok(bed.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "ruled1"))
+        assert ruled_uids(bed, node2) == ""
+    finally:
+        ok(bed.gnt("cluster", "modify", "--uid-pool", ""))
 
 
 def test_failover_stops_and_starts_on_the_other_node(bed: testbed.Testbed) -> None:

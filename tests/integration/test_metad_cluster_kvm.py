@@ -4,7 +4,8 @@ guest reads its own OS parameters over its communication NIC, and nothing of
 another guest's; DHCP on the tap gives the guest its address; a metad killed
 is started again and given every guest's data anew.  The whole
 cluster runs in a network namespace of the test's own (its taps carry
-169.254.169.254); guests are the busybox test guests under TCG, booted once."""
+169.254.169.254); guests are the busybox test guests under TCG, booted once, running as uids
+of the cluster's pool under the network rules for QEMU's users."""
 
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ def ns_cluster() -> Iterator[TestCluster]:
     with NamespaceThread() as ns, short_root("mdh") as root:
         ns.call(subprocess.run, ["ip", "link", "set", "lo", "up"], check=True)
         cl = new_root(root)
-        init = ("--enabled-hypervisors=kvm", "-H", f"kvm:{cluster_hvparams()}")
+        # Guests under the network rules (pool uids): their traffic through
+        # their own taps reaches 169.254.169.254 all the same.
+        hvparams = f"kvm:{cluster_hvparams()},security_model=pool"
+        init = ("--enabled-hypervisors=kvm", "-H", hvparams, "--uid-pool", "47360-47369")
         result = ns.call(cl.init, *init)  # its daemons start in the namespace
         try:
             assert result.rc == 0, result.stderr
@@ -143,6 +147,8 @@ def test_guest_reads_its_own_parameters_from_metad(ns_cluster: TestCluster) -> N
     metad_pid = running_pid(pid_file)
     assert metad_pid is not None
     layout = Layout(cl.paths.run_dir)
+    for name in ("inst1", "inst2"):
+        assert layout.read_runtime(name).rules_uid is not None  # type: ignore[union-attr]
     # The private values reached metad's memory, not the guests' runtime files.
     assert files_holding(cl.paths.run_dir, PRIVATE_VALUE.encode()) == []
     ips = {name: rows(cl, ["nic.ips"], name)[0][0] for name in ("inst1", "inst2")}

@@ -75,9 +75,18 @@ def accepted(hv: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_kvm_table_has_ganetis_65_names_and_defaults() -> None:
-    assert P.HV_DEFAULTS["kvm"] == GANETI_KVM_DEFAULTS
-    assert len(kvm.PARAMS) == 65
-    assert [p.name for p in kvm.PARAMS] == sorted(GANETI_KVM_DEFAULTS)
+    ganetis = {k: v for k, v in P.HV_DEFAULTS["kvm"].items() if k not in kvm.EXTENSIONS}
+    assert ganetis == GANETI_KVM_DEFAULTS
+    names = [p.name for p in kvm.PARAMS if p.name not in kvm.EXTENSIONS]
+    assert len(names) == 65 and names == sorted(GANETI_KVM_DEFAULTS)
+
+
+def test_corrals_own_kvm_parameters() -> None:
+    assert {"use_network_rules"} == kvm.EXTENSIONS
+    assert not kvm.EXTENSIONS & set(GANETI_KVM_DEFAULTS)
+    assert P.HV_DEFAULTS["kvm"]["use_network_rules"] is True
+    assert accepted("kvm", {"use_network_rules": False}) == {"use_network_rules": False}
+    refused("kvm", {"use_network_rules": "maybe"}, "use_network_rules")
 
 
 def test_the_types_are_those_the_commands_check() -> None:

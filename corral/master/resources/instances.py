@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral import hvparams as HV
 from corral import hypervisors
 from corral import params as P
 from corral import paramtypes as PT
@@ -374,10 +375,16 @@ def _param_fields() -> list[Field]:
         # As luxid: a field for every parameter of every hypervisor (Ganeti's
         # whole table, not only the hypervisors Corral runs) but the
         # cluster-wide ones; one the instance's hypervisor lacks is unavailable.
+        # Corral's own parameters have none: the field list stays Ganeti's
+        # (its QA compares it); they show in hvparams and gnt-instance info.
         *param_fields(
             "hv",
             "hypervisor",
-            {k: v for k, v in PT.HV_PARAMETER_TYPES.items() if k not in HV_GLOBALS},
+            {
+                k: v
+                for k, v in PT.HV_PARAMETER_TYPES.items()
+                if k not in HV_GLOBALS and k not in HV.EXTENSIONS
+            },
             HV_TITLES,
             _hvparams,
             UNAVAIL,

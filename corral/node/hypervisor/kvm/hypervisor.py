@@ -38,6 +38,7 @@ from corral.node.hypervisor.spec import (
 from corral.node.meminfo import memory_info
 from corral.node.metad_feed import MetadFeed
 from corral.node.netdev import dhcp
+from corral.node.netrules import NetRules
 from corral.node.uidpool import UidPool
 from corral.paths import Paths
 
@@ -72,6 +73,7 @@ class KvmHypervisor(Hypervisor):
         self._reaping: dict[str, asyncio.Task[None]] = {}
         self.migrations = Migrations(self)
         self.metad = MetadFeed(paths)
+        self.netrules = NetRules(paths)
 
     @classmethod
     def problem(cls, paths: Paths) -> str | None:
@@ -93,6 +95,7 @@ class KvmHypervisor(Hypervisor):
     async def resume(self) -> None:
         """Reconnect to the guests that kept running; clean up after the others."""
         self.layout.ensure()
+        await self.netrules.restore(self._ruled())
         for name in self.layout.names():
             runtime = self.layout.read_runtime(name)
             if runtime is not None and alive(runtime):
@@ -105,6 +108,10 @@ class KvmHypervisor(Hypervisor):
             log.info("Instance %s died while noded was down; cleaning up", name)
             await self._cleanup(name, runtime)
         await self.migrations.resume()
+
+    def _ruled(self) -> dict[str, int]:
+        """The running guests whose QEMU the network rules cover, with its uid."""
+        return ruled_guests(self.layout)
 
     async def close(self) -> None:
         self.metad.close()
@@ -136,8 +143,9 @@ class KvmHypervisor(Hypervisor):
         await self._cleanup(monitor.name, runtime)
 
     async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
-        """Remove what a dead guest left: its metadata, taps' routes, its uid, its files."""
+        """Remove what a dead guest left: its metadata, rules, taps' routes, its uid, its files."""
         await self.metad.withdraw(name)
+        await self.netrules.release(name)
         if runtime is not None:
             for tap in runtime.taps:
                 await self._remove_tap(tap)
@@ -199,6 +207,9 @@ class KvmHypervisor(Hypervisor):
         taps = await self._make_taps(spec)
         try:
             async with security.runas(self.paths, name, hvp) as (runas, uid):
+                rules_uid = security.ruled_uid(hvp, uid)
+                if rules_uid is not None:
+                    await self.netrules.guard(name, rules_uid)
                 launch = cmdline.Launch(
                     qmp_socket=self.layout.qmp(name),
                     serial_socket=self.layout.serial(name),
@@ -218,7 +229,7 @@ class KvmHypervisor(Hypervisor):
                 finally:
                     for tap in taps:
                         tap.close()
-                runtime = self._record(spec, argv, [t.name for t in taps], uid, chroot)
+                runtime = self._record(spec, argv, [t.name for t in taps], (uid, rules_uid), chroot)
                 return await self._attach_new(runtime)
         except BaseException:
             await self._cleanup(name, self.layout.read_runtime(name))
@@ -268,9 +279,11 @@ class KvmHypervisor(Hypervisor):
         spec: InstanceSpec,
         argv: list[str],
         taps: list[str],
-        uid: int | None,
+        uids: tuple[int | None, int | None],
         chroot: Path | None,
     ) -> Runtime:
+        """Write the runtime file; ``uids``: the pool's uid, the ruled uid."""
+        uid, rules_uid = uids
         pid = process.read_pid(str(self.layout.pidfile(spec.name)))
         start = process_start(pid) if pid is not None else None
         if pid is None or start is None:
@@ -288,6 +301,7 @@ class KvmHypervisor(Hypervisor):
             taps=taps,
             uid=uid,
             chroot=str(chroot) if chroot is not None else None,
+            rules_uid=rules_uid,
         )
         self.layout.write_runtime(runtime)
         if uid is not None:
@@ -414,6 +428,17 @@ class KvmHypervisor(Hypervisor):
 
     async def finalize_migration_src(self, spec: InstanceSpec, success: bool, live: bool) -> None:
         await self.migrations.finalize_src(spec, success)
+
+
+def ruled_guests(layout: Layout) -> dict[str, int]:
+    """Instance → the uid the network rules cover, for the guests running
+    under ``layout`` whose QEMU is ruled."""
+    out = {}
+    for name in layout.names():
+        runtime = layout.read_runtime(name)
+        if runtime is not None and runtime.rules_uid is not None and alive(runtime):
+            out[name] = runtime.rules_uid
+    return out
 
 
 def _network_port(spec: InstanceSpec) -> int | None:

@@ -202,6 +202,8 @@ class Migrations:
         monitor.listen(out.listener)
         self.outgoing[spec.name] = out
         try:
+            # Our QEMU's connections to the target, through the network rules.
+            await self.hv.netrules.allow(spec.name, _links(accepted, bool(disks)))
             await _drop_creds(monitor)  # a received guest's, or a failed migration's
             with tls.client_creds(self.hv.paths, runtime.pid, runtime.chroot) as creds:
                 await monitor.execute("object-add", tls.object_props(creds, tls.ENDPOINT_CLIENT))
@@ -214,6 +216,7 @@ class Migrations:
                 await _start_mirrors(monitor, disks, accepted)
         except BaseException as err:
             out.status, out.error = "failed", str(err)
+            await self.hv.netrules.disallow(spec.name)
             raise
         out.task = asyncio.create_task(
             self._send(monitor, out, accepted), name=f"kvm-migrate-{spec.name}"
@@ -270,6 +273,7 @@ class Migrations:
         monitor = self.hv.monitors.get(spec.name)
         if out is not None:
             await _forget(monitor, out)
+        await self.hv.netrules.disallow(spec.name)
         if success:
             await self.hv.stop(spec.name, force=True)
             return
@@ -316,6 +320,16 @@ def _option(argv: list[str], option: str) -> str | None:
         if word == option:
             return argv[index + 1]
     return None
+
+
+def _links(accepted: Mapping[str, Any], disks: bool) -> list[tuple[str, int]]:
+    """What the source QEMU connects to: the target QEMU's migration
+    listener and, when disks are copied, the target's NBD export."""
+    address = str(accepted["address"])
+    links = [(address, int(accepted["port"]))]
+    if disks:
+        links.append((address, int(accepted["nbd_port"])))
+    return links
 
 
 def _uri_host(address: str) -> str:

@@ -42,6 +42,7 @@ class Runtime:
     taps: list[str] = field(default_factory=list)
     uid: int | None = None
     chroot: str | None = None
+    rules_uid: int | None = None  # the uid the network rules cover (corral.node.netrules)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1).encode()

@@ -57,6 +57,20 @@ def user(domain: str) -> str:
     return domain
 
 
+def ruled_uid(hvp: Mapping[str, Any], pool_uid: int | None) -> int | None:
+    """The uid the network rules must cover for a QEMU started with ``hvp``
+    (:mod:`corral.node.netrules`); None when it needs none: the rules are
+    off (``use_network_rules``) or QEMU runs as root (``security_model=none``)."""
+    if not hvp.get("use_network_rules", True):
+        return None
+    model = hvp.get("security_model") or MODEL_NONE
+    if model == MODEL_POOL:
+        return pool_uid
+    if model == MODEL_USER:
+        return pwd.getpwnam(user(str(hvp.get("security_domain") or ""))).pw_uid or None
+    return None
+
+
 def prepare_chroot(path: Path) -> Path:
     """The empty directory for QEMU's ``-chroot``, root's alone: QEMU, once
     unprivileged, can write nothing into it (a dead guest's was removed)."""
