@@ -132,6 +132,7 @@ def cmd_reinstall(opts: argparse.Namespace) -> int:
             "osparams": opts.osparams,
             "osparams_private": opts.osparams_private,
             "osparams_secret": opts.osparams_secret,
+            "enable_safe_install": opts.enable_safe_install,
         }
 
     return M.reinstall(opts, make_op)
@@ -280,6 +281,7 @@ def _add_lifecycle(sub: Any) -> None:
     p.add_argument("--select-os", action="store_true")
     S.add_os_parameter_options(p)
     p.add_argument("--force-variant", action="store_true")
+    S.add_safe_install_option(p)
     common.add_submit_options(p)
     p = common.add_command(sub, "rename", cmd_rename, "Rename the instance")
     common.add_args(p, "names", "NAME", 2, 2)

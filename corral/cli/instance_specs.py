@@ -101,6 +101,16 @@ def _add_only_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-variant", action="store_true")
     p.add_argument("--no-install", action="store_true")
     p.add_argument("-c", "--communication", dest="instance_communication", type=boolean)
+    add_safe_install_option(p)
+    # Corral's (design-os's self_install): hypervisor parameters of the first start only.
+    p.add_argument("--install-hypervisor-parameters", dest="install_hvparams",
+                   type=key_val("--install-hypervisor-parameters"), default={})  # fmt: skip
+
+
+def add_safe_install_option(p: argparse.ArgumentParser) -> None:
+    """design-os's ``--enable-safe-install=yes|no`` (Corral's): the OS create
+    script in the helper VM or on the node (unset: by the OS's trust)."""
+    p.add_argument("--enable-safe-install", dest="enable_safe_install", type=boolean)
 
 
 def add_modify_options(p: argparse.ArgumentParser) -> None:
@@ -227,6 +237,8 @@ def _mode_fields(opts: argparse.Namespace, mode: str) -> dict[str, Any]:
             "no_install": opts.no_install,
             "identify_defaults": False,
             "instance_communication": bool(opts.instance_communication),
+            "enable_safe_install": opts.enable_safe_install,
+            "install_hvparams": opts.install_hvparams,
         }
     return {
         "start": False,
@@ -254,6 +266,8 @@ def create_opcode(opts: argparse.Namespace, name: str, mode: str = "create") -> 
     disks = disks_from(opts, mode)
     T.force_dict_type(opts.beparams, T.BE_PARAMETER_TYPES)
     T.force_dict_type(hvparams, T.HV_PARAMETER_TYPES)
+    if mode == "create":
+        T.force_dict_type(opts.install_hvparams, T.HV_PARAMETER_TYPES)
     return {
         "OP_ID": "OP_INSTANCE_CREATE",
         "forthcoming": forthcoming,

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib import communication, installer, intents, os_media
+from corral.cmdlib import communication, helper_vm, installer, intents, os_media
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
@@ -170,6 +170,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.src_node: Node | None = None
         self.image: str | None = None
         self.package: media.PackageSource | None = None
+        self.helper: helper_vm.HelperVM | None = None
         if op.mode == imp.MODE_IMPORT:
             # The rest waits for the export's values (before_locks).
             imp.check_import_arguments(self)
@@ -260,6 +261,10 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         hv_os = cluster.os_hvp.get(self.op.os_type or "", {}).get(self.hypervisor, {})
         hv_cluster = cluster.hvparams.get(self.hypervisor, {})
         P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
+        self.install_hvparams = P.check_hvparams(self.hypervisor, self.op.install_hvparams)
+        P.check_filled_hvparams(
+            self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams, self.install_hvparams)
+        )
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         placement.check_opportunistic(self.op, self.allocator)
@@ -426,6 +431,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             os=self.op.os_type or "",
             hypervisor=self.hypervisor,
             hvparams=self.hvparams,
+            install_hvparams=self.install_hvparams,
             beparams=self.beparams,
             osparams=dict(self.op.osparams),
             osparams_private=dict(self.op.osparams_private or {}),
@@ -491,9 +497,29 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
         scripts = media.without_credentials(secret)
         self.os_spec = U.job_os_spec(self, op.os_type, op.osparams, private, scripts)
-        # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
-        if info["api_versions"] and max(info["api_versions"]) >= 20:
+        if not op.no_install:
+            self._check_helper(bool(info["trusted"]))
+        # As Ganeti's CheckOSParams: verify runs for every new instance with an OS
+        # (not an untrusted one's: none of its scripts runs on a node).
+        if info["api_versions"] and max(info["api_versions"]) >= 20 and info["trusted"]:
             await U.verify_osparams(self, [self.pnode], self.os_spec)
+
+    def _check_helper(self, trusted: bool) -> None:
+        """Whether the create script runs in the helper VM (design-os's install
+        mode), which reaches metad through the instance's communication NIC."""
+        op = self.op
+        assert op.os_type
+        if not helper_vm.wanted(self, op.os_type, trusted, op.enable_safe_install, self.hypervisor):
+            return
+        if not U.has_communication_nic(self.instance):
+            raise errors.OpPrereqError(
+                f"Installing OS '{op.os_type}' in the helper VM needs the instance"
+                " communication NIC: add the instance with --communication=yes",
+                C.ECODE_INVAL,
+            )
+        self.helper = helper_vm.HelperVM.of(
+            self, op.helper_startup_timeout, op.helper_shutdown_timeout
+        )
 
     async def _check_media_on_node(self) -> None:
         """The image and the package, as the primary node fetches them (disk 0
@@ -553,12 +579,12 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         kind = self._install_kind()
         if kind is not None:
             await installer.install(self, installer.Target(inst, self.pnode, self.os_spec), kind)
+        inst.self_install = bool(inst.install_hvparams)
         if self.op.start:
             self.feedback("* starting instance...")
-            await self._node_call(
-                instance_start(U.start_descriptor(self.cfg, inst, self.ctx.hide), False),
-                "Could not start instance",
-            )
+            desc = U.first_boot(U.start_descriptor(self.cfg, inst, self.ctx.hide), inst)
+            await self._node_call(instance_start(desc, False), "Could not start instance")
+            inst.self_install = False  # its first start is done: back to run mode
 
     def _install_kind(self) -> installer.InstallKind | None:
         """Where the new disks' data comes from, by the opcode's mode."""
@@ -571,6 +597,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             None if self.template.adopts else self.image,
             bool(self.op.os_type) and not self.op.no_install,
             self.package,
+            helper=self.helper,
         )
         return None if kind.empty else kind
 

@@ -210,6 +210,15 @@ def start_descriptor(
     return desc
 
 
+def first_boot(desc: InstanceWire, inst: Instance) -> InstanceWire:
+    """A start descriptor of ``inst`` as its start by the operator or its add
+    sends it: the first after an install (self_install) has its install
+    hypervisor parameters over the usual ones; later starts are in ``run`` mode."""
+    if inst.self_install and inst.install_hvparams:
+        desc["hvparams"] = {**desc["hvparams"], **inst.install_hvparams}
+    return desc
+
+
 def has_communication_nic(inst: Instance) -> bool:
     """Whether ``inst`` has an instance communication NIC (by Ganeti's name)."""
     return any(

@@ -88,6 +88,12 @@ class MetadFeed:
             return
         log.info("Published instance %s's metadata (%s on %s)", spec.name, ip, tap)
 
+    async def publish_install(self, meta: InstanceMetadata, tap: str, ip: str) -> None:
+        """Publish an install's data (a helper VM's): unlike a start's, a failure
+        raises (DaemonStartError, MetadError), as the install cannot go on."""
+        await self._ensure_running()
+        await client.publish(self.paths, client.record_of(meta, tap, ip))
+
     async def withdraw(self, name: str) -> None:
         """Withdraw ``name``'s metadata (and its secrets) if metad runs."""
         pid_file = self.paths.pid_file(METAD)

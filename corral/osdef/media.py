@@ -59,14 +59,16 @@ def without_credentials(secret: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in secret.items() if not RESERVED.get(key)}
 
 
-def check_image(image: str | None) -> str | None:
-    """The image, checked as Ganeti's CheckOSImage (None: no image)."""
+def check_image(
+    image: str | None, what: str = "OS image must be an absolute path or a URL"
+) -> str | None:
+    """The image, checked as Ganeti's CheckOSImage (None: no image); ``what``
+    starts the error (Ganeti's words differ for the install image)."""
     if image is None:
         return None
     if not (is_url(image) or os.path.isabs(image)):
         raise errors.OpPrereqError(
-            "OS image must be an absolute path or a URL"
-            f" (got {image!r}: give a path on the node or an http(s) URL)",
+            f"{what} (got {image!r}: give a path on the node or an http(s) URL)",
             C.ECODE_INVAL,
         )
     if is_url(image) and urlsplit(image).username is not None:
