@@ -182,6 +182,8 @@ async def start(
         assert meta is not None  # the descriptor carries the OS spec (instance_spec)
         meta = replace(
             meta,
+            # Again, with its secret values: the model keeps them for installs only.
+            os=instance_spec(inst),
             os_dir=os_dir,
             package=package_path,
             install_package=str(_directory(ctx, name) / "os-install-package.tar.gz"),
