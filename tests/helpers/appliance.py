@@ -31,7 +31,9 @@ FILES = {
     "json-params.awk": ("etc/json-params.awk", 0o644),
 }
 FS_OFFSET = 1 << 20  # partition 1 starts at 1 MiB, after GRUB (guest.BOOT_AREA_BYTES)
-GRUB_CFG = "linux /boot/vmlinuz console=ttyS0,115200 quiet panic=-1\ninitrd /boot/initrd.img\nboot\n"
+GRUB_CFG = (
+    "linux /boot/vmlinuz console=ttyS0,115200 quiet panic=-1\ninitrd /boot/initrd.img\nboot\n"
+)
 # What the appliance prints and reports as its identity (with the build's hash).
 APPLIANCE_NAME = "corral-install-appliance"
 

@@ -168,6 +168,9 @@ def test_untrusted_os_installs_in_the_helper_vm(cluster: TestCluster, tmp_path: 
     # No OS script ran on the node: noded logs each run it makes.
     assert list((cl.paths.log_dir / "os").glob(f"*{UNTRUSTED}*")) == []
     assert not (cl.paths.run_dir / "helper-vm" / "inst1").exists()
+    # The secret parameter reached the script through metad's memory only.
+    grep = ["grep", "-rlF", "--devices=skip", SECRET, str(cl.paths.root)]
+    assert subprocess.run(grep, capture_output=True, text=True).stdout == ""
 
     console = SerialConsole(Layout(cl.paths.run_dir).serial("inst1"))
     try:
