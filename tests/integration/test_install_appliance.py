@@ -33,7 +33,7 @@ def test_parameters_become_osp_variables(tmp_path: Path) -> None:
     names = "RELEASE QUOTED MULTI_LINE UNICODE EMPTY"
     script = (
         f'eval "$(awk -f {SOURCE / "json-params.awk"} {tmp_path / "parameters.json"})"'
-        f"; for v in {names}; do eval \"printf '%s\\\\0' \\\"\\$OSP_$v\\\"\"; done"
+        f'; for v in {names}; do eval "printf \'%s\\\\0\' \\"\\$OSP_$v\\""; done'
     )
     out = subprocess.run(
         [str(busybox()), "sh", "-c", script], capture_output=True, check=True
