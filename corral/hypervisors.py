@@ -43,6 +43,9 @@ class HypervisorKind:
     # A live migration copies the disks only the source node holds, while
     # the guest runs (Corral's extension; kvm: an NBD drive-mirror).
     copies_disks: bool = False
+    # Runs helper VMs: an instance booted from the cluster's install image
+    # (design-os's install mode), whose disks appear to it as /dev/vda, ...
+    helper_vm: bool = False
 
 
 HYPERVISORS: Mapping[str, HypervisorKind] = {
@@ -55,6 +58,7 @@ HYPERVISORS: Mapping[str, HypervisorKind] = {
             needs_port=True,
             user_shutdown_param="user_shutdown",
             copies_disks=True,
+            helper_vm=True,
         ),
     )
 }
@@ -64,6 +68,12 @@ def kind(name: str) -> HypervisorKind | None:
     """The implemented hypervisor ``name``, or None (a name Corral lacks, as an
     old configuration may hold)."""
     return HYPERVISORS.get(name)
+
+
+def runs_helper_vm(name: str) -> bool:
+    """Whether instances of hypervisor ``name`` can be installed in a helper VM."""
+    found = HYPERVISORS.get(name)
+    return found is not None and found.helper_vm
 
 
 def needs_port(name: str) -> bool:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
+from corral import hypervisors
 from corral import errors
-from corral.hypervisors import HT_KVM
 from corral.osdef.media import PackageSource
 from corral.rpc.calls_osmedia import helper_vm_start, helper_vm_status, helper_vm_stop
 
@@ -58,7 +58,7 @@ def wanted(
             " installed only in the helper VM; drop --enable-safe-install=no",
             C.ECODE_INVAL,
         )
-    if hypervisor != HT_KVM:
+    if not hypervisors.runs_helper_vm(hypervisor):
         raise errors.OpPrereqError(
             f"Cannot run OS scripts in a virtualized environment for hypervisor '{hypervisor}'",
             C.ECODE_INVAL,

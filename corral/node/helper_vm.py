@@ -69,7 +69,7 @@ def _directory(ctx: NodeContext, name: str) -> Path:
 
 
 def _kvm(ctx: NodeContext) -> KvmHypervisor:
-    hypervisor = get_hypervisor("kvm", ctx.paths)
+    hypervisor = get_hypervisor(KvmHypervisor.NAME, ctx.paths)
     assert isinstance(hypervisor, KvmHypervisor)
     return hypervisor
 
@@ -160,7 +160,7 @@ async def start(
 ) -> None:
     """Start ``inst``'s helper VM; on any failure nothing of it is left."""
     name = inst["name"]
-    if inst.get("hypervisor") != "kvm":
+    if inst.get("hypervisor") != KvmHypervisor.NAME:  # the one that runs helper VMs
         raise errors.OpExecError(
             "Cannot run OS scripts in a virtualized environment for hypervisor"
             f" '{inst.get('hypervisor')}'"
