@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
-from corral import hypervisors
-from corral import errors
+from corral import errors, hypervisors
 from corral.osdef.media import PackageSource
 from corral.rpc.calls_osmedia import helper_vm_start, helper_vm_status, helper_vm_stop
 
