@@ -32,6 +32,7 @@ from tests.helpers.appliance import identity_of, install_image
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, failed, ok, rows
 from tests.helpers.kvm_guest import cluster_hvparams, kill_leftovers, short_root
+from tests.helpers.leaks import files_holding
 from tests.helpers.media_server import MediaServer, media_server
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.osdef import make_os
@@ -152,13 +153,19 @@ def leftovers(cl: TestCluster, name: str) -> list[str]:
 def test_untrusted_os_installs_in_the_helper_vm(cluster: TestCluster, tmp_path: Path) -> None:
     cl = cluster
     with served(tmp_path, "package.tar.gz", _package()) as server:
-        out = ok(
-            add(cl, "inst1", "-t", "file", "--disk", "0:size=16M", "-o", f"{UNTRUSTED}+default",
-                "--no-nics", "-c", "yes", "-B", "memory=128",
-                "-H", "kvm:kernel_args=quiet corral.reboot=1",
-                "-O", f"marker=hello,os-package={server.url('/package.tar.gz')}",
-                "--os-parameters-secret", f"password={SECRET}")
-        )  # fmt: skip
+        _install_and_reinstall(cl, server)
+
+
+def _install_and_reinstall(cl: TestCluster, server: MediaServer) -> None:
+    """Add inst1 of the untrusted OS (its package from ``server``), look at
+    what its helper VM wrote, reinstall it, look again."""
+    out = ok(
+        add(cl, "inst1", "-t", "file", "--disk", "0:size=16M", "-o", f"{UNTRUSTED}+default",
+            "--no-nics", "-c", "yes", "-B", "memory=128",
+            "-H", "kvm:kernel_args=quiet corral.reboot=1",
+            "-O", f"marker=hello,os-package={server.url('/package.tar.gz')}",
+            "--os-parameters-secret", f"password={SECRET}")
+    )  # fmt: skip
     # The job log: the helper VM's own reports, relayed by metad.
     assert "Running OS create script: Helper VM is up" in out
     assert f"helper VM up ({identity_of(install_image())}" in out
@@ -169,8 +176,7 @@ def test_untrusted_os_installs_in_the_helper_vm(cluster: TestCluster, tmp_path: 
     assert list((cl.paths.log_dir / "os").glob(f"*{UNTRUSTED}*")) == []
     assert not (cl.paths.run_dir / "helper-vm" / "inst1").exists()
     # The secret parameter reached the script through metad's memory only.
-    grep = ["grep", "-rlF", "--devices=skip", SECRET, str(cl.paths.root)]
-    assert subprocess.run(grep, capture_output=True, text=True).stdout == ""
+    assert files_holding(cl.paths.root, SECRET) == []
 
     console = SerialConsole(Layout(cl.paths.run_dir).serial("inst1"))
     try:
@@ -186,6 +192,23 @@ def test_untrusted_os_installs_in_the_helper_vm(cluster: TestCluster, tmp_path: 
     finally:
         console.close()
     assert rows(cl, ["status"], "inst1") == [["running"]]
+
+    # A reinstall runs in a helper VM again, with new parameters (the secret
+    # one given again), and fetches the package again.
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "inst1"))
+    out = ok(
+        cl.gnt("instance", "reinstall", "-f", "-O", "marker=again",
+               "--os-parameters-secret", "password=x", "inst1")
+    )  # fmt: skip
+    assert "create_untrusted: disk 0 written" in out
+    assert server.whole_fetches("/package.tar.gz") == 2
+    ok(cl.gnt("instance", "startup", "inst1"))
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("inst1"))
+    try:
+        marker = ask(console, "cat /mnt/disk/corral-disk-marker", "AGAIN")
+        assert marker.endswith(":marker=again:secret-length=1")
+    finally:
+        console.close()
     ok(cl.gnt("instance", "remove", "-f", "inst1"))
 
 
