@@ -59,6 +59,11 @@ HANGING_CREATE = """#!/bin/sh
 echo "working forever"
 exec sleep 100000
 """
+FAILING = "failing"
+FAILING_CREATE = """#!/bin/sh
+echo "cannot install: the mirror is gone" >&2
+exit 3
+"""
 # Started with corral.reboot=1, the test guest writes the disk's boot-count + 1
 # back: the package's 41 makes its first boot 42.
 PACKAGE_BOOTS = 41
@@ -115,6 +120,7 @@ def cluster() -> Iterator[TestCluster]:
             assert result.rc == 0, result.stderr
             _untrusted_os(cl, UNTRUSTED, CREATE_UNTRUSTED)
             _untrusted_os(cl, HANGING, HANGING_CREATE)
+            _untrusted_os(cl, FAILING, FAILING_CREATE)
             make_os(cl.paths, "tiny")
             ok(cl.gnt("cluster", "modify", "--instance-communication-network=commnet"))
             ok(cl.gnt("cluster", "modify", f"--install-image={image}"))
@@ -257,6 +263,28 @@ def test_helper_vm_that_never_powers_off_is_killed(cluster: TestCluster) -> None
     )
     failed(result, "Error running helper VM with image")
     assert rows(cl, [], "inst4") == [] and leftovers(cl, "inst4") == []
+
+
+@pytest.mark.slow
+def test_a_failing_create_script_fails_the_add_and_says_why(cluster: TestCluster) -> None:
+    cl = cluster
+    result = add(
+        cl, "inst6", "-t", "file", "--disk", "0:size=16M", "-o", f"{FAILING}+default",
+        "--no-nics", "-c", "yes", "-B", "memory=128",
+    )  # fmt: skip
+    assert "create_untrusted: cannot install: the mirror is gone" in result.stdout
+    failed(result, "the helper VM reported: failed: create_untrusted exited with code 3")
+    assert rows(cl, [], "inst6") == [] and leftovers(cl, "inst6") == []
+
+
+def test_a_helper_vm_that_does_not_start_in_time_is_killed(cluster: TestCluster) -> None:
+    cl = cluster
+    failed(
+        add(cl, "inst7", "-t", "file", "--disk", "0:size=16M", "-o", f"{HANGING}+default",
+            "--no-nics", "-c", "yes", "-B", "memory=128", "--helper-startup-timeout=0"),
+        "Running OS create script: Could not boot instance using image",
+    )  # fmt: skip
+    assert rows(cl, [], "inst7") == [] and leftovers(cl, "inst7") == []
 
 
 @pytest.mark.slow
