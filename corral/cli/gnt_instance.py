@@ -129,10 +129,9 @@ def cmd_reinstall(opts: argparse.Namespace) -> int:
             "instance_name": name,
             "os_type": opts.os,
             "force_variant": opts.force_variant,
-            "osparams": opts.osparams,
+            "osparams": S.with_safe_install(opts.osparams, opts),
             "osparams_private": opts.osparams_private,
             "osparams_secret": opts.osparams_secret,
-            "enable_safe_install": opts.enable_safe_install,
         }
 
     return M.reinstall(opts, make_op)

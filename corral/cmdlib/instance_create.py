@@ -29,7 +29,7 @@ from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Instance, Network, Node
 from corral.opcodes import instance as opi
-from corral.osdef import guest_settings, media
+from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
@@ -188,6 +188,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             op.osparams, op.osparams_private or {}, op.osparams_secret or {}
         )
         guest_settings.check(op.osparams, op.osparams_private or {}, op.osparams_secret or {})
+        install_settings.check(op.osparams, op.osparams_private or {}, op.osparams_secret or {})
         if not op.os_type and self.image is None and not op.no_install:
             raise errors.OpPrereqError(
                 "No guest OS or OS image specified; give one with -o or"
@@ -261,7 +262,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         hv_os = cluster.os_hvp.get(self.op.os_type or "", {}).get(self.hypervisor, {})
         hv_cluster = cluster.hvparams.get(self.hypervisor, {})
         P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
-        self.install_hvparams = P.check_hvparams(self.hypervisor, self.op.install_hvparams)
+        # self_install's parameters (install-hv-*) over the instance's own.
+        self.install_hvparams = U.install_hvparams(self.hypervisor, self.op.osparams)
         P.check_filled_hvparams(
             self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams, self.install_hvparams)
         )
@@ -431,7 +433,6 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             os=self.op.os_type or "",
             hypervisor=self.hypervisor,
             hvparams=self.hvparams,
-            install_hvparams=self.install_hvparams,
             beparams=self.beparams,
             osparams=dict(self.op.osparams),
             osparams_private=dict(self.op.osparams_private or {}),
@@ -509,7 +510,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         mode), which reaches metad through the instance's communication NIC."""
         op = self.op
         assert op.os_type
-        if not helper_vm.wanted(self, op.os_type, trusted, op.enable_safe_install, self.hypervisor):
+        safe = install_settings.safe_install(op.osparams)
+        if not helper_vm.wanted(self, op.os_type, trusted, safe, self.hypervisor):
             return
         if not U.has_communication_nic(self.instance):
             raise errors.OpPrereqError(
@@ -579,7 +581,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         kind = self._install_kind()
         if kind is not None:
             await installer.install(self, installer.Target(inst, self.pnode, self.os_spec), kind)
-        inst.self_install = bool(inst.install_hvparams)
+        inst.self_install = bool(self.install_hvparams)
         if self.op.start:
             self.feedback("* starting instance...")
             desc = U.first_boot(U.start_descriptor(self.cfg, inst, self.ctx.hide), inst)

@@ -12,7 +12,7 @@ from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
-from corral.osdef import guest_settings, media
+from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
 from corral.services.params import filled_beparams, filled_hvparams
@@ -181,6 +181,8 @@ class LUInstanceReinstall(InstanceLU):
         self.image = os_media.image_of(self.public)
         self.package = media.check_package(self.public, self.private, secret)
         guest_settings.check(self.public, self.private, secret)
+        install_settings.check(self.public, self.private, secret)
+        self.install_hvparams = U.install_hvparams(inst.hypervisor, self.public)
         if not self.os_name and self.image is None:
             raise errors.OpPrereqError(
                 f"Instance '{inst.name}' has no OS and no OS image; give one with -o"
@@ -209,7 +211,7 @@ class LUInstanceReinstall(InstanceLU):
     def _check_helper(self, trusted: bool) -> None:
         """The helper VM, if the create script runs in one (see helper_vm.wanted)."""
         inst = self.instance
-        safe = self.op.enable_safe_install
+        safe = install_settings.safe_install(self.public)
         if not helper_vm.wanted(self, self.os_name, trusted, safe, inst.hypervisor):
             return
         if not U.has_communication_nic(inst):
@@ -234,6 +236,6 @@ class LUInstanceReinstall(InstanceLU):
             self.image, bool(self.os_name), self.package, reinstall=True, helper=self.helper
         )
         await installer.install(self, target, kind)
-        inst.self_install = bool(inst.install_hvparams)
+        inst.self_install = bool(self.install_hvparams)
         self.tx.update(inst)
         return None

@@ -43,10 +43,8 @@ class Instance(ConfigObject):
     nics: list[NIC] = Field(default_factory=list)
     disks_active: bool = False
     network_port: int | None = None
-    # design-os's self_install (Corral's): hypervisor parameters of the first
-    # start after an install only (a boot medium, a boot order), stored for
-    # reinstalls; ``self_install`` says the next start is that first one.
-    install_hvparams: dict[str, Any] = Field(default_factory=dict)
+    # design-os's self_install (Corral's): the next start is the first after an
+    # install, with the install-hv-* OS parameters over the hypervisor's.
     self_install: bool = False
 
     @property

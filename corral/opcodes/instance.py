@@ -79,15 +79,8 @@ class OpInstanceCreate(OpCode):
     commit: bool = not_built(False)
     tags: list[NonEmptyStr] = Field(default_factory=list)
     instance_communication: bool = False
-    helper_startup_timeout: NonNegInt | None = None
-    helper_shutdown_timeout: NonNegInt | None = None
-    # Corral's (design-os's --enable-safe-install): the OS create script runs in
-    # the helper VM (True), on the node (False: refused for an untrusted OS), or
-    # where the OS's trust puts it (None).
-    enable_safe_install: bool | None = None
-    # Corral's (design-os's self_install): hypervisor parameters of the first
-    # start after an install only (e.g. a boot medium), stored for reinstalls.
-    install_hvparams: Params = Field(default_factory=dict)
+    helper_startup_timeout: int | None = None
+    helper_shutdown_timeout: int | None = None
 
 
 class OpInstanceRemove(_InstanceOp):
@@ -137,7 +130,6 @@ class OpInstanceReinstall(_InstanceOp):
     osparams: Params | None = None
     osparams_private: Params | None = None
     osparams_secret: Params | None = None
-    enable_safe_install: bool | None = None  # Corral's, as OP_INSTANCE_CREATE's
 
 
 class OpInstanceRename(_InstanceOp):

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from corral import constants as C
 from corral import errors
+from corral.osdef import install_settings
 from corral.osdef.guest_settings import SETTINGS
 from corral.osdef.spec import Private
 from corral.rpc.calls_osmedia import PackageWire
@@ -48,9 +49,14 @@ def is_url(text: str) -> bool:
 
 
 def declared_elsewhere(names: list[str]) -> list[str]:
-    """``names`` without Corral's own (which no OS needs to declare): these
-    and the config drive's settings (:mod:`corral.osdef.guest_settings`)."""
-    return [name for name in names if name not in RESERVED and name not in SETTINGS]
+    """``names`` without Corral's own (which no OS needs to declare): these,
+    the config drive's settings (:mod:`corral.osdef.guest_settings`) and the
+    install modes' (:mod:`corral.osdef.install_settings`)."""
+    return [
+        name
+        for name in names
+        if name not in RESERVED and name not in SETTINGS and not install_settings.reserved(name)
+    ]
 
 
 def without_credentials(secret: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # Corral's own cluster settings, which Ganeti's cluster object has not.
 _CORRAL_ONLY = frozenset({"noded_port", "name"})
 # Corral's own instance settings (design-os's self_install), which Ganeti's has not.
-_INSTANCE_CORRAL_ONLY = frozenset({"install_hvparams", "self_install"})
+_INSTANCE_CORRAL_ONLY = frozenset({"self_install"})
 # Ganeti's cluster keys for what Corral has not, at an unused Ganeti's values.
 _GANETI_UNUSED: dict[str, Any] = {
     "candidate_certs": {},

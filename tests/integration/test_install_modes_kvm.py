@@ -295,7 +295,7 @@ def test_self_install_uses_the_install_parameters_for_the_first_start_only(
     ok(
         add(cl, "inst5", "-t", "diskless", "-o", "tiny+default", "--no-nics", "-B", "memory=128",
             "-H", "kvm:kernel_args=quiet corral.hostname=running",
-            "--install-hypervisor-parameters", "kernel_args=quiet corral.hostname=installing")
+            "-O", "install-hv-kernel_args=quiet corral.hostname=installing")
     )  # fmt: skip
     layout = Layout(cl.paths.run_dir)
     console = SerialConsole(layout.serial("inst5"))

@@ -69,7 +69,7 @@ async def test_the_install_image_is_a_cluster_parameter(cl: InProcessCluster) ->
 async def test_an_untrusted_os_needs_a_helper_vm(cl: InProcessCluster, tmp_path: Path) -> None:
     await assert_refused(
         cl,
-        create(os_type=UNTRUSTED, enable_safe_install=False),
+        create(os_type=UNTRUSTED, osparams={"enable-safe-install": "no"}),
         f"OS '{UNTRUSTED}' is not trusted (it has create_untrusted only): it can be"
         " installed only in the helper VM; drop --enable-safe-install=no",
     )
@@ -86,25 +86,24 @@ async def test_an_untrusted_os_needs_a_helper_vm(cl: InProcessCluster, tmp_path:
 async def test_a_trusted_os_in_the_helper_vm_on_request(cl: InProcessCluster) -> None:
     await assert_refused(
         cl,
-        create(enable_safe_install=True),
+        create(osparams={"enable-safe-install": "yes"}),
         "Cannot run OS scripts in a virtualized environment for hypervisor 'fake'",
     )
-    job = await cl.run(create(enable_safe_install=False))
+    job = await cl.run(create(osparams={"enable-safe-install": "no"}))
     assert job.status == C.JOB_STATUS_SUCCESS, job.error
 
 
 async def test_self_install_lasts_until_the_first_start(cl: InProcessCluster) -> None:
-    job = await cl.run(create(install_hvparams={"migration_mode": "non-live"}))
+    job = await cl.run(create(osparams={"install-hv-migration_mode": "non-live"}))
     assert job.status == C.JOB_STATUS_SUCCESS, job.error
     inst = cl.instance(INST)
-    assert inst is not None and inst.install_hvparams == {"migration_mode": "non-live"}
-    assert inst.self_install and inst.hvparams == {}
+    assert inst is not None and inst.self_install and inst.hvparams == {}
     job = await cl.run({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": INST})
     assert job.status == C.JOB_STATUS_SUCCESS, job.error
     assert "First start after the install done with the install parameters" in job.log
     inst = cl.instance(INST)
     assert inst is not None and not inst.self_install
-    assert inst.install_hvparams == {"migration_mode": "non-live"}  # kept for a reinstall
+    assert inst.osparams == {"install-hv-migration_mode": "non-live"}  # kept for a reinstall
     await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST, "timeout": 0})
     job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
     assert job.status == C.JOB_STATUS_SUCCESS, job.error
@@ -112,11 +111,22 @@ async def test_self_install_lasts_until_the_first_start(cl: InProcessCluster) ->
     assert inst is not None and inst.self_install
 
 
-async def test_install_parameters_are_checked(cl: InProcessCluster) -> None:
+async def test_install_settings_are_checked(cl: InProcessCluster) -> None:
     await assert_refused(
         cl,
-        create(install_hvparams={"boot_order": "cdrom"}),
+        create(osparams={"install-hv-boot_order": "cdrom"}),
         "Unknown fake hypervisor parameter 'boot_order'",
+    )
+    await assert_refused(
+        cl,
+        create(osparams={"enable-safe-install": "maybe"}),
+        "The OS parameter 'enable-safe-install' must be yes or no (got 'maybe')",
+    )
+    await assert_refused(
+        cl,
+        create(osparams_secret={"install-hv-migration_mode": "live"}),
+        "The OS parameter 'install-hv-migration_mode' cannot be secret;"
+        " give it with --os-parameters",
     )
 
 
