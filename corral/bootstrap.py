@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import diskparams, errors, uidpool
 from corral import hypervisors as H
+from corral.osdef import media
 from corral.paths import Paths
 from corral.storage_names import DEFAULT_ENABLED
 
@@ -65,6 +66,8 @@ class InitOptions:
     enabled_user_shutdown: bool = False
     # -D: accepted at Ganeti's defaults only (see corral.diskparams).
     diskparams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The image helper VMs boot (--install-image: an absolute path or a URL).
+    install_image: str = ""
 
 
 def check_hostname(name: str, what: str) -> None:
@@ -132,6 +135,8 @@ def _check_ip_versions(opts: InitOptions) -> None:
 def _validate(opts: InitOptions) -> None:
     check_hostname(opts.cluster_name, "cluster name")
     check_hostname(opts.node_name, "node name")
+    if opts.install_image:
+        media.check_image(opts.install_image, "Install image must be an absolute path or a URL")
     opts.node_ip = (
         check_ip(opts.node_ip, "node address") if opts.node_ip else resolve(opts.node_name)
     )
@@ -247,6 +252,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         ipolicy=initial_ipolicy(opts.ipolicy, opts.enabled_disk_templates),
         uid_pool=opts.uid_pool,
         enabled_user_shutdown=opts.enabled_user_shutdown,
+        install_image=opts.install_image,
     )
     SqliteConfigStore.create(paths.config_db, initial_change([cluster, group, node]))
 

@@ -46,6 +46,9 @@ class HypervisorKind:
     # Its processes may run under network rules that nodes apply and verify
     # checks (kvm: QEMU's users, corral.node.netrules).
     network_rules: bool = False
+    # Runs helper VMs: an instance booted from the cluster's install image
+    # (design-os's install mode), whose disks appear to it as /dev/vda, ...
+    helper_vm: bool = False
 
 
 HYPERVISORS: Mapping[str, HypervisorKind] = {
@@ -59,6 +62,7 @@ HYPERVISORS: Mapping[str, HypervisorKind] = {
             user_shutdown_param="user_shutdown",
             copies_disks=True,
             network_rules=True,
+            helper_vm=True,
         ),
     )
 }
@@ -68,6 +72,12 @@ def kind(name: str) -> HypervisorKind | None:
     """The implemented hypervisor ``name``, or None (a name Corral lacks, as an
     old configuration may hold)."""
     return HYPERVISORS.get(name)
+
+
+def runs_helper_vm(name: str) -> bool:
+    """Whether instances of hypervisor ``name`` can be installed in a helper VM."""
+    found = HYPERVISORS.get(name)
+    return found is not None and found.helper_vm
 
 
 def needs_port(name: str) -> bool:

@@ -67,6 +67,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.uid_pool = uidpool.parse(opts.uid_pool)
     if opts.enabled_user_shutdown is not None:
         init.enabled_user_shutdown = opts.enabled_user_shutdown
+    if opts.install_image:
+        init.install_image = opts.install_image
     init.beparams = split_key_val("-B", opts.backend_parameters or "")
     init.nicparams = split_key_val("-N", opts.nic_parameters or "")
     init.hvparams = _hv_options(opts.hypervisor_parameters)
@@ -367,6 +369,7 @@ def _add_init(sub: Any) -> None:
     p.add_argument("--file-storage-dir")
     p.add_argument("--shared-file-storage-dir")
     p.add_argument("--max-running-jobs", type=int)
+    p.add_argument("--install-image", help="The disk image helper VMs boot (a path or a URL)")
     p.add_argument("-B", "--backend-parameters", help="Default backend parameters")
     p.add_argument("-N", "--nic-parameters", help="Default NIC parameters")
     p.add_argument(

@@ -129,7 +129,7 @@ def cmd_reinstall(opts: argparse.Namespace) -> int:
             "instance_name": name,
             "os_type": opts.os,
             "force_variant": opts.force_variant,
-            "osparams": opts.osparams,
+            "osparams": S.with_safe_install(opts.osparams, opts),
             "osparams_private": opts.osparams_private,
             "osparams_secret": opts.osparams_secret,
         }
@@ -280,6 +280,7 @@ def _add_lifecycle(sub: Any) -> None:
     p.add_argument("--select-os", action="store_true")
     S.add_os_parameter_options(p)
     p.add_argument("--force-variant", action="store_true")
+    S.add_safe_install_option(p)
     common.add_submit_options(p)
     p = common.add_command(sub, "rename", cmd_rename, "Rename the instance")
     common.add_args(p, "names", "NAME", 2, 2)

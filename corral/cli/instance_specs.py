@@ -11,6 +11,7 @@ from corral import constants as C
 from corral import errors
 from corral import paramtypes as T
 from corral.cli.optvalues import boolean, split_key_val
+from corral.osdef import install_settings
 from corral.storage_names import DT_DISKLESS, GANETI_DISK_TEMPLATES
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -101,6 +102,22 @@ def _add_only_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-variant", action="store_true")
     p.add_argument("--no-install", action="store_true")
     p.add_argument("-c", "--communication", dest="instance_communication", type=boolean)
+    add_safe_install_option(p)
+
+
+def add_safe_install_option(p: argparse.ArgumentParser) -> None:
+    """design-os's ``--enable-safe-install=yes|no``: the OS create script in
+    the helper VM or on the node (unset: by the OS's trust); Corral carries it
+    as the OS parameter of that name (:mod:`corral.osdef.install_settings`)."""
+    p.add_argument("--enable-safe-install", dest="enable_safe_install", type=boolean)
+
+
+def with_safe_install(osparams: dict[str, Any] | None, opts: argparse.Namespace) -> Any:
+    """``osparams`` with ``--enable-safe-install``'s value, if it was given."""
+    if opts.enable_safe_install is None:
+        return osparams
+    value = "yes" if opts.enable_safe_install else "no"
+    return {**(osparams or {}), install_settings.SAFE_INSTALL: value}
 
 
 def add_modify_options(p: argparse.ArgumentParser) -> None:
@@ -275,7 +292,7 @@ def create_opcode(opts: argparse.Namespace, name: str, mode: str = "create") -> 
         "hypervisor": hypervisor,
         "hvparams": hvparams,
         "beparams": opts.beparams,
-        "osparams": opts.osparams,
+        "osparams": with_safe_install(opts.osparams, opts) if mode == "create" else opts.osparams,
         "osparams_private": opts.osparams_private,
         "osparams_secret": opts.osparams_secret,
         "mode": mode,

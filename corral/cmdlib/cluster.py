@@ -19,7 +19,7 @@ from corral.cmdlib.node_moves import submit_jobs
 from corral.objects import Cluster, Disk, Instance, Node
 from corral.opcodes import cluster as opc
 from corral.opcodes.base import OpCode
-from corral.osdef import guest_settings
+from corral.osdef import guest_settings, media
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
 from corral.services import allocator
@@ -79,7 +79,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "hidden_os": cluster.hidden_os,
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,
-        "install_image": "",
+        "install_image": cluster.install_image,
         "instance_communication_network": cluster.instance_communication_network,
         "zeroing_image": "",
         "compression_tools": COMPRESSION_TOOLS,
@@ -189,6 +189,9 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                 " octets such as aa:00:00",
                 C.ECODE_INVAL,
             )
+        if op.install_image:
+            # Ganeti's CheckImageValidity, its words; "" (Corral only) clears it.
+            media.check_image(op.install_image, "Install image must be an absolute path or a URL")
         if op.enabled_hypervisors == []:
             raise errors.OpPrereqError("At least one hypervisor must be enabled", C.ECODE_INVAL)
         capabilities.check_implemented(
@@ -232,6 +235,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             "maintain_node_health",
             "default_iallocator",
             "default_iallocator_params",
+            "install_image",
         ):
             value = getattr(op, name)
             if value is not None and value != getattr(cluster, name):

@@ -36,6 +36,7 @@ from corral import errors
 from corral import impexp_kinds as K
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib import os_media
+from corral.cmdlib.helper_vm import HelperVM
 from corral.crypto import rie
 from corral.objects import Instance, Node
 from corral.osdef.media import PackageSource
@@ -127,17 +128,22 @@ class OsScript:
 @dataclass(frozen=True)
 class Fresh:
     """A new install: the image onto disk 0, the create script (``scripts``:
-    the instance has an OS and it is to run), then the package over disk 0."""
+    the instance has an OS and it is to run), then the package over disk 0.
+    With a ``helper`` VM, the script and the package are its work, not the node's."""
 
     image: str | None
     scripts: bool
     package: PackageSource | None
     reinstall: bool = False
+    helper: HelperVM | None = None
 
     async def fill(self, lu: LogicalUnit[Any], target: Target) -> None:
-        """Each step in turn on the primary node."""
+        """Each step in turn on the primary node (or in its helper VM)."""
         if self.image is not None:
             await os_media.write_image(lu, target.inst, target.node, self.image)
+        if self.scripts and self.helper is not None:
+            await self.helper.install(lu, target, self.package, self.reinstall)
+            return
         if self.scripts:
             await OsScript(self.reinstall).fill(lu, target)
         if self.package is not None:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib import communication, installer, intents, os_media
+from corral.cmdlib import communication, helper_vm, installer, intents, os_media
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
@@ -29,7 +29,7 @@ from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
 from corral.objects import NIC, Instance, Network, Node
 from corral.opcodes import instance as opi
-from corral.osdef import guest_settings, media
+from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
@@ -170,6 +170,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         self.src_node: Node | None = None
         self.image: str | None = None
         self.package: media.PackageSource | None = None
+        self.helper: helper_vm.HelperVM | None = None
         if op.mode == imp.MODE_IMPORT:
             # The rest waits for the export's values (before_locks).
             imp.check_import_arguments(self)
@@ -187,6 +188,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             op.osparams, op.osparams_private or {}, op.osparams_secret or {}
         )
         guest_settings.check(op.osparams, op.osparams_private or {}, op.osparams_secret or {})
+        install_settings.check(op.osparams, op.osparams_private or {}, op.osparams_secret or {})
         if not op.os_type and self.image is None and not op.no_install:
             raise errors.OpPrereqError(
                 "No guest OS or OS image specified; give one with -o or"
@@ -260,6 +262,11 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         hv_os = cluster.os_hvp.get(self.op.os_type or "", {}).get(self.hypervisor, {})
         hv_cluster = cluster.hvparams.get(self.hypervisor, {})
         P.check_filled_hvparams(self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams))
+        # self_install's parameters (install-hv-*) over the instance's own.
+        self.install_hvparams = U.install_hvparams(self.hypervisor, self.op.osparams)
+        P.check_filled_hvparams(
+            self.hypervisor, P.fill(hv_cluster, hv_os, self.hvparams, self.install_hvparams)
+        )
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         placement.check_opportunistic(self.op, self.allocator)
@@ -491,9 +498,30 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         U.check_params_declared(op.os_type, info, [*op.osparams, *private, *secret])
         scripts = media.without_credentials(secret)
         self.os_spec = U.job_os_spec(self, op.os_type, op.osparams, private, scripts)
-        # As Ganeti's CheckOSParams: verify runs for every new instance with an OS.
-        if info["api_versions"] and max(info["api_versions"]) >= 20:
+        if not op.no_install:
+            self._check_helper(bool(info["trusted"]))
+        # As Ganeti's CheckOSParams: verify runs for every new instance with an OS
+        # (not an untrusted one's: none of its scripts runs on a node).
+        if info["api_versions"] and max(info["api_versions"]) >= 20 and info["trusted"]:
             await U.verify_osparams(self, [self.pnode], self.os_spec)
+
+    def _check_helper(self, trusted: bool) -> None:
+        """Whether the create script runs in the helper VM (design-os's install
+        mode), which reaches metad through the instance's communication NIC."""
+        op = self.op
+        assert op.os_type
+        safe = install_settings.safe_install(op.osparams)
+        if not helper_vm.wanted(self, op.os_type, trusted, safe, self.hypervisor):
+            return
+        if not U.has_communication_nic(self.instance):
+            raise errors.OpPrereqError(
+                f"Installing OS '{op.os_type}' in the helper VM needs the instance"
+                " communication NIC: add the instance with --communication=yes",
+                C.ECODE_INVAL,
+            )
+        self.helper = helper_vm.HelperVM.of(
+            self, op.helper_startup_timeout, op.helper_shutdown_timeout
+        )
 
     async def _check_media_on_node(self) -> None:
         """The image and the package, as the primary node fetches them (disk 0
@@ -553,12 +581,12 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         kind = self._install_kind()
         if kind is not None:
             await installer.install(self, installer.Target(inst, self.pnode, self.os_spec), kind)
+        inst.self_install = bool(self.install_hvparams)
         if self.op.start:
             self.feedback("* starting instance...")
-            await self._node_call(
-                instance_start(U.start_descriptor(self.cfg, inst, self.ctx.hide), False),
-                "Could not start instance",
-            )
+            desc = U.first_boot(U.start_descriptor(self.cfg, inst, self.ctx.hide), inst)
+            await self._node_call(instance_start(desc, False), "Could not start instance")
+            inst.self_install = False  # its first start is done: back to run mode
 
     def _install_kind(self) -> installer.InstallKind | None:
         """Where the new disks' data comes from, by the opcode's mode."""
@@ -571,6 +599,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             None if self.template.adopts else self.image,
             bool(self.op.os_type) and not self.op.no_install,
             self.package,
+            helper=self.helper,
         )
         return None if kind.empty else kind
 

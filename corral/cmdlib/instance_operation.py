@@ -7,12 +7,12 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.cmdlib import installer, os_media
+from corral.cmdlib import helper_vm, installer, os_media
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
 from corral.opcodes import instance as opi
-from corral.osdef import guest_settings, media
+from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_reboot, instance_shutdown, instance_start
 from corral.services.params import filled_beparams, filled_hvparams
@@ -61,7 +61,7 @@ class LUInstanceStartup(InstanceLU):
             self.tx.update(inst)
         if self.already_running:
             return None
-        desc = self.start_descriptor()
+        desc = U.first_boot(self.start_descriptor(), inst)
         desc["beparams"] = P.fill(desc["beparams"], self.beparams)
         desc["hvparams"] = P.fill(desc["hvparams"], self.hvparams)
         desc["memory"], desc["vcpus"] = desc["beparams"]["maxmem"], desc["beparams"]["vcpus"]
@@ -69,8 +69,11 @@ class LUInstanceStartup(InstanceLU):
             instance_start(desc, self.op.startup_paused), "Could not start instance"
         )
         # The start made the disks ready on their nodes (Ganeti's StartInstanceDisks).
-        if not inst.disks_active:
+        if not inst.disks_active or inst.self_install:
             inst.disks_active = True
+            if inst.self_install:
+                self.feedback("First start after the install done with the install parameters")
+            inst.self_install = False  # back to run mode
             self.tx.update(inst)
         return None
 
@@ -178,6 +181,8 @@ class LUInstanceReinstall(InstanceLU):
         self.image = os_media.image_of(self.public)
         self.package = media.check_package(self.public, self.private, secret)
         guest_settings.check(self.public, self.private, secret)
+        install_settings.check(self.public, self.private, secret)
+        self.install_hvparams = U.install_hvparams(inst.hypervisor, self.public)
         if not self.os_name and self.image is None:
             raise errors.OpPrereqError(
                 f"Instance '{inst.name}' has no OS and no OS image; give one with -o"
@@ -185,19 +190,37 @@ class LUInstanceReinstall(InstanceLU):
                 C.ECODE_INVAL,
             )
         self.os_spec: OsSpec | None = None
+        self.helper: helper_vm.HelperVM | None = None
         if self.os_name:
             info = await U.node_os_info(self, self.pnode, self.os_name)
             U.check_variant(self.os_name, info, op.force_variant)
             U.check_params_declared(self.os_name, info, [*self.public, *self.private, *secret])
             scripts = media.without_credentials(secret)
             self.os_spec = U.job_os_spec(self, self.os_name, self.public, self.private, scripts)
+            self._check_helper(bool(info["trusted"]))
             # As Ganeti's CheckOSParams: the merged parameters the create script will
-            # get are verified on every reinstall, new ones given or not.
-            await U.verify_osparams(self, [self.pnode], self.os_spec)
+            # get are verified on every reinstall, new ones given or not (on the
+            # node: not an untrusted OS's).
+            if info["trusted"]:
+                await U.verify_osparams(self, [self.pnode], self.os_spec)
         if self.image is not None:
             await os_media.check_image(self, self.pnode, self.image, inst.disks[0].size)
         if self.package is not None:
             await os_media.check_package(self, self.pnode, self.package)
+
+    def _check_helper(self, trusted: bool) -> None:
+        """The helper VM, if the create script runs in one (see helper_vm.wanted)."""
+        inst = self.instance
+        safe = install_settings.safe_install(self.public)
+        if not helper_vm.wanted(self, self.os_name, trusted, safe, inst.hypervisor):
+            return
+        if not U.has_communication_nic(inst):
+            raise errors.OpPrereqError(
+                f"Installing OS '{self.os_name}' in the helper VM needs the instance"
+                f" communication NIC: gnt-instance modify --communication=yes {inst.name}",
+                C.ECODE_INVAL,
+            )
+        self.helper = helper_vm.HelperVM.of(self)
 
     async def exec(self) -> Any:
         inst = self.updated()
@@ -209,7 +232,10 @@ class LUInstanceReinstall(InstanceLU):
         if self.image is not None and media.OS_IMAGE in (self.op.osparams or {}):
             self.feedback(f"Using OS image '{self.image}'")
         target = installer.Target(inst, self.pnode, self.os_spec)
-        kind = installer.Fresh(self.image, bool(self.os_name), self.package, reinstall=True)
+        kind = installer.Fresh(
+            self.image, bool(self.os_name), self.package, reinstall=True, helper=self.helper
+        )
         await installer.install(self, target, kind)
+        inst.self_install = bool(self.install_hvparams)
         self.tx.update(inst)
         return None

@@ -13,7 +13,7 @@ from corral import errors
 from corral import params as P
 from corral.cmdlib import config_drive
 from corral.objects import NIC, Disk, Instance, Network, Node, NodeGroup
-from corral.osdef import guest_settings, media
+from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.definition import split_name
 from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import (
@@ -62,7 +62,8 @@ def job_os_spec(
     The config drive's settings are the guest's: the scripts do not get them."""
     spec = os_spec(lu.cfg.cluster, os_name, public, private, secret, strict=strict)
     lu.ctx.hide(spec.hidden_values())
-    return OsSpec(spec.name, guest_settings.without_settings(spec.params))
+    params = install_settings.without_settings(guest_settings.without_settings(spec.params))
+    return OsSpec(spec.name, params)
 
 
 # Environments
@@ -208,6 +209,22 @@ def start_descriptor(
             hide(spec.hidden_values())
         desc["osspec"] = spec.to_wire()
     return desc
+
+
+def first_boot(desc: InstanceWire, inst: Instance) -> InstanceWire:
+    """A start descriptor of ``inst`` as its start by the operator or its add
+    sends it: the first after an install (self_install) has its install
+    hypervisor parameters over the usual ones; later starts are in ``run`` mode."""
+    if inst.self_install:
+        hvparams = install_hvparams(inst.hypervisor, inst.osparams)
+        desc["hvparams"] = {**desc["hvparams"], **hvparams}
+    return desc
+
+
+def install_hvparams(hypervisor: str, osparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The self_install hypervisor parameters the ``install-hv-*`` OS parameters
+    give, checked and typed; OpPrereqError for an unknown or bad one."""
+    return P.check_hvparams(hypervisor, install_settings.install_hvparams(osparams))
 
 
 def has_communication_nic(inst: Instance) -> bool:

@@ -96,6 +96,14 @@ class MetadFeed:
             return
         log.info("Published instance %s's metadata (%s on %s)", spec.name, ip, tap)
 
+    async def publish_install(self, meta: InstanceMetadata, tap: str, ip: str) -> None:
+        """Publish an install's data (a helper VM's): unlike a start's, a failure
+        raises (DaemonStartError, MetadError), as the install cannot go on.
+        Kept like a guest's: a metad that dies during the install gets it again."""
+        record = self._records[meta.name] = client.record_of(meta, tap, ip)
+        await self._ensure_running()
+        await client.publish(self.paths, record)
+
     async def withdraw(self, name: str) -> None:
         """Withdraw ``name``'s metadata (and its secrets) if metad runs."""
         self._records.pop(name, None)

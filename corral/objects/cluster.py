@@ -52,6 +52,9 @@ class Cluster(ConfigObject):
     enabled_user_shutdown: bool = False
     # The network of instance communication NICs (Ganeti's; "" for none).
     instance_communication_network: str = ""
+    # The disk image helper VMs boot to run untrusted OS scripts (Ganeti's
+    # --install-image: an absolute path on the nodes or a URL; "" for none).
+    install_image: str = ""
     # The instance policy, always complete (see corral.ipolicy); a configuration
     # written before Corral had one gets Ganeti's defaults.
     ipolicy: dict[str, Any] = Field(default_factory=dict)

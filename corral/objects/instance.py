@@ -43,6 +43,9 @@ class Instance(ConfigObject):
     nics: list[NIC] = Field(default_factory=list)
     disks_active: bool = False
     network_port: int | None = None
+    # design-os's self_install (Corral's): the next start is the first after an
+    # install, with the install-hv-* OS parameters over the hypervisor's.
+    self_install: bool = False
 
     @property
     def all_nodes(self) -> list[str]:

@@ -179,7 +179,7 @@ class OpClusterSetParams(OpCode):
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
     gluster_storage_dir: str | None = not_built(None, "")
-    install_image: str | None = not_built(None, "")
+    install_image: str | None = None
     instance_communication_network: str | None = None
     zeroing_image: str | None = not_built(None, "")
     compression_tools: list[NonEmptyStr] | None = not_built()

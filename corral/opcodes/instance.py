@@ -79,8 +79,8 @@ class OpInstanceCreate(OpCode):
     commit: bool = not_built(False)
     tags: list[NonEmptyStr] = Field(default_factory=list)
     instance_communication: bool = False
-    helper_startup_timeout: int | None = not_built()
-    helper_shutdown_timeout: int | None = not_built()
+    helper_startup_timeout: int | None = None
+    helper_shutdown_timeout: int | None = None
 
 
 class OpInstanceRemove(_InstanceOp):

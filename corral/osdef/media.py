@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from corral import constants as C
 from corral import errors
+from corral.osdef import install_settings
 from corral.osdef.guest_settings import SETTINGS
 from corral.osdef.spec import Private
 from corral.rpc.calls_osmedia import PackageWire
@@ -48,9 +49,14 @@ def is_url(text: str) -> bool:
 
 
 def declared_elsewhere(names: list[str]) -> list[str]:
-    """``names`` without Corral's own (which no OS needs to declare): these
-    and the config drive's settings (:mod:`corral.osdef.guest_settings`)."""
-    return [name for name in names if name not in RESERVED and name not in SETTINGS]
+    """``names`` without Corral's own (which no OS needs to declare): these,
+    the config drive's settings (:mod:`corral.osdef.guest_settings`) and the
+    install modes' (:mod:`corral.osdef.install_settings`)."""
+    return [
+        name
+        for name in names
+        if name not in RESERVED and name not in SETTINGS and not install_settings.reserved(name)
+    ]
 
 
 def without_credentials(secret: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,14 +65,16 @@ def without_credentials(secret: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in secret.items() if not RESERVED.get(key)}
 
 
-def check_image(image: str | None) -> str | None:
-    """The image, checked as Ganeti's CheckOSImage (None: no image)."""
+def check_image(
+    image: str | None, what: str = "OS image must be an absolute path or a URL"
+) -> str | None:
+    """The image, checked as Ganeti's CheckOSImage (None: no image); ``what``
+    starts the error (Ganeti's words differ for the install image)."""
     if image is None:
         return None
     if not (is_url(image) or os.path.isabs(image)):
         raise errors.OpPrereqError(
-            "OS image must be an absolute path or a URL"
-            f" (got {image!r}: give a path on the node or an http(s) URL)",
+            f"{what} (got {image!r}: give a path on the node or an http(s) URL)",
             C.ECODE_INVAL,
         )
     if is_url(image) and urlsplit(image).username is not None:

@@ -12,7 +12,7 @@ from typing_extensions import TypedDict
 
 from corral import constants as C
 from corral.rpc.declare import node_call
-from corral.rpc.wire import DiskWire
+from corral.rpc.wire import DiskWire, InstanceWire
 
 
 class ImageProbe(TypedDict):
@@ -64,3 +64,30 @@ def os_package_probe(source: PackageWire) -> None:
 def instance_os_package(disk: DiskWire, source: PackageWire) -> dict[str, int]:
     """Fetch a personalization package and unpack it over a disk's filesystem;
     its member and byte counts."""
+
+
+class HelperStatus(TypedDict):
+    """A helper VM: whether it still runs, and the progress lines its install
+    reported since the last call (each handed out once)."""
+
+    running: bool
+    lines: list[str]
+
+
+@node_call(C.RPC_TMO_SLOW)
+def helper_vm_start(
+    inst: InstanceWire, image: str, package: PackageWire | None, reinstall: bool
+) -> None:
+    """Start an instance's helper VM (design-os's ``install`` mode): its disks
+    and NICs, booted read-only from ``image``; its OS scripts (``inst`` carries
+    its OS spec, secret parameters included) and ``package`` served by metad."""
+
+
+@node_call(C.RPC_TMO_URGENT)
+def helper_vm_status(name: str) -> HelperStatus:
+    """Whether the instance's helper VM runs, and its new progress lines."""
+
+
+@node_call(C.RPC_TMO_NORMAL)
+def helper_vm_stop(name: str) -> None:
+    """Kill the instance's helper VM if it runs; withdraw its data; remove its files."""

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 # Corral's own cluster settings, which Ganeti's cluster object has not.
 _CORRAL_ONLY = frozenset({"noded_port", "name"})
+# Corral's own instance settings (design-os's self_install), which Ganeti's has not.
+_INSTANCE_CORRAL_ONLY = frozenset({"self_install"})
 # Ganeti's cluster keys for what Corral has not, at an unused Ganeti's values.
 _GANETI_UNUSED: dict[str, Any] = {
     "candidate_certs": {},
@@ -44,7 +46,6 @@ _GANETI_UNUSED: dict[str, Any] = {
     "gluster_storage_dir": "",
     "highest_used_port": 0,
     "hv_state_static": {},
-    "install_image": "",
     "prealloc_wipe_disks": False,
     "reserved_lvs": [],
     "rsahostkeypub": "",
@@ -144,7 +145,7 @@ def _disks(image: ConfigImage) -> dict[str, tuple[ConfigObject, Disk]]:
 
 
 def _instance(inst: Instance) -> dict[str, Any]:
-    values = inst.model_dump(exclude={"disks", "nics"})
+    values = inst.model_dump(exclude={"disks", "nics", *_INSTANCE_CORRAL_ONLY})
     values["osparams_private"] = _redacted(inst.osparams_private)
     values["nics"] = [_set(nic.model_dump()) for nic in inst.nics]
     values["disks"] = [disk.uuid for disk in inst.disks]

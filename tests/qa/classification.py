@@ -69,10 +69,6 @@ TABLE: dict[str, tuple[str, str]] = {
         "cluster/__init__.py 216-222); every certificate, key and secret renewal before it"
         " passes",
     ),
-    "qa_cluster.TestClusterModifyInstallImage": (
-        "d",
-        "`gnt-cluster modify --install-image`: OS images (design-os)",
-    ),
     "qa_cluster.TestClusterRename": (
         "d",
         "renaming back to cluster.example.com: its address (127.0.0.100) still answers, on"

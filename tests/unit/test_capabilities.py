@@ -57,6 +57,8 @@ def test_hypervisor_behaviour_is_declared_in_the_table() -> None:
     assert kvm.user_shutdown_param in hvparams.TABLES["kvm"].params
     assert fake.user_shutdown_param is None
     assert hypervisors.kind("xen-pvm") is None
+    # Helper VMs (design-os's install mode) are kvm guests.
+    assert hypervisors.runs_helper_vm("kvm") and not hypervisors.runs_helper_vm("fake")
 
 
 def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Calls for design-os's media: OS images and personalization packages.
+"""Calls for design-os's media: OS images, personalization packages and
+helper VMs.
 
 The work blocks (disk and network I/O) and runs in a worker thread; a write's
 progress is kept here, by the token the master gave, while it runs.
@@ -10,6 +11,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from corral.node import helper_vm
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.osmedia import image as osimage
@@ -17,8 +19,8 @@ from corral.node.osmedia import package
 from corral.node.storage import registry
 from corral.osdef.media import PackageSource, check_image
 from corral.rpc import calls_osmedia as calls
-from corral.rpc.calls_osmedia import ImageProbe, ImageWritten, PackageWire
-from corral.rpc.wire import DiskWire
+from corral.rpc.calls_osmedia import HelperStatus, ImageProbe, ImageWritten, PackageWire
+from corral.rpc.wire import DiskWire, InstanceWire
 
 # Token → progress of the image writes running on this node.
 _WRITES: dict[str, osimage.Progress] = {}
@@ -73,3 +75,25 @@ async def instance_os_package(
     return await asyncio.to_thread(
         package.overlay, PackageSource.from_wire(source), path, ctx.paths.os_media_dir
     )
+
+
+@rpc_handler(calls.helper_vm_start)
+async def helper_vm_start(
+    ctx: NodeContext, inst: InstanceWire, image: str, package: PackageWire | None, reinstall: bool
+) -> None:
+    """Start the instance's helper VM (:mod:`corral.node.helper_vm`)."""
+    pkg = PackageSource.from_wire(package) if package is not None else None
+    await helper_vm.start(ctx, dict(inst), image, pkg, reinstall)
+
+
+@rpc_handler(calls.helper_vm_status)
+async def helper_vm_status(ctx: NodeContext, name: str) -> HelperStatus:
+    """Whether the helper VM runs; its new progress lines."""
+    found = await helper_vm.status(ctx, name)
+    return {"running": bool(found["running"]), "lines": list(found["lines"])}
+
+
+@rpc_handler(calls.helper_vm_stop)
+async def helper_vm_stop(ctx: NodeContext, name: str) -> None:
+    """Kill the helper VM, withdraw its data, remove its files."""
+    await helper_vm.stop(ctx, name)
