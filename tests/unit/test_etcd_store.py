@@ -208,7 +208,7 @@ async def test_long_job_texts_and_log_messages_are_cut(
     assert entry[3] == stored
 
 
-@pytest.mark.parametrize("what", ["config", "kv", "jobs"])
+@pytest.mark.parametrize("what", ["config", "kv", "jobs", "delete", "delete-any"])
 async def test_a_write_whose_answer_was_lost_is_sent_again_and_known_as_done(
     etcd_three: EtcdBed, what: str
 ) -> None:
@@ -224,13 +224,18 @@ async def test_a_write_whose_answer_was_lost_is_sent_again_and_known_as_done(
         jobs = EtcdJobStore(client, prefix)
         await config.load()
         await kv.put("warm", 1, 1)  # the fence key exists, the connection is open
+        await kv.delete("warm", 1)  # and the delete markers' lease
+        version = await kv.put("k", "v", 1)
         cutter.arm(spare=1 if what == "jobs" else 0)  # the jobs' first call reads the last id
         if what == "config":
             await config.commit(ConfigChange(upserts={"nodes": [_row("n1", "node1")]}), 2, 1)
             assert [c.serial for c in await config.changes(1, 0)] == [2]
         elif what == "kv":
-            version = await kv.put("k", "v", 1, expected=0)
-            assert await kv.get("k") == Versioned("v", version)
+            version = await kv.put("k", "w", 1, expected=version)
+            assert await kv.get("k") == Versioned("w", version)
+        elif what.startswith("delete"):  # a delete leaves no value: its marker says
+            assert await kv.delete("k", 1, expected=None if what == "delete-any" else version)
+            assert await kv.get("k") is None
         else:
             rows = await jobs.insert_new(2, lambda ids: [_job(i) for i in ids], 1)
             assert [r["id"] for r in rows] == [1, 2] and await jobs.last_id() == 2
