@@ -145,6 +145,14 @@ class ConfigStore(Protocol):
     async def close(self) -> None: ...
 
 
+async def commit_one(store: ConfigStore, change: ConfigChange, serial: int, fence: int) -> None:
+    """:meth:`ConfigStore.commit` as the backends make it: ``commit_many`` of
+    the one change, its refusal raised."""
+    (refused,) = await store.commit_many([change], serial, fence)
+    if refused is not None:
+        raise refused
+
+
 # The job queue
 # One log entry to write: (job id, opcode index, serial, timestamp, type, message).
 LogRow = tuple[int, int, int, float, str, Any]

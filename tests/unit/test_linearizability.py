@@ -413,16 +413,18 @@ def impossible(ops: list[Operation], rng: random.Random, kind: str) -> list[Oper
 
 KINDS = st.sampled_from(sorted(CALLS))
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# What an execution is drawn from: its kind of calls, clients, calls and keys.
+EXECUTIONS = {
+    "kind": KINDS,
+    "rng": st.randoms(use_true_random=False),
+    "clients": st.integers(1, 6),
+    "calls": st.integers(1, 80),
+    "keys": st.integers(1, 3),
+}
 
 
 @EXAMPLES
-@given(
-    kind=KINDS,
-    rng=st.randoms(use_true_random=False),
-    clients=st.integers(1, 6),
-    calls=st.integers(1, 80),
-    keys=st.integers(1, 3),
-)
+@given(**EXECUTIONS)
 def test_a_real_execution_is_linearizable(
     kind: str, rng: random.Random, clients: int, calls: int, keys: int
 ) -> None:
@@ -432,13 +434,7 @@ def test_a_real_execution_is_linearizable(
 
 
 @EXAMPLES
-@given(
-    kind=KINDS,
-    rng=st.randoms(use_true_random=False),
-    clients=st.integers(1, 6),
-    calls=st.integers(1, 80),
-    keys=st.integers(1, 3),
-)
+@given(**EXECUTIONS)
 def test_an_answer_never_given_is_found(
     kind: str, rng: random.Random, clients: int, calls: int, keys: int
 ) -> None:

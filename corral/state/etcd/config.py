@@ -33,6 +33,7 @@ from corral.state.ports import (
     Conflict,
     FencedOut,
     SerialChange,
+    commit_one,
     object_conflict,
     serial_conflict,
 )
@@ -144,9 +145,7 @@ class EtcdConfigStore:
         return snapshot
 
     async def commit(self, change: ConfigChange, serial: int, fence: int) -> None:
-        (refused,) = await self.commit_many([change], serial, fence)
-        if refused is not None:
-            raise refused
+        await commit_one(self, change, serial, fence)
 
     async def commit_many(
         self, changes: Sequence[ConfigChange], serial: int, fence: int

@@ -24,6 +24,7 @@ from corral.state.ports import (
     ConfigSnapshot,
     FencedOut,
     SerialChange,
+    commit_one,
     object_conflict,
     serial_conflict,
 )
@@ -82,9 +83,7 @@ class SqliteConfigStore:
         return await self._worker.run(_load, self._db)
 
     async def commit(self, change: ConfigChange, serial: int, fence: int) -> None:
-        (refused,) = await self.commit_many([change], serial, fence)
-        if refused is not None:
-            raise refused
+        await commit_one(self, change, serial, fence)
 
     async def commit_many(
         self, changes: Sequence[ConfigChange], serial: int, fence: int
