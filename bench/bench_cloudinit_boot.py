@@ -45,7 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_kvm import by_hand_argv, kill_by_hand, time_by_hand
-from bench.common import PYTHON, Figure, arg_parser, ensure_bytecode, median, write_results
+from bench.common import (
+    PYTHON,
+    Figure,
+    against_by_hand,
+    arg_parser,
+    ensure_bytecode,
+    write_results,
+)
 from bench.kvm_serial import SocketWatch
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cloud_guest import CloudCluster, cloud_cluster
@@ -194,15 +201,7 @@ def boot(args: argparse.Namespace) -> tuple[Figure, dict[str, Any]]:
                 watch.close()
             kill_by_hand(hand)
             shutil.rmtree(hand, ignore_errors=True)
-    figure.runs = [c / h for c, h in zip(corral, by_hand, strict=True)]
-    extra = {
-        "corral_s": [round(t, 2) for t in corral],
-        "by_hand_s": [round(t, 2) for t in by_hand],
-        "corral_median_s": round(median(corral), 2),
-        "by_hand_median_s": round(median(by_hand), 2),
-        "argv_by_hand": argv,
-    }
-    return figure, extra
+    return figure, {**against_by_hand(figure, corral, by_hand, 2), "argv_by_hand": argv}
 
 
 def main() -> None:

@@ -50,6 +50,7 @@ from qemu.qmp import QMPClient, QMPError
 from bench.common import (
     PYTHON,
     Figure,
+    against_by_hand,
     arg_parser,
     ensure_bytecode,
     median,
@@ -227,13 +228,9 @@ def startup(args: argparse.Namespace) -> tuple[Figure, dict[str, Any]]:
             kill_by_hand(hand)
             shutil.rmtree(hand, ignore_errors=True)
     corral, returned, by_hand = (list(column) for column in zip(*samples, strict=True))
-    figure.runs = [c / h for c, h in zip(corral, by_hand, strict=True)]
     extra = {
-        "corral_s": [round(t, 3) for t in corral],
-        "by_hand_s": [round(t, 3) for t in by_hand],
+        **against_by_hand(figure, corral, by_hand),
         "gnt_returned_s": [round(t, 3) for t in returned],
-        "corral_median_s": round(median(corral), 3),
-        "by_hand_median_s": round(median(by_hand), 3),
         "overhead_median_s": round(
             median([c - h for c, h in zip(corral, by_hand, strict=True)]), 3
         ),

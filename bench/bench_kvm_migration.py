@@ -40,7 +40,14 @@ from typing import Any
 
 from qemu.qmp import EventListener, QMPClient
 
-from bench.common import Figure, arg_parser, ensure_bytecode, median, time_gnt, write_results
+from bench.common import (
+    Figure,
+    against_by_hand,
+    arg_parser,
+    ensure_bytecode,
+    time_gnt,
+    write_results,
+)
 from corral.hvparams import DEFAULTS
 from corral.node.hypervisor.kvm import migration_tls as tls
 from corral.node.hypervisor.kvm.runtime import Layout
@@ -269,14 +276,7 @@ def migration(args: argparse.Namespace) -> tuple[Figure, dict[str, Any]]:
         finally:
             shutil.rmtree(hands, ignore_errors=True)
     corral, by_hand = (list(c) for c in zip(*samples, strict=True))
-    figure.runs = [c / h for c, h in zip(corral, by_hand, strict=True)]
-    extra = {
-        "corral_s": [round(t, 3) for t in corral],
-        "by_hand_s": [round(t, 3) for t in by_hand],
-        "corral_median_s": round(median(corral), 3),
-        "by_hand_median_s": round(median(by_hand), 3),
-    }
-    return figure, extra
+    return figure, against_by_hand(figure, corral, by_hand)
 
 
 def main() -> None:

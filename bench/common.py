@@ -163,6 +163,20 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def against_by_hand(
+    figure: Figure, corral: Sequence[float], by_hand: Sequence[float], digits: int = 3
+) -> dict[str, Any]:
+    """Set ``figure``'s runs to Corral's times over the same guest's started by
+    hand, run by run; the times and their medians, for the results' extras."""
+    figure.runs = [c / h for c, h in zip(corral, by_hand, strict=True)]
+    return {
+        "corral_s": [round(t, digits) for t in corral],
+        "by_hand_s": [round(t, digits) for t in by_hand],
+        "corral_median_s": round(median(corral), digits),
+        "by_hand_median_s": round(median(by_hand), digits),
+    }
+
+
 def percentile(values: Sequence[float], pct: float) -> float:
     """The nearest-rank percentile (p99 of 100 samples is the 99th smallest)."""
     if not values:
