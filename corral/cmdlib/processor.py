@@ -42,7 +42,7 @@ class Processor:
         while True:
             lu = cls(self.master, op, ctx, self.master.cfg.transaction())
             try:
-                result = await self._process(lu, ctx)
+                result, committed = await self._process(lu, ctx)
             except errors.OpPrereqError as err:
                 # As Ganeti's mcpu: a temporary lack of resources (a unit that
                 # took only the locks it could get) is tried again, with more.
@@ -50,14 +50,22 @@ class Processor:
                     raise
                 ctx.notify_retry()
                 continue
-            ssconf = self.master.ssconf
-            if ssconf is not None:
-                # As Ganeti's: the job ends with the master's ssconf files
-                # written (its locks are free meanwhile).
-                await ssconf.current(self.master.cfg.serial)
+            await self._settle(committed)
             return result
 
-    async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> Any:
+    async def _settle(self, committed: bool) -> None:
+        """As Ganeti's: the opcode ends with the master's ssconf files and,
+        if it changed the configuration, ``config.data`` written (its locks
+        are free meanwhile; Ganeti's QA reads the file between two commands)."""
+        serial = self.master.cfg.serial
+        ssconf = self.master.ssconf
+        if ssconf is not None:
+            await ssconf.current(serial)
+        export = self.master.config_export
+        if committed and export is not None:
+            await export.written(serial)
+
+    async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> tuple[Any, bool]:
         """One run of the unit's life cycle, its locks released at the end."""
         lu.check_arguments()
         lu.expand_names()
@@ -112,12 +120,13 @@ class Processor:
             names = []
         return [LOCKSET, *names]
 
-    async def _run(self, lu: LogicalUnit[Any]) -> Any:
+    async def _run(self, lu: LogicalUnit[Any]) -> tuple[Any, bool]:
+        """The unit's result, and whether it changed the configuration."""
         await lu.check_prereq()
         hooks = lu.hooks()
         await hooks.run_pre()
         if lu.op.dry_run:
-            return None
+            return None, False
         try:
             result = await lu.exec()
             changed = await lu.tx.commit()
@@ -128,6 +137,7 @@ class Processor:
             await self.master.durable.flush()
         if not lu.POST_HOOKS_IN_EXEC:
             result = await hooks.run_post(result)
-        if changed or lu.checkpoint_changed:
+        committed = bool(changed or lu.checkpoint_changed)
+        if committed:
             await hooks.run_config_update()
-        return result
+        return result, committed

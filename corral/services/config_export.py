@@ -9,16 +9,17 @@ A round starts once no commit came for :data:`QUIET` seconds (or
 :data:`QUIET_ROUNDS` times the last round's time, if longer: a big
 configuration waits for a real pause), or :data:`WRITE_INTERVAL` seconds
 after the first commit it will hold, or at once for somebody waiting for
-the file; and the rounds take at most
-:data:`MAX_SHARE` of masterd's time (rendering competes with the jobs for
-masterd's interpreter; with 10,000 instances a round takes some 30 ms).
-So an operator's command is in the file a moment after it ends (Ganeti's QA
-reads the file between two commands), while a stream of jobs costs a few
-writes a second, not one per job (writing the file grows with the
-configuration, a job's commit does not).  Jobs do not wait for
-it; :meth:`ConfigExport.written` / :meth:`ConfigExport.settled` do where that
-matters (``gnt-cluster verify``, ``redist-conf``).  The master's ssconf
-files, which jobs do wait for, are :class:`corral.services.ssconf.MasterSsconf`'s.
+the file; and the rounds take at most :data:`MAX_SHARE` of masterd's time
+(:data:`WAITED_SHARE` while somebody waits: rendering competes with the jobs
+for masterd's interpreter; with 10,000 instances a round takes some 30 ms).
+As in Ganeti, an opcode that changed the configuration ends only once the
+file holds its change (:meth:`ConfigExport.written`; Ganeti's QA reads the
+file between two commands), but the opcodes that end together share one
+round: a stream of jobs costs a few writes a second, not one per job
+(writing the file grows with the configuration, a job's commit does not).
+``gnt-cluster verify`` and ``redist-conf`` wait for every pending change
+(:meth:`ConfigExport.settled`).  The master's ssconf files are
+:class:`corral.services.ssconf.MasterSsconf`'s.
 
 A second task sends the newest file to the online candidates that do not
 have these bytes yet, at most one round every :data:`SEND_PAUSE` seconds.
@@ -59,6 +60,8 @@ WRITE_INTERVAL = 1.0
 # The share of masterd's time the rounds may take, at most: a round starts no
 # sooner than its predecessor's time divided by this after that one started.
 MAX_SHARE = 0.1
+# The same while an opcode waits for the file: the wait is its critical path.
+WAITED_SHARE = 0.5
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
 # After a send that some candidate did not take, the next try (seconds).
@@ -98,8 +101,8 @@ class ConfigExport:
         self._idle.set()
         self._pause: asyncio.Future[None] | None = None  # between two rounds
         # Loop times: the first and the last commit the next round will hold,
-        # and the soonest it may start.
-        self._first_commit = self._last_commit = self._not_before = 0.0
+        # and the start of the last round.
+        self._first_commit = self._last_commit = self._last_start = 0.0
         self._took = 0.0  # the last round's time
         self._wanted = 0  # the newest cluster serial somebody waits for
         self._progress = asyncio.Condition()
@@ -157,16 +160,20 @@ class ConfigExport:
                 self._writing = False
             self._to_send.set()
             self._took = self._loop.time() - started
-            self._not_before = started + self._took / MAX_SHARE
+            self._last_start = started
 
     async def _round_due(self) -> None:
         """Wait until the next round may start (see the module's doc)."""
         while True:
             now = self._loop.time()
-            due = self._not_before
-            if self._wanted <= self._written:
+            if self._wanted > self._written:
+                due = self._last_start + self._took / WAITED_SHARE
+            else:
                 quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
-                due = max(due, min(quiet, self._first_commit + WRITE_INTERVAL))
+                due = max(
+                    self._last_start + self._took / MAX_SHARE,
+                    min(quiet, self._first_commit + WRITE_INTERVAL),
+                )
             if due <= now:
                 return
             self._pause = self._loop.create_future()
