@@ -249,7 +249,7 @@ class LUNodeAdd(LogicalUnit[opn.OpNodeAdd]):
         try:
             cert = certs.sign_csr(
                 certs.signing_ca(ca_cert, ca_key), ca_key, csr.encode("ascii"), node.name,
-                ips=[node.primary_ip], dns=[node.name],
+                ips=certs.node_cert_ips(node.primary_ip), dns=[node.name],
             )  # fmt: skip
         except errors.X509CertError as err:
             raise errors.OpExecError(f"Node {node.name} sent a bad key request: {err}") from None

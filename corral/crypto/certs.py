@@ -265,6 +265,15 @@ def create_cluster_crypto(
     write_pem(paths.confd_hmac_key, make_confd_hmac_key())
 
 
+def node_cert_ips(node_ip: str) -> list[str]:
+    """The addresses a node's certificate names: its primary IP, and 127.0.0.1
+    for a node on another loopback address (Linux sends from 127.0.0.1 to any
+    of 127.0.0.0/8, and etcd checks a peer's certificate against the address
+    it connects from)."""
+    loopback = node_ip.startswith("127.") and node_ip != "127.0.0.1"
+    return [node_ip, "127.0.0.1"] if loopback else [node_ip]
+
+
 def write_node_cert(
     paths: Paths, ca_cert: bytes, ca_key: bytes, node_name: str, node_ip: str
 ) -> None:
@@ -280,7 +289,7 @@ def write_node_cert(
         C.CERT_VALIDITY_DAYS,
         server=True,
         client=True,
-        ips=[node_ip],
+        ips=node_cert_ips(node_ip),
         dns=[node_name],
     )
     write_pem(paths.server_pem, cert, key)

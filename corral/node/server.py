@@ -16,12 +16,13 @@ from typing import Any
 
 from aiohttp import web
 
+from corral import errors
 from corral.confd.server import ConfdService
 from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
 from corral.http.listener import GuardedTCPSite
+from corral.node import etcd_member, peer
 from corral.node import join_protocol as J
-from corral.node import peer
 from corral.node.console_relay import add_routes as add_console_routes
 from corral.node.context import NodeContext
 from corral.node.dispatch import reply, run_call
@@ -101,7 +102,9 @@ def make_app(ctx: NodeContext) -> web.Application:
     app.router.add_post("/{call}", dispatch)
     app.on_startup.append(functools.partial(_hypervisors_up, paths=ctx.paths))
     app.on_startup.append(functools.partial(_impexp_up, ctx=ctx))
+    app.on_startup.append(functools.partial(_etcd_up, paths=ctx.paths))
     app.on_cleanup.append(_impexp_down)
+    app.on_cleanup.append(functools.partial(_etcd_down, paths=ctx.paths))
     app.on_cleanup.append(functools.partial(_hypervisors_down, paths=ctx.paths))
     return app
 
@@ -121,6 +124,19 @@ async def _impexp_down(_: web.Application) -> None:
     """Stop the streams: their scripts run in sessions of their own, which
     would outlive noded."""
     impexp_service.shutdown()
+
+
+async def _etcd_up(_: web.Application, *, paths: Paths) -> None:
+    """Start the etcd member this node ran (a master candidate's), if any."""
+    try:
+        await etcd_member.keeper(paths).resume()
+    except (errors.GenericError, OSError) as err:  # noded serves anyway: verify reports it
+        log.error("Cannot start this node's etcd member: %s", err)
+
+
+async def _etcd_down(_: web.Application, *, paths: Paths) -> None:
+    """Stop the member with noded (it runs in a session of its own)."""
+    await etcd_member.keeper(paths).stop(forget=False)
 
 
 async def _hypervisors_down(_: web.Application, *, paths: Paths) -> None:

@@ -18,6 +18,7 @@ from corral.rpc import (
     calls_admin,
     calls_console,
     calls_crypto,
+    calls_etcd,
     calls_fanout,
     calls_impexp,
     calls_instance,
@@ -47,6 +48,7 @@ _MODULES: tuple[ModuleType, ...] = (
     calls_console,
     calls_impexp,
     calls_operator,
+    calls_etcd,
 )
 
 CALLS: dict[str, NodeCall[..., Any]] = {

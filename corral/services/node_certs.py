@@ -71,7 +71,7 @@ class _Signer:
 
         cert = certs.sign_csr(
             self.ca, self.key, csr.encode("ascii"), node.name,
-            ips=[node.primary_ip], dns=[node.name],
+            ips=certs.node_cert_ips(node.primary_ip), dns=[node.name],
         )  # fmt: skip
         return cert.decode("ascii")
 

@@ -14,6 +14,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     backup,
     console,
     crypto,
+    etcd,
     fanout,
     files,
     hooks,

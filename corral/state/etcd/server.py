@@ -187,11 +187,7 @@ class EtcdMember:
         also the member of an earlier manager (by its pid file)."""
         proc, self._proc = self._proc, None
         running = proc is not None and proc.poll() is None
-        pid = (
-            proc.pid
-            if proc is not None and running
-            else _leftover_pid(self.pid_file, self.data_dir)
-        )
+        pid = proc.pid if proc is not None and running else member_pid(self.pid_file, self.data_dir)
         if pid is not None:
             await _terminate(pid, signal.SIGTERM, timeout)
         if proc is not None:
@@ -206,7 +202,7 @@ class EtcdMember:
 
     async def _end_leftover(self) -> None:
         """End the member a killed manager left running on this data directory."""
-        pid = _leftover_pid(self.pid_file, self.data_dir)
+        pid = member_pid(self.pid_file, self.data_dir)
         if pid is not None:
             await _terminate(pid, signal.SIGKILL, STOP_TIMEOUT)
         self.pid_file.unlink(missing_ok=True)
@@ -222,8 +218,8 @@ async def _terminate(pid: int, sig: signal.Signals, timeout: float) -> None:
     raise EtcdStartError(f"etcd member (pid {pid}) does not exit")
 
 
-def _leftover_pid(pid_file: Path, data_dir: Path) -> int | None:
-    """The pid in ``pid_file`` if it is an etcd running on ``data_dir``."""
+def member_pid(pid_file: Path, data_dir: Path) -> int | None:
+    """The pid in ``pid_file`` if it is an etcd running on ``data_dir`` (else None)."""
     try:
         pid = int(pid_file.read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

@@ -1,0 +1,33 @@
+"""Node calls of the etcd members noded runs on master candidates
+(:mod:`corral.node.etcd_member`); the master decides who is a member
+(:mod:`corral.state.etcd.members`)."""
+
+# The bodies are the signatures' only: mypy must not ask them for a result.
+# mypy: disable-error-code="empty-body"
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral import constants as C
+from corral.rpc.declare import node_call
+
+
+@node_call(C.RPC_TMO_URGENT, cluster_client_only=True)
+def etcd_member_start(
+    name: str, client_port: int, peer_port: int, initial_cluster: dict[str, str], new: bool
+) -> dict[str, Any]:
+    """Run this node's etcd member ``name`` on the node's primary IP, with
+    ``initial_cluster`` (member name: peer URL) as the cluster it forms
+    (``new``) or joins; kept running across noded restarts.  Its status."""
+
+
+@node_call(C.RPC_TMO_URGENT, cluster_client_only=True)
+def etcd_member_stop(forget: bool) -> None:
+    """Stop this node's etcd member; ``forget``: remove its data too (it is
+    no longer a member)."""
+
+
+@node_call(C.RPC_TMO_FAST)
+def etcd_member_status() -> dict[str, Any]:
+    """Whether this node runs an etcd member: its name, client URL, pid."""
