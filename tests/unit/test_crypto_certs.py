@@ -79,6 +79,12 @@ def test_cert_info_rejects_garbage() -> None:
         certs.cert_info(b"not a certificate")
 
 
+def test_node_cert_ips_name_127_0_0_1_for_loopback_nodes_only() -> None:
+    assert certs.node_cert_ips("10.1.2.3") == ["10.1.2.3"]
+    assert certs.node_cert_ips("127.0.0.1") == ["127.0.0.1"]
+    assert certs.node_cert_ips("127.9.8.7") == ["127.9.8.7", "127.0.0.1"]
+
+
 def test_create_cluster_crypto(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     certs.create_cluster_crypto(paths, "cluster.example.com", "node1.example.com", "127.0.0.2")
@@ -88,7 +94,9 @@ def test_create_cluster_crypto(tmp_path: Path) -> None:
     assert _mode(paths.ca_cert) == 0o644
     server = x509.load_pem_x509_certificates(paths.server_pem.read_bytes())[0]
     san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.2"]
+    # A loopback node also names 127.0.0.1, the source of its connections (etcd checks it).
+    ips = [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+    assert ips == ["127.0.0.2", "127.0.0.1"]
     assert san.get_values_for_type(x509.DNSName) == ["node1.example.com"]
     assert certs.verify_signed_by(paths.server_pem.read_bytes(), ca_pem)
     assert certs.verify_signed_by(paths.client_pem.read_bytes(), ca_pem)
