@@ -87,6 +87,7 @@ _PLAIN: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
     (("--use-external-mip-script",), "use_external_mip_script", boolean),
     (("--modify-etc-hosts",), "modify_etc_hosts", boolean),
     (("--user-shutdown",), "enabled_user_shutdown", boolean),
+    (("--etcd-members",), "etcd_members", boolean),  # Corral's own
     (("--file-storage-dir",), "file_storage_dir", None),
     (("--shared-file-storage-dir",), "shared_file_storage_dir", None),
     (("--zeroing-image",), "zeroing_image", None),

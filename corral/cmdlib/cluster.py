@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import re
 import struct
@@ -23,6 +24,7 @@ from corral.osdef import guest_settings, media
 from corral.osdef.definition import split_name
 from corral.rpc.calls_node import node_capabilities
 from corral.services import allocator
+from corral.state.etcd.server import ETCD
 from corral.storage import templates
 
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
@@ -236,6 +238,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             "default_iallocator",
             "default_iallocator_params",
             "install_image",
+            "etcd_members",
         ):
             value = getattr(op, name)
             if value is not None and value != getattr(cluster, name):
@@ -360,6 +363,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         for warning in communication.network_warnings(existing) if existing else []:
             self.warn(warning)
         self._check_storage_dirs()
+        await self._check_etcd()
         await self._check_nodes_serve()
         for name in ("osparams", "osparams_private_cluster"):
             for os_name, values in (getattr(self.op, name) or {}).items():
@@ -398,6 +402,17 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
                     f"Specified a {template} storage directory, although {template} storage"
                     " is not enabled."
                 )
+
+    async def _check_etcd(self) -> None:
+        """etcd members can run only where etcd is installed: the master at least
+        (verify reports candidates that run no member)."""
+        turning_on = self.op.etcd_members and not self.cfg.cluster.etcd_members
+        if turning_on and not await asyncio.to_thread(ETCD.exists):
+            raise errors.OpPrereqError(
+                f"Cannot run etcd members: etcd is not installed ({ETCD} is missing);"
+                " install Debian's etcd-server package on the master candidates",
+                C.ECODE_ENVIRON,
+            )
 
     async def _check_nodes_serve(self) -> None:
         """Every vm-capable online node must serve what this change newly enables

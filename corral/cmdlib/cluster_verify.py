@@ -23,6 +23,7 @@ from corral import constants as C
 from corral import hypervisors as H
 from corral.cmdlib import cluster_verify_nodes as vn
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.cluster_verify_etcd import verify_etcd
 from corral.cmdlib.cluster_verify_files import checked_files, verify_files
 from corral.cmdlib.cluster_verify_instances import (
     InstanceChecks,
@@ -38,6 +39,9 @@ from corral.objects import Instance, Node, NodeGroup
 from corral.opcodes import cluster as opc
 from corral.rpc import node_verify as NV
 from corral.rpc.calls_node import node_verify
+from corral.services.etcd_members import member_nodes
+from corral.state.etcd.client import EtcdClient, client_ssl_context
+from corral.state.etcd.health import gather
 from corral.storage import templates
 
 if TYPE_CHECKING:
@@ -121,9 +125,28 @@ class LUClusterVerifyConfig(_VerifyLU):
                     None,
                     f"node '{node.name}' is in unknown group {node.group}",
                 )
+        if self.cfg.cluster.etcd_members:
+            await self._verify_etcd()
         if self.op.debug_simulate_errors:
             self.report("ECLUSTERCFG", "cluster", None, "simulated error")
         return not self.bad
+
+    async def _verify_etcd(self) -> None:
+        """The etcd members' health, under the query deadline (Corral's own)."""
+        self.feedback("* Verifying the etcd members")
+        candidates, _ = member_nodes(self.cfg)
+        if not candidates:
+            return
+        paths, service = self.master.paths, self.master.etcd_members
+        tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
+        deadline = self.master.rpc.query_deadline
+        etcd = EtcdClient([c.client_url for c in candidates], tls, deadline)
+        try:
+            health = await gather(etcd, deadline)
+        finally:
+            await etcd.close()
+        failure = service.last_failure if service is not None else None
+        verify_etcd(self.report, self.feedback, self.cfg.nodes(), health, failure)
 
     def _verify_config(self) -> None:
         cluster = self.cfg.cluster

@@ -8,6 +8,7 @@ import functools
 import math
 import sys
 
+from corral import constants as C
 from corral.daemons import daemon_parser
 from corral.luxi import protocol
 from corral.paths import Paths
@@ -59,6 +60,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_MEMORY,
         metavar="SECONDS",
         help="how long queries do not wait on a node that did not answer (default %(default)s)",
+    )
+    parser.add_argument(
+        "--etcd-check-interval",
+        type=seconds,
+        default=C.DEFAULT_ETCD_CHECK_INTERVAL,
+        metavar="SECONDS",
+        help="how often the etcd members, once settled, are looked at again (members"
+        " whose process is gone are started again); default %(default)s",
     )
     return parser.parse_args(argv)
 
@@ -118,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
                 luxi_group=opts.luxi_group or None,
                 query_deadline=opts.query_deadline,
                 unreachable_memory=opts.unreachable_memory,
+                etcd_check_interval=opts.etcd_check_interval,
             ),
             foreground=opts.foreground,
             paths=paths,

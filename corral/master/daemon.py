@@ -7,6 +7,7 @@ import gc
 import logging
 from collections.abc import Callable
 
+from corral import constants as C
 from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
@@ -26,6 +27,7 @@ from corral.services.config_export import ConfigExport, ensure_confd_hmac_key
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
+from corral.services.etcd_members import EtcdMembers
 from corral.services.ssconf import MasterSsconf, SsconfWriter
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
@@ -45,9 +47,11 @@ async def serve(
     luxi_group: str | None = None,
     query_deadline: float = DEFAULT_QUERY_DEADLINE,
     unreachable_memory: float = DEFAULT_MEMORY,
+    etcd_check_interval: float = C.DEFAULT_ETCD_CHECK_INTERVAL,
 ) -> None:
     """Run masterd until cancelled (the luxi limits and group: see LuxiServer;
-    the query deadline and the memory of unreachable nodes: see RpcClient)."""
+    the query deadline and the memory of unreachable nodes: see RpcClient;
+    the etcd check interval: see EtcdMembers)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -104,6 +108,8 @@ async def serve(
     export = master.config_export = ConfigExport(master)  # config.data here and on candidates
     await export.start()
     cfg.add_listener(export.changed)
+    members = master.etcd_members = EtcdMembers(master, etcd_check_interval)
+    cfg.add_listener(members.changed)
     queue.fence = lease.token
     await queue.recover()
     server = LuxiServer(
@@ -117,6 +123,7 @@ async def serve(
     queue.start()
     # What interrupted operations left on the nodes (see recover_job).
     intents.resolve_in_background(master)
+    members.start()
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:
@@ -126,6 +133,7 @@ async def serve(
         await server.close()
         await queue.shutdown(SHUTDOWN_GRACE)
         await intents.stop_background(master)
+        await members.stop()
         await distributor.stop()
         await export.stop()
         await ssconf.stop()

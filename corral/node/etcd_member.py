@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from corral import constants as C
 from corral import errors
 from corral.fileio import atomic_write
 from corral.paths import Paths
@@ -89,6 +90,12 @@ class MemberKeeper:
                     return self.status()
                 raise errors.OpPrereqError(
                     f"This node runs etcd member {self.process.member.name} already; stop it first"
+                )
+            if not await asyncio.to_thread(self.paths.server_pem.exists):
+                raise errors.OpPrereqError(
+                    "This node is in no cluster (it has no node certificate): it runs no etcd"
+                    " member",
+                    C.ECODE_STATE,
                 )
             root = etcd_root(self.paths)
             await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True, mode=0o700)

@@ -63,6 +63,9 @@ class Cluster(ConfigObject):
     modify_ssh_setup: bool = False
     ssh_key_type: str = "rsa"
     ssh_key_bits: int = 2048
+    # Corral's own: the master candidates run etcd members, which follow them
+    # (corral.services.etcd_members).  Off until the stores move to etcd.
+    etcd_members: bool = False
 
     @model_validator(mode="after")
     def _complete_ipolicy(self) -> Cluster:

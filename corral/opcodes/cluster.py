@@ -184,5 +184,7 @@ class OpClusterSetParams(OpCode):
     zeroing_image: str | None = not_built(None, "")
     compression_tools: list[NonEmptyStr] | None = not_built()
     enabled_user_shutdown: bool | None = None
+    # Corral's own (Ganeti has no etcd): run etcd members on the master candidates.
+    etcd_members: bool | None = None
     enabled_data_collectors: dict[str, bool] | None = not_built(None, {})
     data_collector_interval: dict[str, int] | None = not_built(None, {})

@@ -62,6 +62,7 @@ VerifyErrorCode = Literal[
     "EINSTANCESPLITGROUPS", "EINSTANCEPOLICY", "ENODETIME", "ENODEN1", "ENODEDRBD",
     "EINSTANCEBADNODE", "ENODERPC", "ENODEFILESTORAGEPATHS", "ENODELVM",
     "ENODESHAREDFILESTORAGEPATHUNUSABLE", "ENODENET",
+    "ECLUSTERETCD", "ENODEETCD",  # Corral's own: the etcd members
 ]  # fmt: skip
 VerifySkipCheck = Literal["nplusone_mem"]
 

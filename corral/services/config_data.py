@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
 
 # Corral's own cluster settings, which Ganeti's cluster object has not.
-_CORRAL_ONLY = frozenset({"noded_port", "name"})
+_CORRAL_ONLY = frozenset({"noded_port", "name", "etcd_members"})
 # Corral's own instance settings (design-os's self_install), which Ganeti's has not.
 _INSTANCE_CORRAL_ONLY = frozenset({"self_install"})
 # Ganeti's cluster keys for what Corral has not, at an unused Ganeti's values.

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from corral.rpc.client import RpcClient
     from corral.services.config_export import ConfigExport
     from corral.services.durable import DurableState
+    from corral.services.etcd_members import EtcdMembers
     from corral.services.ssconf import MasterSsconf
 
 # Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
@@ -38,3 +39,5 @@ class Master:
     config_export: ConfigExport | None = None
     # The master's ssconf files, which a job waits for (masterd sets it).
     ssconf: MasterSsconf | None = None
+    # The etcd membership service (None where no masterd runs).
+    etcd_members: EtcdMembers | None = None

@@ -5,9 +5,10 @@ for every opcode Corral serves: the field names, defaults, which fields are
 required, and whether each of a set of probe values passes the field's type
 check.  Corral must declare the same fields with the same defaults, and
 accept exactly the values Ganeti accepts, but for the few deliberate
-differences listed below.  A field Corral does not implement yet counts as
-accepting a value when it refuses it as "not supported by Corral yet": the
-type is right, the feature is missing.
+differences listed below (and Corral's own fields, which Ganeti's lack).  A
+field Corral does not implement yet counts as accepting a value when it
+refuses it as "not supported by Corral yet": the type is right, the feature
+is missing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ STRICTER = {
     ("*", "reason"): "luxid reads a reason trail of [source, text, timestamp] entries",
     ("*", "skip_checks"): "luxid reads a set from a JSON list only ('' and {} are iterable)",
     ("*", "ignore_errors"): "luxid reads a set from a JSON list only",
+}
+
+
+# Fields of Corral's own, which Ganeti's opcodes lack (documented in the README).
+CORRAL_OWN = {
+    ("OP_CLUSTER_SET_PARAMS", "etcd_members"): "etcd members on the master candidates",
 }
 
 
@@ -138,7 +145,8 @@ def fields_of(op_id: str) -> set[str]:
 
 @pytest.mark.parametrize("op_id", sorted(SERVED))
 def test_same_fields(op_id: str, declarations: dict[str, dict[str, Any]]) -> None:
-    assert fields_of(op_id) == set(declarations[op_id])
+    ours = {name for name in fields_of(op_id) if (op_id, name) not in CORRAL_OWN}
+    assert ours == set(declarations[op_id])
 
 
 @pytest.mark.parametrize("op_id", sorted(SERVED))

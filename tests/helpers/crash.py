@@ -42,8 +42,9 @@ def kill_9(pid_file: Path) -> None:
     wait_until(lambda: _gone(pid), timeout=15, what=f"process {pid} gone")
 
 
-def start_masterd(cl: TestCluster) -> None:
-    start_daemon([sys.executable, "-m", "corral.daemons.masterd"], cl.env, timeout=30)
+def start_masterd(cl: TestCluster, *options: str) -> None:
+    """Start masterd with its command-line ``options``; once it is ready."""
+    start_daemon([sys.executable, "-m", "corral.daemons.masterd", *options], cl.env, timeout=30)
 
 
 def arm_hv_gate(paths: Paths, instance: str, step: str) -> Path:

@@ -1,31 +1,72 @@
 """etcd members run by noded on the master candidates, following the candidate
-list (the reconciler the master runs: :mod:`corral.state.etcd.members`), on a
-four-node cluster on loopback with the nodes' own certificates."""
+list as masterd's service keeps them (:mod:`corral.services.etcd_members`),
+on one four-node cluster on loopback with the nodes' own certificates.
+
+The tests run in order on the module's cluster: the switch turned on, the
+candidates changed with ``gnt-node modify``, members killed, masterd and
+noded restarted, the switch turned off.  masterd runs with a check interval
+far beyond the tests (but where a test says otherwise), so that only a
+change of the configuration or masterd's start makes the service act: what
+verify sees of a killed member is then not repaired under its feet.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from corral.node.etcd_member import etcd_root
 from corral.paths import Paths
-from corral.rpc.https import https_client
-from corral.state.etcd.client import EtcdClient, client_ssl_context
-from corral.state.etcd.members import (
-    Candidate,
-    EtcdMemberInfo,
-    MemberReconciler,
-    list_members,
-    reconcile,
-)
+from corral.process.daemons import stop_daemon
+from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context
+from corral.state.etcd.members import Candidate, EtcdMemberInfo, list_members
 from corral.state.etcd.server import member_pid
+from tests.helpers.cluster import TestCluster
+from tests.helpers.crash import MASTERD, STAMP, kill_9, start_masterd
 from tests.helpers.multinode import cluster_with_nodes
-from tests.helpers.noded import start_noded
+from tests.helpers.noded import Noded, start_noded
+from tests.helpers.waiting import poll_async, wait_until
+
+pytestmark = pytest.mark.slow
 
 NAMES = ("node2.example.com", "node3.example.com", "node4.example.com")
+# A check interval no test reaches: only changes and masterd's start wake the service.
+NEVER = "3600"
+# Seconds the members get to follow a change (learners copy, get promoted).
+SETTLE = 90.0
+
+
+@dataclass
+class Bed:
+    cl: TestCluster
+    extra: list[Noded]
+    nodes: list[Candidate]  # node1 (the master) to node4
+
+    def paths(self, name: str) -> Paths:
+        if name == self.cl.node_name:
+            return self.cl.paths
+        return next(n.paths for n in self.extra if n.name == name)
+
+    def gnt_ok(self, command: str, *args: str) -> str:
+        result = self.cl.gnt(command, *args)
+        assert result.rc == 0, f"gnt-{command} {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    def etcd(self) -> EtcdClient:
+        """A client of every node's member (make it inside the test's loop)."""
+        tls = client_ssl_context(self.cl.paths.ca_cert, self.cl.paths.client_pem)
+        return EtcdClient([n.client_url for n in self.nodes], tls, deadline=2.0)
+
+    def restart_masterd(self, *options: str, crash: bool = False) -> None:
+        if crash:
+            kill_9(self.cl.paths.run_dir / f"{MASTERD}.pid")
+        else:
+            stop_daemon(self.cl.paths, MASTERD)
+        start_masterd(self.cl, *options)
 
 
 def etcd_pid(paths: Paths) -> int | None:
@@ -34,64 +75,184 @@ def etcd_pid(paths: Paths) -> int | None:
     return member_pid(root / "etcd.pid", root / "data")
 
 
-@pytest.mark.slow
-async def test_members_follow_candidates(tmp_path_factory: pytest.TempPathFactory) -> None:
-    with cluster_with_nodes(tmp_path_factory.mktemp("etcdm"), NAMES) as (cl, extra):
-        roots = {cl.node_name: cl.paths, **{n.name: n.paths for n in extra}}
-        nodes = [Candidate(cl.node_name, cl.node_name, cl.node_ip)] + [
-            Candidate(n.name, n.name, n.address) for n in extra
-        ]
-        tls = client_ssl_context(cl.paths.ca_cert, cl.paths.client_pem)
-        etcd = EtcdClient([n.client_url for n in nodes], tls)
-        rpc = https_client(cl.paths, cl.port)
+def roles(members: list[EtcdMemberInfo]) -> tuple[int, int]:
+    """(voters, learners)."""
+    learners = sum(m.learner for m in members)
+    return len(members) - learners, learners
+
+
+async def settle(bed: Bed, wanted: tuple[int, int]) -> list[EtcdMemberInfo]:
+    """The members once they are ``wanted`` (voters, learners), all started."""
+    etcd = bed.etcd()
+
+    async def members() -> list[EtcdMemberInfo] | str:
         try:
+            return await list_members(etcd)
+        except EtcdError as err:
+            return err.message
 
-            async def members_with(count: int) -> list[EtcdMemberInfo]:
-                wanted, others = nodes[:count], nodes[count:]
-                await reconcile(MemberReconciler(rpc, etcd, wanted, others))
-                return await list_members(etcd)
+    def done(found: list[EtcdMemberInfo] | str) -> bool:
+        return not isinstance(found, str) and roles(found) == wanted and all(m.name for m in found)
 
-            def roles(members: list[EtcdMemberInfo]) -> tuple[int, int]:
-                learners = sum(m.learner for m in members)
-                return len(members) - learners, learners
+    try:
+        found = await poll_async(members, done, SETTLE, f"etcd members {wanted}", interval=0.2)
+    finally:
+        await etcd.close()
+    assert not isinstance(found, str)
+    return found
 
-            # One candidate: a one-member cluster on the master.
-            assert roles(await members_with(1)) == (1, 0)
-            assert etcd_pid(cl.paths) is not None
-            # Three: learners, then promoted: three voters.
-            members = await members_with(3)
-            assert roles(members) == (3, 0)
-            assert sorted(m.name for m in members) == sorted(n.name for n in nodes[:3])
-            # Four: the voters stay three, the fourth is a learner.
-            members = await members_with(4)
-            assert roles(members) == (3, 1)
-            assert [m.peer_urls for m in members if m.learner] == [(nodes[3].peer_url,)]
-            # Back to three: the fourth's member is removed and stops.
-            members = await members_with(3)
-            assert roles(members) == (3, 0)
-            assert etcd_pid(roots[nodes[3].name]) is None
-            assert not etcd_root(roots[nodes[3].name]).exists()
 
-            # kill -9 of a member: it runs again when its noded starts again.
-            victim = extra[1]
-            pid = etcd_pid(victim.paths)
-            assert pid is not None
-            os.kill(pid, signal.SIGKILL)
-            victim.stop()
-            start_noded(victim.paths, victim.address, victim.port)
-            restarted = etcd_pid(victim.paths)
-            assert restarted is not None and restarted != pid
-            client_url = nodes[2].client_url
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while not await etcd.healthy(client_url):
-                assert loop.time() < deadline, "the restarted member does not serve"
-                await asyncio.sleep(0.1)
-        finally:
-            await rpc.close()
-            await etcd.close()
-            pids = {name: etcd_pid(paths) for name, paths in roots.items()}
+def etcd_findings(bed: Bed) -> tuple[int, list[str]]:
+    """``gnt-cluster verify --error-codes``: its exit code and its etcd lines."""
+    result = bed.cl.gnt("cluster", "verify", "--error-codes")
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [STAMP.sub("", x).strip() for x in result.stdout.splitlines()]
+    return result.rc, [x for x in lines if "ETCD" in x or "etcd" in x]
+
+
+def errors_of(lines: list[str]) -> list[str]:
+    return [x for x in lines if x.startswith(("- ERROR", "- WARNING"))]
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+    with cluster_with_nodes(tmp_path_factory.mktemp("etcdm"), NAMES) as (cl, extra):
+        nodes = [Candidate(cl.node_name, "", cl.node_ip)]
+        nodes += [Candidate(n.name, "", n.address) for n in extra]
+        bed = Bed(cl, extra, nodes)
+        # Only the master is a candidate to begin with.
+        bed.gnt_ok("cluster", "modify", "--candidate-pool-size", "1")
+        for name in NAMES:
+            bed.gnt_ok("node", "modify", "--master-candidate=no", name)
+        bed.restart_masterd("--etcd-check-interval", NEVER)
+        yield bed
+        roots = {n.name: bed.paths(n.name) for n in nodes}
     # The cluster's daemons stopped: no member is left running.
     for name, paths in roots.items():
         assert etcd_pid(paths) is None, f"etcd of {name} runs after the cluster stopped"
-    assert any(pids.values())
+
+
+async def test_no_member_runs_while_the_switch_is_off(bed: Bed) -> None:
+    assert all(etcd_pid(bed.paths(n.name)) is None for n in bed.nodes)
+    _, lines = etcd_findings(bed)
+    assert lines == [], lines  # verify checks no store it does not have
+
+
+def test_bad_switch_values_are_refused(bed: Bed) -> None:
+    result = bed.cl.gnt("cluster", "modify", "--etcd-members=maybe")
+    assert result.rc != 0
+    assert "Invalid boolean value 'maybe'" in result.stderr
+    assert etcd_pid(bed.cl.paths) is None
+
+
+async def test_members_follow_candidates(bed: Bed) -> None:
+    node1, node2, node3, node4 = bed.nodes
+    bed.gnt_ok("cluster", "modify", "--etcd-members=yes")
+    members = await settle(bed, (1, 0))
+    assert [m.name for m in members] == [node1.name]
+    # Two more candidates: learners, then promoted: three voters.
+    for node in (node2, node3):
+        bed.gnt_ok("node", "modify", "--master-candidate=yes", node.name)
+    members = await settle(bed, (3, 0))
+    assert sorted(m.name for m in members) == [node1.name, node2.name, node3.name]
+    # A fourth: it stays a learner, the voters stay three.
+    bed.gnt_ok("node", "modify", "--master-candidate=yes", node4.name)
+    members = await settle(bed, (3, 1))
+    assert [m.peer_urls for m in members if m.learner] == [(node4.peer_url,)]
+    _, lines = etcd_findings(bed)
+    assert errors_of(lines) == [], lines
+    notice = next(x for x in lines if "NOTICE" in x)
+    assert f"learners: {node4.name};" in notice, notice
+    # Back to three: the fourth's member is removed, stops, its data goes.
+    bed.gnt_ok("node", "modify", "--master-candidate=no", node4.name)
+    members = await settle(bed, (3, 0))
+    assert node4.peer_url not in {url for m in members for url in m.peer_urls}
+    wait_until(lambda: not etcd_root(bed.paths(node4.name)).exists(), 30, "node4's data gone")
+    assert etcd_pid(bed.paths(node4.name)) is None  # stopped before its data went
+    _, lines = etcd_findings(bed)
+    assert errors_of(lines) == [], lines
+
+
+async def test_verify_reports_a_killed_member_restored_after_masterd_restarts(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    node3 = bed.nodes[2]
+    pid = etcd_pid(bed.paths(node3.name))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: etcd_pid(bed.paths(node3.name)) is None, 15, "etcd of node3 gone")
+    rc, lines = etcd_findings(bed)
+    assert rc != 0
+    assert any(
+        x.startswith(f"- ERROR:ENODEETCD:node:{node3.name}:etcd member does not answer")
+        for x in lines
+    ), lines
+    # masterd dies and starts again: its service starts the member again.
+    bed.restart_masterd("--etcd-check-interval", NEVER, crash=True)
+    wait_until(lambda: etcd_pid(bed.paths(node3.name)) is not None, 60, "etcd of node3 again")
+    assert etcd_pid(bed.paths(node3.name)) != pid
+
+    async def clean() -> list[str]:
+        return errors_of(etcd_findings(bed)[1])
+
+    await poll_async(clean, lambda found: found == [], SETTLE, "a clean verify", interval=0.5)
+
+
+async def test_settled_members_are_checked_again(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    bed.restart_masterd("--etcd-check-interval", "0.5")
+    node2 = bed.nodes[1]
+    pid = etcd_pid(bed.paths(node2.name))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: etcd_pid(bed.paths(node2.name)) not in (None, pid), 60, "node2 restarted")
+    bed.restart_masterd("--etcd-check-interval", NEVER)
+
+
+async def test_noded_restart_starts_its_member(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    victim = bed.extra[1]  # node3
+    pid = etcd_pid(victim.paths)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    victim.stop()
+    start_noded(victim.paths, victim.address, victim.port)
+    restarted = etcd_pid(victim.paths)
+    assert restarted is not None and restarted != pid
+    await settle(bed, (3, 0))
+
+
+async def test_an_offline_candidate_leaves_and_its_member_stops_once_back(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    node3 = bed.nodes[2]
+    # Offline, it is no candidate: its member leaves etcd; noded is not asked.
+    bed.gnt_ok("node", "modify", "--offline=yes", node3.name)
+    members = await settle(bed, (1, 1))  # two candidates: one voter, one learner
+    assert node3.peer_url not in {url for m in members for url in m.peer_urls}
+    assert [m.name for m in members if not m.learner] == [bed.cl.node_name]  # the master's
+    assert etcd_root(bed.paths(node3.name)).exists()
+    # Back online (not a candidate): what is left of its member goes.
+    bed.gnt_ok("node", "modify", "--force", "--offline=no", node3.name)
+    wait_until(lambda: not etcd_root(bed.paths(node3.name)).exists(), 60, "node3's data gone")
+    assert etcd_pid(bed.paths(node3.name)) is None
+    bed.gnt_ok("node", "modify", "--master-candidate=yes", node3.name)
+    await settle(bed, (3, 0))
+
+
+async def test_a_removed_candidate_leaves_etcd(bed: Bed) -> None:
+    node4 = bed.nodes[3]
+    bed.gnt_ok("node", "modify", "--master-candidate=yes", node4.name)
+    await settle(bed, (3, 1))
+    bed.gnt_ok("node", "remove", node4.name)
+    members = await settle(bed, (3, 0))
+    assert node4.peer_url not in {url for m in members for url in m.peer_urls}
+    assert etcd_pid(bed.paths(node4.name)) is None
+    assert not etcd_root(bed.paths(node4.name)).exists()
+
+
+async def test_switching_off_stops_every_member(bed: Bed) -> None:
+    bed.gnt_ok("cluster", "modify", "--etcd-members=no")
+    roots = [bed.paths(node.name) for node in bed.nodes]
+    wait_until(lambda: not any(etcd_root(p).exists() for p in roots), 60, "every etcd data gone")
+    assert all(etcd_pid(p) is None for p in roots)  # stopped before their data went
+    _, lines = etcd_findings(bed)
+    assert lines == [], lines

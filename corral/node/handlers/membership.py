@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from corral import errors
+from corral.node import etcd_member
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.join_server import write_ssconf_values
@@ -44,7 +45,10 @@ async def node_demote_from_mc(ctx: NodeContext) -> None:
 
 @rpc_handler(calls.node_leave_cluster)
 async def node_leave_cluster(ctx: NodeContext) -> None:
-    """Forget the cluster: its files go, and noded waits for a join again."""
+    """Forget the cluster: its files go (its etcd member and data too), and
+    noded waits for a join again."""
     if ctx.membership is None:
         raise errors.OpExecError("node_leave_cluster: this node daemon cannot switch modes")
     ctx.membership.leave()
+    # After the files went: a start of the member from now on finds no certificate.
+    await etcd_member.keeper(ctx.paths).stop(forget=True)

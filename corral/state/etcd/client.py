@@ -173,19 +173,29 @@ def client_ssl_context(ca: Path, cert: Path, key: Path | None = None) -> ssl.SSL
 class EtcdClient:
     """Calls to one etcd cluster through any of its members' client URLs."""
 
-    def __init__(self, endpoints: Sequence[str], tls: ssl.SSLContext) -> None:
+    def __init__(
+        self, endpoints: Sequence[str], tls: ssl.SSLContext, deadline: float = CALL_DEADLINE
+    ) -> None:
+        """``deadline``: seconds a call keeps trying the members (see :meth:`call`)."""
+        self.endpoints: list[str] = []
+        self.set_endpoints(endpoints)
+        self.deadline = deadline
+        self._tls = tls
+        self._session: aiohttp.ClientSession | None = None
+        self._current = 0
+
+    def set_endpoints(self, endpoints: Sequence[str]) -> None:
+        """Call through ``endpoints`` from now on (the members changed)."""
         if not endpoints:
             raise errors.ProgrammerError("An etcd client needs at least one endpoint")
         self.endpoints = list(endpoints)
-        self._tls = tls
-        self._session: aiohttp.ClientSession | None = None
         self._current = 0
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(ssl=self._tls, limit=32)
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=CALL_DEADLINE)
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.deadline)
             )
         return self._session
 
@@ -197,14 +207,15 @@ class EtcdClient:
     async def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``path`` on a member that answers; its answer.
 
-        Members are tried in turn until one answers or the deadline passes.  A
+        Members are tried in turn until one answers or the client's deadline
+        passes.  A
         request whose answer was lost is sent again: the stores write so that
         a repeat is harmless, or is recognised (each write carries a nonce).
         After the deadline: Unreachable if no request went out, else
         Indeterminate.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + CALL_DEADLINE
+        deadline = loop.time() + self.deadline
         data = json.dumps(body, separators=(",", ":")).encode()
         tries, sent = 0, False
         while True:
@@ -220,7 +231,7 @@ class EtcdClient:
             tries += 1
             self._current = (self._current + 1) % len(self.endpoints)
             if loop.time() >= deadline:
-                what = f"within {CALL_DEADLINE:.0f} s (last: {endpoint}, {_describe(failure)})"
+                what = f"within {self.deadline:g} s (last: {endpoint}, {_describe(failure)})"
                 if sent:
                     raise Indeterminate(
                         f"etcd did not answer {path} {what}; the write may have been applied"
@@ -350,9 +361,15 @@ class EtcdClient:
             problem = _describe(err)
             raise Unreachable(f"etcd at {endpoint} did not answer {path}: {problem}") from err
 
-    async def status(self, endpoint: str) -> dict[str, Any]:
-        """``/v3/maintenance/status`` of one member (its leader, its revision...)."""
-        return await self._post(endpoint + "/v3/maintenance/status", b"{}", CALL_DEADLINE)
+    async def status(self, endpoint: str, timeout: float | None = None) -> dict[str, Any]:
+        """``/v3/maintenance/status`` of one member (its leader, its revision...),
+        within ``timeout`` seconds (default: the client's deadline); Unreachable
+        if it does not answer."""
+        url = endpoint + "/v3/maintenance/status"
+        try:
+            return await self._post(url, b"{}", self.deadline if timeout is None else timeout)
+        except (aiohttp.ClientError, TimeoutError, _Unavailable) as err:
+            raise Unreachable(f"etcd at {endpoint} did not answer: {_describe(err)}") from err
 
     async def healthy(self, endpoint: str) -> bool:
         """Whether the member at ``endpoint`` serves (it has a leader)."""
