@@ -70,6 +70,7 @@ async def serve(
         query_deadline=query_deadline,
         unreachable_memory=unreachable_memory,
     )
+    rpc.fence = lease.token  # a node refuses its calls once a newer master called it
     store = SqliteJobStore(paths.queue_db)
     processor = Processor()
     locks = LockManager()
