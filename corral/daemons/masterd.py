@@ -10,6 +10,7 @@ import sys
 
 from corral.daemons import daemon_parser
 from corral.luxi import protocol
+from corral.master.mastership import LEASE_TTL
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
 from corral.process.privileges import DEFAULT_RAPI_USER
@@ -59,6 +60,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_MEMORY,
         metavar="SECONDS",
         help="how long queries do not wait on a node that did not answer (default %(default)s)",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=seconds,
+        default=LEASE_TTL,
+        metavar="SECONDS",
+        help="how long the mastership lease runs without renewal; it is renewed a third"
+        " of that apart (default %(default)s)",
     )
     return parser.parse_args(argv)
 
@@ -118,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
                 luxi_group=opts.luxi_group or None,
                 query_deadline=opts.query_deadline,
                 unreachable_memory=opts.unreachable_memory,
+                lease_ttl=opts.lease_ttl,
             ),
             foreground=opts.foreground,
             paths=paths,

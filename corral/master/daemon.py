@@ -16,7 +16,7 @@ from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
 from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
-from corral.master.mastership import MastershipKeeper
+from corral.master.mastership import LEASE_TTL, MastershipKeeper
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.https import https_client
@@ -45,9 +45,11 @@ async def serve(
     luxi_group: str | None = None,
     query_deadline: float = DEFAULT_QUERY_DEADLINE,
     unreachable_memory: float = DEFAULT_MEMORY,
+    lease_ttl: float = LEASE_TTL,
 ) -> None:
     """Run masterd until cancelled (the luxi limits and group: see LuxiServer;
-    the query deadline and the memory of unreachable nodes: see RpcClient)."""
+    the query deadline and the memory of unreachable nodes: see RpcClient;
+    the mastership lease's time to live: see MastershipKeeper)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -55,7 +57,7 @@ async def serve(
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
     mastership = SqliteMastership(paths.state_db)
-    keeper = MastershipKeeper(mastership)
+    keeper = MastershipKeeper(mastership, lease_ttl)
     lease = await keeper.acquire()
     cfg = await ConfigManager.open(SqliteConfigStore(paths.config_db))
     cfg.fence = lease.token
