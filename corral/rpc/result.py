@@ -125,7 +125,8 @@ class RpcResult(Generic[R]):
 
     def get(self, what: str = "", ecode: str | None = None) -> R:
         """The node's answer; NodeCallError (``"<what>: <fail_msg>"``) if the
-        call failed, or OpPrereqError with ``ecode`` if one is given."""
+        call failed, or OpPrereqError with ``ecode`` if one is given (never for
+        a refused fence token: MasterDeposed)."""
         if self.fail_msg is not None:
             if ecode is not None and not self.deposed:
                 raise errors.OpPrereqError(self.error(what).message, ecode)
