@@ -36,6 +36,7 @@ BENCHMARKS = (
     "metad",
     "os_image",
     "etcd_store",
+    "node_fencing",
     "cloudinit_boot",
 )
 

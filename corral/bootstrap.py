@@ -271,6 +271,7 @@ def created_files(paths: Paths) -> list[Path]:
         paths.cluster_domain_secret,
         paths.confd_hmac_key,
         paths.config_data,
+        paths.fence_token,  # the next cluster's masters count their own
         *paths.data_dir.glob("ssconf_*"),
         paths.master_socket,
     ]

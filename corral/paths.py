@@ -171,6 +171,11 @@ class Paths:
         return self._under(CONFIG_DB)
 
     @property
+    def fence_token(self) -> Path:
+        """noded's newest fence token of the cluster's masters (corral.node.fencing)."""
+        return self.data_dir / "fence-token"
+
+    @property
     def queue_dir(self) -> Path:
         return self.data_dir / "queue"
 

@@ -5,7 +5,9 @@ As Ganeti's, they run in the command itself, not as jobs: masterd names the
 online nodes (a note names the offline ones skipped), then the command calls
 each node's noded in turn with the cluster's client certificate
 (:mod:`corral.cli.noded_client`), one node after the other as Ganeti does (a
-command that restarts a service never runs on two nodes at once).  What a
+command that restarts a service never runs on two nodes at once), with the
+fence token of that masterd: they act for it, and a node that a newer master
+has called refuses them (:mod:`corral.rpc.fencing`).  What a
 node does is in :mod:`corral.node.handlers.operator`.  Options, output and
 exit codes are Ganeti's; a node that cannot be reached shows its error where
 ssh's would be, with ssh's return code 255.
@@ -78,14 +80,16 @@ def _client_tls(root: str) -> ssl.SSLContext:
         ) from None
 
 
-def _run_on(ctx: ssl.SSLContext, address: str, port: int, command: str) -> tuple[str, int]:
+def _run_on(
+    ctx: ssl.SSLContext, address: str, port: int, command: str, fence: int | None
+) -> tuple[str, int]:
     """The command's output (standard output, then standard error, as Ganeti's
     RunResult.output) and exit code on one node."""
     from corral.cli import noded_client
 
     try:
         result = noded_client.call(
-            ctx, address, port, "run_command", [command], C.CLUSTER_COMMAND_CALL_TIMEOUT
+            ctx, address, port, "run_command", [command], C.CLUSTER_COMMAND_CALL_TIMEOUT, fence
         )
     except noded_client.NodeCallError as err:
         return f"{err}\n", SSH_FAILURE
@@ -110,7 +114,9 @@ def cmd_command(opts: argparse.Namespace) -> int:
     client = common.get_client()
     try:
         nodes = online_nodes(client, opts.nodes, opts.nodegroup)
-        master, port = client.call("QueryConfigValues", ["master_node", "noded_port"])
+        master, port, fence = client.call(
+            "QueryConfigValues", ["master_node", "noded_port", "fence_token"]
+        )
     finally:
         client.close()
     nodes.sort(key=lambda node: node[0] == master)  # the master last, as Ganeti
@@ -120,7 +126,7 @@ def cmd_command(opts: argparse.Namespace) -> int:
     if reconfigure is not None:
         reconfigure(errors="surrogateescape")
     for name, address in nodes:
-        output, code = _run_on(ctx, address, port, command)
+        output, code = _run_on(ctx, address, port, command, fence)
         if opts.failure_only and code == C.EXIT_SUCCESS:
             continue
         _show(name, output, code, opts.show_machine_names)
@@ -183,7 +189,7 @@ def cmd_copyfile(opts: argparse.Namespace) -> int:
             filter_master=True,
             secondary_ips=opts.use_replication_network,
         )
-        (port,) = client.call("QueryConfigValues", ["noded_port"])
+        port, fence = client.call("QueryConfigValues", ["noded_port", "fence_token"])
     finally:
         client.close()
     ctx = _client_tls(root)
@@ -198,7 +204,7 @@ def cmd_copyfile(opts: argparse.Namespace) -> int:
     ]
     for name, address in nodes:
         try:
-            noded_client.call(ctx, address, port, "copy_file", args, C.RPC_TMO_NORMAL)
+            noded_client.call(ctx, address, port, "copy_file", args, C.RPC_TMO_NORMAL, fence)
         except noded_client.NodeCallError as err:
             print(f"Copy of file {filename} to node {name}:{port} failed: {err}", file=sys.stderr)
     return C.EXIT_SUCCESS

@@ -16,6 +16,7 @@ import json
 import ssl
 
 from corral import paths as P
+from corral.rpc.fencing import FENCE_HEADER, header_value
 from corral.rpc.transport import failure_reason, parse_reply
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -46,10 +47,18 @@ def tls_context(root: str) -> ssl.SSLContext:
 
 
 def call(
-    ctx: ssl.SSLContext, address: str, port: int, name: str, args: list[Any], timeout: float
+    ctx: ssl.SSLContext,
+    address: str,
+    port: int,
+    name: str,
+    args: list[Any],
+    timeout: float,
+    fence: int | None = None,
 ) -> Any:
     """The payload of the node call ``name(*args)`` on the node at ``address``,
-    answered within ``timeout`` seconds; NodeCallError if none came."""
+    answered within ``timeout`` seconds; NodeCallError if none came.  A call
+    that changes the node carries ``fence``, the token of the master the
+    command acts for (see :mod:`corral.rpc.fencing`)."""
     where = f"{address}:{port}"
     conn = http.client.HTTPSConnection(address, port, timeout=CONNECT_TIMEOUT, context=ctx)
     try:
@@ -64,7 +73,8 @@ def call(
         assert conn.sock is not None
         conn.sock.settimeout(timeout)
         try:
-            conn.request("POST", f"/{name}", body=json.dumps(args).encode(), headers=_HEADERS)
+            headers = _HEADERS if fence is None else {**_HEADERS, FENCE_HEADER: header_value(fence)}
+            conn.request("POST", f"/{name}", body=json.dumps(args).encode(), headers=headers)
             response = conn.getresponse()
             status, body = response.status, response.read()
         except TimeoutError:

@@ -11,6 +11,7 @@ import sys
 from corral import constants as C
 from corral.daemons import daemon_parser
 from corral.luxi import protocol
+from corral.master.mastership import LEASE_TTL
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
 from corral.process.privileges import DEFAULT_RAPI_USER
@@ -68,6 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="how often the etcd members, once settled, are looked at again (members"
         " whose process is gone are started again); default %(default)s",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=seconds,
+        default=LEASE_TTL,
+        metavar="SECONDS",
+        help="how long the mastership lease runs without renewal; it is renewed a third"
+        " of that apart (default %(default)s)",
     )
     return parser.parse_args(argv)
 
@@ -128,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 query_deadline=opts.query_deadline,
                 unreachable_memory=opts.unreachable_memory,
                 etcd_check_interval=opts.etcd_check_interval,
+                lease_ttl=opts.lease_ttl,
             ),
             foreground=opts.foreground,
             paths=paths,

@@ -17,7 +17,7 @@ from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
 from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
-from corral.master.mastership import MastershipKeeper
+from corral.master.mastership import LEASE_TTL, MastershipKeeper
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.https import https_client
@@ -48,10 +48,12 @@ async def serve(
     query_deadline: float = DEFAULT_QUERY_DEADLINE,
     unreachable_memory: float = DEFAULT_MEMORY,
     etcd_check_interval: float = C.DEFAULT_ETCD_CHECK_INTERVAL,
+    lease_ttl: float = LEASE_TTL,
 ) -> None:
     """Run masterd until cancelled (the luxi limits and group: see LuxiServer;
     the query deadline and the memory of unreachable nodes: see RpcClient;
-    the etcd check interval: see EtcdMembers)."""
+    the etcd check interval: see EtcdMembers; the mastership lease's time to
+    live: see MastershipKeeper)."""
     from corral import errors
 
     if not paths.config_db.exists():
@@ -59,7 +61,7 @@ async def serve(
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
     mastership = SqliteMastership(paths.state_db)
-    keeper = MastershipKeeper(mastership)
+    keeper = MastershipKeeper(mastership, lease_ttl)
     lease = await keeper.acquire()
     cfg = await ConfigManager.open(SqliteConfigStore(paths.config_db))
     cfg.fence = lease.token
@@ -74,6 +76,7 @@ async def serve(
         query_deadline=query_deadline,
         unreachable_memory=unreachable_memory,
     )
+    rpc.fence = lease.token  # a node refuses its calls once a newer master called it
     store = SqliteJobStore(paths.queue_db)
     processor = Processor()
     locks = LockManager()

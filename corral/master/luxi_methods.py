@@ -210,6 +210,9 @@ class LuxiMethods:
             "config_serial": lambda: cfg.serial,
             # Corral's own: the node daemons' port (gnt-instance console reaches them).
             "noded_port": lambda: cfg.cluster.noded_port,
+            # Corral's own: the fence token of this master's node calls, which
+            # gnt-cluster command and copyfile send with theirs (corral.rpc.fencing).
+            "fence_token": lambda: self.master.rpc.fence,
         }
         # As luxid: a name it does not know gives null, not an error.
         getter = values.get(name)

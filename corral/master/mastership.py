@@ -18,16 +18,17 @@ from corral.state.ports import Lease, LeaseLost, Mastership
 
 log = logging.getLogger(__name__)
 
-# Seconds a lease runs without renewal.
+# Seconds a lease runs without renewal (masterd's --lease-ttl).
 LEASE_TTL = 30.0
 
 
 class MastershipKeeper:
-    """Holds the mastership for one masterd; ``lost`` is set if it goes
-    (``reason`` says why)."""
+    """Holds the mastership for one masterd, ``ttl`` seconds at a time;
+    ``lost`` is set if it goes (``reason`` says why)."""
 
-    def __init__(self, mastership: Mastership) -> None:
+    def __init__(self, mastership: Mastership, ttl: float = LEASE_TTL) -> None:
         self._mastership = mastership
+        self._ttl = ttl
         self._task: asyncio.Task[None] | None = None
         self.lease: Lease | None = None
         self.lost = asyncio.Event()
@@ -35,16 +36,16 @@ class MastershipKeeper:
 
     async def acquire(self) -> Lease:
         """Become the master (a token newer than every earlier master's)."""
-        self.lease = await self._mastership.acquire(socket.gethostname(), LEASE_TTL)
+        self.lease = await self._mastership.acquire(socket.gethostname(), self._ttl)
         log.info("Mastership acquired (fence token %d)", self.lease.token)
         self._task = asyncio.get_running_loop().create_task(self._renew(), name="mastership")
         return self.lease
 
     async def _renew(self) -> None:
         while self.lease is not None:
-            await asyncio.sleep(LEASE_TTL / 3)
+            await asyncio.sleep(self._ttl / 3)
             try:
-                self.lease = await self._mastership.renew(self.lease, LEASE_TTL)
+                self.lease = await self._mastership.renew(self.lease, self._ttl)
             except LeaseLost as err:
                 log.error("%s; this master daemon stops", err.message)
                 self.lease = None

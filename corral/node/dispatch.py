@@ -8,7 +8,10 @@ JSON ``[success, payload]`` with an HTTP status.  noded's HTTPS server
 
 The arguments are checked against the call's declared types (pydantic, strict:
 no conversion) before the handler sees them: a malformed call is refused with
-HTTP 400 and the argument that is wrong.
+HTTP 400 and the argument that is wrong.  A call that changes the node must
+carry a fence token not older than the newest the node has seen
+(:mod:`corral.node.fencing`), else it is refused with HTTP 409; a node
+context without membership (handlers tested alone) has no token to keep.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from corral import errors
 from corral.node.context import NodeContext
+from corral.node.fencing import StaleToken
 from corral.node.handlers import get_handler
 from corral.process.daemons import one_line
 from corral.rpc.calls import CALLS
+from corral.rpc.fencing import DEPOSED_STATUS
 from corral.rpc.transport import WireReply
+from corral.state.ports import NO_FENCE
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +86,9 @@ def _read_args(name: str, body: bytes) -> list[Any]:
         raise errors.ParameterError(_refusal(name, err)) from None
 
 
-async def run_call(ctx: NodeContext, name: str, body: bytes) -> WireReply:
-    """Run the handler of the call ``name`` with the arguments in ``body``."""
+async def run_call(ctx: NodeContext, name: str, body: bytes, fence: int | None = None) -> WireReply:
+    """Run the handler of the call ``name`` with the arguments in ``body``;
+    ``fence``: the caller's fence token (None: it sent none)."""
     handler = get_handler(name)
     if handler is None:
         return reply(False, f"Unknown RPC call {name!r}", status=404)
@@ -90,7 +97,12 @@ async def run_call(ctx: NodeContext, name: str, body: bytes) -> WireReply:
     except errors.ParameterError as err:
         return reply(False, err.message, status=400)
     try:
+        # After the arguments' check: a malformed call changes nothing, the token neither.
+        if ctx.membership is not None and CALLS[name].fenced:
+            await ctx.membership.fence.admit(name, NO_FENCE if fence is None else fence)
         return reply(True, await handler(ctx, *args))
+    except StaleToken as err:
+        return reply(False, err.message, status=DEPOSED_STATUS)
     except errors.GenericError as err:
         # Only the first line: the rest may be a script's output, which may quote
         # a secret parameter, and the log is on disk.

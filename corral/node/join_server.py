@@ -9,7 +9,9 @@ token, writes the cluster files and switches the listener to mutual TLS under
 the cluster CA.  ``node_leave_cluster`` switches back.  No restart either way:
 the listener takes the new TLS context for its next connection, and a request
 counts as authenticated only on a connection made under the current cluster
-context with a verified client certificate.
+context with a verified client certificate.  Both ways the node forgets the
+newest fence token it has seen (:mod:`corral.node.fencing`): the next
+cluster's masters count their own.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from corral import errors, ssconf_files
 from corral.crypto.tls import ssl_server_context
 from corral.fileio import atomic_write
 from corral.node import join_protocol as J
+from corral.node.fencing import FenceKeeper
 from corral.rpc.transport import WireReply
 
 if TYPE_CHECKING:
@@ -121,6 +124,8 @@ class Membership:
         # and those before a certificate renewal under the same CAs.
         self._trusted: list[ssl.SSLContext] = []
         self._pending: dict[str, str] = {}  # node nonce -> master nonce
+        # The newest fence token of the cluster's masters (corral.node.fencing).
+        self.fence = FenceKeeper(paths.fence_token)
         # The key of the certificate request the master last asked for.
         self.pending_key: bytes | None = None
 
@@ -250,6 +255,7 @@ class Membership:
         files = _checked_files(body, token, node_key_file(self.paths).read_bytes())
         self._write(files)
         token_file(self.paths).unlink(missing_ok=True)
+        self.fence.forget()  # a new cluster: its masters' tokens start anew
         self._switch(joined=True)
 
     def _write(self, files: dict[str, Any]) -> None:
@@ -278,6 +284,7 @@ class Membership:
         ]:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        self.fence.forget()
         asyncio.get_running_loop().call_soon(self._switch, False)
 
 

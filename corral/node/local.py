@@ -113,11 +113,11 @@ class LocalTransport:
         if crash is not None:
             if crash:
                 async with asyncio.timeout(request.timeout):
-                    await run_call(node.ctx, request.call, request.body)
+                    await run_call(node.ctx, request.call, request.body, request.fence)
             node.reachable = False
             raise _refused(request.address)
         async with asyncio.timeout(request.timeout):
-            return await run_call(node.ctx, request.call, request.body)
+            return await run_call(node.ctx, request.call, request.body, request.fence)
 
     def join_channel(self, address: str) -> LocalJoinChannel:
         """The join exchange with the node at ``address``."""

@@ -33,6 +33,7 @@ from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
 from corral.process.daemons import ReadyCallback, listen_error
 from corral.rpc.calls import CALLS
+from corral.rpc.fencing import FENCE_HEADER, parse_header
 from corral.rpc.transport import WireReply
 
 log = logging.getLogger(__name__)
@@ -62,12 +63,17 @@ async def dispatch(request: web.Request) -> web.Response:
     refusal = _refusal(name, request)
     if refusal is not None:
         return _response(refusal)
+    try:
+        fence = parse_header(request.headers.get(FENCE_HEADER))
+    except ValueError as err:
+        return _response(reply(False, str(err), status=400))
     inflight = request.app[INFLIGHT_KEY]
     task = asyncio.current_task()
     assert task is not None
     inflight.add(task)
     try:
-        return _response(await run_call(request.app[CONTEXT_KEY], name, await request.read()))
+        body = await request.read()
+        return _response(await run_call(request.app[CONTEXT_KEY], name, body, fence))
     finally:
         inflight.discard(task)
 

@@ -10,5 +10,7 @@
 Wire protocol: ``POST https://<node>:<port>/<call>`` with a JSON list of
 arguments; the reply is HTTP 200 with ``[success, payload]``, where payload is
 the error message when success is false.  Unknown calls get HTTP 404,
-malformed arguments HTTP 400.
+malformed arguments HTTP 400.  A call that changes its node carries its
+master's fence token (header ``X-Corral-Fence-Token``); a node that has seen
+a newer one answers HTTP 409 (:mod:`.fencing`).
 """

@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import READS, node_call
 from corral.rpc.wire import InstanceWire, JsonObject
 
 
-@node_call(C.RPC_TMO_URGENT)
+@node_call(C.RPC_TMO_URGENT, effect=READS)
 def instance_console(instances: list[InstanceWire], node_name: str) -> list[JsonObject]:
     """How to reach the consoles of instances running on the node: Ganeti's
     ``InstanceConsole`` dicts, in the order asked."""

@@ -7,16 +7,16 @@ certificates the master signs for it (:mod:`corral.node.cert_renewal`)."""
 from __future__ import annotations
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import CHANGES, node_call
 
 
-@node_call(C.RPC_TMO_NORMAL, cluster_client_only=True)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES, cluster_client_only=True)
 def node_cert_request() -> str:
     """A certificate request (PEM) for a new key of the node's; the key stays
     on the node until ``node_cert_install`` brings its certificate."""
 
 
-@node_call(C.RPC_TMO_FAST, cluster_client_only=True)
+@node_call(C.RPC_TMO_FAST, effect=CHANGES, cluster_client_only=True)
 def node_cert_install(
     ca_bundle: str, cert: str | None, with_client: bool, keep_connections: bool
 ) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import CHANGES, READS, node_call
 
 
-@node_call(C.RPC_TMO_URGENT, cluster_client_only=True)
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES, cluster_client_only=True)
 def etcd_member_start(
     name: str, client_port: int, peer_port: int, initial_cluster: dict[str, str], new: bool
 ) -> dict[str, Any]:
@@ -22,12 +22,12 @@ def etcd_member_start(
     (``new``) or joins; kept running across noded restarts.  Its status."""
 
 
-@node_call(C.RPC_TMO_URGENT, cluster_client_only=True)
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES, cluster_client_only=True)
 def etcd_member_stop(forget: bool) -> None:
     """Stop this node's etcd member; ``forget``: remove its data too (it is
     no longer a member)."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def etcd_member_status() -> dict[str, Any]:
     """Whether this node runs an etcd member: its name, client URL, pid."""

@@ -10,10 +10,10 @@ that instance's state, not those of all its instances (``all_instances_info``).
 from __future__ import annotations
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import READS, node_call
 from corral.rpc.wire import RunningInstance
 
 
-@node_call(C.RPC_TMO_URGENT)
+@node_call(C.RPC_TMO_URGENT, effect=READS)
 def instances_info(hypervisor: str, names: list[str]) -> dict[str, RunningInstance]:
     """Which of the named instances run, as all_instances_info reports them."""

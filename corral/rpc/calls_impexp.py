@@ -24,7 +24,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import CHANGES, READS, node_call
 from corral.rpc.wire import JsonObject
 
 # The node answers impexp_wait within its timeout (capped at 30 s there).
@@ -51,24 +51,24 @@ def _wait_timeout(args: Sequence[Any]) -> float:
     return wait + C.RPC_TMO_URGENT
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def x509_cert_create(validity: int) -> list[str]:
     """Make a key and self-signed certificate for a move: ``[name, cert_pem]``."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def x509_cert_remove(name: str) -> None:
     """Remove a per-move key."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def import_start(
     opts: ImpExpOptions, instance: JsonObject, component: str, dest: str, dest_args: JsonObject
 ) -> str:
     """Listen for one disk stream and write it to the destination: the import's name."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def export_start(
     opts: ImpExpOptions,
     host: str,
@@ -81,51 +81,51 @@ def export_start(
     """Send a source to an import's port: the export's name."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def impexp_status(names: list[str]) -> list[JsonObject | None]:
     """Progress of imports/exports (Ganeti's ImportExportStatus; None: unknown)."""
 
 
-@node_call(_wait_timeout)
+@node_call(_wait_timeout, effect=READS)
 def impexp_wait(names: list[str], timeout: float) -> list[JsonObject | None]:
     """Progress of imports/exports once one of them ended, or after timeout seconds."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def impexp_abort(name: str) -> None:
     """Stop an import/export."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def impexp_cleanup(name: str) -> None:
     """Forget an import/export."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def export_list() -> list[str]:
     """The exports kept on the node."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def export_info(name: str) -> str:
     """The config.ini of an export."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def finalize_export(instance_name: str, config_text: str) -> None:
     """Write an export's config.ini and make the export the current one."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=CHANGES)
 def export_remove(name: str) -> None:
     """Remove an export."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=CHANGES)
 def export_discard(instance_name: str) -> bool:
     """Remove an unfinished export (<instance>.new): whether there was one."""
 
 
-@node_call(C.RPC_TMO_URGENT)
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES)
 def test_impexp_gate(closed: bool) -> None:
     """Pause exports after their first frame (for tests)."""

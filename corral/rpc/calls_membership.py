@@ -7,19 +7,19 @@ candidate pool, leaving the cluster."""
 from __future__ import annotations
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import CHANGES, node_call
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=CHANGES)
 def write_ssconf_files(values: dict[str, str]) -> None:
     """Write the ssconf files (key: content) the master sends."""
 
 
-@node_call(C.RPC_TMO_URGENT)
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES)
 def node_leave_cluster() -> None:
     """Remove the cluster files and wait to join a cluster again."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=CHANGES)
 def node_demote_from_mc() -> None:
     """Remove the files only master candidates keep (the node is no longer one)."""

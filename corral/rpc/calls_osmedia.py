@@ -11,7 +11,7 @@ from typing import NotRequired
 from typing_extensions import TypedDict
 
 from corral import constants as C
-from corral.rpc.declare import node_call
+from corral.rpc.declare import CHANGES, READS, node_call
 from corral.rpc.wire import DiskWire, InstanceWire
 
 
@@ -39,28 +39,28 @@ class PackageWire(TypedDict):
     password: NotRequired[str]
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def os_image_probe(image: str) -> ImageProbe:
     """The format and size of an image (a path on the node or an http(s) URL)."""
 
 
-@node_call(C.RPC_TMO_1DAY)
+@node_call(C.RPC_TMO_1DAY, effect=CHANGES)
 def blockdev_image(disk: DiskWire, image: str, token: str) -> ImageWritten:
     """Write an image onto a disk, sparse (Ganeti's call); ``token`` names the
     write for blockdev_image_progress."""
 
 
-@node_call(C.RPC_TMO_URGENT)
+@node_call(C.RPC_TMO_URGENT, effect=READS)
 def blockdev_image_progress(token: str) -> list[int] | None:
     """``[bytes done, bytes in all]`` of a running blockdev_image (None: not running)."""
 
 
-@node_call(C.RPC_TMO_FAST)
+@node_call(C.RPC_TMO_FAST, effect=READS)
 def os_package_probe(source: PackageWire) -> None:
     """Check that a personalization package can be fetched and is gzip-compressed."""
 
 
-@node_call(C.RPC_TMO_SLOW)
+@node_call(C.RPC_TMO_SLOW, effect=CHANGES)
 def instance_os_package(disk: DiskWire, source: PackageWire) -> dict[str, int]:
     """Fetch a personalization package and unpack it over a disk's filesystem;
     its member and byte counts."""
@@ -74,7 +74,7 @@ class HelperStatus(TypedDict):
     lines: list[str]
 
 
-@node_call(C.RPC_TMO_SLOW)
+@node_call(C.RPC_TMO_SLOW, effect=CHANGES)
 def helper_vm_start(
     inst: InstanceWire, image: str, package: PackageWire | None, reinstall: bool
 ) -> None:
@@ -83,11 +83,12 @@ def helper_vm_start(
     its OS spec, secret parameters included) and ``package`` served by metad."""
 
 
-@node_call(C.RPC_TMO_URGENT)
+# CHANGES: each progress line is handed out once (a deposed master must not take them).
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES)
 def helper_vm_status(name: str) -> HelperStatus:
     """Whether the instance's helper VM runs, and its new progress lines."""
 
 
-@node_call(C.RPC_TMO_NORMAL)
+@node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
 def helper_vm_stop(name: str) -> None:
     """Kill the instance's helper VM if it runs; withdraw its data; remove its files."""

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from corral import errors
 from corral.rpc.calls_node import version
 from corral.rpc.declare import NodeCall, Request
+from corral.rpc.fencing import DEPOSED_STATUS
 from corral.rpc.reachability import (
     DEFAULT_MEMORY,
     DEFAULT_QUERY_DEADLINE,
@@ -35,6 +36,7 @@ from corral.rpc.reachability import (
 )
 from corral.rpc.result import NodeAddress, NodeTarget, RpcResult
 from corral.rpc.transport import Transport, TransportError, WireRequest, parse_reply
+from corral.state.ports import NO_FENCE
 
 R = TypeVar("R")
 
@@ -58,6 +60,11 @@ class RpcClient:
     that deadline and skip nodes remembered as unreachable (``reachability``,
     which remembers failures for ``unreachable_memory`` seconds);
     ``query_deadline`` is the deadline queries take.
+
+    Calls that change their node carry ``fence``, the fence token of the
+    master that makes them (masterd sets its lease's; see
+    :mod:`corral.rpc.fencing`); a node that has seen a newer one refuses
+    them, and their results raise :class:`~corral.rpc.result.MasterDeposed`.
     """
 
     def __init__(
@@ -69,6 +76,7 @@ class RpcClient:
     ) -> None:
         self.transport = transport
         self.query_deadline = query_deadline
+        self.fence = NO_FENCE
         self.reachability = Reachability(unreachable_memory)
         # address → the background call that checks whether a remembered node is back
         self._probes: dict[str, asyncio.Task[RpcResult[int]]] = {}
@@ -169,7 +177,8 @@ class RpcClient:
                 return RpcResult(node, name, fail_msg=msg)
         elif down is not None:
             connect = REMEMBERED_CONNECT_TIMEOUT
-        request = WireRequest(node, address, name, body, seconds, connect)
+        fence = self.fence if call.fenced else None
+        request = WireRequest(node, address, name, body, seconds, connect, fence)
         result, reached = await self._attempt(request)
         if reached:
             self.reachability.answered(address)
@@ -191,7 +200,13 @@ class RpcClient:
         payload, fail_msg = parse_reply(reply.status, reply.body)
         if fail_msg is not None:
             log.debug("RPC %s on %s failed: %s", name, node, fail_msg)
-        return RpcResult(node, name, payload=payload, fail_msg=fail_msg), True
+        deposed = reply.status == DEPOSED_STATUS
+        if deposed:
+            log.error("Node %s refused %s: %s", node, name, fail_msg)
+        result: RpcResult[Any] = RpcResult(
+            node, name, payload=payload, fail_msg=fail_msg, deposed=deposed
+        )
+        return result, True
 
     def _probe(self, node: str, address: str) -> None:
         """Ask a remembered node, in the background, whether it is back

@@ -2,7 +2,7 @@
 
 ::
 
-    @node_call(C.RPC_TMO_NORMAL)
+    @node_call(C.RPC_TMO_NORMAL, effect=CHANGES)
     def instance_start(inst: InstanceWire, paused: bool) -> None:
         \"\"\"Start an instance.\"\"\"
 
@@ -15,11 +15,18 @@ payload; noded registers the handler with ``@rpc_handler(instance_start)``
 (mypy checks the handler's parameters and result against the same
 signature) and checks the arguments against the declared types at its door.
 
+Every call says what it does to the node (:class:`Effect`): a query that
+only ``READS`` is never fenced; a call that ``CHANGES`` the node carries the
+master's fence token, which the node refuses when it has seen a newer one
+(:mod:`corral.rpc.fencing`).  There is no default: whoever declares a call
+classifies it.
+
 Stdlib only: the declarations are imported by masterd and noded alike.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -31,31 +38,62 @@ R = TypeVar("R")
 TimeoutFn = Callable[[Sequence[Any]], float]
 
 
+class Effect(enum.Enum):
+    """What a node call does to its node."""
+
+    # Answers from the node's state and changes nothing there: a deposed
+    # master may still ask (its answer acts on nothing); never fenced.
+    READS = "reads"
+    # Changes the node, or runs what may (scripts, programs, hypervisors):
+    # carries the master's fence token; refused if the node saw a newer one.
+    CHANGES = "changes"
+
+
+READS = Effect.READS
+CHANGES = Effect.CHANGES
+
+
 class NodeCall(Generic[P, R]):
     """One node call: its name, timeout (seconds, or a function of the
-    arguments), argument names and typed signature.
+    arguments), what it does to the node (``effect``), argument names and
+    typed signature.
 
     ``cluster_client_only``: noded takes the call only from the cluster's
     client certificate (masterd's, which only root on the master can read),
     not from the other nodes' certificates (see :mod:`corral.node.peer`).
     """
 
-    __slots__ = ("args", "cluster_client_only", "doc", "name", "signature", "timeout")
+    __slots__ = (
+        "args",
+        "cluster_client_only",
+        "doc",
+        "effect",
+        "name",
+        "signature",
+        "timeout",
+    )
 
     def __init__(
         self,
         signature: Callable[P, R],
         timeout: float | TimeoutFn,
         *,
+        effect: Effect,
         cluster_client_only: bool = False,
     ) -> None:
         self.signature = signature
+        self.effect = effect
         self.name: str = signature.__name__
         code = signature.__code__
         self.args: tuple[str, ...] = code.co_varnames[: code.co_argcount]
         self.timeout = timeout
         self.cluster_client_only = cluster_client_only
         self.doc = (signature.__doc__ or "").strip()
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the call carries the master's fence token (and a node may refuse it)."""
+        return self.effect is Effect.CHANGES
 
     def __repr__(self) -> str:
         return f"<node call {self.name}({', '.join(self.args)})>"
@@ -105,12 +143,12 @@ class Request(Generic[R]):
 
 
 def node_call(
-    timeout: float | TimeoutFn, *, cluster_client_only: bool = False
+    timeout: float | TimeoutFn, *, effect: Effect, cluster_client_only: bool = False
 ) -> Callable[[Callable[P, R]], NodeCall[P, R]]:
-    """Declare the decorated signature as a node call with this timeout (and
-    access: see :class:`NodeCall`)."""
+    """Declare the decorated signature as a node call with this timeout, what
+    it does to the node (``effect``) and access (see :class:`NodeCall`)."""
 
     def declare(signature: Callable[P, R]) -> NodeCall[P, R]:
-        return NodeCall(signature, timeout, cluster_client_only=cluster_client_only)
+        return NodeCall(signature, timeout, effect=effect, cluster_client_only=cluster_client_only)
 
     return declare

@@ -14,6 +14,7 @@ import aiohttp
 from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
+from corral.rpc.fencing import FENCE_HEADER, header_value
 from corral.rpc.join_channel import TlsJoinChannel
 from corral.rpc.transport import TransportError, WireReply, WireRequest, failure_reason
 
@@ -91,8 +92,11 @@ class HttpsTransport:
             sock_connect=min(request.connect_timeout, request.timeout),
             ceil_threshold=math.inf,
         )
+        headers = _HEADERS
+        if request.fence is not None:
+            headers = {**_HEADERS, FENCE_HEADER: header_value(request.fence)}
         session = self._get_session()
-        async with session.post(url, data=request.body, headers=_HEADERS, timeout=timeout) as resp:
+        async with session.post(url, data=request.body, headers=headers, timeout=timeout) as resp:
             return WireReply(resp.status, await resp.read())
 
 

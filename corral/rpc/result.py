@@ -12,6 +12,11 @@ text always ``"<what the caller did>: <why the node failed>"``:
 - ``rpc.results(nodes, request)``: each node's :class:`RpcResult`, whose
   ``get``, ``report`` and ``value`` do the same per node.
 
+A node that refused a call for its master's fence token (a newer master has
+called it: :mod:`corral.rpc.fencing`) fails it with :class:`MasterDeposed`,
+a NodeCallError, whether the caller asked for an ``ecode`` or not: nothing
+was changed, and the master that made the call must not act any more.
+
 Stdlib only.
 """
 
@@ -61,16 +66,27 @@ class NodeCallError(errors.OpExecError):
         self.offline = offline
 
 
+class MasterDeposed(NodeCallError):
+    """A node refused a call that changes it: a newer master (a newer fence
+    token) has called that node, so the master that made this call was
+    deposed.  Nothing was changed on the node.
+
+    Corral's own (Ganeti has no fencing of node calls); it travels as
+    OpExecError, its message saying what happened.
+    """
+
+
 class RpcResult(Generic[R]):
     """The outcome of one call on one node.
 
     ``fail_msg`` is None on success, never empty on failure; ``offline`` is True
     when the node could not be reached at all (connection refused or timed
-    out).  ``payload`` is the
+    out); ``deposed`` when the node refused the caller's fence token
+    (:class:`MasterDeposed`).  ``payload`` is the
     answer of a success (reading it from a failure raises NodeCallError).
     """
 
-    __slots__ = ("_payload", "call", "fail_msg", "node", "offline")
+    __slots__ = ("_payload", "call", "deposed", "fail_msg", "node", "offline")
 
     def __init__(
         self,
@@ -79,12 +95,14 @@ class RpcResult(Generic[R]):
         payload: Any = None,
         fail_msg: str | None = None,
         offline: bool = False,
+        deposed: bool = False,
     ) -> None:
         self.node = node
         self.call = call
         self._payload = payload
         self.fail_msg = fail_msg
         self.offline = offline
+        self.deposed = deposed
 
     def __repr__(self) -> str:
         outcome = f"failed: {self.fail_msg!r}" if self.failed else f"payload={self._payload!r:.80}"
@@ -107,9 +125,10 @@ class RpcResult(Generic[R]):
 
     def get(self, what: str = "", ecode: str | None = None) -> R:
         """The node's answer; NodeCallError (``"<what>: <fail_msg>"``) if the
-        call failed, or OpPrereqError with ``ecode`` if one is given."""
+        call failed, or OpPrereqError with ``ecode`` if one is given (never for
+        a refused fence token: MasterDeposed)."""
         if self.fail_msg is not None:
-            if ecode is not None:
+            if ecode is not None and not self.deposed:
                 raise errors.OpPrereqError(self.error(what).message, ecode)
             raise self.error(what)
         payload: R = self._payload
@@ -126,4 +145,5 @@ class RpcResult(Generic[R]):
     def error(self, what: str = "") -> NodeCallError:
         """The error of this failed call, its message prefixed with ``what``."""
         assert self.fail_msg is not None, "the call succeeded"
-        return NodeCallError(self.node, self.call, self.fail_msg, offline=self.offline, what=what)
+        kind = MasterDeposed if self.deposed else NodeCallError
+        return kind(self.node, self.call, self.fail_msg, offline=self.offline, what=what)

@@ -32,6 +32,8 @@ class WireRequest:
     body: bytes  # the JSON list of arguments
     timeout: float  # seconds for the whole call
     connect_timeout: float  # seconds to reach the node (and authenticate it)
+    # The caller's fence token, on calls that change the node (None: none sent).
+    fence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

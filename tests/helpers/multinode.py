@@ -52,7 +52,7 @@ def start_joining_node(
     address = address or free_address(cl.port, {cl.node_ip})
     paths = Paths(root.absolute())
     testbed.start_joining(paths, address, cl.port, testbed.make_token(cl.paths) if token else None)
-    return Noded(paths, address, cl.port)
+    return Noded(paths, address, cl.port, master=cl.paths)
 
 
 def add_node(cl: TestCluster, root: Path, name: str = "node2.example.com") -> Noded:

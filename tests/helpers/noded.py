@@ -92,6 +92,9 @@ class Noded:
     address: str
     port: int
     name: str = "node1.example.com"
+    # The master's root when the node is in a running cluster: the calls of
+    # :meth:`client` then carry that master's fence token (tests.helpers.fencing).
+    master: Paths | None = None
 
     @property
     def pid(self) -> int | None:
@@ -103,10 +106,15 @@ class Noded:
         return NodeAddress(self.name, self.address)
 
     def client(self, paths: Paths | None = None, certfile: Path | None = None) -> RpcClient:
-        """An RPC client for this noded's port, with ``paths``' CA and client cert."""
+        """An RPC client for this noded's port, with ``paths``' CA and client
+        cert (and ``master``'s fence token)."""
         from corral.rpc.https import https_client
+        from tests.helpers.fencing import master_token
 
-        return https_client(paths or self.paths, self.port, certfile=certfile)
+        rpc = https_client(paths or self.paths, self.port, certfile=certfile)
+        if self.master is not None:
+            rpc.fence = master_token(self.master)
+        return rpc
 
     async def run(self, request: Request[R]) -> R:
         """The payload of one call to this noded; NodeCallError if it fails."""

@@ -33,7 +33,7 @@ PROGRESS = re.compile(r"disk/0 sent \d+M, \d+\.\d MiB/s, \d+%, ETA (\d+[dhm] )*\
 class Bed:
     def __init__(self, cl: TestCluster, extra: list[Noded]) -> None:
         self.cl = cl
-        self.nodes = {NODE1: Noded(cl.paths, cl.node_ip, cl.port, NODE1)}
+        self.nodes = {NODE1: Noded(cl.paths, cl.node_ip, cl.port, NODE1, master=cl.paths)}
         self.nodes.update({n.name: n for n in extra})
 
     def paths(self, node: str) -> Paths:
