@@ -149,7 +149,7 @@ class ConfigExport:
             serial = self._master.cfg.serial
             self._writing = True
             try:
-                await self._write(take_image(self._master.cfg))
+                await self._write(take_image(self._master.cfg, since=self._renderer.serial))
             except Exception:
                 log.exception("Writing config.data failed")
             finally:
