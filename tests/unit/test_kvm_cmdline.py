@@ -72,6 +72,23 @@ def test_basics() -> None:
     assert "-runas" not in argv and "-chroot" not in argv and "-no-acpi" not in argv
 
 
+def test_sockets_bound_by_the_node_in_namespaces() -> None:
+    """use_namespaces: QEMU is PID 1 of its namespace (no -daemonize, no
+    pidfile of its own) and its sockets are the node's descriptors."""
+    argv = cmdline.build(spec(), launch(socket_fds=(7, 8)))
+    assert "-daemonize" not in argv and "-pidfile" not in argv and "-S" in argv
+    assert "-qmp" not in argv
+    assert option(argv, "-chardev") == [
+        "socket,id=qmp,fd=7,server=on,wait=off",
+        "socket,id=serial,fd=8,server=on,wait=off",
+    ]
+    assert option(argv, "-mon") == ["chardev=qmp,mode=control"]
+    assert option(argv, "-serial") == ["chardev:serial"]
+    argv = cmdline.build(spec(serial_console=False), launch(socket_fds=(7, None)))
+    assert option(argv, "-chardev") == ["socket,id=qmp,fd=7,server=on,wait=off"]
+    assert option(argv, "-serial") == ["none"]
+
+
 @pytest.mark.parametrize(
     ("flag", "kvm_works", "accel"),
     [("", True, "kvm"), ("", False, "tcg"), ("enabled", False, "kvm"), ("disabled", True, "tcg")],

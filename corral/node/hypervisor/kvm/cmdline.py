@@ -66,6 +66,10 @@ class Launch:
     chroot: Path | None = None
     network_port: int | None = None
     sandbox: bool = True
+    # In namespaces of its own (use_namespaces): QEMU is not daemonized (it is
+    # PID 1 there) and gets its QMP and serial sockets bound by the node, as
+    # descriptors (QMP's, the serial console's or None).
+    socket_fds: tuple[int, int | None] | None = None
 
 
 def build(spec: InstanceSpec, launch: Launch) -> list[str]:
@@ -80,7 +84,9 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     if hvp.get("cpu_type"):
         argv += ["-cpu", str(hvp["cpu_type"])]
     argv += ["-device", "virtio-balloon"]
-    argv += ["-pidfile", str(launch.pidfile), "-daemonize", "-S"]
+    if launch.socket_fds is None:
+        argv += ["-pidfile", str(launch.pidfile), "-daemonize"]
+    argv.append("-S")
     if not hvp.get("acpi", True):
         argv.append("-no-acpi")
     if hvp.get("reboot_behavior") == "exit":
@@ -90,11 +96,7 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     if hvp.get("mem_path"):
         argv += ["-mem-path", str(hvp["mem_path"]), "-mem-prealloc"]
     argv += _boot(hvp)
-    argv += ["-qmp", f"unix:{launch.qmp_socket},server=on,wait=off"]
-    if hvp.get("serial_console"):
-        argv += ["-serial", f"unix:{launch.serial_socket},server=on,wait=off"]
-    else:
-        argv += ["-serial", "none"]
+    argv += _sockets(hvp, launch)
     argv += _display(spec, launch)
     argv += _disks(spec.disks, hvp)
     argv += _nics(spec.nics, launch.taps, hvp)
@@ -103,6 +105,23 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     argv += _security(launch)
     argv += [word for word in str(hvp.get("kvm_extra") or "").split(" ") if word]
     return argv
+
+
+def _sockets(hvp: Mapping[str, Any], launch: Launch) -> list[str]:
+    """QMP and the serial console: unix sockets QEMU binds, or the node's."""
+    serial = bool(hvp.get("serial_console"))
+    if launch.socket_fds is None:
+        argv = ["-qmp", f"unix:{launch.qmp_socket},server=on,wait=off"]
+        if serial:
+            return [*argv, "-serial", f"unix:{launch.serial_socket},server=on,wait=off"]
+        return [*argv, "-serial", "none"]
+    qmp_fd, serial_fd = launch.socket_fds
+    argv = ["-chardev", f"socket,id=qmp,fd={qmp_fd},server=on,wait=off"]
+    argv += ["-mon", "chardev=qmp,mode=control"]
+    if serial and serial_fd is not None:
+        argv += ["-chardev", f"socket,id=serial,fd={serial_fd},server=on,wait=off"]
+        return [*argv, "-serial", "chardev:serial"]
+    return [*argv, "-serial", "none"]
 
 
 def accel(hvp: Mapping[str, Any], kvm_works: bool) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -23,7 +24,7 @@ from corral import hypervisors as H
 from corral.node import netdev
 from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
-from corral.node.hypervisor.kvm import cmdline, config_drive, process, security
+from corral.node.hypervisor.kvm import cmdline, config_drive, isolation, process, security
 from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.monitor import Monitor
@@ -194,8 +195,11 @@ class KvmHypervisor(Hypervisor):
                     f" unix sockets allow {MAX_SOCKET_PATH}: use a shorter instance name"
                 )
 
-    async def _launch(self, spec: InstanceSpec, extra: tuple[str, ...] = ()) -> Monitor:
-        """Start QEMU (paused), record it, connect its monitor."""
+    async def _launch(
+        self, spec: InstanceSpec, extra: tuple[str, ...] = (), binds: tuple[Path, ...] = ()
+    ) -> Monitor:
+        """Start QEMU (paused), record it, connect its monitor; ``binds``: more
+        files an isolated QEMU reads (a migration's credentials)."""
         hvp = spec.hvparams
         name = spec.name
         machine = str(hvp.get("machine_version") or "") or await process.default_machine(
@@ -222,20 +226,58 @@ class KvmHypervisor(Hypervisor):
                     network_port=_network_port(spec),
                 )
                 drive = await config_drive.prepare(self.layout, spec)
-                argv = [*cmdline.build(spec, launch), *drive, *extra]
                 fds = [fd for tap in taps for fd in tap.fds]
                 try:
-                    await process.run_daemonized(name, argv, fds)
+                    if hvp.get("use_namespaces"):
+                        own = [(p, False) for p in (self.layout.config_drive(name), *binds)]
+                        if chroot is not None:
+                            own.append((chroot, True))
+                        argv, pid = await self._start_isolated(
+                            spec, launch, (*drive, *extra), own, fds
+                        )
+                    else:
+                        argv = [*cmdline.build(spec, launch), *drive, *extra]
+                        await process.run_daemonized(name, argv, fds)
+                        pid = None
                 finally:
                     for tap in taps:
                         tap.close()
-                runtime = self._record(spec, argv, [t.name for t in taps], (uid, rules_uid), chroot)
+                runtime = self._record(
+                    spec, argv, [t.name for t in taps], (uid, rules_uid), chroot, pid
+                )
                 return await self._attach_new(runtime)
         except BaseException:
             await self._cleanup(name, self.layout.read_runtime(name))
             for tap in taps:
                 await self._remove_tap(tap.name)
             raise
+
+    async def _start_isolated(
+        self,
+        spec: InstanceSpec,
+        launch: cmdline.Launch,
+        extra: tuple[str, ...],
+        own: list[tuple[Path, bool]],
+        fds: list[int],
+    ) -> tuple[list[str], int]:
+        """Start QEMU in namespaces of its own (:mod:`.isolation`): its argv and pid."""
+        name = spec.name
+        serial = self.layout.serial(name) if spec.hvparams.get("serial_console") else None
+        runas = security.numeric(launch.runas)  # no /etc/passwd in its namespace
+        with isolation.bound_sockets(self.layout.qmp(name), serial) as sockets:
+            launch = dataclasses.replace(launch, socket_fds=sockets, runas=runas)
+            argv = [*cmdline.build(spec, launch), *extra]
+            passed = [*fds, *(fd for fd in sockets if fd is not None)]
+            pid = await isolation.start(
+                name,
+                self.layout.nsroot(name),
+                self.layout.log(name),
+                isolation.binds(spec, own),
+                argv,
+                passed,
+            )
+        self.layout.pidfile(name).write_text(f"{pid}\n")
+        return argv, pid
 
     async def _make_taps(self, spec: InstanceSpec) -> list[netdev.Tap]:
         taps: list[netdev.Tap] = []
@@ -281,10 +323,13 @@ class KvmHypervisor(Hypervisor):
         taps: list[str],
         uids: tuple[int | None, int | None],
         chroot: Path | None,
+        pid: int | None = None,
     ) -> Runtime:
-        """Write the runtime file; ``uids``: the pool's uid, the ruled uid."""
+        """Write the runtime file; ``uids``: the pool's uid, the ruled uid;
+        ``pid``: QEMU's, when not in its pidfile."""
         uid, rules_uid = uids
-        pid = process.read_pid(str(self.layout.pidfile(spec.name)))
+        if pid is None:
+            pid = process.read_pid(str(self.layout.pidfile(spec.name)))
         start = process_start(pid) if pid is not None else None
         if pid is None or start is None:
             raise errors.OpExecError(f"Failed to start instance {spec.name}: QEMU is gone")
@@ -302,6 +347,7 @@ class KvmHypervisor(Hypervisor):
             uid=uid,
             chroot=str(chroot) if chroot is not None else None,
             rules_uid=rules_uid,
+            namespaces=bool(spec.hvparams.get("use_namespaces")),
         )
         self.layout.write_runtime(runtime)
         if uid is not None:
@@ -311,6 +357,16 @@ class KvmHypervisor(Hypervisor):
     async def _attach_new(self, runtime: Runtime) -> Monitor:
         try:
             return await self._attach(runtime)
+        except errors.OpExecError:
+            process.kill(runtime.pid)
+            if not runtime.namespaces:
+                raise
+            # QEMU answers on a socket the node bound: a QEMU that stopped
+            # at its start is seen here, and its output says why.
+            text = isolation.output(self.layout.log(runtime.name))
+            raise errors.OpExecError(
+                f"Failed to start instance {runtime.name}: QEMU exited: {text}"
+            ) from None
         except BaseException:
             process.kill(runtime.pid)
             raise
