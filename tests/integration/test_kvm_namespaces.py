@@ -22,7 +22,8 @@ from corral import errors
 from corral.node.hypervisor.kvm import KvmHypervisor
 from corral.node.hypervisor.spec import NicSpec
 from corral.paths import Paths
-from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, short_root
+from tests.helpers.cluster import unique_loopback
+from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, hypervisor_pair, serial, short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.waiting import wait_until, wait_until_async
 
@@ -203,3 +204,35 @@ def test_qemu_failing_in_its_namespace_reports_why(bed: Bed) -> None:
     with pytest.raises(errors.OpExecError, match="no-such-option"):
         bed.run(bed.hv.start(spec))
     assert bed.hv.layout.names() == ["ns1"] and not bed.hv.layout.nsroot("ns3").exists()
+
+
+@pytest.mark.slow
+async def test_migration_between_two_nodes() -> None:
+    """Both QEMUs without a network: the target's noded accepts the stream
+    and the source's connects it, QEMU runs TLS over the handed-in sockets."""
+    address = unique_loopback()
+    spec = guest_spec("nsmig", "corral.counter=1", use_namespaces=True)
+    async with hypervisor_pair(address) as (src, dst):
+        await src.start(spec, paused=True)
+        async with serial(src.layout.serial(spec.name)) as before:
+            await src.monitors[spec.name].execute("cont")
+            await before.wait_for("CORRAL-GUEST-COUNT 3")
+            info = await src.migration_info(spec)
+            accepted = await dst.accept_instance(spec, info, address)
+            live = "not_live" not in info  # as the master decides (TCG: paused)
+            await src.migrate_instance("cluster.example.com", spec, address, live, accepted)
+            async with asyncio.timeout(120):
+                while (status := await src.migration_status(spec))["status"] == "active":
+                    await asyncio.sleep(0.05)
+            assert status["status"] == "completed", status
+            counted = max(
+                int(line.split()[-1]) for line in before.lines if "CORRAL-GUEST-COUNT" in line
+            )
+        await dst.finalize_migration_dst(spec, info, True)
+        await src.finalize_migration_src(spec, True, True)
+        assert src.layout.names() == [] and dst.layout.names() == [spec.name]
+        pid = dst.monitors[spec.name].pid
+        assert namespaces(pid)["net"] != namespaces(os.getpid())["net"]
+        async with serial(dst.layout.serial(spec.name)) as after:
+            await after.wait_for(f"CORRAL-GUEST-COUNT {counted + 2}")
+            assert after.count(MARKER) == 0

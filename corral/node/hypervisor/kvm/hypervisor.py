@@ -159,9 +159,14 @@ class KvmHypervisor(Hypervisor):
         await self.start_with(spec, paused)
 
     async def start_with(
-        self, spec: InstanceSpec, paused: bool, extra: tuple[str, ...] = ()
+        self,
+        spec: InstanceSpec,
+        paused: bool,
+        extra: tuple[str, ...] = (),
+        binds: tuple[Path, ...] = (),
     ) -> Monitor:
-        """Start ``spec`` with ``extra`` QEMU options (a migration's incoming ones)."""
+        """Start ``spec`` with ``extra`` QEMU options (a migration's incoming
+        ones) and, in namespaces, ``binds``: the files they name."""
         async with self._lock(spec.name):
             reaping = self._reaping.get(spec.name)
             if reaping is not None:
@@ -174,7 +179,7 @@ class KvmHypervisor(Hypervisor):
             self.layout.ensure()
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
-            monitor = await self._launch(spec, extra)
+            monitor = await self._launch(spec, extra, binds)
             await self.metad.publish(spec)
             try:
                 if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
@@ -230,8 +235,10 @@ class KvmHypervisor(Hypervisor):
                 try:
                     if hvp.get("use_namespaces"):
                         own = [(p, False) for p in (self.layout.config_drive(name), *binds)]
-                        if chroot is not None:
-                            own.append((chroot, True))
+                        # The chroot, or a directory at its place: where a
+                        # migration's credentials are handed to QEMU.
+                        shared = chroot or security.prepare_chroot(self.layout.chroot(name))
+                        own.append((shared, True))
                         argv, pid = await self._start_isolated(
                             spec, launch, (*drive, *extra), own, fds
                         )
