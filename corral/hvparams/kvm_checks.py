@@ -73,10 +73,6 @@ def _console(hv: Params) -> str | None:
 def _vnc(hv: Params) -> str | None:
     if hv["vnc_x509_verify"] and not hv["vnc_x509_path"]:
         return "vnc_x509_verify needs the certificates' directory: set vnc_x509_path"
-    # Corral's own: a QEMU in namespaces of its own has no network to serve
-    # VNC on (noded does not hand it a listener yet).
-    if hv.get("use_namespaces") and hv["vnc_bind_address"]:
-        return "use_namespaces gives QEMU no network for VNC: set vnc_bind_address to ''"
     return None
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import os
 import secrets
 import signal
+import socket
 import subprocess
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -19,18 +20,22 @@ import pytest
 from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
 from corral import errors
-from corral.node.hypervisor.kvm import KvmHypervisor
-from corral.node.hypervisor.spec import NicSpec
+from corral.crypto import certs
+from corral.node.hypervisor.kvm import KvmHypervisor, vnc_listener
+from corral.node.hypervisor.spec import InstanceSpec, NicSpec
 from corral.paths import Paths
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, hypervisor_pair, serial, short_root
 from tests.helpers.netns_thread import NamespaceThread
+from tests.helpers.noded import free_port
+from tests.helpers.rfb import NONE, VENCRYPT, vnc_session
 from tests.helpers.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
 T = TypeVar("T")
 SUBNET = f"10.213.{secrets.randbelow(150) + 100}"
 PEER, GUEST = f"{SUBNET}.1", f"{SUBNET}.2"
+VNC_ADDRESS = "127.0.0.1"  # the bed's own loopback
 NAMESPACE_KINDS = ("pid", "mnt", "ipc", "uts", "net")
 
 
@@ -40,6 +45,7 @@ class Bed:
     root: Path
     console: Serial
     run: Callable[[Coroutine[Any, Any, Any]], Any]
+    call: Callable[..., Any]  # a function run in the bed's network namespace
 
     @property
     def pid(self) -> int:
@@ -70,6 +76,7 @@ def bed() -> Iterator[Bed]:
             return ns.call(loop.run_until_complete, coro)
 
         ns.call(_bridge, bridge, PEER)
+        ns.call(subprocess.run, ["ip", "link", "set", "lo", "up"], check=True)
         hv = KvmHypervisor(Paths(root))
         run(hv.resume())
         spec = dataclasses.replace(
@@ -83,7 +90,7 @@ def bed() -> Iterator[Bed]:
             console = run(_serial(reader, writer))
             run(hv.monitors["ns1"].execute("cont"))
             run(console.wait_for(MARKER))
-            yield Bed(hv, root, console, run)
+            yield Bed(hv, root, console, run, ns.call)
             run(console.close())
         finally:
             for name in list(hv.monitors):
@@ -236,3 +243,111 @@ async def test_migration_between_two_nodes() -> None:
         async with serial(dst.layout.serial(spec.name)) as after:
             await after.wait_for(f"CORRAL-GUEST-COUNT {counted + 2}")
             assert after.count(MARKER) == 0
+
+
+def vnc_spec(name: str, port: int, **hvp: Any) -> InstanceSpec:
+    """A guest in namespaces with VNC on the bed's loopback at ``port``."""
+    base = guest_spec(name, use_namespaces=True, vnc_bind_address=VNC_ADDRESS, **hvp)
+    return dataclasses.replace(base, wire={**base.wire, "network_port": port})
+
+
+async def refused(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(VNC_ADDRESS, port)
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+async def _vnc_life(root: Path, spec: InstanceSpec, port: int) -> None:
+    """Two clients of a guest's VNC while QEMU listens nowhere; again after a
+    restart of the hypervisor (noded); the port closed once QEMU is killed."""
+    hv = KvmHypervisor(Paths(root))
+    await hv.resume()
+    await hv.start(spec, paused=True)
+    pid = hv.monitors[spec.name].pid
+    async with vnc_session(VNC_ADDRESS, port) as first, vnc_session(VNC_ADDRESS, port) as second:
+        for session in (first, second):
+            assert (session.types, session.result) == ([NONE], 0)
+            assert session.name == f"QEMU ({spec.name})"  # QEMU's own ServerInit
+            assert session.size is not None and session.size[0] > 0
+    listening = await asyncio.to_thread(inside, pid, "n", "ss", "-Hltn")
+    assert listening.returncode == 0 and listening.stdout == "", listening
+    await hv.close()  # noded stops: its listener with it, the guest runs on
+    assert await refused(port)
+    hv = KvmHypervisor(Paths(root))
+    await hv.resume()
+    try:
+        async with vnc_session(VNC_ADDRESS, port) as again:
+            assert (again.result, again.name) == (0, f"QEMU ({spec.name})")
+        os.kill(pid, signal.SIGKILL)
+        await wait_until_async(lambda: hv.layout.names() == [], timeout=30)
+        assert await refused(port)
+    finally:
+        for name in list(hv.monitors):
+            await hv.stop(name, force=True)
+        await hv.close()
+
+
+@pytest.mark.slow
+def test_vnc_through_the_nodes_listener(bed: Bed) -> None:
+    port = bed.call(free_port, VNC_ADDRESS)
+    with short_root("kvnc") as root:
+        bed.run(_vnc_life(root, vnc_spec("nsvnc", port), port))
+
+
+def _every_address() -> None:
+    with vnc_listener.bind("0.0.0.0", 0) as listening:
+        port = listening.getsockname()[1]
+        for address in ("127.0.0.1", "::1"):
+            with socket.create_connection((address, port), timeout=5) as client:
+                conn, peer = listening.accept()  # connected: in the queue already
+                conn.close()
+                assert peer[0] == ("::ffff:127.0.0.1" if "." in address else "::1")
+                assert client.recv(1) == b""
+
+
+def test_vnc_on_every_address_as_qemu(bed: Bed) -> None:
+    """vnc_bind_address 0.0.0.0: noded's listener takes IPv4 and IPv6
+    clients, as QEMU's own (``:display`` listens on both)."""
+    bed.call(_every_address)
+
+
+def _x509(directory: Path) -> Path:
+    """QEMU's TLS credentials for the bed's loopback in ``directory``; the CA's file."""
+    ca_cert, ca_key = certs.make_ca("vnc-ca.example.com", 30)
+    cert, key = certs.make_signed_cert(
+        ca_cert, ca_key, "vnc.example.com", 30, server=True, client=False, ips=[VNC_ADDRESS]
+    )
+    directory.mkdir(mode=0o700)
+    for name, pem in (("ca-cert.pem", ca_cert), ("server-cert.pem", cert)):
+        certs.write_pem(directory / name, pem, private=False)
+    certs.write_pem(directory / "server-key.pem", key)
+    return directory / "ca-cert.pem"
+
+
+@pytest.mark.slow
+def test_vnc_with_password_and_tls_in_namespaces(bed: Bed, tmp_path: Path) -> None:
+    """QEMU reads its certificates in its mount namespace and runs TLS (VeNCrypt
+    X.509) and the password on the connections noded hands it."""
+    ca = _x509(tmp_path / "x509")
+    (tmp_path / "vnc-pw").write_text("s3cret\n")
+    port = bed.call(free_port, VNC_ADDRESS)
+    spec = vnc_spec(
+        "nstls", port, vnc_password_file=str(tmp_path / "vnc-pw"), vnc_tls=True,
+        vnc_x509_path=str(tmp_path / "x509"), security_model="pool", use_chroot=True,
+    )  # fmt: skip
+
+    async def logins() -> list[tuple[list[int], int, str | None]]:
+        out = []
+        for password in ("wrong", "s3cret"):
+            async with vnc_session(VNC_ADDRESS, port, password, ca=ca) as session:
+                out.append((session.types, session.result, session.name))
+        return out
+
+    bed.run(bed.hv.start(spec, paused=True))
+    try:
+        assert bed.run(logins()) == [([VENCRYPT], 1, None), ([VENCRYPT], 0, "QEMU (nstls)")]
+    finally:
+        bed.run(bed.hv.stop(spec.name, force=True))

@@ -233,7 +233,6 @@ CROSS_BAD: list[tuple[dict[str, Any], str]] = [
     ({"serial_speed": 0}, "38400"),
     ({"disk_aio": "native"}, "disk_cache=none"),
     ({"disk_aio": "native", "disk_cache": "writeback"}, "disk_cache=none"),
-    ({"use_namespaces": True, "vnc_bind_address": "127.0.0.1"}, "vnc_bind_address to ''"),
 ]
 CROSS_GOOD: list[dict[str, Any]] = [
     {"boot_order": "cdrom", "cdrom_image_path": "/srv/install.iso"},
@@ -241,8 +240,8 @@ CROSS_GOOD: list[dict[str, Any]] = [
     {"security_model": "user", "security_domain": "nobody"},
     {"serial_console": False, "serial_speed": 12345},
     {"disk_aio": "native", "disk_cache": "none"},
-    {"use_namespaces": True, "vnc_bind_address": ""},
-    {"use_namespaces": False, "vnc_bind_address": "127.0.0.1"},
+    {"use_namespaces": True, "vnc_bind_address": "127.0.0.1"},
+    {"use_namespaces": True, "vnc_bind_address": "0.0.0.0", "vnc_password_file": "/etc/pw"},
 ]
 
 

@@ -18,6 +18,7 @@ from corral import errors
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
 
 VNC_BASE_PORT = 5900
+VNC_TLS_ID = "vnctls0"
 # disk_type → QEMU's device for a disk ("scsi" is Ganeti's old bus name).
 DISK_DEVICES = {
     "paravirtual": "virtio-blk-pci",
@@ -187,7 +188,8 @@ def _display(spec: InstanceSpec, launch: Launch) -> list[str]:
         argv += ["-usb", "-device", "usb-mouse" if mouse == "mouse" else "usb-tablet"]
     if not address:
         return [*argv, "-display", "none"]
-    return [*argv, "-vnc", vnc_argument(address, launch.network_port, hvp)]
+    outside = launch.socket_fds is not None  # in namespaces: noded listens
+    return [*argv, *vnc_options(address, launch.network_port, hvp, outside)]
 
 
 def vnc_enabled(spec: InstanceSpec, port: int | None) -> bool:
@@ -195,26 +197,56 @@ def vnc_enabled(spec: InstanceSpec, port: int | None) -> bool:
     return bool(spec.hvparams.get("vnc_bind_address")) and port is not None and port > VNC_BASE_PORT
 
 
-def vnc_argument(address: str, port: int | None, hvp: Mapping[str, Any]) -> str:
-    """``-vnc``'s value: the display is the instance's network port - 5900."""
-    if port is None or port <= VNC_BASE_PORT:
-        return "none"  # Ganeti starts without VNC (and logs it) in this case
-    display = port - VNC_BASE_PORT
+def vnc_ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``vnc_bind_address`` as an IP address (OpExecError if it is not one)."""
     try:
-        ip = ipaddress.ip_address(address)
+        return ipaddress.ip_address(address)
     except ValueError:
         raise errors.OpExecError(
             f"Invalid vnc_bind_address '{address}': use an IP address"
         ) from None
-    if str(ip) == "0.0.0.0":
+
+
+def vnc_options(
+    address: str, port: int | None, hvp: Mapping[str, Any], outside: bool = False
+) -> list[str]:
+    """``-vnc`` (the display is the instance's network port - 5900) and the
+    TLS credentials it uses; ``outside``: QEMU listens nowhere, noded hands
+    it its clients (:mod:`.vnc_listener`)."""
+    ip = vnc_ip(address)
+    if port is None or port <= VNC_BASE_PORT:
+        return ["-vnc", "none"]  # Ganeti starts without VNC (and logs it) in this case
+    display = port - VNC_BASE_PORT
+    if outside:
+        value = "none"
+    elif str(ip) == "0.0.0.0":
         value = f":{display}"
     elif ip.version == 6:
         value = f"[{address}]:{display}"
     else:
         value = f"{address}:{display}"
+    tls = vnc_tls_creds(hvp)
+    if tls:
+        value += f",tls-creds={VNC_TLS_ID}"
     if hvp.get("vnc_password_file"):
         value += ",password=on"
-    return value
+    return [*tls, "-vnc", value]
+
+
+def vnc_tls_creds(hvp: Mapping[str, Any]) -> list[str]:
+    """The ``-object`` of VNC's TLS credentials (``vnc_tls``): anonymous, or
+    the certificates of ``vnc_x509_path``, the client's checked with
+    ``vnc_x509_verify`` (Ganeti's mapping)."""
+    if not hvp.get("vnc_tls"):
+        return []
+    x509 = str(hvp.get("vnc_x509_path") or "")
+    if not x509:
+        return ["-object", f"tls-creds-anon,id={VNC_TLS_ID},endpoint=server"]
+    verify = "yes" if hvp.get("vnc_x509_verify") else "no"
+    return [
+        "-object",
+        f"tls-creds-x509,id={VNC_TLS_ID},endpoint=server,dir={x509},verify-peer={verify}",
+    ]
 
 
 def disk_cache(disk: DiskSpec, hvp: Mapping[str, Any]) -> str:

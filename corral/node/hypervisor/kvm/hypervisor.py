@@ -14,8 +14,9 @@ import contextlib
 import dataclasses
 import logging
 import os
+import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,19 @@ from corral import hypervisors as H
 from corral.node import netdev
 from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
-from corral.node.hypervisor.kvm import cmdline, config_drive, isolation, process, security
+from corral.node.hypervisor.kvm import (
+    cmdline,
+    config_drive,
+    isolation,
+    process,
+    security,
+    vnc_listener,
+)
 from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
+from corral.node.hypervisor.kvm.vnc_listener import VncListener
 from corral.node.hypervisor.spec import (
     STATE_SHUTDOWN,
     ConsoleInfo,
@@ -70,6 +79,7 @@ class KvmHypervisor(Hypervisor):
         super().__init__(paths)
         self.layout = Layout(paths.run_dir)
         self.monitors: dict[str, Monitor] = {}
+        self.vnc: dict[str, VncListener] = {}  # noded's VNC listeners (namespaces)
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaping: dict[str, asyncio.Task[None]] = {}
         self.migrations = Migrations(self)
@@ -101,7 +111,8 @@ class KvmHypervisor(Hypervisor):
             runtime = self.layout.read_runtime(name)
             if runtime is not None and alive(runtime):
                 try:
-                    await self._attach(runtime)
+                    monitor = await self._attach(runtime)
+                    self._resume_vnc(runtime, monitor)
                     continue
                 except errors.OpExecError as err:
                     log.error("Instance %s runs but its QMP does not answer: %s", name, err)
@@ -110,12 +121,27 @@ class KvmHypervisor(Hypervisor):
             await self._cleanup(name, runtime)
         await self.migrations.resume()
 
+    def _resume_vnc(self, runtime: Runtime, monitor: Monitor) -> None:
+        """Listen again for the VNC of a guest in namespaces."""
+        found = vnc_listener.endpoint(
+            runtime.spec.get("hvparams") or {}, _network_port(runtime.spec)
+        )
+        if found is None:
+            return
+        try:
+            self.vnc[runtime.name] = VncListener(vnc_listener.bind(*found), monitor)
+        except errors.OpExecError as err:
+            log.error("Instance %s runs without VNC: %s", runtime.name, err)
+
     def _ruled(self) -> dict[str, int]:
         """The running guests whose QEMU the network rules cover, with its uid."""
         return ruled_guests(self.layout)
 
     async def close(self) -> None:
         self.metad.close()
+        for listener in list(self.vnc.values()):
+            await listener.close()
+        self.vnc.clear()
         for monitor in list(self.monitors.values()):
             await monitor.close()
         self.monitors.clear()
@@ -144,7 +170,11 @@ class KvmHypervisor(Hypervisor):
         await self._cleanup(monitor.name, runtime)
 
     async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
-        """Remove what a dead guest left: its metadata, rules, taps' routes, its uid, its files."""
+        """Remove what a dead guest left: its VNC listener, metadata, rules,
+        taps' routes, its uid, its files."""
+        listener = self.vnc.pop(name, None)
+        if listener is not None:
+            await listener.close()
         await self.metad.withdraw(name)
         await self.netrules.release(name)
         if runtime is not None:
@@ -179,17 +209,37 @@ class KvmHypervisor(Hypervisor):
             self.layout.ensure()
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
-            monitor = await self._launch(spec, extra, binds)
-            await self.metad.publish(spec)
+            listening = _vnc_socket(spec)
             try:
-                if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
-                    await monitor.execute("change-vnc-password", {"password": vnc_password})
-                if not paused:
-                    await monitor.execute("cont")
+                monitor = await self._launch(spec, extra, binds)
+                await self.metad.publish(spec)
+                await self._go(spec, monitor, vnc_password, listening, paused)
             except BaseException:
-                await self._kill(monitor)
+                if listening is not None:
+                    listening.close()
                 raise
             return monitor
+
+    async def _go(
+        self,
+        spec: InstanceSpec,
+        monitor: Monitor,
+        vnc_password: str | None,
+        listening: socket.socket | None,
+        paused: bool,
+    ) -> None:
+        """The started QEMU's VNC password, noded's VNC listener for it, and
+        ``cont`` unless ``paused``; QEMU killed on failure."""
+        try:
+            if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec.wire)):
+                await monitor.execute("change-vnc-password", {"password": vnc_password})
+            if listening is not None:  # clients once the password is set
+                self.vnc[spec.name] = VncListener(listening, monitor)
+            if not paused:
+                await monitor.execute("cont")
+        except BaseException:
+            await self._kill(monitor)
+            raise
 
     def _check_sockets(self, name: str) -> None:
         for path in (self.layout.qmp(name), self.layout.serial(name)):
@@ -228,7 +278,7 @@ class KvmHypervisor(Hypervisor):
                     taps=tuple(t.fds for t in taps),
                     runas=runas,
                     chroot=chroot,
-                    network_port=_network_port(spec),
+                    network_port=_network_port(spec.wire),
                 )
                 drive = await config_drive.prepare(self.layout, spec)
                 fds = [fd for tap in taps for fd in tap.fds]
@@ -504,9 +554,21 @@ def ruled_guests(layout: Layout) -> dict[str, int]:
     return out
 
 
-def _network_port(spec: InstanceSpec) -> int | None:
-    port = spec.wire.get("network_port")
+def _network_port(wire: Mapping[str, Any]) -> int | None:
+    port = wire.get("network_port")
     return port if isinstance(port, int) and not isinstance(port, bool) else None
+
+
+def _vnc_socket(spec: InstanceSpec) -> socket.socket | None:
+    """noded's VNC listener for a QEMU in namespaces, bound before QEMU
+    starts: a port in use fails the start, as it fails QEMU's own listener."""
+    found = vnc_listener.endpoint(spec.hvparams, _network_port(spec.wire))
+    if found is None:
+        return None
+    try:
+        return vnc_listener.bind(*found)
+    except errors.OpExecError as err:
+        raise errors.OpExecError(f"Cannot start instance {spec.name}: {err}") from None
 
 
 def _check_start(spec: InstanceSpec) -> str | None:

@@ -2,11 +2,12 @@
 
 What QEMU sees (:func:`binds`): ``/usr`` read-only (its libraries,
 firmware and ROMs), the few devices it uses, and the instance's own files:
-its disks, kernel and initrd, config drive and chroot.  No node file else,
-no network interface (its taps are open descriptors already), no other
-process.  Its QMP and serial sockets are bound here, by noded, and handed
-in as descriptors: they stay where they always are, for noded and
-``gnt-instance console``.  :mod:`.nsexec` does the unsharing.
+its disks, kernel and initrd, VNC's certificates, config drive and chroot.
+No node file else, no network interface (its taps are open descriptors
+already), no other process.  Its QMP and serial sockets are bound here, by
+noded, and handed in as descriptors: they stay where they always are, for
+noded and ``gnt-instance console``; so is its VNC's listener
+(:mod:`.vnc_listener`).  :mod:`.nsexec` does the unsharing.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def binds(spec: InstanceSpec, own: Sequence[tuple[Path, bool]]) -> list[tuple[st
         value = str(hvp.get(key) or "")
         if value.startswith("/"):
             wanted[value] = False
+    if hvp.get("vnc_tls") and hvp.get("vnc_x509_path"):
+        wanted[str(hvp["vnc_x509_path"])] = False  # QEMU reads it at its start
     if hvp.get("mem_path"):
         wanted[str(hvp["mem_path"])] = True
     for disk in spec.disks:
