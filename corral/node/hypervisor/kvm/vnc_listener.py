@@ -29,8 +29,8 @@ from corral.node.hypervisor.kvm.monitor import Monitor
 log = logging.getLogger(__name__)
 
 CLIENT_FD = "corral-vnc"
-# QEMU's own VNC listener's backlog.
-_BACKLOG = 1
+# No IPv6 on this node: 0.0.0.0 is IPv4 only.
+_NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL)
 # Out of descriptors or memory: accept again after a pause (as asyncio's servers).
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _RETRY_DELAY = 1.0
@@ -51,8 +51,11 @@ def bind(address: str, port: int) -> socket.socket:
     ip = str(cmdline.vnc_ip(address))
     try:
         if ip == "0.0.0.0" and socket.has_dualstack_ipv6():
-            with contextlib.suppress(OSError):  # no IPv6 on this node: IPv4 only
+            try:
                 return _listening(("::", port), socket.AF_INET6, dualstack=True)
+            except OSError as err:
+                if err.errno not in _NO_IPV6:
+                    raise
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
         return _listening((ip, port), family)
     except OSError as err:
@@ -64,7 +67,7 @@ def bind(address: str, port: int) -> socket.socket:
 def _listening(
     address: tuple[str, int], family: socket.AddressFamily, dualstack: bool = False
 ) -> socket.socket:
-    sock = socket.create_server(address, family=family, backlog=_BACKLOG, dualstack_ipv6=dualstack)
+    sock = socket.create_server(address, family=family, dualstack_ipv6=dualstack)
     sock.setblocking(False)
     return sock
 
