@@ -139,6 +139,16 @@ def test_disks_per_type_cache_and_read_only() -> None:
         cmdline.build(spec((disk(0),), disk_type="mtd"), launch())
 
 
+def test_an_unprivileged_qemu_keeps_its_writable_disks_open_read_write() -> None:
+    """Not reopened by path (which its user may not) when a migration makes
+    them inactive: QEMU's auto-read-only off."""
+    argv = cmdline.build(spec((disk(0), disk(1, mode="ro"))), launch(runas="47360:47360"))
+    assert option(argv, "-drive") == [
+        "file=/srv/d0,format=raw,if=none,id=disk0,aio=threads,auto-read-only=off",
+        "file=/srv/d1,format=raw,if=none,id=disk1,aio=threads,readonly=on",
+    ]
+
+
 def test_nics_on_passed_tap_files() -> None:
     nics = (
         NicSpec(0, "n0", "aa:00:00:11:22:33", "bridged", "br0"),

@@ -99,7 +99,7 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     argv += _boot(hvp)
     argv += _sockets(hvp, launch)
     argv += _display(spec, launch)
-    argv += _disks(spec.disks, hvp)
+    argv += _disks(spec.disks, hvp, unprivileged=bool(launch.runas))
     argv += _nics(spec.nics, launch.taps, hvp)
     if any(_communication(nic) for nic in spec.nics):
         argv += ["-smbios", METADATA_SMBIOS]
@@ -260,7 +260,9 @@ def disk_cache(disk: DiskSpec, hvp: Mapping[str, Any]) -> str:
     return "aio=threads" if cache == "default" else f"aio=threads,cache={cache}"
 
 
-def _disks(disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any]) -> list[str]:
+def _disks(
+    disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any], unprivileged: bool = False
+) -> list[str]:
     kind = str(hvp.get("disk_type") or "paravirtual")
     device = DISK_DEVICES.get(kind)
     if device is None:
@@ -276,6 +278,11 @@ def _disks(disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any]) -> list[str]:
         options = f"file={disk.path},format=raw,if=none,id={drive},{disk_cache(disk, hvp)}"
         if disk.mode != "rw":
             options += ",readonly=on"
+        elif unprivileged:
+            # Kept open read-write while inactive (an incoming migration, the
+            # source after it): QEMU would reopen it by path when it needs to
+            # write again, which its unprivileged user may not.
+            options += ",auto-read-only=off"
         argv += ["-drive", options, "-device", f"{device},drive={drive},id={drive}-dev"]
     return argv
 

@@ -1,6 +1,6 @@
 """Start QEMU in namespaces of its own (``use_namespaces``): a program, run by
-noded as ``python -m corral.node.hypervisor.kvm.nsexec PLAN`` (JSON: ``root``,
-``binds``, ``log``, ``argv``).
+noded as ``python -I -S .../nsexec.py PLAN`` (JSON: ``root``, ``binds``,
+``log``, ``argv``); it needs nothing but the standard library.
 
 It unshares the mount, PID, IPC, UTS and network namespaces, builds QEMU's
 file system (a read-only tmpfs with only what the plan binds in, plus
