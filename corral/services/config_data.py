@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,15 +173,21 @@ def config_dict(image: ConfigImage) -> dict[str, Any]:
     }
 
 
-def _top(image: ConfigImage) -> dict[str, Any]:
-    """The top level's plain values."""
-    objects = [image.cluster, *image.nodes, *image.groups, *image.instances, *image.detached]
+def _top(image: ConfigImage, instances_mtime: float | None = None) -> dict[str, Any]:
+    """The top level's plain values (``instances_mtime``: the newest of the
+    instances' and detached disks', if known)."""
+    if instances_mtime is None:
+        instances_mtime = _newest([*image.instances, *image.detached])
     return {
         "version": C.CONFIG_VERSION,
         "serial_no": image.serial,
         "ctime": image.cluster.ctime,
-        "mtime": max(obj.mtime for obj in objects),
+        "mtime": max(_newest([image.cluster, *image.nodes, *image.groups]), instances_mtime),
     }
+
+
+def _newest(objects: Iterable[ConfigObject]) -> float:
+    return max((obj.mtime for obj in objects), default=0.0)
 
 
 def _dumps(value: Any) -> str:
@@ -238,6 +244,7 @@ class Renderer:
         self._disks = _Section()
         self._instance_ids: tuple[int, ...] = ()
         self._instance_texts = ("{}", "{}")
+        self._instances_mtime = 0.0
 
     def render(self, image: ConfigImage) -> bytes:
         """The bytes :func:`render` gives for ``image``."""
@@ -251,7 +258,7 @@ class Renderer:
         )
         instances, disks = self._instance_tables(image)
         parts = {
-            **{key: _dumps(value) for key, value in _top(image).items()},
+            **{key: _dumps(value) for key, value in _top(image, self._instances_mtime).items()},
             "cluster": _dumps(_cluster(image.cluster)),
             "nodes": nodes,
             "nodegroups": groups,
@@ -263,13 +270,15 @@ class Renderer:
         return _object(parts).encode("utf-8") + b"\n"
 
     def _instance_tables(self, image: ConfigImage) -> tuple[str, str]:
-        """The instances' and the disks' JSON; the last ones if the instances
-        and detached disks are the same objects (most commits change none)."""
+        """The instances' and the disks' JSON (and their newest mtime); the
+        last ones if the instances and detached disks are the same objects
+        (most commits change none)."""
         instances = image.instances
         # The sections keep the objects, so their ids name them while kept.
         ids = tuple(map(id, [*instances, *image.detached]))
         if ids != self._instance_ids:
             self._instance_ids = ids
+            self._instances_mtime = _newest([*instances, *image.detached])
             self._instance_texts = (
                 self._instances.text(
                     {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in instances}

@@ -9,13 +9,13 @@ A round starts once no commit came for :data:`QUIET` seconds (or
 :data:`QUIET_ROUNDS` times the last round's time, if longer: a big
 configuration waits for a real pause), or :data:`WRITE_INTERVAL` seconds
 after the first commit it will hold, or at once for somebody waiting for
-the file; and the rounds take at most :data:`MAX_SHARE` of masterd's time
-(:data:`WAITED_SHARE` while somebody waits: rendering competes with the jobs
-for masterd's interpreter; with 10,000 instances a round takes some 30 ms).
-As in Ganeti, an opcode that changed the configuration ends only once the
-file holds its change (:meth:`ConfigExport.written`; Ganeti's QA reads the
-file between two commands), but the opcodes that end together share one
-round: a stream of jobs costs a few writes a second, not one per job
+the file; unless somebody waits, the rounds take at most :data:`MAX_SHARE`
+of masterd's time (rendering competes with the jobs for masterd's
+interpreter; with 10,000 instances a round takes some 30 ms).  As in
+Ganeti, an opcode that changed the configuration ends only once the file
+holds its change (:meth:`ConfigExport.written`; Ganeti's QA reads the file
+between two commands), but the opcodes that end while a round runs share
+the next one: a stream of jobs costs one write per round, not one per job
 (writing the file grows with the configuration, a job's commit does not).
 ``gnt-cluster verify`` and ``redist-conf`` wait for every pending change
 (:meth:`ConfigExport.settled`).  The master's ssconf files are
@@ -60,8 +60,6 @@ WRITE_INTERVAL = 1.0
 # The share of masterd's time the rounds may take, at most: a round starts no
 # sooner than its predecessor's time divided by this after that one started.
 MAX_SHARE = 0.1
-# The same while an opcode waits for the file: the wait is its critical path.
-WAITED_SHARE = 0.5
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
 # After a send that some candidate did not take, the next try (seconds).
@@ -165,15 +163,14 @@ class ConfigExport:
     async def _round_due(self) -> None:
         """Wait until the next round may start (see the module's doc)."""
         while True:
-            now = self._loop.time()
             if self._wanted > self._written:
-                due = self._last_start + self._took / WAITED_SHARE
-            else:
-                quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
-                due = max(
-                    self._last_start + self._took / MAX_SHARE,
-                    min(quiet, self._first_commit + WRITE_INTERVAL),
-                )
+                return  # an opcode waits: the round is its critical path
+            now = self._loop.time()
+            quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
+            due = max(
+                self._last_start + self._took / MAX_SHARE,
+                min(quiet, self._first_commit + WRITE_INTERVAL),
+            )
             if due <= now:
                 return
             self._pause = self._loop.create_future()
