@@ -176,6 +176,72 @@ def test_qemu_sees_none_of_the_nodes_files(bed: Bed) -> None:
     assert os.listdir(f"/proc/{bed.pid}/root") == []
 
 
+# Connects to each target given (tcp:HOST:PORT or unix:PATH, a leading @ for
+# an abstract name); prints "ok" or the error's name for each.
+PROBE = """
+import socket, sys
+for target in sys.argv[1:]:
+    kind, _, address = target.partition(":")
+    if kind == "tcp":
+        host, _, port = address.rpartition(":")
+        sock, where = socket.socket(), (host, int(port))
+    else:
+        sock, where = socket.socket(socket.AF_UNIX), address.replace("@", "\\0", 1)
+    sock.settimeout(10)
+    try:
+        sock.connect(where)
+        print("ok")
+    except OSError as err:
+        print(type(err).__name__)
+"""
+
+
+def _listeners(root: Path) -> tuple[list[socket.socket], list[str]]:
+    """Listening sockets where a node's services are (its address on the
+    guest's network, its loopback, a unix socket as masterd's, an abstract
+    one), made in the bed's network namespace: the probe's targets."""
+    opened: list[socket.socket] = []
+    targets = []
+    for host in (PEER, "127.0.0.1"):
+        sock = socket.create_server((host, 0))
+        opened.append(sock)
+        targets.append(f"tcp:{host}:{sock.getsockname()[1]}")
+    for name in (str(root / "probe-master.sock"), f"@corral-probe-{secrets.token_hex(4)}"):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(name.replace("@", "\0", 1))
+        sock.listen()
+        opened.append(sock)
+        targets.append(f"unix:{name}")
+    return opened, targets
+
+
+@pytest.mark.slow
+def test_from_qemus_context_nothing_of_the_node_is_reachable(bed: Bed) -> None:
+    """A helper run as QEMU's uid in QEMU's mount and network namespaces
+    reaches none of the node's services that the same probe reaches from
+    the node; the guest's own traffic flows (the next test)."""
+    opened, targets = bed.call(_listeners, bed.root)
+    qmp = str(bed.hv.layout.qmp("ns1"))  # the guests' sockets too
+    try:
+        outside = bed.call(subprocess.run, ["/usr/bin/python3", "-c", PROBE, *targets],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+        assert outside.stdout.split() == ["ok"] * 4, outside.stderr
+        uid = str(os.stat(f"/proc/{bed.pid}").st_uid)
+        probe = inside(bed.pid, "mn", "-S", uid, "-G", uid, "/usr/bin/python3", "-c", PROBE,
+                       *targets, f"unix:{qmp}")  # fmt: skip
+        assert uid != "0"
+        assert probe.stdout.split() == [
+            "OSError",  # no route: its only interface, lo, is down
+            "OSError",
+            "FileNotFoundError",  # the node's files are not in its mount namespace
+            "ConnectionRefusedError",  # abstract names are per network namespace
+            "FileNotFoundError",
+        ], probe.stderr
+    finally:
+        for sock in opened:
+            sock.close()
+
+
 @pytest.mark.slow
 def test_only_lo_down_and_the_guest_reaches_its_peer(bed: Bed) -> None:
     links = inside(bed.pid, "n", "ip", "-o", "link")
