@@ -67,6 +67,7 @@ class Processor:
         export = self.master.config_export
         if committed and export is not None:
             await export.written(serial)
+            await export.distributed()
 
     async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> tuple[Any, bool]:
         """One run of the unit's life cycle, its locks released at the end."""

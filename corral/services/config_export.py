@@ -109,6 +109,10 @@ class ConfigExport:
         self._data: bytes | None = None  # what the master's file holds
         self._written = 0  # the cluster serial it holds
         self._sent: dict[str, bytes] = {}  # node uuid → digest of what it got
+        # The candidates the last send round covered, and the rounds so far.
+        self._covered: frozenset[str] = frozenset()
+        self._rounds_started = self._rounds_done = 0
+        self._send_now = asyncio.Event()  # somebody waits: no pause before the next round
         self.lock = asyncio.Lock()  # held while files go to (or leave) candidates
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
@@ -197,12 +201,18 @@ class ConfigExport:
             await self._to_send.wait()
             self._to_send.clear()
             started = self._loop.time()
+            self._rounds_started += 1
+            candidates = other_candidates(self._master.cfg)
             try:
                 async with self.lock:
-                    problems = await self.send(other_candidates(self._master.cfg), force=False)
+                    problems = await self.send(candidates, force=False)
             except Exception:
                 log.exception("Sending config.data failed")
                 problems = ["failed"]
+            self._covered = frozenset(n.uuid for n in candidates)
+            async with self._progress:
+                self._rounds_done += 1
+                self._progress.notify_all()
             if problems:
                 # A candidate that was down gets it once it is back, not only
                 # at the next change.
@@ -210,7 +220,10 @@ class ConfigExport:
             if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
                 self._idle.set()
             # A burst of changes is sent as a few files, not one per write.
-            await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
+            with contextlib.suppress(TimeoutError):
+                pause = max(SEND_PAUSE, self._loop.time() - started)
+                await asyncio.wait_for(self._send_now.wait(), pause)
+            self._send_now.clear()
 
     async def _write(self, image: ConfigImage) -> None:
         self._data = await asyncio.to_thread(self._write_file, image)
@@ -231,6 +244,22 @@ class ConfigExport:
         self._want(serial)
         async with self._progress:
             await self._progress.wait_for(lambda: self._written >= serial)
+
+    async def distributed(self) -> None:
+        """If the master candidates changed since the last send round (as
+        Ganeti's wconfd when they change: a new candidate has the file when
+        the job that made it one ends), wait for a round that covers them
+        (a candidate that fails is only logged)."""
+        current = frozenset(n.uuid for n in other_candidates(self._master.cfg))
+        if current == self._covered:
+            return
+        wanted = self._rounds_started + 1
+        self._idle.clear()
+        self._to_send.set()
+        self._send_now.set()
+        self._run_tasks()
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._rounds_done >= wanted)
 
     async def send(self, nodes: list[Node], *, force: bool) -> list[str]:
         """Send the file to ``nodes`` (with :attr:`lock` held); unless
