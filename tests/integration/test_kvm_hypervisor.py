@@ -24,7 +24,14 @@ from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING, STATE_SHUTD
 from corral.node.netrules import nft
 from corral.node.uidpool import uid_has_process
 from corral.paths import Paths
-from tests.helpers.kvm_guest import MARKER, booted, guest_spec, kvm_hypervisor, serial
+from tests.helpers.kvm_guest import (
+    MARKER,
+    booted,
+    guest_spec,
+    kvm_hypervisor,
+    serial,
+    unique_uid_pool,
+)
 from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.noded import free_port
@@ -32,7 +39,7 @@ from tests.helpers.rfb import VNC_AUTH, vnc_session
 from tests.helpers.waiting import wait_until_async
 
 # Uids of the pool tests: high enough that no process on the machine has them.
-POOL = (61731, 61732)
+POOL = unique_uid_pool(2)
 
 
 @pytest.fixture

@@ -25,7 +25,15 @@ from corral.node.hypervisor.kvm import KvmHypervisor, vnc_listener
 from corral.node.hypervisor.spec import InstanceSpec, NicSpec
 from corral.paths import Paths
 from tests.helpers.cluster import unique_loopback
-from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, hypervisor_pair, serial, short_root
+from tests.helpers.kvm_guest import (
+    MARKER,
+    Serial,
+    guest_spec,
+    hypervisor_pair,
+    serial,
+    short_root,
+    unique_uid_pool,
+)
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.noded import free_port
 from tests.helpers.rfb import NONE, VENCRYPT, vnc_session
@@ -37,6 +45,7 @@ SUBNET = f"10.213.{secrets.randbelow(150) + 100}"
 PEER, GUEST = f"{SUBNET}.1", f"{SUBNET}.2"
 VNC_ADDRESS = "127.0.0.1"  # the bed's own loopback
 NAMESPACE_KINDS = ("pid", "mnt", "ipc", "uts", "net")
+POOL = unique_uid_pool(2)
 
 
 @dataclasses.dataclass
@@ -106,7 +115,7 @@ async def _serial(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 async def _pool(root: Path) -> None:
     ssconf = Paths(root).ssconf_file("uid_pool")
     ssconf.parent.mkdir(parents=True, exist_ok=True)
-    ssconf.write_text("61741-61742\n")
+    ssconf.write_text(f"{POOL[0]}-{POOL[1]}\n")
 
 
 def namespaces(pid: int) -> dict[str, str]:
@@ -152,7 +161,7 @@ def test_only_qemu_in_its_pid_namespace(bed: Bed) -> None:
     assert ps.returncode == 0, ps.stderr
     rows = [line.split(None, 2) for line in ps.stdout.splitlines()]
     others = [row for row in rows if not row[2].startswith("ps ")]
-    assert [(row[0], row[1]) for row in others] == [("1", "61741")], ps.stdout
+    assert [(row[0], row[1]) for row in others] == [("1", str(POOL[0]))], ps.stdout
     assert others[0][2].startswith(str(bed.hv.layout.read_runtime("ns1").argv[0]))  # type: ignore[union-attr]
 
 

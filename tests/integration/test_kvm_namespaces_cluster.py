@@ -29,7 +29,7 @@ from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive
 from corral.node.uidpool import UidPool
 from corral.process.daemons import running_pid
 from tests.helpers.cluster import PERMISSIVE_IPOLICY
-from tests.helpers.kvm_guest import MARKER, cluster_hvparams, kill_leftovers
+from tests.helpers.kvm_guest import MARKER, cluster_hvparams, kill_leftovers, unique_uid_pool
 from tests.helpers.netns import NetnsBed
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
 from tests.helpers.waiting import wait_until
@@ -41,7 +41,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root"),
 ]
 
-POOL = (47360, 47363)
+POOL = unique_uid_pool(4)
 ISOLATED = "use_namespaces=true,security_model=pool,use_chroot=true"
 NAME, COPY = "nsc1", "nsc2"
 DISK_MARKER = "from-the-tiny-os"
