@@ -32,6 +32,7 @@ BENCHMARKS = (
     "backup",
     "kvm",
     "kvm_migration",
+    "kvm_namespaces",
     "configdrive",
     "metad",
     "os_image",

@@ -123,6 +123,7 @@ HV_PARAMETER_TYPES: dict[str, str] = {
     "use_chroot": BOOL,
     "use_guest_agent": BOOL,
     "use_localtime": BOOL,
+    "use_namespaces": BOOL,  # Corral's own (kvm)
     "use_network_rules": BOOL,  # Corral's own (kvm)
     "user_shutdown": BOOL,
     "vga": STRING,

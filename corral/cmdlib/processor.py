@@ -50,13 +50,16 @@ class Processor:
                     raise
                 ctx.notify_retry()
                 continue
-            await self._settle(committed)
+            await self._settle(committed, ctx)
             return result
 
-    async def _settle(self, committed: bool) -> None:
+    async def _settle(self, committed: bool, ctx: OpContext) -> None:
         """As Ganeti's: the opcode ends with the master's ssconf files and,
-        if it changed the configuration, ``config.data`` written (its locks
-        are free meanwhile; Ganeti's QA reads the file between two commands)."""
+        if it changed the configuration, ``config.data`` written (Ganeti's QA
+        reads the file between two commands).  Its locks are free meanwhile,
+        and a job's last opcode gives up its running slot: opcodes that end
+        together share a write."""
+        ctx.release_slot()
         serial = self.master.cfg.serial
         ssconf = self.master.ssconf
         if ssconf is not None:
@@ -64,6 +67,7 @@ class Processor:
         export = self.master.config_export
         if committed and export is not None:
             await export.written(serial)
+            await export.distributed()
 
     async def _process(self, lu: LogicalUnit[Any], ctx: OpContext) -> tuple[Any, bool]:
         """One run of the unit's life cycle, its locks released at the end."""

@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from itertools import islice
+from typing import Any, TypeVar, cast
 
 from corral import constants as C
 from corral import errors
@@ -37,6 +39,10 @@ from corral.storage import templates
 from corral.storage.reservations import Reservations
 
 T = TypeVar("T", bound=ConfigObject)
+# How many commits' changes the manager keeps for changes_since.
+CHANGES_KEPT = 1_000
+# One commit's changes: the objects written, and those removed.
+Change = tuple[list[ConfigObject], list[ConfigObject]]
 
 # What users call the objects of each table, in messages ("Node group 'x' not known").
 KIND_NAMES: dict[str, str] = {
@@ -120,6 +126,14 @@ class ConfigManager:
             self._by_name[table] = {o.name: o for o in objs}
         if len(self._objects["cluster"]) != 1:
             raise errors.ConfigurationError("The configuration holds no cluster object")
+        # The time of the last commit (Ganeti's config mtime): at the start,
+        # the newest object's.
+        self.mtime = max(o.mtime for table in self._objects.values() for o in table.values())
+        # The last commits' changes by serial, for who follows them
+        # (config.data's renderer: its work then grows with the changes).
+        self._changes: deque[tuple[int, list[ConfigObject], list[ConfigObject]]] = deque(
+            maxlen=CHANGES_KEPT
+        )
         self._listeners: list[Callable[[ConfigManager, set[str]], None]] = []
         # NIC addresses of all instances, kept up to date on every commit, so that
         # creating an instance does not scan every other one: the IPs of NICs
@@ -185,6 +199,20 @@ class ConfigManager:
         for obj in self._objects[cls.TABLE].values():
             assert isinstance(obj, cls)
             yield obj
+
+    def table(self, cls: type[T]) -> list[T]:
+        """Every object of ``cls``, in no order (cheap: no sorting)."""
+        return cast(list[T], list(self._objects[cls.TABLE].values()))
+
+    def changes_since(self, serial: int) -> list[Change] | None:
+        """The commits after ``serial``, in order, as (upserts, deletes);
+        None if they are no longer all kept."""
+        if serial >= self.serial:
+            return []
+        if not self._changes or self._changes[0][0] > serial + 1:
+            return None
+        start = bisect.bisect_right(self._changes, serial, key=lambda change: change[0])
+        return [(upserts, deletes) for _, upserts, deletes in islice(self._changes, start, None)]
 
     def nodes(self) -> list[Node]:
         return sorted(self._all(Node), key=lambda n: n.name)
@@ -288,6 +316,7 @@ class ConfigManager:
         if error is None:
             for pending, refusal in zip(batch, write.result(), strict=True):
                 if refusal is None:
+                    self.mtime = max(self.mtime, now)
                     self._show(pending.upserts, pending.deletes)
                 pending.end(refusal)
         else:
@@ -301,6 +330,7 @@ class ConfigManager:
     def _show(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
         """Make a committed change visible to readers and listeners."""
         self.serial += 1
+        self._changes.append((self.serial, upserts, deletes))
         for obj in deletes:
             old = self._objects[obj.TABLE].pop(obj.uuid, None)
             if old is not None:

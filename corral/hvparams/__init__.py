@@ -67,7 +67,7 @@ TYPES: Mapping[str, dict[str, str]] = {
 DEFAULTS: Mapping[str, dict[str, Any]] = {
     hv: {name: row.default for name, row in table.params.items()} for hv, table in TABLES.items()
 }
-# Corral's own parameters, which Ganeti lacks (kvm's use_network_rules).
+# Corral's own parameters, which Ganeti lacks (kvm's use_network_rules, use_namespaces).
 EXTENSIONS: frozenset[str] = kvm.EXTENSIONS
 
 

@@ -54,6 +54,7 @@ BUILT = frozenset(
         "root_path", "security_domain", "security_model", "serial_console", "serial_speed",
         "usb_mouse", "use_chroot", "use_localtime", "user_shutdown", "vhost_net",
         "vnc_bind_address", "vnc_password_file", "vnet_hdr", "use_network_rules",
+        "use_namespaces",
     }
 )  # fmt: skip
 # Built parameters of which Corral implements only some values.
@@ -150,9 +151,13 @@ _ROWS: tuple[tuple[str, str, Any, R.Check], ...] = (
 # nftables rules keep the user QEMU runs as off the node's networks
 # (corral.node.netrules); on by default, as no Ganeti behaviour depends on
 # that access, and without effect under security_model=none (QEMU runs as
-# root, whom no rule can tell from noded).
+# root, whom no rule can tell from noded).  use_namespaces: QEMU runs in PID,
+# mount, IPC, UTS and network namespaces of its own (corral.node.hypervisor.
+# kvm.isolation); off by default, as it takes QEMU off the node's networks and
+# files (a VNC console or a kvm_extra path needs more than it sees).
 _CORRAL_ROWS: tuple[tuple[str, str, Any, R.Check], ...] = (
     ("use_network_rules", BOOL, True, R.NO_CHECK),
+    ("use_namespaces", BOOL, False, R.NO_CHECK),
 )
 EXTENSIONS = frozenset(name for name, *_ in _CORRAL_ROWS)
 

@@ -161,6 +161,10 @@ class JobQueue:
         self._unfinished.logs.setdefault(job.id, []).append((op_idx, entry))
         self.save(job)
 
+    def release_slot(self, job: Job) -> None:
+        """See :meth:`Scheduler.release_slot`."""
+        self._scheduler.release_slot(job)
+
     def finalize(self, job: Job) -> None:
         """Let the job go once its final state is on disk."""
         self._journal.finishing(job.id)

@@ -65,6 +65,13 @@ class OpContext:
             advance(self.op, C.OP_STATUS_WAITING)
             self._queue.save(self.job)
 
+    def release_slot(self) -> None:
+        """The job's last opcode only waits for files now (its locks are
+        free): its running slot may go to the next job.  A job with more
+        opcodes keeps its slot."""
+        if self.op is self.job.ops[-1]:
+            self._queue.release_slot(self.job)
+
     def feedback(self, message: Any, kind: str = C.ELOG_MESSAGE) -> None:
         """Append an entry to the opcode's log (seen by WaitForJobChange)."""
         message = scrub(message, self.scrub_values())

@@ -92,6 +92,14 @@ class Scheduler:
                 self.push(job)
         self._held.clear()
 
+    def release_slot(self, job: Job) -> None:
+        """``job``'s last opcode is done with its locks and only waits for
+        files to be written: its slot goes to the next ready job."""
+        if job.id in self._running:
+            self._running.discard(job.id)
+            if self.accepting:
+                self.schedule()
+
     def reject_matching(self, jobs: Iterable[Job]) -> None:
         """Cancel the jobs not started yet that a REJECT filter rule applies to."""
         for job in jobs:

@@ -190,7 +190,9 @@ async def start(
             installing=True,
         )
         kvm = _kvm(ctx)
-        monitor = await kvm.start_with(spec, True, installer_drive(path, fmt))
+        # With use_namespaces, the image is bound into QEMU's mount namespace.
+        drive = installer_drive(path, fmt)
+        monitor = await kvm.start_with(spec, True, drive, binds=(Path(path),))
         try:
             await kvm.metad.publish_install(meta, *found)
             await monitor.execute("cont")

@@ -18,6 +18,7 @@ networks' pools); :func:`render` is the slow part and runs in a thread.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from corral.objects import Cluster, ConfigObject, DetachedDisk, Disk, Instance, 
 from corral.objects.filter_rule import FilterRule
 
 if TYPE_CHECKING:
-    from corral.config.manager import ConfigManager
+    from corral.config.manager import Change, ConfigManager
 
 # Corral's own cluster settings, which Ganeti's cluster object has not.
 _CORRAL_ONLY = frozenset({"noded_port", "name", "etcd_members"})
@@ -63,27 +64,36 @@ class ConfigImage:
     """The committed objects at one cluster serial (references, not copies)."""
 
     serial: int
+    mtime: float  # the last commit's time
     cluster: Cluster
     nodes: list[Node]
     groups: list[NodeGroup]
-    instances: list[Instance]
+    instances: list[Instance]  # in no order
     filters: list[FilterRule]
     detached: list[DetachedDisk]
     # Networks as Ganeti's dicts (their pools are computed from the config's NIC index).
     networks: dict[str, dict[str, Any]]
+    # The commits since serial ``since`` (see ConfigManager.changes_since),
+    # if asked for and still known.
+    since: int | None = None
+    changes: list[Change] | None = None
 
 
-def take_image(cfg: ConfigManager) -> ConfigImage:
-    """The configuration as it is now (cheap: run it on the event loop)."""
+def take_image(cfg: ConfigManager, since: int | None = None) -> ConfigImage:
+    """The configuration as it is now, with the commits since serial
+    ``since`` if given (cheap: run it on the event loop)."""
     return ConfigImage(
         serial=cfg.serial,
+        mtime=cfg.mtime,
         cluster=cfg.cluster,
         nodes=cfg.nodes(),
         groups=cfg.groups(),
-        instances=cfg.instances(),
+        instances=cfg.table(Instance),
         filters=cfg.filter_rules(),
         detached=cfg.detached_disks(),
         networks={n.uuid: network_dict(cfg, n) for n in cfg.networks()},
+        since=since,
+        changes=None if since is None else cfg.changes_since(since),
     )
 
 
@@ -175,12 +185,11 @@ def config_dict(image: ConfigImage) -> dict[str, Any]:
 
 def _top(image: ConfigImage) -> dict[str, Any]:
     """The top level's plain values."""
-    objects = [image.cluster, *image.nodes, *image.groups, *image.instances, *image.detached]
     return {
         "version": C.CONFIG_VERSION,
         "serial_no": image.serial,
         "ctime": image.cluster.ctime,
-        "mtime": max(obj.mtime for obj in objects),
+        "mtime": image.mtime,
     }
 
 
@@ -224,20 +233,67 @@ class _Section:
         return self._text
 
 
+class _Table:
+    """A big top-level table (instances, disks) kept member by member in
+    uuid order: a change costs what it changes, plus one join (in C)."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, object] = {}  # uuid → the object its member was made of
+        self._members: dict[str, str] = {}  # uuid → '"uuid":{...}'
+        self._order: list[str] = []
+        self._text: str | None = "{}"
+
+    def put(self, uuid: str, source: object, make: Callable[[], str]) -> None:
+        """The member of ``uuid``, made again unless made of ``source`` already."""
+        if self._sources.get(uuid) is source:
+            return
+        if uuid not in self._members:
+            bisect.insort(self._order, uuid)
+        self._sources[uuid] = source
+        self._members[uuid] = f"{json.dumps(uuid)}:{make()}"
+        self._text = None
+
+    def drop(self, uuid: str) -> None:
+        if self._members.pop(uuid, None) is not None:
+            del self._sources[uuid]
+            del self._order[bisect.bisect_left(self._order, uuid)]
+            self._text = None
+
+    def reset(self, items: dict[str, tuple[object, Callable[[], str]]]) -> None:
+        """Exactly ``items`` (uuid → (source, maker)); members made of the
+        same objects are kept."""
+        sources, members = self._sources, self._members
+        self._sources, self._members = {}, {}
+        for uuid, (source, make) in items.items():
+            if sources.get(uuid) is source:
+                self._sources[uuid], self._members[uuid] = source, members[uuid]
+            else:
+                self._sources[uuid] = source
+                self._members[uuid] = f"{json.dumps(uuid)}:{make()}"
+        self._order = sorted(self._members)
+        self._text = None
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "{" + ",".join(map(self._members.__getitem__, self._order)) + "}"
+        return self._text
+
+
 class Renderer:
     """:func:`render`'s bytes at a cost that grows with the change, not with
     the configuration: each object's JSON is kept with the object it was made
-    of (a commit replaces every object it changes, and changes none in place)
-    and made again only for a new object; a table whose objects are all the
-    same is not joined again.  For one thread at a time (the exporter's)."""
+    of (a commit replaces every object it changes, and changes none in place);
+    instances and disks follow the commits since the last image rendered
+    (:attr:`serial`), other tables are compared object by object (they are
+    small).  For one thread at a time (the exporter's)."""
 
     def __init__(self) -> None:
         self._nodes = _Section()
         self._groups = _Section()
-        self._instances = _Section()
-        self._disks = _Section()
-        self._instance_ids: tuple[int, ...] = ()
-        self._instance_texts = ("{}", "{}")
+        self._instances = _Table()
+        self._disks = _Table()
+        self._held: dict[str, list[str]] = {}  # instance uuid → its disks' uuids
+        self.serial: int | None = None  # the serial of the image last rendered
 
     def render(self, image: ConfigImage) -> bytes:
         """The bytes :func:`render` gives for ``image``."""
@@ -249,39 +305,56 @@ class Renderer:
         groups = self._groups.text(
             {g.uuid: (g, functools.partial(_json_of, _group, g)) for g in image.groups}
         )
-        instances, disks = self._instance_tables(image)
+        if image.changes is not None and image.since == self.serial:
+            for upserts, deletes in image.changes:
+                self._follow(upserts, deletes)
+        else:
+            self._rebuild(image)
+        self.serial = image.serial
         parts = {
             **{key: _dumps(value) for key, value in _top(image).items()},
             "cluster": _dumps(_cluster(image.cluster)),
             "nodes": nodes,
             "nodegroups": groups,
-            "instances": instances,
-            "disks": disks,
+            "instances": self._instances.text(),
+            "disks": self._disks.text(),
             "networks": _dumps(image.networks),
             "filters": _dumps({r.uuid: _filter(r) for r in image.filters}),
         }
         return _object(parts).encode("utf-8") + b"\n"
 
-    def _instance_tables(self, image: ConfigImage) -> tuple[str, str]:
-        """The instances' and the disks' JSON; the last ones if the instances
-        and detached disks are the same objects (most commits change none)."""
-        instances = image.instances
-        # The sections keep the objects, so their ids name them while kept.
-        ids = tuple(map(id, [*instances, *image.detached]))
-        if ids != self._instance_ids:
-            self._instance_ids = ids
-            self._instance_texts = (
-                self._instances.text(
-                    {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in instances}
-                ),
-                self._disks.text(
-                    {
-                        uuid: (holder, functools.partial(_json_of, _disk, d, holder))
-                        for uuid, (holder, d) in _disks(image).items()
-                    }
-                ),
-            )
-        return self._instance_texts
+    def _rebuild(self, image: ConfigImage) -> None:
+        self._instances.reset(
+            {i.uuid: (i, functools.partial(_json_of, _instance, i)) for i in image.instances}
+        )
+        self._disks.reset(
+            {
+                uuid: (holder, functools.partial(_json_of, _disk, d, holder))
+                for uuid, (holder, d) in _disks(image).items()
+            }
+        )
+        self._held = {i.uuid: [d.uuid for d in i.disks] for i in image.instances}
+
+    def _follow(self, upserts: list[ConfigObject], deletes: list[ConfigObject]) -> None:
+        """Apply one commit.  The disks it moves go first (a disk detached
+        from an instance becomes a row of its own in the same commit)."""
+        for obj in (*deletes, *upserts):
+            if isinstance(obj, Instance):
+                for uuid in self._held.pop(obj.uuid, []):
+                    self._disks.drop(uuid)
+            elif isinstance(obj, DetachedDisk):
+                self._disks.drop(obj.uuid)
+        for obj in deletes:
+            if isinstance(obj, Instance):
+                self._instances.drop(obj.uuid)
+        for obj in upserts:
+            if isinstance(obj, Instance):
+                self._instances.put(obj.uuid, obj, functools.partial(_json_of, _instance, obj))
+                self._held[obj.uuid] = [d.uuid for d in obj.disks]
+                for d in obj.disks:
+                    self._disks.put(d.uuid, obj, functools.partial(_json_of, _disk, d, obj))
+            elif isinstance(obj, DetachedDisk):
+                self._disks.put(obj.uuid, obj, functools.partial(_json_of, _disk, obj.disk, obj))
 
 
 def _json_of(convert: Callable[..., dict[str, Any]], *args: Any) -> str:

@@ -9,13 +9,13 @@ A round starts once no commit came for :data:`QUIET` seconds (or
 :data:`QUIET_ROUNDS` times the last round's time, if longer: a big
 configuration waits for a real pause), or :data:`WRITE_INTERVAL` seconds
 after the first commit it will hold, or at once for somebody waiting for
-the file; and the rounds take at most :data:`MAX_SHARE` of masterd's time
-(:data:`WAITED_SHARE` while somebody waits: rendering competes with the jobs
-for masterd's interpreter; with 10,000 instances a round takes some 30 ms).
-As in Ganeti, an opcode that changed the configuration ends only once the
-file holds its change (:meth:`ConfigExport.written`; Ganeti's QA reads the
-file between two commands), but the opcodes that end together share one
-round: a stream of jobs costs a few writes a second, not one per job
+the file; unless somebody waits, the rounds take at most :data:`MAX_SHARE`
+of masterd's time (rendering competes with the jobs for masterd's
+interpreter; with 10,000 instances a round takes some 30 ms).  As in
+Ganeti, an opcode that changed the configuration ends only once the file
+holds its change (:meth:`ConfigExport.written`; Ganeti's QA reads the file
+between two commands), but the opcodes that end while a round runs share
+the next one: a stream of jobs costs one write per round, not one per job
 (writing the file grows with the configuration, a job's commit does not).
 ``gnt-cluster verify`` and ``redist-conf`` wait for every pending change
 (:meth:`ConfigExport.settled`).  The master's ssconf files are
@@ -60,8 +60,6 @@ WRITE_INTERVAL = 1.0
 # The share of masterd's time the rounds may take, at most: a round starts no
 # sooner than its predecessor's time divided by this after that one started.
 MAX_SHARE = 0.1
-# The same while an opcode waits for the file: the wait is its critical path.
-WAITED_SHARE = 0.5
 # The shortest pause between two sends to the candidates (seconds).
 SEND_PAUSE = 1.0
 # After a send that some candidate did not take, the next try (seconds).
@@ -111,6 +109,10 @@ class ConfigExport:
         self._data: bytes | None = None  # what the master's file holds
         self._written = 0  # the cluster serial it holds
         self._sent: dict[str, bytes] = {}  # node uuid → digest of what it got
+        # The candidates the last send round covered, and the rounds so far.
+        self._covered: frozenset[str] = frozenset()
+        self._rounds_started = self._rounds_done = 0
+        self._send_now = asyncio.Event()  # somebody waits: no pause before the next round
         self.lock = asyncio.Lock()  # held while files go to (or leave) candidates
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
@@ -151,7 +153,7 @@ class ConfigExport:
             serial = self._master.cfg.serial
             self._writing = True
             try:
-                await self._write(take_image(self._master.cfg))
+                await self._write(take_image(self._master.cfg, since=self._renderer.serial))
             except Exception:
                 log.exception("Writing config.data failed")
             finally:
@@ -165,15 +167,14 @@ class ConfigExport:
     async def _round_due(self) -> None:
         """Wait until the next round may start (see the module's doc)."""
         while True:
-            now = self._loop.time()
             if self._wanted > self._written:
-                due = self._last_start + self._took / WAITED_SHARE
-            else:
-                quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
-                due = max(
-                    self._last_start + self._took / MAX_SHARE,
-                    min(quiet, self._first_commit + WRITE_INTERVAL),
-                )
+                return  # an opcode waits: the round is its critical path
+            now = self._loop.time()
+            quiet = self._last_commit + max(QUIET, QUIET_ROUNDS * self._took)
+            due = max(
+                self._last_start + self._took / MAX_SHARE,
+                min(quiet, self._first_commit + WRITE_INTERVAL),
+            )
             if due <= now:
                 return
             self._pause = self._loop.create_future()
@@ -200,12 +201,18 @@ class ConfigExport:
             await self._to_send.wait()
             self._to_send.clear()
             started = self._loop.time()
+            self._rounds_started += 1
+            candidates = other_candidates(self._master.cfg)
             try:
                 async with self.lock:
-                    problems = await self.send(other_candidates(self._master.cfg), force=False)
+                    problems = await self.send(candidates, force=False)
             except Exception:
                 log.exception("Sending config.data failed")
                 problems = ["failed"]
+            self._covered = frozenset(n.uuid for n in candidates)
+            async with self._progress:
+                self._rounds_done += 1
+                self._progress.notify_all()
             if problems:
                 # A candidate that was down gets it once it is back, not only
                 # at the next change.
@@ -213,7 +220,10 @@ class ConfigExport:
             if not (self._writing or self._dirty.is_set() or self._to_send.is_set()):
                 self._idle.set()
             # A burst of changes is sent as a few files, not one per write.
-            await asyncio.sleep(max(SEND_PAUSE, self._loop.time() - started))
+            with contextlib.suppress(TimeoutError):
+                pause = max(SEND_PAUSE, self._loop.time() - started)
+                await asyncio.wait_for(self._send_now.wait(), pause)
+            self._send_now.clear()
 
     async def _write(self, image: ConfigImage) -> None:
         self._data = await asyncio.to_thread(self._write_file, image)
@@ -234,6 +244,22 @@ class ConfigExport:
         self._want(serial)
         async with self._progress:
             await self._progress.wait_for(lambda: self._written >= serial)
+
+    async def distributed(self) -> None:
+        """If the master candidates changed since the last send round (as
+        Ganeti's wconfd when they change: a new candidate has the file when
+        the job that made it one ends), wait for a round that covers them
+        (a candidate that fails is only logged)."""
+        current = frozenset(n.uuid for n in other_candidates(self._master.cfg))
+        if current == self._covered:
+            return
+        wanted = self._rounds_started + 1
+        self._idle.clear()
+        self._to_send.set()
+        self._send_now.set()
+        self._run_tasks()
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._rounds_done >= wanted)
 
     async def send(self, nodes: list[Node], *, force: bool) -> list[str]:
         """Send the file to ``nodes`` (with :attr:`lock` held); unless

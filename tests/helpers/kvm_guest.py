@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -25,6 +26,14 @@ from tests.helpers.guest import guest_initramfs, guest_kernel
 from tests.helpers.osdef import make_os
 
 MARKER = "CORRAL-GUEST-UP"
+
+
+def unique_uid_pool(size: int) -> tuple[int, int]:
+    """A uid range of ``size`` for a test's uid pool, drawn at random: uids
+    are the host's, so two copies of a test running at once must not share
+    theirs (the pool counts a uid another copy's QEMU runs as as taken)."""
+    first = 50_000 + secrets.randbelow(2_500) * 4  # clear of the fixed 47xxx pools
+    return first, first + size - 1
 
 
 def guest_spec(name: str, kernel_args: str = "", memory: int = 128, **hvp: Any) -> InstanceSpec:

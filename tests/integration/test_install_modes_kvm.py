@@ -8,6 +8,8 @@
   refused the helper VM, a helper VM that never powers off.
 - ``self_install``: the first start uses the install hypervisor parameters,
   the next one the instance's own.
+- ``use_namespaces``: the helper VM's QEMU runs in namespaces of its own,
+  its install image bound into its mount namespace.
 
 The cluster's daemons (and so its taps and metad) run in a network namespace
 of the test's own; the cluster is shared by the module's tests.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 import subprocess
 import tarfile
@@ -27,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from corral.node.hypervisor.kvm.runtime import Layout
+from corral.node.helper_vm import INSTALLER_DRIVE
+from corral.node.hypervisor.kvm.runtime import Layout, Runtime
 from tests.helpers.appliance import identity_of, install_image
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import add, failed, ok, rows
@@ -37,6 +41,7 @@ from tests.helpers.media_server import MediaServer, media_server
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.osdef import make_os
 from tests.helpers.serial_console import SerialConsole
+from tests.helpers.waiting import wait_until
 
 UNTRUSTED = "untrusted"
 HANGING = "hanging"
@@ -311,3 +316,43 @@ def test_self_install_uses_the_install_parameters_for_the_first_start_only(
     finally:
         console.close()
     ok(cl.gnt("instance", "remove", "-f", "inst5"))
+
+
+def _helper_vm(layout: Layout, name: str) -> Runtime | None:
+    """The runtime of ``name``'s helper VM (not of the instance) while it runs."""
+    runtime = layout.read_runtime(name)
+    if runtime is None or f"id={INSTALLER_DRIVE}," not in " ".join(runtime.argv):
+        return None
+    return runtime
+
+
+@pytest.mark.slow
+def test_helper_vm_in_namespaces_of_its_own(cluster: TestCluster) -> None:
+    """use_namespaces: the helper VM's QEMU is in namespaces of its own and
+    sees the install image (bound in read-only), none of the node's files;
+    the install completes."""
+    cl = cluster
+    result = add(
+        cl, "inst8", "-t", "file", "--disk", "0:size=16M", "-o", f"{UNTRUSTED}+default",
+        "--no-nics", "-c", "yes", "-B", "memory=128", "-H", "kvm:use_namespaces=true",
+        "-O", "marker=ns", "--os-parameters-secret", "password=x", "--submit",
+    )  # fmt: skip
+    ok(result)
+    match = re.fullmatch(r"JobID: (\d+)\n", result.stderr)
+    assert match, result.stderr
+    layout = Layout(cl.paths.run_dir)
+    wait_until(lambda: _helper_vm(layout, "inst8"), timeout=120, what="the helper VM")
+    helper = _helper_vm(layout, "inst8")
+    assert helper is not None and helper.namespaces
+    assert os.readlink(f"/proc/{helper.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    assert os.readlink(f"/proc/{helper.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    for path, there in ((install_image(), 0), (cl.paths.server_pem, 1), ("/etc/passwd", 1)):
+        seen = subprocess.run(["nsenter", "-t", str(helper.pid), "-m", "test", "-e", str(path)])
+        assert seen.returncode == there, path
+    out = ok(cl.gnt("job", "watch", match.group(1)))
+    assert "create_untrusted: disk 0 written" in out
+    assert rows(cl, ["status"], "inst8") == [["running"]]
+    instance = layout.read_runtime("inst8")
+    assert instance is not None and instance.namespaces and _helper_vm(layout, "inst8") is None
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "inst8"))
+    ok(cl.gnt("instance", "remove", "-f", "inst8"))

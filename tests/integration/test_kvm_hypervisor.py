@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
-from cryptography.hazmat.primitives.ciphers import Cipher, modes
 from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
 from corral import errors
@@ -26,14 +24,22 @@ from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING, STATE_SHUTD
 from corral.node.netrules import nft
 from corral.node.uidpool import uid_has_process
 from corral.paths import Paths
-from tests.helpers.kvm_guest import MARKER, booted, guest_spec, kvm_hypervisor, serial
+from tests.helpers.kvm_guest import (
+    MARKER,
+    booted,
+    guest_spec,
+    kvm_hypervisor,
+    serial,
+    unique_uid_pool,
+)
 from tests.helpers.kvm_guest import short_root as kvm_short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.noded import free_port
+from tests.helpers.rfb import VNC_AUTH, vnc_session
 from tests.helpers.waiting import wait_until_async
 
 # Uids of the pool tests: high enough that no process on the machine has them.
-POOL = (61731, 61732)
+POOL = unique_uid_pool(2)
 
 
 @pytest.fixture
@@ -357,28 +363,11 @@ async def test_unknown_security_domain(hv: KvmHypervisor) -> None:
     assert hv.layout.names() == [] and await hv.instances_info() == []
 
 
-def _vnc_response(password: str, challenge: bytes) -> bytes:
-    """RFB's VNC authentication: DES of the challenge, keyed by the password
-    with each byte's bits reversed."""
-    key = bytes(int(f"{b:08b}"[::-1], 2) for b in password.encode()[:8].ljust(8, b"\0"))
-    # Three times the same key: single DES.
-    encryptor = Cipher(TripleDES(key * 3), modes.ECB()).encryptor()
-    return encryptor.update(challenge) + encryptor.finalize()
-
-
 async def _vnc_login(port: int, password: str) -> int:
     """The RFB SecurityResult of logging in with ``password`` (0: accepted)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        assert await reader.readexactly(12) == b"RFB 003.008\n"
-        writer.write(b"RFB 003.008\n")
-        count = (await reader.readexactly(1))[0]
-        assert list(await reader.readexactly(count)) == [2]  # VNC authentication only
-        writer.write(b"\x02")
-        writer.write(_vnc_response(password, await reader.readexactly(16)))
-        return int.from_bytes(await reader.readexactly(4), "big")
-    finally:
-        writer.close()
+    async with vnc_session("127.0.0.1", port, password) as session:
+        assert session.types == [VNC_AUTH]  # VNC authentication only
+        return session.result
 
 
 async def test_vnc_on_loopback_with_its_password(hv: KvmHypervisor, short_root: Path) -> None:

@@ -25,7 +25,7 @@ from corral.node.netrules import nft
 from corral.process.daemons import running_pid, start_daemon
 from tests.helpers.cluster import RAPI_PORT, TestCluster, new_root
 from tests.helpers.instances import add, ok
-from tests.helpers.kvm_guest import cluster_hvparams, kill_leftovers, short_root
+from tests.helpers.kvm_guest import cluster_hvparams, kill_leftovers, short_root, unique_uid_pool
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.netrules import (
     CONNECTED,
@@ -44,7 +44,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
-POOL = (47300, 47304)
+POOL = unique_uid_pool(5)
 BRIDGE = "brguest"
 HOST_ON_BRIDGE = "10.213.61.1"  # an address of the node on the guests' bridge
 PEER = "10.213.61.2"  # a host on that bridge, in a namespace of its own

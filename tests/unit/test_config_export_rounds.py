@@ -1,7 +1,8 @@
 """config.data follows the commits by rounds (corral.services.config_export):
 an opcode that changed the configuration ends only once the file holds its
 change (as Ganeti's: its QA reads the file between two commands), opcodes
-that end together share one write, one that changed nothing never waits, and
+that end together share one write (waiting, they hold no running slot), one
+that changed nothing never waits, and
 a lone commit nobody waits for is in the file a moment later."""
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ async def test_jobs_that_end_together_share_one_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with in_process_cluster(tmp_path) as cl:
+        # One job at a time: a job waiting for the file has given up its slot.
+        job = await cl.run({"OP_ID": "OP_CLUSTER_SET_PARAMS", "max_running_jobs": 1})
+        assert job.status == "success", job.error
         assert await cl.export.settled(30)
         writes = GatedWrites(cl, monkeypatch)
         first = asyncio.create_task(tag(cl, "first"))

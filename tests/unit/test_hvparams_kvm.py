@@ -82,11 +82,13 @@ def test_the_kvm_table_has_ganetis_65_names_and_defaults() -> None:
 
 
 def test_corrals_own_kvm_parameters() -> None:
-    assert {"use_network_rules"} == kvm.EXTENSIONS
+    assert {"use_network_rules", "use_namespaces"} == kvm.EXTENSIONS
     assert not kvm.EXTENSIONS & set(GANETI_KVM_DEFAULTS)
     assert P.HV_DEFAULTS["kvm"]["use_network_rules"] is True
     assert accepted("kvm", {"use_network_rules": False}) == {"use_network_rules": False}
     refused("kvm", {"use_network_rules": "maybe"}, "use_network_rules")
+    assert P.HV_DEFAULTS["kvm"]["use_namespaces"] is False
+    refused("kvm", {"use_namespaces": "maybe"}, "use_namespaces")
 
 
 def test_the_types_are_those_the_commands_check() -> None:
@@ -238,6 +240,8 @@ CROSS_GOOD: list[dict[str, Any]] = [
     {"security_model": "user", "security_domain": "nobody"},
     {"serial_console": False, "serial_speed": 12345},
     {"disk_aio": "native", "disk_cache": "none"},
+    {"use_namespaces": True, "vnc_bind_address": "127.0.0.1"},
+    {"use_namespaces": True, "vnc_bind_address": "0.0.0.0", "vnc_password_file": "/etc/pw"},
 ]
 
 

@@ -10,7 +10,7 @@ import pytest
 from corral import constants as C
 from corral import errors
 from corral.hvparams import DEFAULTS
-from corral.node.hypervisor.kvm import cmdline
+from corral.node.hypervisor.kvm import cmdline, isolation
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
 
 RUN = Path("/run/kvm")
@@ -72,6 +72,23 @@ def test_basics() -> None:
     assert "-runas" not in argv and "-chroot" not in argv and "-no-acpi" not in argv
 
 
+def test_sockets_bound_by_the_node_in_namespaces() -> None:
+    """use_namespaces: QEMU is PID 1 of its namespace (no -daemonize, no
+    pidfile of its own) and its sockets are the node's descriptors."""
+    argv = cmdline.build(spec(), launch(socket_fds=(7, 8)))
+    assert "-daemonize" not in argv and "-pidfile" not in argv and "-S" in argv
+    assert "-qmp" not in argv
+    assert option(argv, "-chardev") == [
+        "socket,id=qmp,fd=7,server=on,wait=off",
+        "socket,id=serial,fd=8,server=on,wait=off",
+    ]
+    assert option(argv, "-mon") == ["chardev=qmp,mode=control"]
+    assert option(argv, "-serial") == ["chardev:serial"]
+    argv = cmdline.build(spec(serial_console=False), launch(socket_fds=(7, None)))
+    assert option(argv, "-chardev") == ["socket,id=qmp,fd=7,server=on,wait=off"]
+    assert option(argv, "-serial") == ["none"]
+
+
 @pytest.mark.parametrize(
     ("flag", "kvm_works", "accel"),
     [("", True, "kvm"), ("", False, "tcg"), ("enabled", False, "kvm"), ("disabled", True, "tcg")],
@@ -122,6 +139,16 @@ def test_disks_per_type_cache_and_read_only() -> None:
         cmdline.build(spec((disk(0),), disk_type="mtd"), launch())
 
 
+def test_an_unprivileged_qemu_keeps_its_writable_disks_open_read_write() -> None:
+    """Not reopened by path (which its user may not) when a migration makes
+    them inactive: QEMU's auto-read-only off."""
+    argv = cmdline.build(spec((disk(0), disk(1, mode="ro"))), launch(runas="47360:47360"))
+    assert option(argv, "-drive") == [
+        "file=/srv/d0,format=raw,if=none,id=disk0,aio=threads,auto-read-only=off",
+        "file=/srv/d1,format=raw,if=none,id=disk1,aio=threads,readonly=on",
+    ]
+
+
 def test_nics_on_passed_tap_files() -> None:
     nics = (
         NicSpec(0, "n0", "aa:00:00:11:22:33", "bridged", "br0"),
@@ -165,6 +192,54 @@ def test_vnc_display_from_network_port() -> None:
     assert option(argv, "-vnc") == [":2"]
     argv = cmdline.build(spec(vnc_bind_address="127.0.0.1"), launch(network_port=None))
     assert option(argv, "-vnc") == ["none"]
+    with pytest.raises(errors.OpExecError, match="Invalid vnc_bind_address 'eth0'"):
+        cmdline.build(spec(vnc_bind_address="eth0"), launch(network_port=11005))
+
+
+def test_vnc_served_through_the_node_in_namespaces() -> None:
+    """use_namespaces: QEMU's VNC listens nowhere (noded hands it its
+    clients), with the same password and TLS options."""
+    hvp: dict[str, Any] = {"vnc_bind_address": "0.0.0.0", "vnc_password_file": "/etc/pw"}
+    argv = cmdline.build(spec(**hvp), launch(network_port=11005, socket_fds=(7, 8)))
+    assert option(argv, "-vnc") == ["none,password=on"] and "-display" not in argv
+    assert option(argv, "-device")[-1] == "usb-tablet"
+    hvp = {"vnc_bind_address": "::1", "vnc_tls": True, "vnc_x509_path": "/etc/x509"}
+    argv = cmdline.build(spec(**hvp), launch(network_port=11005, socket_fds=(7, 8)))
+    assert option(argv, "-vnc") == ["none,tls-creds=vnctls0"]
+    assert option(argv, "-object") == [
+        "tls-creds-x509,id=vnctls0,endpoint=server,dir=/etc/x509,verify-peer=no"
+    ]
+    # No display for the guest at all without a valid port, as without namespaces.
+    argv = cmdline.build(spec(**hvp), launch(network_port=5900, socket_fds=(7, 8)))
+    assert option(argv, "-vnc") == ["none"] and "-object" not in argv
+
+
+def test_tls_certificates_bound_into_the_namespace(tmp_path: Path) -> None:
+    """vnc_x509_path is bound read-only, only when vnc_tls uses it."""
+    tls: dict[str, Any] = {"vnc_tls": True, "vnc_x509_path": str(tmp_path)}
+    assert (str(tmp_path), False) in isolation.binds(spec(**tls), [])
+    off = {**tls, "vnc_tls": False}
+    assert str(tmp_path) not in dict(isolation.binds(spec(**off), []))
+
+
+@pytest.mark.parametrize(
+    ("hvp", "objects", "vnc"),
+    [
+        ({"vnc_tls": True}, ["tls-creds-anon,id=vnctls0,endpoint=server"],
+         "127.0.0.1:1,tls-creds=vnctls0"),
+        ({"vnc_tls": True, "vnc_x509_path": "/x", "vnc_x509_verify": True,
+          "vnc_password_file": "/pw"},
+         ["tls-creds-x509,id=vnctls0,endpoint=server,dir=/x,verify-peer=yes"],
+         "127.0.0.1:1,tls-creds=vnctls0,password=on"),
+        ({"vnc_tls": False, "vnc_x509_path": "/x"}, [], "127.0.0.1:1"),
+    ],
+)  # fmt: skip
+def test_vnc_tls_as_ganeti_maps_it(hvp: dict[str, Any], objects: list[str], vnc: str) -> None:
+    """vnc_tls: anonymous TLS, or the certificates of vnc_x509_path (the
+    client's checked with vnc_x509_verify), as QEMU's tls-creds object."""
+    argv = cmdline.build(spec(vnc_bind_address="127.0.0.1", **hvp), launch(network_port=5901))
+    assert option(argv, "-object") == objects
+    assert option(argv, "-vnc") == [vnc]
 
 
 def test_misc_parameters() -> None:

@@ -18,6 +18,7 @@ from corral import errors
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
 
 VNC_BASE_PORT = 5900
+VNC_TLS_ID = "vnctls0"
 # disk_type → QEMU's device for a disk ("scsi" is Ganeti's old bus name).
 DISK_DEVICES = {
     "paravirtual": "virtio-blk-pci",
@@ -66,6 +67,10 @@ class Launch:
     chroot: Path | None = None
     network_port: int | None = None
     sandbox: bool = True
+    # In namespaces of its own (use_namespaces): QEMU is not daemonized (it is
+    # PID 1 there) and gets its QMP and serial sockets bound by the node, as
+    # descriptors (QMP's, the serial console's or None).
+    socket_fds: tuple[int, int | None] | None = None
 
 
 def build(spec: InstanceSpec, launch: Launch) -> list[str]:
@@ -80,7 +85,9 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     if hvp.get("cpu_type"):
         argv += ["-cpu", str(hvp["cpu_type"])]
     argv += ["-device", "virtio-balloon"]
-    argv += ["-pidfile", str(launch.pidfile), "-daemonize", "-S"]
+    if launch.socket_fds is None:
+        argv += ["-pidfile", str(launch.pidfile), "-daemonize"]
+    argv.append("-S")
     if not hvp.get("acpi", True):
         argv.append("-no-acpi")
     if hvp.get("reboot_behavior") == "exit":
@@ -90,19 +97,32 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     if hvp.get("mem_path"):
         argv += ["-mem-path", str(hvp["mem_path"]), "-mem-prealloc"]
     argv += _boot(hvp)
-    argv += ["-qmp", f"unix:{launch.qmp_socket},server=on,wait=off"]
-    if hvp.get("serial_console"):
-        argv += ["-serial", f"unix:{launch.serial_socket},server=on,wait=off"]
-    else:
-        argv += ["-serial", "none"]
+    argv += _sockets(hvp, launch)
     argv += _display(spec, launch)
-    argv += _disks(spec.disks, hvp)
+    argv += _disks(spec.disks, hvp, unprivileged=bool(launch.runas))
     argv += _nics(spec.nics, launch.taps, hvp)
     if any(_communication(nic) for nic in spec.nics):
         argv += ["-smbios", METADATA_SMBIOS]
     argv += _security(launch)
     argv += [word for word in str(hvp.get("kvm_extra") or "").split(" ") if word]
     return argv
+
+
+def _sockets(hvp: Mapping[str, Any], launch: Launch) -> list[str]:
+    """QMP and the serial console: unix sockets QEMU binds, or the node's."""
+    serial = bool(hvp.get("serial_console"))
+    if launch.socket_fds is None:
+        argv = ["-qmp", f"unix:{launch.qmp_socket},server=on,wait=off"]
+        if serial:
+            return [*argv, "-serial", f"unix:{launch.serial_socket},server=on,wait=off"]
+        return [*argv, "-serial", "none"]
+    qmp_fd, serial_fd = launch.socket_fds
+    argv = ["-chardev", f"socket,id=qmp,fd={qmp_fd},server=on,wait=off"]
+    argv += ["-mon", "chardev=qmp,mode=control"]
+    if serial and serial_fd is not None:
+        argv += ["-chardev", f"socket,id=serial,fd={serial_fd},server=on,wait=off"]
+        return [*argv, "-serial", "chardev:serial"]
+    return [*argv, "-serial", "none"]
 
 
 def accel(hvp: Mapping[str, Any], kvm_works: bool) -> str:
@@ -168,7 +188,8 @@ def _display(spec: InstanceSpec, launch: Launch) -> list[str]:
         argv += ["-usb", "-device", "usb-mouse" if mouse == "mouse" else "usb-tablet"]
     if not address:
         return [*argv, "-display", "none"]
-    return [*argv, "-vnc", vnc_argument(address, launch.network_port, hvp)]
+    outside = launch.socket_fds is not None  # in namespaces: noded listens
+    return [*argv, *vnc_options(address, launch.network_port, hvp, outside)]
 
 
 def vnc_enabled(spec: InstanceSpec, port: int | None) -> bool:
@@ -176,26 +197,56 @@ def vnc_enabled(spec: InstanceSpec, port: int | None) -> bool:
     return bool(spec.hvparams.get("vnc_bind_address")) and port is not None and port > VNC_BASE_PORT
 
 
-def vnc_argument(address: str, port: int | None, hvp: Mapping[str, Any]) -> str:
-    """``-vnc``'s value: the display is the instance's network port - 5900."""
-    if port is None or port <= VNC_BASE_PORT:
-        return "none"  # Ganeti starts without VNC (and logs it) in this case
-    display = port - VNC_BASE_PORT
+def vnc_ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``vnc_bind_address`` as an IP address (OpExecError if it is not one)."""
     try:
-        ip = ipaddress.ip_address(address)
+        return ipaddress.ip_address(address)
     except ValueError:
         raise errors.OpExecError(
             f"Invalid vnc_bind_address '{address}': use an IP address"
         ) from None
-    if str(ip) == "0.0.0.0":
+
+
+def vnc_options(
+    address: str, port: int | None, hvp: Mapping[str, Any], outside: bool = False
+) -> list[str]:
+    """``-vnc`` (the display is the instance's network port - 5900) and the
+    TLS credentials it uses; ``outside``: QEMU listens nowhere, noded hands
+    it its clients (:mod:`.vnc_listener`)."""
+    ip = vnc_ip(address)
+    if port is None or port <= VNC_BASE_PORT:
+        return ["-vnc", "none"]  # Ganeti starts without VNC (and logs it) in this case
+    display = port - VNC_BASE_PORT
+    if outside:
+        value = "none"
+    elif str(ip) == "0.0.0.0":
         value = f":{display}"
     elif ip.version == 6:
         value = f"[{address}]:{display}"
     else:
         value = f"{address}:{display}"
+    tls = vnc_tls_creds(hvp)
+    if tls:
+        value += f",tls-creds={VNC_TLS_ID}"
     if hvp.get("vnc_password_file"):
         value += ",password=on"
-    return value
+    return [*tls, "-vnc", value]
+
+
+def vnc_tls_creds(hvp: Mapping[str, Any]) -> list[str]:
+    """The ``-object`` of VNC's TLS credentials (``vnc_tls``): anonymous, or
+    the certificates of ``vnc_x509_path``, the client's checked with
+    ``vnc_x509_verify`` (Ganeti's mapping)."""
+    if not hvp.get("vnc_tls"):
+        return []
+    x509 = str(hvp.get("vnc_x509_path") or "")
+    if not x509:
+        return ["-object", f"tls-creds-anon,id={VNC_TLS_ID},endpoint=server"]
+    verify = "yes" if hvp.get("vnc_x509_verify") else "no"
+    return [
+        "-object",
+        f"tls-creds-x509,id={VNC_TLS_ID},endpoint=server,dir={x509},verify-peer={verify}",
+    ]
 
 
 def disk_cache(disk: DiskSpec, hvp: Mapping[str, Any]) -> str:
@@ -209,7 +260,9 @@ def disk_cache(disk: DiskSpec, hvp: Mapping[str, Any]) -> str:
     return "aio=threads" if cache == "default" else f"aio=threads,cache={cache}"
 
 
-def _disks(disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any]) -> list[str]:
+def _disks(
+    disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any], unprivileged: bool = False
+) -> list[str]:
     kind = str(hvp.get("disk_type") or "paravirtual")
     device = DISK_DEVICES.get(kind)
     if device is None:
@@ -225,6 +278,11 @@ def _disks(disks: tuple[DiskSpec, ...], hvp: Mapping[str, Any]) -> list[str]:
         options = f"file={disk.path},format=raw,if=none,id={drive},{disk_cache(disk, hvp)}"
         if disk.mode != "rw":
             options += ",readonly=on"
+        elif unprivileged:
+            # Kept open read-write while inactive (an incoming migration, the
+            # source after it): QEMU would reopen it by path when it needs to
+            # write again, which its unprivileged user may not.
+            options += ",auto-read-only=off"
         argv += ["-drive", options, "-device", f"{device},drive={drive},id={drive}-dev"]
     return argv
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,19 @@ from corral import hypervisors as H
 from corral.node import netdev
 from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
-from corral.node.hypervisor.kvm import cmdline, config_drive, process, security
+from corral.node.hypervisor.kvm import (
+    cmdline,
+    config_drive,
+    isolation,
+    process,
+    security,
+    vnc_listener,
+)
 from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
+from corral.node.hypervisor.kvm.vnc_listener import VncListener
 from corral.node.hypervisor.spec import (
     STATE_SHUTDOWN,
     ConsoleInfo,
@@ -69,6 +79,7 @@ class KvmHypervisor(Hypervisor):
         super().__init__(paths)
         self.layout = Layout(paths.run_dir)
         self.monitors: dict[str, Monitor] = {}
+        self.vnc: dict[str, VncListener] = {}  # noded's VNC listeners (namespaces)
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaping: dict[str, asyncio.Task[None]] = {}
         self.migrations = Migrations(self)
@@ -100,7 +111,8 @@ class KvmHypervisor(Hypervisor):
             runtime = self.layout.read_runtime(name)
             if runtime is not None and alive(runtime):
                 try:
-                    await self._attach(runtime)
+                    monitor = await self._attach(runtime)
+                    self._resume_vnc(runtime, monitor)
                     continue
                 except errors.OpExecError as err:
                     log.error("Instance %s runs but its QMP does not answer: %s", name, err)
@@ -109,12 +121,27 @@ class KvmHypervisor(Hypervisor):
             await self._cleanup(name, runtime)
         await self.migrations.resume()
 
+    def _resume_vnc(self, runtime: Runtime, monitor: Monitor) -> None:
+        """Listen again for the VNC of a guest in namespaces."""
+        found = vnc_listener.endpoint(
+            runtime.spec.get("hvparams") or {}, _network_port(runtime.spec)
+        )
+        if found is None:
+            return
+        try:
+            self.vnc[runtime.name] = VncListener(vnc_listener.bind(*found), monitor)
+        except errors.OpExecError as err:
+            log.error("Instance %s runs without VNC: %s", runtime.name, err)
+
     def _ruled(self) -> dict[str, int]:
         """The running guests whose QEMU the network rules cover, with its uid."""
         return ruled_guests(self.layout)
 
     async def close(self) -> None:
         self.metad.close()
+        for listener in list(self.vnc.values()):
+            await listener.close()
+        self.vnc.clear()
         for monitor in list(self.monitors.values()):
             await monitor.close()
         self.monitors.clear()
@@ -143,7 +170,11 @@ class KvmHypervisor(Hypervisor):
         await self._cleanup(monitor.name, runtime)
 
     async def _cleanup(self, name: str, runtime: Runtime | None) -> None:
-        """Remove what a dead guest left: its metadata, rules, taps' routes, its uid, its files."""
+        """Remove what a dead guest left: its VNC listener, metadata, rules,
+        taps' routes, its uid, its files."""
+        listener = self.vnc.pop(name, None)
+        if listener is not None:
+            await listener.close()
         await self.metad.withdraw(name)
         await self.netrules.release(name)
         if runtime is not None:
@@ -158,9 +189,14 @@ class KvmHypervisor(Hypervisor):
         await self.start_with(spec, paused)
 
     async def start_with(
-        self, spec: InstanceSpec, paused: bool, extra: tuple[str, ...] = ()
+        self,
+        spec: InstanceSpec,
+        paused: bool,
+        extra: tuple[str, ...] = (),
+        binds: tuple[Path, ...] = (),
     ) -> Monitor:
-        """Start ``spec`` with ``extra`` QEMU options (a migration's incoming ones)."""
+        """Start ``spec`` with ``extra`` QEMU options (a migration's incoming
+        ones) and, in namespaces, ``binds``: the files they name."""
         async with self._lock(spec.name):
             reaping = self._reaping.get(spec.name)
             if reaping is not None:
@@ -173,17 +209,37 @@ class KvmHypervisor(Hypervisor):
             self.layout.ensure()
             await self._cleanup(spec.name, runtime)
             self.layout.shutdown_mark(spec.name).unlink(missing_ok=True)
-            monitor = await self._launch(spec, extra)
-            await self.metad.publish(spec)
+            listening = _vnc_socket(spec)
             try:
-                if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec)):
-                    await monitor.execute("change-vnc-password", {"password": vnc_password})
-                if not paused:
-                    await monitor.execute("cont")
+                monitor = await self._launch(spec, extra, binds)
+                await self.metad.publish(spec)
+                await self._go(spec, monitor, vnc_password, listening, paused)
             except BaseException:
-                await self._kill(monitor)
+                if listening is not None:
+                    listening.close()
                 raise
             return monitor
+
+    async def _go(
+        self,
+        spec: InstanceSpec,
+        monitor: Monitor,
+        vnc_password: str | None,
+        listening: socket.socket | None,
+        paused: bool,
+    ) -> None:
+        """The started QEMU's VNC password, noded's VNC listener for it, and
+        ``cont`` unless ``paused``; QEMU killed on failure."""
+        try:
+            if vnc_password is not None and cmdline.vnc_enabled(spec, _network_port(spec.wire)):
+                await monitor.execute("change-vnc-password", {"password": vnc_password})
+            if listening is not None:  # clients once the password is set
+                self.vnc[spec.name] = VncListener(listening, monitor)
+            if not paused:
+                await monitor.execute("cont")
+        except BaseException:
+            await self._kill(monitor)
+            raise
 
     def _check_sockets(self, name: str) -> None:
         for path in (self.layout.qmp(name), self.layout.serial(name)):
@@ -194,8 +250,11 @@ class KvmHypervisor(Hypervisor):
                     f" unix sockets allow {MAX_SOCKET_PATH}: use a shorter instance name"
                 )
 
-    async def _launch(self, spec: InstanceSpec, extra: tuple[str, ...] = ()) -> Monitor:
-        """Start QEMU (paused), record it, connect its monitor."""
+    async def _launch(
+        self, spec: InstanceSpec, extra: tuple[str, ...] = (), binds: tuple[Path, ...] = ()
+    ) -> Monitor:
+        """Start QEMU (paused), record it, connect its monitor; ``binds``: more
+        files an isolated QEMU reads (a migration's credentials)."""
         hvp = spec.hvparams
         name = spec.name
         machine = str(hvp.get("machine_version") or "") or await process.default_machine(
@@ -219,23 +278,63 @@ class KvmHypervisor(Hypervisor):
                     taps=tuple(t.fds for t in taps),
                     runas=runas,
                     chroot=chroot,
-                    network_port=_network_port(spec),
+                    network_port=_network_port(spec.wire),
                 )
                 drive = await config_drive.prepare(self.layout, spec)
-                argv = [*cmdline.build(spec, launch), *drive, *extra]
                 fds = [fd for tap in taps for fd in tap.fds]
                 try:
-                    await process.run_daemonized(name, argv, fds)
+                    if hvp.get("use_namespaces"):
+                        own = [(p, False) for p in (self.layout.config_drive(name), *binds)]
+                        # The chroot, or a directory at its place: where a
+                        # migration's credentials are handed to QEMU.
+                        shared = chroot or security.prepare_chroot(self.layout.chroot(name))
+                        own.append((shared, True))
+                        argv, pid = await self._start_isolated(
+                            spec, launch, (*drive, *extra), own, fds
+                        )
+                    else:
+                        argv = [*cmdline.build(spec, launch), *drive, *extra]
+                        await process.run_daemonized(name, argv, fds)
+                        pid = None
                 finally:
                     for tap in taps:
                         tap.close()
-                runtime = self._record(spec, argv, [t.name for t in taps], (uid, rules_uid), chroot)
+                runtime = self._record(
+                    spec, argv, [t.name for t in taps], (uid, rules_uid), chroot, pid
+                )
                 return await self._attach_new(runtime)
         except BaseException:
             await self._cleanup(name, self.layout.read_runtime(name))
             for tap in taps:
                 await self._remove_tap(tap.name)
             raise
+
+    async def _start_isolated(
+        self,
+        spec: InstanceSpec,
+        launch: cmdline.Launch,
+        extra: tuple[str, ...],
+        own: list[tuple[Path, bool]],
+        fds: list[int],
+    ) -> tuple[list[str], int]:
+        """Start QEMU in namespaces of its own (:mod:`.isolation`): its argv and pid."""
+        name = spec.name
+        serial = self.layout.serial(name) if spec.hvparams.get("serial_console") else None
+        runas = security.numeric(launch.runas)  # no /etc/passwd in its namespace
+        with isolation.bound_sockets(self.layout.qmp(name), serial) as sockets:
+            launch = dataclasses.replace(launch, socket_fds=sockets, runas=runas)
+            argv = [*cmdline.build(spec, launch), *extra]
+            passed = [*fds, *(fd for fd in sockets if fd is not None)]
+            pid = await isolation.start(
+                name,
+                self.layout.nsroot(name),
+                self.layout.log(name),
+                isolation.binds(spec, own),
+                argv,
+                passed,
+            )
+        self.layout.pidfile(name).write_text(f"{pid}\n")
+        return argv, pid
 
     async def _make_taps(self, spec: InstanceSpec) -> list[netdev.Tap]:
         taps: list[netdev.Tap] = []
@@ -281,10 +380,13 @@ class KvmHypervisor(Hypervisor):
         taps: list[str],
         uids: tuple[int | None, int | None],
         chroot: Path | None,
+        pid: int | None = None,
     ) -> Runtime:
-        """Write the runtime file; ``uids``: the pool's uid, the ruled uid."""
+        """Write the runtime file; ``uids``: the pool's uid, the ruled uid;
+        ``pid``: QEMU's, when not in its pidfile."""
         uid, rules_uid = uids
-        pid = process.read_pid(str(self.layout.pidfile(spec.name)))
+        if pid is None:
+            pid = process.read_pid(str(self.layout.pidfile(spec.name)))
         start = process_start(pid) if pid is not None else None
         if pid is None or start is None:
             raise errors.OpExecError(f"Failed to start instance {spec.name}: QEMU is gone")
@@ -302,6 +404,7 @@ class KvmHypervisor(Hypervisor):
             uid=uid,
             chroot=str(chroot) if chroot is not None else None,
             rules_uid=rules_uid,
+            namespaces=bool(spec.hvparams.get("use_namespaces")),
         )
         self.layout.write_runtime(runtime)
         if uid is not None:
@@ -311,6 +414,16 @@ class KvmHypervisor(Hypervisor):
     async def _attach_new(self, runtime: Runtime) -> Monitor:
         try:
             return await self._attach(runtime)
+        except errors.OpExecError:
+            process.kill(runtime.pid)
+            if not runtime.namespaces:
+                raise
+            # QEMU answers on a socket the node bound: a QEMU that stopped
+            # at its start is seen here, and its output says why.
+            text = isolation.output(self.layout.log(runtime.name))
+            raise errors.OpExecError(
+                f"Failed to start instance {runtime.name}: QEMU exited: {text}"
+            ) from None
         except BaseException:
             process.kill(runtime.pid)
             raise
@@ -441,9 +554,21 @@ def ruled_guests(layout: Layout) -> dict[str, int]:
     return out
 
 
-def _network_port(spec: InstanceSpec) -> int | None:
-    port = spec.wire.get("network_port")
+def _network_port(wire: Mapping[str, Any]) -> int | None:
+    port = wire.get("network_port")
     return port if isinstance(port, int) and not isinstance(port, bool) else None
+
+
+def _vnc_socket(spec: InstanceSpec) -> socket.socket | None:
+    """noded's VNC listener for a QEMU in namespaces, bound before QEMU
+    starts: a port in use fails the start, as it fails QEMU's own listener."""
+    found = vnc_listener.endpoint(spec.hvparams, _network_port(spec.wire))
+    if found is None:
+        return None
+    try:
+        return vnc_listener.bind(*found)
+    except errors.OpExecError as err:
+        raise errors.OpExecError(f"Cannot start instance {spec.name}: {err}") from None
 
 
 def _check_start(spec: InstanceSpec) -> str | None:

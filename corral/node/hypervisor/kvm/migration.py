@@ -29,6 +29,7 @@ from qemu.qmp import EventListener
 from corral import constants as C
 from corral import errors
 from corral.node import netdev
+from corral.node.hypervisor.kvm import migration_fd
 from corral.node.hypervisor.kvm import migration_tls as tls
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.spec import STATE_RUNNING, DiskSpec, InstanceSpec
@@ -73,6 +74,7 @@ class Outgoing:
     error: str = ""
     listener: EventListener = field(default_factory=lambda: EventListener(EVENTS))
     task: asyncio.Task[None] | None = None
+    namespaces: bool = False  # QEMU without a network: noded connects for it
 
 
 class Migrations:
@@ -81,6 +83,8 @@ class Migrations:
     def __init__(self, hv: KvmHypervisor) -> None:
         self.hv = hv
         self.outgoing: dict[str, Outgoing] = {}
+        # Guests in namespaces of their own: noded accepts their stream.
+        self.receiving: dict[str, asyncio.Task[None]] = {}
 
     def _marker(self, name: str) -> Path:
         return self.hv.layout.base / "ctrl" / f"{name}.incoming"
@@ -117,6 +121,7 @@ class Migrations:
         try:
             return await self._receive(received, address)
         except BaseException:
+            await migration_fd.stop(self.receiving.pop(spec.name, None))
             await self.hv.stop(spec.name, force=True)
             self._marker(spec.name).unlink(missing_ok=True)
             raise
@@ -126,7 +131,9 @@ class Migrations:
         await asyncio.to_thread(_fresh_creds, self.hv, creds)
         try:
             extra = ("-object", tls.object_option(str(creds), tls.ENDPOINT_SERVER))
-            monitor = await self.hv.start_with(spec, True, (*extra, "-incoming", "defer"))
+            monitor = await self.hv.start_with(
+                spec, True, (*extra, "-incoming", "defer"), binds=(creds,)
+            )
         finally:
             await asyncio.to_thread(_remove_tree, creds)
         await _set_caps(monitor, spec, {"events": True})
@@ -134,9 +141,17 @@ class Migrations:
         # Ganeti's migration_port: the port the target listens on (one incoming
         # migration at a time per node and address, as in Ganeti).
         port = int(spec.hvparams.get("migration_port") or 0)
-        await monitor.execute("migrate-incoming", {"uri": f"tcp:{_uri_host(address)}:{port}"})
-        status = await monitor.execute("query-migrate")
-        port = int(status["socket-address"][0]["port"])
+        if spec.hvparams.get("use_namespaces"):
+            listening = migration_fd.listen(address, port)
+            port = int(listening.getsockname()[1])
+            self.receiving[spec.name] = asyncio.create_task(
+                migration_fd.receive(monitor, listening), name=f"kvm-receive-{spec.name}"
+            )
+        else:
+            uri = f"tcp:{_uri_host(address)}:{port}"
+            await monitor.execute("migrate-incoming", {"uri": uri})
+            status = await monitor.execute("query-migrate")
+            port = int(status["socket-address"][0]["port"])
         answer: dict[str, Any] = {
             "address": address,
             "port": port,
@@ -150,6 +165,11 @@ class Migrations:
     async def finalize_dst(self, spec: InstanceSpec, success: bool) -> None:
         """Run the received guest, or drop it (never a guest that ran here before)."""
         marker = self._marker(spec.name)
+        receiving = self.receiving.pop(spec.name, None)
+        if success and receiving is not None:
+            with contextlib.suppress(TimeoutError, errors.OpExecError):
+                await asyncio.wait_for(asyncio.shield(receiving), _INCOMING_END_TIMEOUT)
+        await migration_fd.stop(receiving)
         if not success:
             if marker.exists():
                 await self.hv.stop(spec.name, force=True)
@@ -199,13 +219,15 @@ class Migrations:
         running = InstanceSpec.from_wire(self.hv.paths, runtime.spec)
         disks = mirrored(running)
         out = Outgoing(monitor.state == STATE_RUNNING, [f"mig-{_export(d)}" for d in disks])
+        out.namespaces = runtime.namespaces
         monitor.listen(out.listener)
         self.outgoing[spec.name] = out
         try:
             # Our QEMU's connections to the target, through the network rules.
             await self.hv.netrules.allow(spec.name, _links(accepted, bool(disks)))
             await _drop_creds(monitor)  # a received guest's, or a failed migration's
-            with tls.client_creds(self.hv.paths, runtime.pid, runtime.chroot) as creds:
+            shared = self.hv.layout.chroot(spec.name) if runtime.namespaces else None
+            with tls.client_creds(self.hv.paths, runtime.pid, runtime.chroot, shared) as creds:
                 await monitor.execute("object-add", tls.object_props(creds, tls.ENDPOINT_CLIENT))
             caps = {"events": True, "pause-before-switchover": bool(disks)}
             await _set_caps(monitor, running, caps)
@@ -213,7 +235,7 @@ class Migrations:
             if not live:
                 await monitor.execute("stop")
             if disks:
-                await _start_mirrors(monitor, disks, accepted)
+                await _start_mirrors(monitor, disks, accepted, out.namespaces)
         except BaseException as err:
             out.status, out.error = "failed", str(err)
             await self.hv.netrules.disallow(spec.name)
@@ -227,7 +249,11 @@ class Migrations:
         paused before the switch-over (nothing written after is lost)."""
         try:
             await _wait_events(out, "BLOCK_JOB_READY", out.jobs)
-            uri = f"tcp:{_uri_host(str(accepted['address']))}:{int(accepted['port'])}"
+            address, port = str(accepted["address"]), int(accepted["port"])
+            uri = f"tcp:{_uri_host(address)}:{port}"
+            if out.namespaces:
+                await migration_fd.connect(monitor, address, port, migration_fd.OUTGOING_FD)
+                uri = f"fd:{migration_fd.OUTGOING_FD}"
             await monitor.execute("migrate", {"uri": uri})
             async for event in out.listener:
                 status = _event_status(event)
@@ -426,15 +452,15 @@ async def _root_nodes(monitor: Monitor) -> dict[str, str]:
 
 
 async def _start_mirrors(
-    monitor: Monitor, disks: list[DiskSpec], accepted: Mapping[str, Any]
+    monitor: Monitor, disks: list[DiskSpec], accepted: Mapping[str, Any], namespaces: bool
 ) -> None:
-    server = {
-        "type": "inet",
-        "host": str(accepted["address"]),
-        "port": str(int(accepted["nbd_port"])),
-    }
+    address, port = str(accepted["address"]), int(accepted["nbd_port"])
+    server: dict[str, str] = {"type": "inet", "host": address, "port": str(port)}
     for disk in disks:
         name = _export(disk)
+        if namespaces:  # no network in QEMU's namespace: noded connects for it
+            await migration_fd.connect(monitor, address, port, f"mig-{name}")
+            server = {"type": "fd", "str": f"mig-{name}"}
         await monitor.execute(
             "blockdev-add",
             {

@@ -93,31 +93,42 @@ def object_option(seen_as: str, endpoint: str) -> str:
 
 
 @contextlib.contextmanager
-def client_creds(paths: Paths, pid: int, chroot: str | None) -> Iterator[str]:
+def client_creds(
+    paths: Paths, pid: int, chroot: str | None, shared: Path | None = None
+) -> Iterator[str]:
     """The client credentials for the running QEMU ``pid`` while the block
     runs (it loads them with ``object-add``); yields the directory as QEMU
-    sees it.  Owned by QEMU's user; inside its chroot if it has one, whose
-    root is opened for traversal (never listing) only meanwhile."""
+    sees it.  Owned by QEMU's user; inside its chroot if it has one, else in
+    ``shared`` (a root-only directory QEMU sees at the same path: one in
+    namespaces of its own sees no /tmp), whose mode allows traversal (never
+    listing) only meanwhile."""
     uid = process_uid(pid)
-    if chroot is None:
-        base = Path(tempfile.mkdtemp(prefix="corral-migtls-"))
-        seen_as = str(base / "creds")
-    else:
+    if chroot is not None:
+        opened: Path | None = Path(chroot)
         base = Path(chroot) / f".migtls-{os.urandom(4).hex()}"
         base.mkdir(mode=0o700)
         seen_as = f"/{base.name}/creds"
+    elif shared is not None:
+        opened = shared
+        base = shared / f".migtls-{os.urandom(4).hex()}"
+        base.mkdir(mode=0o700)
+        seen_as = str(base / "creds")
+    else:
+        opened = None
+        base = Path(tempfile.mkdtemp(prefix="corral-migtls-"))
+        seen_as = str(base / "creds")
     directory = base / "creds"
     if uid:
         os.chown(base, uid, uid)
     try:
         write_creds(paths, directory, ENDPOINT_CLIENT, uid)
-        if chroot is not None and uid:
-            os.chmod(chroot, 0o711)
+        if opened is not None and uid:
+            os.chmod(opened, 0o711)
         yield seen_as
     finally:
-        if chroot is not None:
+        if opened is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.chmod(chroot, 0o700)
+                os.chmod(opened, 0o700)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -58,6 +58,9 @@ class Monitor:
         self._events: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
         self._finishing: asyncio.Task[None] | None = None
+        # A file sent goes to the next getfd: one pair at a time (a migration
+        # and a VNC client may hand theirs together).
+        self._passing = asyncio.Lock()
 
     async def connect(self) -> None:
         """Connect, learn the current state, and follow events and the exit."""
@@ -89,13 +92,14 @@ class Monitor:
 
     async def send_fd(self, fd: int, name: str) -> None:
         """Give QEMU the open file ``fd`` under ``name`` (QMP getfd)."""
-        try:
-            self._client.send_fd_scm(fd)
-        except (QMPError, OSError) as err:
-            raise errors.OpExecError(
-                f"Cannot pass a file to the QEMU of '{self.name}': {err}"
-            ) from None
-        await self.execute("getfd", {"fdname": name})
+        async with self._passing:
+            try:
+                self._client.send_fd_scm(fd)
+            except (QMPError, OSError) as err:
+                raise errors.OpExecError(
+                    f"Cannot pass a file to the QEMU of '{self.name}': {err}"
+                ) from None
+            await self.execute("getfd", {"fdname": name})
 
     async def close(self) -> None:
         """Let go of the connection; QEMU keeps running."""

@@ -4,7 +4,9 @@ Ganeti's layout under ``<run dir>/kvm-hypervisor/``: ``pid/<name>`` (QEMU's
 pidfile), ``uid/<name>`` (the uid taken from the pool), ``ctrl/<name>.qmp``
 and ``ctrl/<name>.serial`` (QEMU's sockets), ``ctrl/<name>.shutdown`` (the
 guest powered itself off), ``ctrl/<name>.cidata.iso`` (its config drive),
-``conf/<name>.runtime`` and ``chroot/<name>/``.
+``conf/<name>.runtime`` and ``chroot/<name>/``; for a QEMU in namespaces of its
+own, ``nsroot/<name>/`` (where its file system is mounted, in its mount
+namespace only) and ``ctrl/<name>.log`` (its output).
 Every directory is root's alone (0700): the sockets are reachable by nobody
 else.  The runtime file is what a restarted noded (or a migration) needs to
 find and understand a running guest.
@@ -23,7 +25,7 @@ from typing import Any
 from corral import errors
 from corral.fileio import atomic_write
 
-SUBDIRS = ("pid", "uid", "ctrl", "conf", "chroot")
+SUBDIRS = ("pid", "uid", "ctrl", "conf", "chroot", "nsroot")
 _DIR_MODE = 0o700
 
 
@@ -43,6 +45,7 @@ class Runtime:
     uid: int | None = None
     chroot: str | None = None
     rules_uid: int | None = None  # the uid the network rules cover (corral.node.netrules)
+    namespaces: bool = False  # in namespaces of its own (.isolation)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1).encode()
@@ -89,6 +92,12 @@ class Layout:
     def chroot(self, name: str) -> Path:
         return self.base / "chroot" / _checked(name)
 
+    def nsroot(self, name: str) -> Path:
+        return self.base / "nsroot" / _checked(name)
+
+    def log(self, name: str) -> Path:
+        return self.base / "ctrl" / f"{_checked(name)}.log"
+
     def names(self) -> list[str]:
         """Instances with a runtime file."""
         try:
@@ -125,9 +134,12 @@ class Layout:
             self.qmp(name),
             self.serial(name),
             self.config_drive(name),
+            self.log(name),
             self.runtime_file(name),
         ):
             path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.nsroot(name).rmdir()
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.chroot(name))
 

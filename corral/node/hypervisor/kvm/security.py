@@ -57,6 +57,15 @@ def user(domain: str) -> str:
     return domain
 
 
+def numeric(runas: str | None) -> str | None:
+    """``-runas`` as ``uid:gid`` (a QEMU in its own mount namespace has no
+    user database to look a name up in)."""
+    if runas is None or ":" in runas:
+        return runas
+    entry = pwd.getpwnam(runas)
+    return f"{entry.pw_uid}:{entry.pw_gid}"
+
+
 def ruled_uid(hvp: Mapping[str, Any], pool_uid: int | None) -> int | None:
     """The uid the network rules must cover for a QEMU started with ``hvp``
     (:mod:`corral.node.netrules`); None when it needs none: the rules are
