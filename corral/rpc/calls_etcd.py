@@ -1,6 +1,6 @@
 """Node calls of the etcd members noded runs on master candidates
 (:mod:`corral.node.etcd_member`); the master decides who is a member
-(:mod:`corral.state.etcd.members`)."""
+(:mod:`corral.services.etcd_reconciler`)."""
 
 # The bodies are the signatures' only: mypy must not ask them for a result.
 # mypy: disable-error-code="empty-body"

@@ -3,7 +3,7 @@
 While the cluster's ``etcd_members`` setting is on (Corral's own, off by
 default: ``gnt-cluster modify --etcd-members=yes``), every online master
 candidate runs an etcd member and the master keeps the membership in line
-with the candidates (:class:`corral.state.etcd.members.MemberReconciler`).
+with the candidates (:class:`corral.services.etcd_reconciler.MemberReconciler`).
 A config listener wakes the service after any change of the nodes or of the
 cluster (candidate flags, nodes added or removed, offline, drained, the
 switch itself); one background task then makes one change at a time until
@@ -27,8 +27,9 @@ from corral import constants as C
 from corral import errors
 from corral.objects import Cluster, Node
 from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop
+from corral.services.etcd_reconciler import MemberReconciler
 from corral.state.etcd.client import EtcdClient, client_ssl_context
-from corral.state.etcd.members import Candidate, Change, MemberReconciler
+from corral.state.etcd.members import Candidate, Change
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
