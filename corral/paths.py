@@ -167,6 +167,11 @@ class Paths:
         return self.data_dir / "state.db"
 
     @property
+    def store_home(self) -> Path:
+        """Where the master's stores live once they left SQLite (corral.state.home)."""
+        return self.data_dir / "store-home.json"
+
+    @property
     def config_db(self) -> Path:
         return self._under(CONFIG_DB)
 

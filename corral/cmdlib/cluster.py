@@ -406,6 +406,13 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
     async def _check_etcd(self) -> None:
         """etcd members can run only where etcd is installed: the master at least
         (verify reports candidates that run no member)."""
+        backend = self.master.backend
+        if self.op.etcd_members is False and backend is not None and backend.kind == "etcd":
+            raise errors.OpPrereqError(
+                "Cannot stop the etcd members: the master's stores live in etcd;"
+                " they run as long as the cluster has master candidates",
+                C.ECODE_STATE,
+            )
         turning_on = self.op.etcd_members and not self.cfg.cluster.etcd_members
         if turning_on and not await asyncio.to_thread(ETCD.exists):
             raise errors.OpPrereqError(

@@ -11,11 +11,11 @@ import sys
 from corral import constants as C
 from corral.daemons import daemon_parser
 from corral.luxi import protocol
-from corral.master.mastership import LEASE_TTL
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
 from corral.process.privileges import DEFAULT_RAPI_USER
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
+from corral.services.mastership import LEASE_TTL
 
 NAME = "corral-masterd"
 # corral-rapi's user's group (set-up makes the user with a group of its name).

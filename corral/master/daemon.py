@@ -17,7 +17,6 @@ from corral.luxi import protocol
 from corral.luxi.server import LuxiServer
 from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
-from corral.master.mastership import LEASE_TTL, MastershipKeeper
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.https import https_client
@@ -28,10 +27,10 @@ from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
 from corral.services.etcd_members import EtcdMembers
+from corral.services.mastership import LEASE_TTL, MastershipKeeper
 from corral.services.ssconf import MasterSsconf, SsconfWriter
-from corral.state.sqlite.config import SqliteConfigStore
-from corral.state.sqlite.jobs import SqliteJobStore
-from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
+from corral.state.backend import open_backend
+from corral.state.relay import Relays
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +59,13 @@ async def serve(
         raise errors.NotClusterError(
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
-    mastership = SqliteMastership(paths.state_db)
-    keeper = MastershipKeeper(mastership, lease_ttl)
+    backend = await open_backend(paths)
+    relays = Relays(backend.stores)  # the stores may move while masterd runs
+    keeper = MastershipKeeper(backend.mastership, lease_ttl)
     lease = await keeper.acquire()
-    cfg = await ConfigManager.open(SqliteConfigStore(paths.config_db))
+    cfg = await ConfigManager.open(relays.config)
     cfg.fence = lease.token
-    durable = await DurableState.open(SqliteKeyValueStore(paths.state_db), lease.token)
+    durable = await DurableState.open(relays.kv, lease.token)
     await legacy_state.move_into(durable, paths)
     ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
     await ssconf.start()
@@ -77,7 +77,7 @@ async def serve(
         unreachable_memory=unreachable_memory,
     )
     rpc.fence = lease.token  # a node refuses its calls once a newer master called it
-    store = SqliteJobStore(paths.queue_db)
+    store = relays.jobs
     processor = Processor()
     locks = LockManager()
     queue = JobQueue(
@@ -103,6 +103,9 @@ async def serve(
         queue=queue,
         query=lambda what, fields, qfilter: resources.query(master, what, fields, qfilter),
         ssconf=ssconf,
+        backend=backend,
+        relays=relays,
+        keeper=keeper,
     )
     processor.bind(master)
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
@@ -145,5 +148,5 @@ async def serve(
         await cfg.close()
         await durable.close()
         await keeper.release()
-        await mastership.close()
+        await (master.backend or backend).close_rest()  # the stores may have moved
     raise errors.ConfigurationError(keeper.reason)

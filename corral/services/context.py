@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from corral.services.config_export import ConfigExport
     from corral.services.durable import DurableState
     from corral.services.etcd_members import EtcdMembers
+    from corral.services.mastership import MastershipKeeper
     from corral.services.ssconf import MasterSsconf
+    from corral.state.backend import Backend
+    from corral.state.relay import Relays
 
 # Ganeti's Query (resource, fields, filter) → {"fields": ..., "data": ...}:
 # how a logical unit asks a query resource without importing it.
@@ -41,3 +44,8 @@ class Master:
     ssconf: MasterSsconf | None = None
     # The etcd membership service (None where no masterd runs).
     etcd_members: EtcdMembers | None = None
+    # The stores in force, the relays that pass calls to them and the
+    # mastership's keeper (None where no masterd runs).
+    backend: Backend | None = None
+    relays: Relays | None = None
+    keeper: MastershipKeeper | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from corral import constants as C
@@ -28,8 +29,10 @@ from corral import errors
 from corral.objects import Cluster, Node
 from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop
 from corral.services.etcd_reconciler import MemberReconciler
+from corral.services.store_move import VOTERS_TO_MOVE, move_to_etcd
+from corral.state import home
 from corral.state.etcd.client import EtcdClient, client_ssl_context
-from corral.state.etcd.members import Candidate, Change
+from corral.state.etcd.members import Candidate, Change, list_members
 
 if TYPE_CHECKING:
     from corral.config.manager import ConfigManager
@@ -155,6 +158,10 @@ class EtcdMembers:
         """One step towards what the configuration asks for now."""
         cfg = self._master.cfg
         if not cfg.cluster.etcd_members:
+            if self._master.backend is not None and self._master.backend.client is not None:
+                raise errors.ConfigurationError(
+                    "The etcd members keep running: the master's stores live in etcd"
+                )
             return await self._teardown() if self._teardown_due else None
         self._teardown_due = True
         candidates, others = member_nodes(cfg)
@@ -169,7 +176,37 @@ class EtcdMembers:
         else:
             self._etcd.set_endpoints(endpoints)
             self._reconciler.retarget(candidates, others)
-        return await self._reconciler.step()
+        return await self._reconciler.step() or await self._stores_follow()
+
+    async def _stores_follow(self) -> Change | None:
+        """With the members settled: the master's stores move into etcd once it
+        has enough voters; once there, their client calls the voters."""
+        master, backend = self._master, self._master.backend
+        if backend is None or self._etcd is None:
+            return None
+        voters = [m for m in await list_members(self._etcd) if not m.learner]
+        endpoints = sorted(url for m in voters for url in m.client_urls)
+        if backend.client is None:
+            if len(voters) < VOTERS_TO_MOVE:
+                return None
+            tls = await asyncio.to_thread(
+                client_ssl_context, master.paths.ca_cert, master.paths.client_pem
+            )
+            where = await move_to_etcd(master, EtcdClient(endpoints, tls))
+            return Change(
+                f"moved the master's stores into etcd ({where.prefix},"
+                f" config serial {where.moved_at_serial})"
+            )
+        if not endpoints or endpoints == sorted(backend.client.endpoints):
+            return None
+        paths = master.paths
+        recorded = await asyncio.to_thread(home.read, paths.store_home)
+        if recorded is not None:
+            await asyncio.to_thread(
+                home.write, paths.store_home, replace(recorded, endpoints=tuple(endpoints))
+            )
+        backend.client.set_endpoints(endpoints)
+        return Change(f"the master's stores are read and written through {', '.join(endpoints)}")
 
     async def _teardown(self) -> Change | None:
         """The switch went off: stop every online node's member, forget its data."""

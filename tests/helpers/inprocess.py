@@ -1,7 +1,8 @@
 """A master in this process: masterd's parts, nodes served in-process.
 
 The configuration, the durable state and the job queue (SQLite in the
-master's root, unfenced: no mastership lease), the lock manager and the
+master's root behind relays, unfenced unless asked: no mastership lease),
+the lock manager and the
 processor are masterd's own, assembled as :func:`corral.master.daemon.serve`
 assembles them; the RPC client calls its
 nodes through a :class:`corral.node.local.LocalTransport`, which runs the
@@ -47,10 +48,11 @@ from corral.services.config_export import ConfigExport
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
+from corral.services.mastership import MastershipKeeper
 from corral.services.ssconf import MasterSsconf, SsconfWriter
-from corral.state.sqlite.config import SqliteConfigStore
-from corral.state.sqlite.jobs import SqliteJobStore
-from corral.state.sqlite.kv import SqliteKeyValueStore
+from corral.state.backend import sqlite_backend
+from corral.state.ports import NO_FENCE
+from corral.state.relay import Relays
 from tests.helpers.osdef import make_os
 
 CLUSTER_NAME = "cluster.example.com"
@@ -105,8 +107,9 @@ class InProcessCluster:
     export: ConfigExport
     ssconf: MasterSsconf
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fenced: bool = False) -> None:
         self.root = root
+        self.fenced = fenced
         self.paths = Paths(root / "node1")
         self.transport = LocalTransport()
         create_cluster(
@@ -121,16 +124,21 @@ class InProcessCluster:
         )
         self._serve(1, self.paths)
         self.rpc = RpcClient(self.transport)
-        self.store = SqliteJobStore(self.paths.queue_db)
+        self.backend = sqlite_backend(self.paths)
+        self.relays = Relays(self.backend.stores)
+        self.keeper = MastershipKeeper(self.backend.mastership)
+        self.store = self.relays.jobs
         self.locks = LockManager()
 
     async def start(self) -> None:
         """Open the configuration and the durable state, start the queue."""
-        self.cfg = await ConfigManager.open(SqliteConfigStore(self.paths.config_db))
+        fence = (await self.keeper.acquire()).token if self.fenced else NO_FENCE
+        self.cfg = await ConfigManager.open(self.relays.config)
+        self.cfg.fence = fence
         self.ssconf = MasterSsconf(self.cfg, SsconfWriter(self.paths))
         await self.ssconf.start()
         self.cfg.add_listener(self.ssconf.changed)
-        self.durable = await DurableState.open(SqliteKeyValueStore(self.paths.state_db))
+        self.durable = await DurableState.open(self.relays.kv, fence)
         processor = Processor()
         self.queue = JobQueue(
             self.store,
@@ -140,6 +148,7 @@ class InProcessCluster:
             self.cfg.filter_rules(),
             drained=lambda: durable_flags.drained(self.durable),
         )
+        self.queue.fence = fence
         self.master = Master(
             paths=self.paths,
             cfg=self.cfg,
@@ -149,6 +158,9 @@ class InProcessCluster:
             queue=self.queue,
             query=lambda what, fields, qfilter: resources.query(self.master, what, fields, qfilter),
             ssconf=self.ssconf,
+            backend=self.backend,
+            relays=self.relays,
+            keeper=self.keeper if self.fenced else None,
         )
         processor.bind(self.master)
         self.distributor = SsconfDistributor(self.master)
@@ -244,12 +256,18 @@ class InProcessCluster:
             await self.cfg.close()
         if hasattr(self, "durable"):
             await self.durable.close()
+        await self.keeper.release()
+        moved = self.master.backend if hasattr(self, "master") else None  # the one in force
+        await (moved or self.backend).close_rest()
 
 
 @asynccontextmanager
-async def in_process_cluster(root: Path, nodes: int = 1) -> AsyncIterator[InProcessCluster]:
-    """A cluster of ``nodes`` nodes (the others joined through OP_NODE_ADD)."""
-    cluster = InProcessCluster(root)
+async def in_process_cluster(
+    root: Path, nodes: int = 1, fenced: bool = False
+) -> AsyncIterator[InProcessCluster]:
+    """A cluster of ``nodes`` nodes (the others joined through OP_NODE_ADD);
+    ``fenced``: its master holds the mastership, as masterd does."""
+    cluster = InProcessCluster(root, fenced)
     try:
         await cluster.start()
         for index in range(2, nodes + 1):

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 import pytest
 
 from corral.node.etcd_member import etcd_root
+from corral.objects import Cluster
 from corral.paths import Paths
 from corral.process.daemons import stop_daemon
+from corral.state import home
 from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context
+from corral.state.etcd.config import EtcdConfigStore
 from corral.state.etcd.members import Candidate, EtcdMemberInfo, list_members
 from corral.state.etcd.server import member_pid
+from corral.state.sqlite.config import SqliteConfigStore
 from tests.helpers.cluster import TestCluster
 from tests.helpers.crash import MASTERD, STAMP, kill_9, start_masterd
 from tests.helpers.multinode import cluster_with_nodes
@@ -173,6 +177,32 @@ async def test_members_follow_candidates(bed: Bed) -> None:
     assert errors_of(lines) == [], lines
 
 
+async def test_the_stores_move_into_etcd_and_stay_there(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    paths = bed.cl.paths
+    wait_until(paths.store_home.exists, SETTLE, "the master's stores moved into etcd")
+    where = home.read(paths.store_home)
+    assert where is not None
+    assert sorted(where.endpoints) == sorted(n.client_url for n in bed.nodes[:3])
+    bed.gnt_ok("cluster", "add-tags", "after-the-move")
+    # masterd killed and started again: it opens the stores in etcd.
+    bed.restart_masterd("--etcd-check-interval", NEVER, crash=True)
+    assert "after-the-move" in bed.gnt_ok("cluster", "list-tags").split()
+    bed.gnt_ok("cluster", "add-tags", "after-the-restart")
+    etcd = bed.etcd()
+    try:
+        snapshot = await EtcdConfigStore(etcd, where.prefix).load()
+    finally:
+        await etcd.close()
+    (cluster,) = snapshot.tables[Cluster.TABLE]
+    assert {"after-the-move", "after-the-restart"} <= set(cluster["tags"])
+    sqlite = SqliteConfigStore(paths.config_db)  # as it was at the move
+    try:
+        assert (await sqlite.load()).serial == where.moved_at_serial < snapshot.serial
+    finally:
+        await sqlite.close()
+
+
 async def test_verify_reports_a_killed_member_restored_after_masterd_restarts(bed: Bed) -> None:
     await settle(bed, (3, 0))
     node3 = bed.nodes[2]
@@ -249,10 +279,10 @@ async def test_a_removed_candidate_leaves_etcd(bed: Bed) -> None:
     assert not etcd_root(bed.paths(node4.name)).exists()
 
 
-async def test_switching_off_stops_every_member(bed: Bed) -> None:
-    bed.gnt_ok("cluster", "modify", "--etcd-members=no")
-    roots = [bed.paths(node.name) for node in bed.nodes]
-    wait_until(lambda: not any(etcd_root(p).exists() for p in roots), 60, "every etcd data gone")
-    assert all(etcd_pid(p) is None for p in roots)  # stopped before their data went
+async def test_the_switch_stays_on_while_the_stores_live_in_etcd(bed: Bed) -> None:
+    result = bed.cl.gnt("cluster", "modify", "--etcd-members=no")
+    assert result.rc != 0
+    assert "Cannot stop the etcd members: the master's stores live in etcd" in result.stderr
+    await settle(bed, (3, 0))
     _, lines = etcd_findings(bed)
-    assert lines == [], lines
+    assert errors_of(lines) == [], lines

@@ -125,6 +125,27 @@ class EtcdConfigStore:
         if not result.succeeded:
             raise errors.ConfigurationError(f"A configuration exists already under {prefix}")
 
+    async def copy_in(self, snapshot: ConfigSnapshot, fence: int) -> None:
+        """Write ``snapshot``, read from another store, into this keyspace,
+        which holds no configuration yet: its cluster serial is kept and no
+        change before it is (a follower behind loads the whole configuration)."""
+        absent = [etcd.compare(self._serial_key, "CREATE", "EQUAL", 0)]
+        puts = [
+            [etcd.put(self._object(table, row["uuid"]), encode(row))]
+            for table, rows in snapshot.tables.items()
+            for row in rows
+        ]
+        last = [
+            etcd.put(self._version_key, str(C.CONFIG_VERSION).encode()),
+            etcd.put(self._serial_key, str(snapshot.serial).encode()),
+        ]
+        for group in [*batches(puts), None]:
+            ops = last if group is None else [puts[i][0] for i in group]
+            if not (await self._space.write(fence, _WHAT, absent, ops)).succeeded:
+                raise errors.ConfigurationError(
+                    f"A configuration exists already under {self._space.prefix}"
+                )
+
     async def load(self) -> ConfigSnapshot:
         kvs, revision = await self._client.scan(self._objects)
         meta = await self._client.txn(

@@ -145,6 +145,24 @@ class EtcdJobStore:
         except (EtcdError, FencedOut, TooLarge) as err:
             raise errors.JobQueueError(err.message) from err
 
+    async def copy_in(
+        self, rows: Sequence[dict[str, Any]], logs: Sequence[LogRow], last_id: int, fence: int
+    ) -> None:
+        """Store jobs read from another store as they are: ``rows`` (with their
+        ``archived`` flag) and their ``logs``, and ``last_id`` as the last id
+        given out."""
+        ops = [[etcd.put(self._log_key(log[0], log[2]), _log_value(log))] for log in logs]
+        for row in rows:
+            place = self._archived if row["archived"] else self._queued
+            job = {k: v for k, v in row.items() if k != "archived"}
+            ops.append([etcd.put(self._job_key(place, row["id"]), _bounded(job))])
+        ops.append([etcd.put(self._last, encode({"id": last_id, "writer": "copy"}))])
+        try:
+            for group in batches(ops):
+                await self._space.write(fence, _WHAT, [], [ops[i][0] for i in group])
+        except (EtcdError, FencedOut, TooLarge) as err:
+            raise errors.JobQueueError(err.message) from err
+
     # Reads
     async def last_id(self) -> int:
         kvs, _, _ = await self._client.range(self._last)

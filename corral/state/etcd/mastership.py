@@ -70,6 +70,28 @@ class EtcdMastership:
             await self._client.revoke(lease_id)
         raise LeaseLost(f"Other candidates kept taking the mastership from {holder}")
 
+    async def carry_on(self, lease: Lease, ttl: float) -> Lease:
+        """Hold here the mastership ``lease`` gave in another store, with its
+        token (the stores moved to etcd under the same master: the nodes and
+        the stores see the same master's token before and after).  Only in a
+        keyspace no master ever used, else LeaseLost."""
+        granted = math.ceil(ttl)
+        lease_id = await self._client.grant(granted)
+        carried = Lease(lease.holder, lease.token, time.time() + ttl)
+        raw, value = str(lease.token).encode(), _value(carried, lease_id, granted, "carried")
+        result = await self._client.txn(
+            [etcd.compare(self._counter, "CREATE", "EQUAL", 0)],
+            [
+                etcd.put(self._counter, raw),
+                self._space.raise_fence(lease.token),
+                etcd.put(self._master, value, lease_id),
+            ],
+        )
+        if not result.succeeded:
+            await self._client.revoke(lease_id)
+            raise LeaseLost(f"A master has held the mastership under {self._space.prefix} before")
+        return carried
+
     def _read_keys(self, *reads: list[KeyValue]) -> list[tuple[str, list[KeyValue]]]:
         return list(zip((self._master, self._counter, self._space.fence_key), reads, strict=True))
 

@@ -55,6 +55,19 @@ class MastershipKeeper:
                 # The store may answer again before the lease runs out.
                 log.exception("Cannot renew the mastership lease")
 
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
+    def hand_over(self, mastership: Mastership, lease: Lease) -> Mastership:
+        """Keep ``lease`` of ``mastership`` from now on (the stores moved and the
+        mastership with them, same token); the former mastership, to release."""
+        if self._task is not None:
+            self._task.cancel()  # a renewal under way would renew the former
+        former, self._mastership, self.lease = self._mastership, mastership, lease
+        self._task = asyncio.get_running_loop().create_task(self._renew(), name="mastership")
+        return former
+
     async def release(self) -> None:
         """Stop renewing and give the mastership up."""
         if self._task is not None:

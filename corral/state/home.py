@@ -1,0 +1,52 @@
+"""Where masterd's stores live: SQLite on the master, or etcd on the candidates.
+
+A cluster starts on SQLite (``config.db``, ``state.db``, ``queue.db``).
+Once its stores moved to etcd (``corral.services.store_move``), the file
+``store-home.json`` in the master's data directory says so: the key prefix
+and the members' client URLs.  Writing it is the move's point of no return:
+masterd started again opens the stores it names, and the SQLite files stay
+behind as they were at the move, never written again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from corral import errors
+from corral.fileio import atomic_write
+
+
+@dataclass(frozen=True)
+class EtcdHome:
+    """The stores in etcd: their keys' prefix and the members to call."""
+
+    prefix: str
+    endpoints: tuple[str, ...]
+    # The cluster serial the configuration had when it moved.
+    moved_at_serial: int
+
+
+def prefix_of(cluster_uuid: str) -> str:
+    """The keys of a cluster's stores in etcd."""
+    return f"/corral/{cluster_uuid}/"
+
+
+def read(path: Path) -> EtcdHome | None:
+    """The stores' home (None: SQLite on this node)."""
+    try:
+        raw = json.loads(path.read_bytes())
+        return EtcdHome(raw["prefix"], tuple(raw["endpoints"]), int(raw["moved_at_serial"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise errors.ConfigurationError(
+            f"Cannot read {path}, which says where the master's stores live: {err};"
+            " restore it from another master candidate"
+        ) from err
+
+
+def write(path: Path, home: EtcdHome) -> None:
+    """Record ``home`` durably (atomically: the old file or the new one)."""
+    atomic_write(path, json.dumps(asdict(home), indent=1).encode() + b"\n", mode=0o600)
