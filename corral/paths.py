@@ -39,6 +39,8 @@ RUN_DIR = "/var/run/ganeti"
 LOG_DIR = "/var/log/ganeti"
 CONF_DIR = "/etc/ganeti"
 CONFIG_DB = f"{DATA_DIR}/config.db"
+# Where the master's stores live once in etcd (on every master candidate).
+STORE_HOME = f"{DATA_DIR}/store-home.json"
 MASTER_SOCKET = f"{RUN_DIR}/socket/ganeti-query"
 
 
@@ -169,7 +171,7 @@ class Paths:
     @property
     def store_home(self) -> Path:
         """Where the master's stores live once they left SQLite (corral.state.home)."""
-        return self.data_dir / "store-home.json"
+        return self._under(STORE_HOME)
 
     @property
     def config_db(self) -> Path:

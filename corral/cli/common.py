@@ -26,7 +26,8 @@ Handler = Callable[[argparse.Namespace], int | None]
 def cluster_root() -> str:
     """This machine's root directory; refuses a root without a cluster (exit code 5)."""
     root = P.root_from_env()
-    if not os.path.exists(P.below(root, P.CONFIG_DB)):
+    held = (P.below(root, P.CONFIG_DB), P.below(root, P.STORE_HOME))  # a candidate's
+    if not any(os.path.exists(path) for path in held):
         raise errors.NotClusterError(
             f"Cluster not initialized or this machine is not part of a cluster"
             f" (no configuration under {root}); run 'gnt-cluster init' first"

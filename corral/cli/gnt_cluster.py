@@ -16,6 +16,7 @@ from corral import paths as P
 from corral.cli import (
     cluster_disks,
     cluster_epo,
+    cluster_failover,
     cluster_remote,
     common,
     optvalues,
@@ -459,6 +460,7 @@ def build_parser() -> common.Parser:
     )
     common.add_args(p, "args", "<new-name>", 1, 1)
     cluster_epo.add_command(sub)
+    cluster_failover.add_command(sub)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -471,8 +473,6 @@ def build_parser() -> common.Parser:
         [
             "activate-master-ip",
             "deactivate-master-ip",
-            "master-failover",
-            "masterfailover",
             "upgrade",
         ],
     )

@@ -63,6 +63,8 @@ METHODS = frozenset(
         "DeleteFilter",
         # Corral's own: gnt-node join-token (Ganeti adds nodes over SSH).
         "CreateJoinToken",
+        # Corral's own: gnt-cluster master-failover (corral.master.standby).
+        "TakeMastership",
     }
 )
 

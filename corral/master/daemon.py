@@ -6,17 +6,23 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from corral import constants as C
+from corral import errors
 from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
+from corral.crypto.certs import cert_info
 from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
-from corral.luxi.server import LuxiServer
+from corral.luxi.server import Handler, LuxiServer
 from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
+from corral.master.standby import StandbyMethods
+from corral.objects import Cluster, Node
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
 from corral.rpc.https import https_client
@@ -29,7 +35,8 @@ from corral.services.durable import DurableState
 from corral.services.etcd_members import EtcdMembers
 from corral.services.mastership import LEASE_TTL, MastershipKeeper
 from corral.services.ssconf import MasterSsconf, SsconfWriter
-from corral.state.backend import open_backend
+from corral.state.backend import Backend, open_backend
+from corral.state.ports import Lease
 from corral.state.relay import Relays
 
 log = logging.getLogger(__name__)
@@ -38,33 +45,135 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 10.0
 
 
-async def serve(
-    paths: Paths,
-    ready: Callable[[], None],
-    luxi_max_message: int = protocol.MAX_MESSAGE_SIZE,
-    luxi_max_buffered: int = protocol.MAX_BUFFERED,
-    luxi_group: str | None = None,
-    query_deadline: float = DEFAULT_QUERY_DEADLINE,
-    unreachable_memory: float = DEFAULT_MEMORY,
-    etcd_check_interval: float = C.DEFAULT_ETCD_CHECK_INTERVAL,
-    lease_ttl: float = LEASE_TTL,
-) -> None:
-    """Run masterd until cancelled (the luxi limits and group: see LuxiServer;
-    the query deadline and the memory of unreachable nodes: see RpcClient;
-    the etcd check interval: see EtcdMembers; the mastership lease's time to
-    live: see MastershipKeeper)."""
-    from corral import errors
+@dataclass(frozen=True)
+class Options:
+    """masterd's tunables (the luxi limits and group: see LuxiServer; the query
+    deadline and the memory of unreachable nodes: see RpcClient; the etcd check
+    interval: see EtcdMembers; the mastership lease's time to live: see
+    MastershipKeeper)."""
 
-    if not paths.config_db.exists():
+    luxi_max_message: int = protocol.MAX_MESSAGE_SIZE
+    luxi_max_buffered: int = protocol.MAX_BUFFERED
+    luxi_group: str | None = None
+    query_deadline: float = DEFAULT_QUERY_DEADLINE
+    unreachable_memory: float = DEFAULT_MEMORY
+    etcd_check_interval: float = C.DEFAULT_ETCD_CHECK_INTERVAL
+    lease_ttl: float = LEASE_TTL
+
+    def luxi_server(self, paths: Paths, handler: Handler) -> LuxiServer:
+        return LuxiServer(
+            paths.master_socket,
+            handler,
+            self.luxi_max_message,
+            self.luxi_max_buffered,
+            self.luxi_group,
+        )
+
+
+def own_name(paths: Paths) -> str:
+    """This node's name, as its certificate names it (blocking: a file read)."""
+    name = cert_info(paths.server_pem)["subject"]
+    if not isinstance(name, str) or not name:
+        raise errors.ConfigurationError(f"{paths.server_pem} names no node")
+    return name
+
+
+async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None:
+    """Run masterd until cancelled (``options``: see Options).
+
+    On a cluster whose stores live in etcd, masterd stands by until it holds
+    the mastership, leads until it loses or hands it over, and stands by
+    again; on a one-node cluster (SQLite) it leads until it is stopped.
+    """
+    opts = Options(**options)
+    if not paths.config_db.exists() and not paths.store_home.exists():
         raise errors.NotClusterError(
             f"No cluster configuration at {paths.config_db}; run 'gnt-cluster init' first"
         )
-    backend = await open_backend(paths)
-    relays = Relays(backend.stores)  # the stores may move while masterd runs
-    keeper = MastershipKeeper(backend.mastership, lease_ttl)
-    lease = await keeper.acquire()
+    holder = await asyncio.to_thread(own_name, paths)
+    ready_once = _once(ready)
+    while True:
+        backend = await open_backend(paths)
+        relays = Relays(backend.stores)  # the stores may move while masterd runs
+        keeper = MastershipKeeper(backend.mastership, holder, opts.lease_ttl, backend.handover)
+        try:
+            lease = await _stand_by(paths, backend, keeper, opts, ready_once)
+        except BaseException:
+            await relays.stores.close()
+            await backend.close_rest()
+            raise
+        await _lead(paths, backend, relays, keeper, lease, opts, ready_once)
+        if keeper.handed_to is None and backend.handover is None:
+            raise errors.ConfigurationError(keeper.reason)
+        log.info("corral-masterd stands by again: %s", keeper.reason)
+
+
+def _once(ready: Callable[[], None]) -> Callable[[], None]:
+    """``ready`` called at most once (masterd is ready standing by or leading)."""
+    called = False
+
+    def call() -> None:
+        nonlocal called
+        if not called:
+            called = True
+            ready()
+
+    return call
+
+
+async def _stand_by(
+    paths: Paths,
+    backend: Backend,
+    keeper: MastershipKeeper,
+    opts: Options,
+    ready: Callable[[], None],
+) -> Lease:
+    """The mastership: at once on a one-node cluster; else once it is free,
+    answering luxi meanwhile (see corral.master.standby)."""
+    if backend.handover is None:
+        return await keeper.acquire()
+    methods = StandbyMethods(paths, keeper.holder, backend.mastership, backend.handover)
+    server = opts.luxi_server(paths, methods)
+    await server.start()
+    ready()
+    try:
+        return await keeper.acquire(
+            lambda why: log.info("corral-masterd stands by: %s", why), methods.eligible
+        )
+    finally:
+        await server.close()
+
+
+async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
+    """The configuration names this node the master (after a failover)."""
+    node = cfg.find(Node, holder)
+    if node is None:
+        raise errors.ConfigurationError(f"This node ({holder}) is not in the configuration")
+    if cfg.cluster.master_node == node.uuid:
+        return
+    former = cfg.get(Node, cfg.cluster.master_node)
+    tx = cfg.transaction()
+    cluster = cfg.cluster.copy_for_update()
+    assert isinstance(cluster, Cluster)
+    cluster.master_node = node.uuid
+    tx.update(cluster)
+    await tx.commit()
+    log.info("%s took the master role over from %s", holder, former.name if former else "?")
+
+
+async def _lead(
+    paths: Paths,
+    backend: Backend,
+    relays: Relays,
+    keeper: MastershipKeeper,
+    lease: Lease,
+    opts: Options,
+    ready: Callable[[], None],
+) -> None:
+    """Act as the master until the mastership is lost or handed over."""
     cfg = await ConfigManager.open(relays.config)
     cfg.fence = lease.token
+    await _take_the_master_role(cfg, keeper.holder)
     durable = await DurableState.open(relays.kv, lease.token)
     await legacy_state.move_into(durable, paths)
     ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
@@ -73,8 +182,8 @@ async def serve(
     rpc = https_client(
         paths,
         cfg.cluster.noded_port,
-        query_deadline=query_deadline,
-        unreachable_memory=unreachable_memory,
+        query_deadline=opts.query_deadline,
+        unreachable_memory=opts.unreachable_memory,
     )
     rpc.fence = lease.token  # a node refuses its calls once a newer master called it
     store = relays.jobs
@@ -114,13 +223,11 @@ async def serve(
     export = master.config_export = ConfigExport(master)  # config.data here and on candidates
     await export.start()
     cfg.add_listener(export.changed)
-    members = master.etcd_members = EtcdMembers(master, etcd_check_interval)
+    members = master.etcd_members = EtcdMembers(master, opts.etcd_check_interval)
     cfg.add_listener(members.changed)
     queue.fence = lease.token
     await queue.recover()
-    server = LuxiServer(
-        paths.master_socket, LuxiMethods(master), luxi_max_message, luxi_max_buffered, luxi_group
-    )
+    server = opts.luxi_server(paths, LuxiMethods(master))
     await server.start()
     # Everything so far (modules, pydantic schemas, configuration) lives as long
     # as masterd: keep it out of the cyclic collector's full collections, which
@@ -149,4 +256,3 @@ async def serve(
         await durable.close()
         await keeper.release()
         await (master.backend or backend).close_rest()  # the stores may have moved
-    raise errors.ConfigurationError(keeper.reason)

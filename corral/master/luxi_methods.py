@@ -11,6 +11,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.cluster import cluster_info
 from corral.master import filter_rules, resources
+from corral.master.standby import TAKE_MASTERSHIP
 from corral.node.join_protocol import pem_fingerprint
 from corral.query.filter import simple_filter
 from corral.services import durable_flags, join_tokens
@@ -98,6 +99,8 @@ class LuxiMethods:
             "SetWatcherPause": self.set_watcher_pause,
             # Corral's own: gnt-node join-token (Ganeti adds nodes over SSH).
             "CreateJoinToken": self.create_join_token,
+            # Corral's own: gnt-cluster master-failover (see corral.master.standby).
+            TAKE_MASTERSHIP: self.take_mastership,
             "QueryFilters": self._filter_call(filter_rules.query_filters),
             "ReplaceFilter": self._filter_call(filter_rules.replace_filter),
             "DeleteFilter": self._filter_call(filter_rules.delete_filter),
@@ -115,6 +118,14 @@ class LuxiMethods:
             return await method(self.master, args)
 
         return call
+
+    async def take_mastership(self, args: Any) -> Any:
+        master = self.master.cfg.master_node
+        raise errors.OpPrereqError(
+            "This commands must be run on the node where you want the new master to be."
+            f" {master.name} is already the master",
+            C.ECODE_INVAL,
+        )
 
     async def submit_job(self, args: Any) -> Any:
         (ops,) = _args(args, "SubmitJob", 1)

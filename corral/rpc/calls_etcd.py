@@ -31,3 +31,10 @@ def etcd_member_stop(forget: bool) -> None:
 @node_call(C.RPC_TMO_FAST, effect=READS)
 def etcd_member_status() -> dict[str, Any]:
     """Whether this node runs an etcd member: its name, client URL, pid."""
+
+
+@node_call(C.RPC_TMO_URGENT, effect=CHANGES, cluster_client_only=True)
+def store_home_put(home: dict[str, Any] | None) -> None:
+    """Write where the master's stores live (``store-home.json``: the etcd key
+    prefix and members) on this master candidate, whose masterd stands by
+    with them; None: remove it (the node is no candidate any more)."""

@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
 from corral.objects import Cluster, Node
-from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop
+from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop, store_home_put
+from corral.rpc.result import NodeAddress
 from corral.services.etcd_reconciler import MemberReconciler
 from corral.services.store_move import VOTERS_TO_MOVE, move_to_etcd
 from corral.state import home
@@ -82,6 +83,8 @@ class EtcdMembers:
         self._teardown_due = False
         # What the members were last found settled for (see _plan).
         self._settled_for: Plan | None = None
+        # What each candidate was told of where the stores live (by node uuid).
+        self._homes_told: dict[str, dict[str, Any]] = {}
         # The last failed step's error (None once a step succeeds), for verify.
         self.last_failure: str | None = None
 
@@ -176,7 +179,11 @@ class EtcdMembers:
         else:
             self._etcd.set_endpoints(endpoints)
             self._reconciler.retarget(candidates, others)
-        return await self._reconciler.step() or await self._stores_follow()
+        return (
+            await self._reconciler.step()
+            or await self._stores_follow()
+            or await self._homes_follow(candidates)
+        )
 
     async def _stores_follow(self) -> Change | None:
         """With the members settled: the master's stores move into etcd once it
@@ -207,6 +214,27 @@ class EtcdMembers:
             )
         backend.client.set_endpoints(endpoints)
         return Change(f"the master's stores are read and written through {', '.join(endpoints)}")
+
+    async def _homes_follow(self, candidates: list[Candidate]) -> Change | None:
+        """Once the stores live in etcd, every candidate knows where (its masterd
+        stands by with them)."""
+        master = self._master
+        recorded = await asyncio.to_thread(home.read, master.paths.store_home)
+        if recorded is None:
+            return None
+        wire = home.to_wire(recorded)
+        due = [
+            c
+            for c in candidates
+            if c.uuid != master.cfg.cluster.master_node and self._homes_told.get(c.uuid) != wire
+        ]
+        for node in due:
+            what = f"Telling {node.name} where the master's stores live"
+            await master.rpc.run(NodeAddress(node.uuid, node.ip), store_home_put(wire), what)
+            self._homes_told[node.uuid] = wire
+        if not due:
+            return None
+        return Change(f"told {', '.join(c.name for c in due)} where the master's stores live")
 
     async def _teardown(self) -> Change | None:
         """The switch went off: stop every online node's member, forget its data."""

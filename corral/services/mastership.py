@@ -2,9 +2,15 @@
 
 masterd acquires the lease before it writes anything; the lease's token is
 the fence token of every write it makes.  A task renews the lease a third of
-its time-to-live apart.  Should it be lost (another master took over), this
-master stops at once: its writes are refused from then on anyway (fenced),
-and it must not go on answering clients as if it were the master.
+its time-to-live apart.  Should it be lost (another master took over), or be
+about to run out without a renewal (the store does not answer), this master
+stops at once: its writes are refused from then on anyway (fenced), and it
+must not go on answering clients as if it were the master.
+
+Where the stores live in etcd, every master candidate runs masterd: those
+that do not hold the lease stand by until it is free (:meth:`acquire` waits),
+and the master watches for a request to hand the mastership over
+(``gnt-cluster master-failover`` on the candidate that wants it).
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
+import time
+from collections.abc import Awaitable, Callable
 
-from corral.state.ports import Lease, LeaseLost, Mastership
+from corral.state.ports import HandOver, Lease, LeaseLost, Mastership
 
 log = logging.getLogger(__name__)
 
@@ -23,23 +30,71 @@ LEASE_TTL = 30.0
 
 
 class MastershipKeeper:
-    """Holds the mastership for one masterd, ``ttl`` seconds at a time;
-    ``lost`` is set if it goes (``reason`` says why)."""
+    """Holds the mastership for one masterd (``holder``: its node's name),
+    ``ttl`` seconds at a time; ``lost`` is set if it goes (``reason`` says
+    why, ``handed_to`` names the candidate it was handed over to)."""
 
-    def __init__(self, mastership: Mastership, ttl: float = LEASE_TTL) -> None:
+    def __init__(
+        self,
+        mastership: Mastership,
+        holder: str,
+        ttl: float = LEASE_TTL,
+        handover: HandOver | None = None,
+    ) -> None:
         self._mastership = mastership
+        self.holder = holder
         self._ttl = ttl
-        self._task: asyncio.Task[None] | None = None
+        self._handover = handover
+        self._tasks: list[asyncio.Task[None]] = []
         self.lease: Lease | None = None
         self.lost = asyncio.Event()
         self.reason = ""
+        self.handed_to: str | None = None
 
-    async def acquire(self) -> Lease:
-        """Become the master (a token newer than every earlier master's)."""
-        self.lease = await self._mastership.acquire(socket.gethostname(), self._ttl)
-        log.info("Mastership acquired (fence token %d)", self.lease.token)
-        self._task = asyncio.get_running_loop().create_task(self._renew(), name="mastership")
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
+    async def acquire(
+        self,
+        standing_by: Callable[[str], None] | None = None,
+        eligible: Callable[[], Awaitable[bool]] | None = None,
+    ) -> Lease:
+        """Become the master (a token newer than every earlier master's).  Where
+        candidates stand by, wait while another holds the mastership (first
+        telling ``standing_by`` why) or while ``eligible`` says this node may
+        not be the master (it is no master candidate)."""
+        while True:
+            if eligible is not None and not await eligible():
+                if standing_by is not None:
+                    standing_by(f"{self.holder} is not a master candidate")
+                    standing_by = None
+                await asyncio.sleep(self._ttl / 3)  # candidates change rarely
+                continue
+            try:
+                self.lease = await self._mastership.acquire(self.holder, self._ttl)
+                break
+            except LeaseLost as err:
+                if self._handover is None:
+                    raise
+                if standing_by is not None:
+                    standing_by(err.message)
+                    standing_by = None
+                await self._handover.wait_released(self._ttl)
+        log.info("Mastership acquired by %s (fence token %d)", self.holder, self.lease.token)
+        self._start()
         return self.lease
+
+    def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._renew(), name="mastership")]
+        if self._handover is not None:
+            self._tasks.append(loop.create_task(self._watch(self._handover), name="handover"))
+
+    def _lose(self, reason: str) -> None:
+        log.error("%s; this master daemon stops", reason)
+        self.reason = reason
+        self.lost.set()
 
     async def _renew(self) -> None:
         while self.lease is not None:
@@ -47,33 +102,50 @@ class MastershipKeeper:
             try:
                 self.lease = await self._mastership.renew(self.lease, self._ttl)
             except LeaseLost as err:
-                log.error("%s; this master daemon stops", err.message)
                 self.lease = None
-                self.reason = err.message
-                self.lost.set()
+                self._lose(err.message)
             except Exception:
-                # The store may answer again before the lease runs out.
+                # The store may answer again before the lease runs out; but a
+                # master must stop before another can take the lease over.
                 log.exception("Cannot renew the mastership lease")
+                if time.time() > self.lease.expires - self._ttl / 3:
+                    self._lose("The mastership lease could not be renewed before it runs out")
+                    return
 
-    @property
-    def ttl(self) -> float:
-        return self._ttl
+    async def _watch(self, handover: HandOver) -> None:
+        """Until a hand-over to another candidate is asked for (errors: looked at again)."""
+        while not self.lost.is_set():
+            try:
+                wanted = await handover.wanted(self.holder, self._ttl)
+            except Exception:
+                log.exception("Cannot watch for a hand-over of the mastership")
+                await asyncio.sleep(1.0)
+                continue
+            if wanted is not None:
+                self.handed_to = wanted
+                self._lose(f"The mastership is handed over to {wanted}")
 
-    def hand_over(self, mastership: Mastership, lease: Lease) -> Mastership:
+    def hand_over(
+        self, mastership: Mastership, lease: Lease, handover: HandOver | None
+    ) -> Mastership:
         """Keep ``lease`` of ``mastership`` from now on (the stores moved and the
         mastership with them, same token); the former mastership, to release."""
-        if self._task is not None:
-            self._task.cancel()  # a renewal under way would renew the former
+        self._stop_tasks()  # a renewal under way would renew the former
         former, self._mastership, self.lease = self._mastership, mastership, lease
-        self._task = asyncio.get_running_loop().create_task(self._renew(), name="mastership")
+        self._handover = handover
+        self._start()
         return former
+
+    def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
 
     async def release(self) -> None:
         """Stop renewing and give the mastership up."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._stop_tasks()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
         if self.lease is not None:
-            await self._mastership.release(self.lease)
+            with contextlib.suppress(Exception):  # it runs out by itself otherwise
+                await self._mastership.release(self.lease)
             self.lease = None

@@ -80,7 +80,7 @@ async def move_to_etcd(master: Master, client: EtcdClient) -> home.EtcdHome:
             await target.close_rest()
             raise
         relays.put_in_place(target.stores)
-        former_mastership = keeper.hand_over(mastership, carried)
+        former_mastership = keeper.hand_over(mastership, carried, mastership)
         master.backend = target
     log.info("The master's stores moved to etcd (%s, config serial %d)", prefix, snapshot.serial)
     with contextlib.suppress(Exception):  # nothing writes there any more

@@ -18,7 +18,7 @@ from corral.state.etcd.config import EtcdConfigStore
 from corral.state.etcd.jobs import EtcdJobStore
 from corral.state.etcd.kv import EtcdKeyValueStore
 from corral.state.etcd.mastership import EtcdMastership
-from corral.state.ports import Mastership
+from corral.state.ports import HandOver, Mastership
 from corral.state.relay import Stores
 from corral.state.sqlite.config import SqliteConfigStore
 from corral.state.sqlite.jobs import SqliteJobStore
@@ -33,6 +33,11 @@ class Backend:
     mastership: Mastership
     # None: SQLite.
     client: EtcdClient | None = None
+
+    @property
+    def handover(self) -> HandOver | None:
+        """The mastership as candidates stand by for it (None: one node)."""
+        return self.mastership if isinstance(self.mastership, EtcdMastership) else None
 
     @property
     def kind(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from corral import errors
 from corral.fileio import atomic_write
@@ -33,11 +34,25 @@ def prefix_of(cluster_uuid: str) -> str:
     return f"/corral/{cluster_uuid}/"
 
 
+def of_wire(raw: dict[str, Any]) -> EtcdHome:
+    """The home as JSON carries it (ValueError, KeyError, TypeError if it is not one)."""
+    endpoints = raw["endpoints"]
+    prefix = raw["prefix"]
+    if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
+        raise TypeError("endpoints is not a list of URLs")
+    if not isinstance(prefix, str) or not prefix.endswith("/"):
+        raise ValueError(f"bad key prefix {prefix!r}")
+    return EtcdHome(prefix, tuple(endpoints), int(raw["moved_at_serial"]))
+
+
+def to_wire(home: EtcdHome) -> dict[str, Any]:
+    return {**asdict(home), "endpoints": list(home.endpoints)}
+
+
 def read(path: Path) -> EtcdHome | None:
     """The stores' home (None: SQLite on this node)."""
     try:
-        raw = json.loads(path.read_bytes())
-        return EtcdHome(raw["prefix"], tuple(raw["endpoints"]), int(raw["moved_at_serial"]))
+        return of_wire(json.loads(path.read_bytes()))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -49,4 +64,4 @@ def read(path: Path) -> EtcdHome | None:
 
 def write(path: Path, home: EtcdHome) -> None:
     """Record ``home`` durably (atomically: the old file or the new one)."""
-    atomic_write(path, json.dumps(asdict(home), indent=1).encode() + b"\n", mode=0o600)
+    atomic_write(path, json.dumps(to_wire(home), indent=1).encode() + b"\n", mode=0o600)

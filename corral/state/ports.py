@@ -269,3 +269,23 @@ class Mastership(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class HandOver(Protocol):
+    """A mastership that several candidates stand by for (etcd's; a one-node
+    cluster has none): the master may hand it over to a candidate named."""
+
+    async def wait_released(self, timeout: float) -> None:
+        """Return once the mastership may be free (released, run out, handed
+        over) or after ``timeout`` seconds."""
+        ...
+
+    async def request(self, to: str, ttl: float) -> None:
+        """Ask the master to hand the mastership over to ``to``; the request
+        lapses after ``ttl`` seconds (others may then acquire it again)."""
+        ...
+
+    async def wanted(self, holder: str, timeout: float) -> str | None:
+        """The candidate the mastership of ``holder`` is asked to go to, once
+        asked (None after ``timeout`` seconds without)."""
+        ...

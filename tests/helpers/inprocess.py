@@ -126,7 +126,7 @@ class InProcessCluster:
         self.rpc = RpcClient(self.transport)
         self.backend = sqlite_backend(self.paths)
         self.relays = Relays(self.backend.stores)
-        self.keeper = MastershipKeeper(self.backend.mastership)
+        self.keeper = MastershipKeeper(self.backend.mastership, testbed.node_name(1))
         self.store = self.relays.jobs
         self.locks = LockManager()
 

@@ -65,6 +65,21 @@ class Bed:
         tls = client_ssl_context(self.cl.paths.ca_cert, self.cl.paths.client_pem)
         return EtcdClient([n.client_url for n in self.nodes], tls, deadline=2.0)
 
+    def node(self, name: str) -> TestCluster:
+        """The cluster as seen from node ``name`` (its root, its gnt-* commands)."""
+        if name == self.cl.node_name:
+            return self.cl
+        node = next(n for n in self.extra if n.name == name)
+        return TestCluster(node.paths, node.address, node.port, node_name=node.name)
+
+    def master_name(self, name: str) -> str | None:
+        """The master as node ``name``'s masterd answers (None: it does not answer
+        as the master)."""
+        result = self.node(name).gnt("cluster", "getmaster")
+        ssconf_says = result.stdout.strip() if result.rc == 0 else None
+        info = self.node(name).gnt("cluster", "master-ping")
+        return ssconf_says if info.rc == 0 else None
+
     def restart_masterd(self, *options: str, crash: bool = False) -> None:
         if crash:
             kill_9(self.cl.paths.run_dir / f"{MASTERD}.pid")
@@ -129,7 +144,11 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
         for name in NAMES:
             bed.gnt_ok("node", "modify", "--master-candidate=no", name)
         bed.restart_masterd("--etcd-check-interval", NEVER)
-        yield bed
+        try:
+            yield bed
+        finally:
+            for node in extra:  # the masterds the tests started there
+                stop_daemon(node.paths, MASTERD)
         roots = {n.name: bed.paths(n.name) for n in nodes}
     # The cluster's daemons stopped: no member is left running.
     for name, paths in roots.items():
@@ -286,3 +305,69 @@ async def test_the_switch_stays_on_while_the_stores_live_in_etcd(bed: Bed) -> No
     await settle(bed, (3, 0))
     _, lines = etcd_findings(bed)
     assert errors_of(lines) == [], lines
+
+
+# Standing by and failing over.  The lease runs LEASE_TTL seconds: a dead
+# master's passes on that soon.
+LEASE_TTL = "3"
+
+
+async def test_candidates_stand_by_and_name_the_master(bed: Bed) -> None:
+    await settle(bed, (3, 0))
+    node1, node2, node3 = (n.name for n in bed.nodes[:3])
+    # (Before the others stand by: a master that stops hands the mastership on.)
+    bed.restart_masterd("--etcd-check-interval", NEVER, "--lease-ttl", LEASE_TTL)
+    for name in (node2, node3):
+        where = bed.paths(name).store_home
+        wait_until(where.exists, SETTLE, f"{name} told where the stores live")
+        assert home.read(where) == home.read(bed.cl.paths.store_home)
+        start_masterd(bed.node(name), "--etcd-check-interval", NEVER, "--lease-ttl", LEASE_TTL)
+    result = bed.node(node2).gnt("cluster", "info")
+    assert result.rc != 0
+    assert f"This node ({node2}) is not the master; the master node is {node1}" in result.stderr
+    assert bed.node(node2).gnt("cluster", "master-ping").rc != 0
+    assert bed.cl.gnt("cluster", "master-ping").rc == 0
+    result = bed.cl.gnt("cluster", "master-failover")
+    assert result.rc != 0
+    assert f"where you want the new master to be. {node1} is already the master" in result.stderr
+    result = bed.cl.gnt("cluster", "master-failover", "--no-voting", "--yes-do-it")
+    assert result.rc != 0 and "--no-voting is not built in Corral yet" in result.stderr
+
+
+async def test_master_failover_hands_the_mastership_over(bed: Bed) -> None:
+    node2 = bed.nodes[1].name
+    bed.gnt_ok("cluster", "add-tags", "before-failover")
+    result = bed.node(node2).gnt("cluster", "master-failover")
+    assert result.rc == 0, result.stderr
+    assert bed.master_name(node2) == node2
+    new = bed.node(node2)
+    assert new.gnt("cluster", "add-tags", "after-failover").rc == 0
+    tags = new.gnt("cluster", "list-tags").stdout.split()
+    assert {"before-failover", "after-failover"} <= set(tags)
+    # The former master stands by and names the new one; its files follow.
+    result = bed.cl.gnt("cluster", "info")
+    assert f"the master node is {node2}" in result.stderr, result.stderr
+    wait_until(lambda: bed.cl.gnt("cluster", "getmaster").stdout.strip() == node2, 30, "ssconf")
+
+
+async def test_a_dead_master_is_replaced_by_a_standing_by_candidate(bed: Bed) -> None:
+    node1, node2, node3 = (n.name for n in bed.nodes[:3])
+    assert bed.master_name(node2) == node2
+    kill_9(bed.paths(node2).run_dir / f"{MASTERD}.pid")
+
+    found: list[str] = []
+
+    def taken_over() -> bool:
+        found[:] = [n for n in (node1, node3) if bed.master_name(n) == n]
+        return bool(found)
+
+    wait_until(taken_over, SETTLE, "a standing-by candidate took over")
+    (survivor_name,) = found
+    survivor = bed.node(survivor_name)
+    assert survivor.gnt("cluster", "add-tags", "after-the-death").rc == 0
+    tags = set(survivor.gnt("cluster", "list-tags").stdout.split())
+    assert {"before-failover", "after-failover", "after-the-death"} <= tags
+    # The dead master's node starts its masterd again: it stands by.
+    start_masterd(bed.node(node2), "--etcd-check-interval", NEVER, "--lease-ttl", LEASE_TTL)
+    result = bed.node(node2).gnt("cluster", "info")
+    assert f"the master node is {survivor_name}" in result.stderr, result.stderr

@@ -320,10 +320,15 @@ class EtcdClient:
             if "lease not found" not in err.message:
                 raise
 
-    async def watch(self, key: str, start_revision: int, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a change of ``key`` at or after
-        ``start_revision``; whether one came."""
-        create = {"create_request": {"key": b64(key), "start_revision": str(start_revision)}}
+    async def watch(
+        self, key: str, start_revision: int, timeout: float, prefix: bool = False
+    ) -> bool:
+        """Wait up to ``timeout`` seconds for a change of ``key`` (``prefix``:
+        of any key it begins) at or after ``start_revision``; whether one came."""
+        request = {"key": b64(key), "start_revision": str(start_revision)}
+        if prefix:
+            request["range_end"] = b64(prefix_end(key))
+        create = {"create_request": request}
         try:
             async with (
                 asyncio.timeout(timeout),

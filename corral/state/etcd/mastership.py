@@ -37,29 +37,38 @@ class EtcdMastership:
         self._client = client
         self._master = prefix + "master/lease"
         self._counter = prefix + "master/token"
+        self._handover = prefix + "master/handover"
 
     async def acquire(self, holder: str, ttl: float) -> Lease:
         for _ in range(_RACES):
             read = await self._space.read(
-                etcd.get(self._master), etcd.get(self._counter), etcd.get(self._space.fence_key)
+                etcd.get(self._master),
+                etcd.get(self._counter),
+                etcd.get(self._space.fence_key),
+                etcd.get(self._handover),
             )
-            current, counter, fence = (read.kvs(i) for i in range(3))
+            current, counter, fence, handover = (read.kvs(i) for i in range(4))
             held = _lease(current[0]) if current else None
             if held is not None and held.holder != holder:
                 raise LeaseLost(
                     f"The mastership is held by {held.holder} (token {held.token});"
                     " it passes on only when that lease ends"
                 )
+            wanted = _handover_to(handover)
+            if wanted not in (None, holder):
+                raise LeaseLost(f"The mastership is being handed over to {wanted}")
             token = max(_int(counter), _int(fence)) + 1
             lease = Lease(holder, token, time.time() + ttl)
             granted, nonce = math.ceil(ttl), uuid.uuid4().hex
             lease_id = await self._client.grant(granted)
+            reads = self._read_keys(current, counter, fence, handover)
             result = await self._client.txn(
-                [_unchanged(k, kvs) for k, kvs in self._read_keys(current, counter, fence)],
+                [_unchanged(k, kvs) for k, kvs in reads],
                 [
                     etcd.put(self._counter, str(token).encode()),
                     self._space.raise_fence(token),
                     etcd.put(self._master, _value(lease, lease_id, granted, nonce), lease_id),
+                    *([etcd.delete(self._handover)] if handover else []),
                 ],
                 [etcd.get(self._master)],
             )
@@ -93,7 +102,27 @@ class EtcdMastership:
         return carried
 
     def _read_keys(self, *reads: list[KeyValue]) -> list[tuple[str, list[KeyValue]]]:
-        return list(zip((self._master, self._counter, self._space.fence_key), reads, strict=True))
+        keys = (self._master, self._counter, self._space.fence_key, self._handover)
+        return list(zip(keys, reads, strict=True))
+
+    # Standing by and handing over (see ports.HandOver)
+    async def wait_released(self, timeout: float) -> None:
+        read = await self._space.read(etcd.get(self._master), etcd.get(self._handover))
+        if read.kvs(0) or read.kvs(1):  # else free now: no need to wait
+            await self._client.watch(self._master, read.revision + 1, timeout)
+
+    async def request(self, to: str, ttl: float) -> None:
+        lease_id = await self._client.grant(math.ceil(ttl))
+        await self._client.txn([], [etcd.put(self._handover, encode({"to": to}), lease_id)])
+
+    async def wanted(self, holder: str, timeout: float) -> str | None:
+        read = await self._space.read(etcd.get(self._handover))
+        wanted = _handover_to(read.kvs(0))
+        if wanted not in (None, holder):
+            return wanted
+        await self._client.watch(self._handover, read.revision + 1, timeout)
+        wanted = _handover_to((await self._space.read(etcd.get(self._handover))).kvs(0))
+        return wanted if wanted not in (None, holder) else None
 
     async def renew(self, lease: Lease, ttl: float) -> Lease:
         for _ in range(_RACES):
@@ -183,3 +212,8 @@ def _int(kvs: list[KeyValue]) -> int:
 def _unchanged(key: str, read: list[KeyValue]) -> dict[str, Any]:
     """The compare that holds while ``key`` is as it was read (0: it did not exist)."""
     return etcd.compare(key, "MOD", "EQUAL", read[0].mod_revision if read else 0)
+
+
+def _handover_to(kvs: list[KeyValue]) -> str | None:
+    """The candidate a hand-over was asked for (None: none was)."""
+    return str(json.loads(kvs[0].value)["to"]) if kvs else None
