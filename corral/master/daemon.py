@@ -244,7 +244,10 @@ async def _lead(
     finally:
         log.info("corral-masterd stopping")
         await server.close()
-        await queue.shutdown(SHUTDOWN_GRACE)
+        # Stopped or handing over, the lease still runs: running jobs may end.
+        # Lost, this master must stop acting at once (its writes are refused).
+        deposed = keeper.lost.is_set() and keeper.handed_to is None
+        await queue.shutdown(0.0 if deposed else SHUTDOWN_GRACE)
         await intents.stop_background(master)
         await members.stop()
         await distributor.stop()

@@ -25,8 +25,10 @@ from corral.state.ports import HandOver, Lease, LeaseLost, Mastership
 
 log = logging.getLogger(__name__)
 
-# Seconds a lease runs without renewal (masterd's --lease-ttl).
-LEASE_TTL = 30.0
+# Seconds a lease runs without renewal (masterd's --lease-ttl): how long a
+# dead master keeps the others standing by (automatic failover takes about
+# that long), and how long a master may go without reaching the store.
+LEASE_TTL = 8.0
 
 
 class MastershipKeeper:
@@ -99,15 +101,17 @@ class MastershipKeeper:
     async def _renew(self) -> None:
         while self.lease is not None:
             await asyncio.sleep(self._ttl / 3)
+            # A renewal that has not come back by then is given up: a master
+            # must stop before another can take the lease over.
+            left = self.lease.expires - time.time() - self._ttl / 6
             try:
-                self.lease = await self._mastership.renew(self.lease, self._ttl)
+                async with asyncio.timeout(max(left, 0.0)):
+                    self.lease = await self._mastership.renew(self.lease, self._ttl)
             except LeaseLost as err:
                 self.lease = None
                 self._lose(err.message)
-            except Exception:
-                # The store may answer again before the lease runs out; but a
-                # master must stop before another can take the lease over.
-                log.exception("Cannot renew the mastership lease")
+            except Exception as err:  # the store may answer again in time
+                log.warning("Cannot renew the mastership lease: %r", err)
                 if time.time() > self.lease.expires - self._ttl / 3:
                     self._lose("The mastership lease could not be renewed before it runs out")
                     return

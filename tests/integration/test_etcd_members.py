@@ -15,24 +15,20 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from corral.node.etcd_member import etcd_root
 from corral.objects import Cluster
-from corral.paths import Paths
 from corral.process.daemons import stop_daemon
 from corral.state import home
-from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context
 from corral.state.etcd.config import EtcdConfigStore
-from corral.state.etcd.members import Candidate, EtcdMemberInfo, list_members
-from corral.state.etcd.server import member_pid
+from corral.state.etcd.members import Candidate
 from corral.state.sqlite.config import SqliteConfigStore
-from tests.helpers.cluster import TestCluster
 from tests.helpers.crash import MASTERD, STAMP, kill_9, start_masterd
+from tests.helpers.etcd_cluster import SETTLE, Bed, etcd_pid, settle
 from tests.helpers.multinode import cluster_with_nodes
-from tests.helpers.noded import Noded, start_noded
+from tests.helpers.noded import start_noded
 from tests.helpers.waiting import poll_async, wait_until
 
 pytestmark = pytest.mark.slow
@@ -40,85 +36,6 @@ pytestmark = pytest.mark.slow
 NAMES = ("node2.example.com", "node3.example.com", "node4.example.com")
 # A check interval no test reaches: only changes and masterd's start wake the service.
 NEVER = "3600"
-# Seconds the members get to follow a change (learners copy, get promoted).
-SETTLE = 90.0
-
-
-@dataclass
-class Bed:
-    cl: TestCluster
-    extra: list[Noded]
-    nodes: list[Candidate]  # node1 (the master) to node4
-
-    def paths(self, name: str) -> Paths:
-        if name == self.cl.node_name:
-            return self.cl.paths
-        return next(n.paths for n in self.extra if n.name == name)
-
-    def gnt_ok(self, command: str, *args: str) -> str:
-        result = self.cl.gnt(command, *args)
-        assert result.rc == 0, f"gnt-{command} {' '.join(args)}: {result.stderr}"
-        return result.stdout
-
-    def etcd(self) -> EtcdClient:
-        """A client of every node's member (make it inside the test's loop)."""
-        tls = client_ssl_context(self.cl.paths.ca_cert, self.cl.paths.client_pem)
-        return EtcdClient([n.client_url for n in self.nodes], tls, deadline=2.0)
-
-    def node(self, name: str) -> TestCluster:
-        """The cluster as seen from node ``name`` (its root, its gnt-* commands)."""
-        if name == self.cl.node_name:
-            return self.cl
-        node = next(n for n in self.extra if n.name == name)
-        return TestCluster(node.paths, node.address, node.port, node_name=node.name)
-
-    def master_name(self, name: str) -> str | None:
-        """The master as node ``name``'s masterd answers (None: it does not answer
-        as the master)."""
-        result = self.node(name).gnt("cluster", "getmaster")
-        ssconf_says = result.stdout.strip() if result.rc == 0 else None
-        info = self.node(name).gnt("cluster", "master-ping")
-        return ssconf_says if info.rc == 0 else None
-
-    def restart_masterd(self, *options: str, crash: bool = False) -> None:
-        if crash:
-            kill_9(self.cl.paths.run_dir / f"{MASTERD}.pid")
-        else:
-            stop_daemon(self.cl.paths, MASTERD)
-        start_masterd(self.cl, *options)
-
-
-def etcd_pid(paths: Paths) -> int | None:
-    """The pid of the node's etcd member, if one runs (by its pid file)."""
-    root = etcd_root(paths)
-    return member_pid(root / "etcd.pid", root / "data")
-
-
-def roles(members: list[EtcdMemberInfo]) -> tuple[int, int]:
-    """(voters, learners)."""
-    learners = sum(m.learner for m in members)
-    return len(members) - learners, learners
-
-
-async def settle(bed: Bed, wanted: tuple[int, int]) -> list[EtcdMemberInfo]:
-    """The members once they are ``wanted`` (voters, learners), all started."""
-    etcd = bed.etcd()
-
-    async def members() -> list[EtcdMemberInfo] | str:
-        try:
-            return await list_members(etcd)
-        except EtcdError as err:
-            return err.message
-
-    def done(found: list[EtcdMemberInfo] | str) -> bool:
-        return not isinstance(found, str) and roles(found) == wanted and all(m.name for m in found)
-
-    try:
-        found = await poll_async(members, done, SETTLE, f"etcd members {wanted}", interval=0.2)
-    finally:
-        await etcd.close()
-    assert not isinstance(found, str)
-    return found
 
 
 def etcd_findings(bed: Bed) -> tuple[int, list[str]]:

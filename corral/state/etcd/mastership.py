@@ -129,6 +129,7 @@ class EtcdMastership:
             current = await self._held(lease)
             data = json.loads(current.value)
             lease_id, granted = int(data["lease"]), math.ceil(ttl)
+            started = time.time()  # etcd counts the new time to live from about now
             if granted == data["ttl"]:
                 if await self._client.keepalive(lease_id) <= 0:
                     raise LeaseLost(
@@ -137,7 +138,7 @@ class EtcdMastership:
                 new_id = lease_id
             else:  # another time to live: a new etcd lease carries the key
                 new_id = await self._client.grant(granted)
-            renewed = Lease(lease.holder, lease.token, time.time() + ttl)
+            renewed = Lease(lease.holder, lease.token, started + ttl)
             result = await self._client.txn(
                 [etcd.compare(self._master, "MOD", "EQUAL", current.mod_revision)],
                 [etcd.put(self._master, _value(renewed, new_id, granted, data["writer"]), new_id)],
