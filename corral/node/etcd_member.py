@@ -3,8 +3,10 @@
 The master asks a node to run a member (its name, ports and the cluster it
 forms or joins); noded keeps that wish in ``etcd/member.json`` under the
 node's data directory, beside the member's data, and runs the member while
-noded runs: a noded that starts again (after a crash, a reboot, kill -9 of
-the member) starts its member again, which rejoins with its data.  The
+noded runs: a member whose process ends (a crash, kill -9) is started again
+by noded, and a noded that starts again (after a crash, a reboot) starts its
+member again; it rejoins with its data.  No master is needed for either: the
+candidates' members recover while the master is down.  The
 member listens on the node's primary IP only, with the node's certificate
 for both its peers and its clients (mutual TLS under the cluster CA).
 """
@@ -15,6 +17,7 @@ import asyncio
 import json
 import logging
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,10 @@ from corral.paths import Paths
 from corral.state.etcd.server import EtcdMember, Member, Tls
 
 log = logging.getLogger(__name__)
+
+# Seconds before a member whose process ended is started again: the first
+# pause, doubled after each attempt up to the last (reached once it ran that long).
+RESTART_FIRST, RESTART_MAX = 0.5, 60.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class MemberKeeper:
         self.wish: MemberWish | None = None
         self.process: EtcdMember | None = None
         self._lock = asyncio.Lock()
+        self._supervisors: set[asyncio.Task[None]] = set()
 
     def _tls(self) -> Tls:
         return Tls(self.paths.ca_cert, self.paths.server_pem, self.paths.server_pem)
@@ -106,9 +114,43 @@ class MemberKeeper:
 
     async def _run(self, wish: MemberWish) -> None:
         self.wish = wish
-        self.process = EtcdMember(etcd_root(self.paths), wish.member(), wish.cluster(), self._tls())
-        await self.process.start(new=wish.new)
-        log.info("etcd member %s runs (pid %s)", wish.name, self.process.pid)
+        process = EtcdMember(etcd_root(self.paths), wish.member(), wish.cluster(), self._tls())
+        self.process = process
+        await process.start(new=wish.new)
+        log.info("etcd member %s runs (pid %s)", wish.name, process.pid)
+        task = asyncio.get_running_loop().create_task(self._supervise(process))
+        self._supervisors.add(task)
+        task.add_done_callback(self._supervisors.discard)
+
+    async def _supervise(self, process: EtcdMember) -> None:
+        """Start the member again whenever its process ends (a crash, kill -9,
+        the OOM killer) while it should run; pauses between attempts double
+        up to RESTART_MAX, and start over once it ran that long."""
+        pause = RESTART_FIRST
+        while True:
+            started = time.monotonic()
+            status = await process.exited()
+            if time.monotonic() - started >= RESTART_MAX:
+                pause = RESTART_FIRST
+            async with self._lock:
+                if self.process is not process:
+                    return  # stopped (or replaced) on purpose
+            log.warning(
+                "etcd member %s exited (status %s); starting it again in %g s",
+                process.member.name,
+                status,
+                pause,
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RESTART_MAX)
+            async with self._lock:
+                if self.process is not process:
+                    return
+                try:
+                    await process.start(new=False)  # it rejoins with its data
+                    log.info("etcd member %s runs again (pid %s)", process.member.name, process.pid)
+                except (errors.GenericError, OSError) as err:
+                    log.error("Cannot start etcd member %s: %s", process.member.name, err)
 
     async def resume(self) -> None:
         """Start the member noded ran before it stopped, if any."""
@@ -130,9 +172,13 @@ class MemberKeeper:
             if process is not None:
                 await process.stop()
             self.process = None
+            supervisors = list(self._supervisors)
+            for task in supervisors:  # stopped on purpose: nobody starts it again
+                task.cancel()
             if forget:
                 self.wish = None
                 await asyncio.to_thread(shutil.rmtree, etcd_root(self.paths), True)
+        await asyncio.gather(*supervisors, return_exceptions=True)
 
     def status(self) -> dict[str, Any]:
         """The member's name, client URL and pid (None: it does not run)."""

@@ -194,6 +194,12 @@ class EtcdMember:
             proc.wait()  # reaps it: it has exited
         self.pid_file.unlink(missing_ok=True)
 
+    async def exited(self) -> int | None:
+        """Wait until the process this member started ends, however it ends; its
+        exit status (None: it started none)."""
+        proc = self._proc
+        return None if proc is None else await asyncio.to_thread(proc.wait)
+
     def kill(self) -> None:
         """SIGKILL, as a crash would (the pid file stays, as it would)."""
         if self._proc is not None and self._proc.poll() is None:
