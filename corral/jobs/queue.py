@@ -111,7 +111,11 @@ class JobQueue:
         new_jobs: list[Job] = []
 
         def build(ids: list[int]) -> list[dict[str, Any]]:
-            for index, (ops, job_id) in enumerate(zip(parsed, ids, strict=True)):
+            # A store may call this again (its write raced another): each call
+            # starts from the opcodes as submitted.
+            new_jobs.clear()
+            for index, (submitted, job_id) in enumerate(zip(parsed, ids, strict=True)):
+                ops = [_as_submitted(op) for op in submitted]
                 try:
                     _resolve_relative_deps(ops, [job.id for job in new_jobs], single)
                     _check_dependencies_earlier(ops, job_id)
@@ -390,6 +394,12 @@ def _in_job(err: errors.GenericError, index: int, count: int) -> errors.GenericE
     if count > 1:
         err.args = (f"Job {index + 1} of {count} submitted: {err.message}", *err.args[1:])
     return err
+
+
+def _as_submitted(op: OpCode) -> OpCode:
+    """A copy of ``op`` whose reason trail and dependencies can change alone."""
+    depends = None if op.depends is None else [list(dep) for dep in op.depends]
+    return op.model_copy(update={"reason": [list(r) for r in op.reason], "depends": depends})
 
 
 def _add_reason(ops: list[OpCode], job_id: int) -> None:

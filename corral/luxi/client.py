@@ -39,6 +39,10 @@ class Client:
             self._sock = sock
         return self._sock
 
+    def connect(self) -> None:
+        """Connect now (NoMasterError if nothing listens); calls use the connection."""
+        self._connect()
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -102,7 +103,17 @@ async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None
             await relays.stores.close()
             await backend.close_rest()
             raise
-        await _lead(paths, backend, relays, keeper, lease, opts, ready_once)
+        try:
+            await _lead(paths, backend, relays, keeper, lease, opts, ready_once)
+        except errors.GenericError as err:
+            if backend.handover is None:
+                raise
+            # The store failed it while it started: another candidate may lead.
+            log.error("corral-masterd cannot lead: %s", err.message)
+            await keeper.release()
+            await relays.stores.close()
+            await backend.close_rest()
+            continue
         if keeper.handed_to is None and backend.handover is None:
             raise errors.ConfigurationError(keeper.reason)
         log.info("corral-masterd stands by again: %s", keeper.reason)
@@ -142,6 +153,32 @@ async def _stand_by(
         )
     finally:
         await server.close()
+
+
+def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
+    """``handler`` while this masterd holds the mastership.  A master frozen
+    past its lease (SIGSTOP, a VM paused) may find, once it runs again, that
+    another leads: until it notices, it answers nothing from its memory, which
+    may be stale, and no answer made while the lease ran out is given."""
+
+    def check() -> None:
+        if not keeper.contested:
+            return  # one node: nobody else can lead
+        lease = keeper.lease
+        if keeper.lost.is_set() or lease is None or lease.expires <= time.time():
+            raise errors.OpPrereqError(
+                "This master daemon's mastership lease ran out: another node may be the"
+                " master now; try again",
+                C.ECODE_STATE,
+            )
+
+    async def handle(method: str, args: Any) -> Any:
+        check()
+        result = await handler(method, args)
+        check()
+        return result
+
+    return handle
 
 
 async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
@@ -227,7 +264,7 @@ async def _lead(
     cfg.add_listener(members.changed)
     queue.fence = lease.token
     await queue.recover()
-    server = opts.luxi_server(paths, LuxiMethods(master))
+    server = opts.luxi_server(paths, _while_leading(keeper, LuxiMethods(master)))
     await server.start()
     # Everything so far (modules, pydantic schemas, configuration) lives as long
     # as masterd: keep it out of the cyclic collector's full collections, which

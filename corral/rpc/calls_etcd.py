@@ -34,7 +34,8 @@ def etcd_member_status() -> dict[str, Any]:
 
 
 @node_call(C.RPC_TMO_URGENT, effect=CHANGES, cluster_client_only=True)
-def store_home_put(home: dict[str, Any] | None) -> None:
-    """Write where the master's stores live (``store-home.json``: the etcd key
-    prefix and members) on this master candidate, whose masterd stands by
-    with them; None: remove it (the node is no candidate any more)."""
+def candidate_files_put(files: dict[str, Any] | None) -> None:
+    """Give this master candidate what it needs to become the master: where
+    the master's stores live (``store_home``: its masterd then stands by),
+    the cluster CA's key (``ca_key``) and masterd's client certificate
+    (``client_pem``); None: take them away (the node is no candidate)."""

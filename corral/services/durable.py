@@ -33,6 +33,10 @@ class DurableState:
         self.kv = kv
         self.fence = fence
         self._values = values
+        # What the store holds: what clients are shown (a value whose write has
+        # not ended may never be; a master that dies before would have shown
+        # what its successor does not have).
+        self._committed = dict(values)
         self._tail: asyncio.Future[None] | None = None
 
     @classmethod
@@ -42,7 +46,12 @@ class DurableState:
         return cls(kv, values, fence)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The value as masterd's own checks see it: with the writes under way."""
         return self._values.get(key, default)
+
+    def committed(self, key: str, default: Any = None) -> Any:
+        """The value the store holds: what a client may be shown."""
+        return self._committed.get(key, default)
 
     def scan(self, prefix: str) -> dict[str, Any]:
         """Every key that starts with ``prefix``, in key order."""
@@ -51,11 +60,25 @@ class DurableState:
     async def put(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``: in memory at once (a check and this
         change are one step for other tasks), durable when this returns."""
-        await self._change(key, value, lambda: self.kv.put(key, value, self.fence))
+        await self._change(key, value, self._writer(key, value))
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; returns once that is durable."""
-        await self._change(key, _MISSING, lambda: self.kv.delete(key, self.fence))
+        await self._change(key, _MISSING, self._writer(key, _MISSING))
+
+    def _writer(self, key: str, value: Any) -> Callable[[], Awaitable[object]]:
+        """The write of ``value`` (_MISSING: the removal) of ``key``, which
+        makes it committed once the store holds it."""
+
+        async def write() -> None:
+            if value is _MISSING:
+                await self.kv.delete(key, self.fence)
+                self._committed.pop(key, None)
+            else:
+                await self.kv.put(key, value, self.fence)
+                self._committed[key] = value
+
+        return write
 
     async def _change(self, key: str, value: Any, write: Callable[[], Awaitable[object]]) -> None:
         old = self._values.get(key, _MISSING)
@@ -77,7 +100,7 @@ class DurableState:
         """Remove ``key`` now, from synchronous code: gone from memory at once,
         from the store soon (in order with every other write)."""
         if self._values.pop(key, None) is not None:
-            task = asyncio.ensure_future(self._ordered(lambda: self.kv.delete(key, self.fence)))
+            task = asyncio.ensure_future(self._ordered(self._writer(key, _MISSING)))
             task.add_done_callback(_log_failure)
 
     def _ordered(self, write: Callable[[], Awaitable[object]]) -> asyncio.Future[None]:

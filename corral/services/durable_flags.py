@@ -18,8 +18,8 @@ from corral.services.durable import DRAINED, WATCHER_PAUSE, DurableState
 
 
 def drained(state: DurableState) -> bool:
-    """Whether the job queue refuses new jobs."""
-    return bool(state.get(DRAINED, False))
+    """Whether the job queue refuses new jobs (once the flag is durable)."""
+    return bool(state.committed(DRAINED, False))
 
 
 async def set_drained(state: DurableState, flag: bool) -> None:
@@ -31,7 +31,7 @@ async def set_drained(state: DurableState, flag: bool) -> None:
 
 def watcher_paused_until(state: DurableState) -> int | None:
     """The end of the pause, or None when the watcher is not paused."""
-    until = state.get(WATCHER_PAUSE)
+    until = state.committed(WATCHER_PAUSE)
     return until if isinstance(until, int) and until > time.time() else None
 
 

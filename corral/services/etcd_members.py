@@ -22,13 +22,13 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corral import constants as C
 from corral import errors
 from corral.objects import Cluster, Node
-from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop, store_home_put
-from corral.rpc.result import NodeAddress
+from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop
+from corral.services.candidate_files import CandidateFiles
 from corral.services.etcd_reconciler import MemberReconciler
 from corral.services.store_move import VOTERS_TO_MOVE, move_to_etcd
 from corral.state import home
@@ -81,10 +81,12 @@ class EtcdMembers:
         self._reconciler: MemberReconciler | None = None
         # Whether members may run that the switch being off must stop.
         self._teardown_due = False
-        # What the members were last found settled for (see _plan).
+        # What the members were last found settled for, and what the last
+        # step failed for (see _plan): a change that asks nothing new does
+        # not wake the service before it is due.
         self._settled_for: Plan | None = None
-        # What each candidate was told of where the stores live (by node uuid).
-        self._homes_told: dict[str, dict[str, Any]] = {}
+        self._failed_for: Plan | None = None
+        self._files = CandidateFiles()
         # The last failed step's error (None once a step succeeds), for verify.
         self.last_failure: str | None = None
 
@@ -131,7 +133,7 @@ class EtcdMembers:
         due: float | None = self._loop.time()
         while True:
             if await self._wait(due):
-                if self._settled_for == self._plan():
+                if self._plan() in (self._settled_for, self._failed_for):
                     continue  # a change of nodes or cluster that asks nothing new
                 pause, retry = PAUSE_FIRST, RETRY_FIRST  # no backing off from an old wish
             self._settled_for = None
@@ -142,9 +144,10 @@ class EtcdMembers:
                 log.warning("etcd membership step failed (next try in %g s): %s", retry, text)
                 log.debug("etcd membership step failure", exc_info=True)
                 self.last_failure = text
+                self._failed_for = self._plan()
                 due, retry = self._loop.time() + retry, min(retry * 2, RETRY_MAX)
                 continue
-            self.last_failure = None
+            self.last_failure = self._failed_for = None
             if change is None:
                 self._settled_for = self._plan()
                 on = self._master.cfg.cluster.etcd_members
@@ -182,7 +185,7 @@ class EtcdMembers:
         return (
             await self._reconciler.step()
             or await self._stores_follow()
-            or await self._homes_follow(candidates)
+            or await self._files_follow(candidates, others)
         )
 
     async def _stores_follow(self) -> Change | None:
@@ -215,26 +218,11 @@ class EtcdMembers:
         backend.client.set_endpoints(endpoints)
         return Change(f"the master's stores are read and written through {', '.join(endpoints)}")
 
-    async def _homes_follow(self, candidates: list[Candidate]) -> Change | None:
-        """Once the stores live in etcd, every candidate knows where (its masterd
-        stands by with them)."""
-        master = self._master
-        recorded = await asyncio.to_thread(home.read, master.paths.store_home)
-        if recorded is None:
-            return None
-        wire = home.to_wire(recorded)
-        due = [
-            c
-            for c in candidates
-            if c.uuid != master.cfg.cluster.master_node and self._homes_told.get(c.uuid) != wire
-        ]
-        for node in due:
-            what = f"Telling {node.name} where the master's stores live"
-            await master.rpc.run(NodeAddress(node.uuid, node.ip), store_home_put(wire), what)
-            self._homes_told[node.uuid] = wire
-        if not due:
-            return None
-        return Change(f"told {', '.join(c.name for c in due)} where the master's stores live")
+    async def _files_follow(
+        self, candidates: list[Candidate], others: list[Candidate]
+    ) -> Change | None:
+        done = await self._files.follow(self._master, candidates, others)
+        return None if done is None else Change(done)
 
     async def _teardown(self) -> Change | None:
         """The switch went off: stop every online node's member, forget its data."""

@@ -21,10 +21,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from corral import errors
 from corral.state.ports import HandOver, Lease, LeaseLost, Mastership
 
 log = logging.getLogger(__name__)
 
+# Seconds a candidate standing by waits before it asks a store that did not
+# answer again.
+STORE_RETRY = 1.0
 # Seconds a lease runs without renewal (masterd's --lease-ttl): how long a
 # dead master keeps the others standing by (automatic failover takes about
 # that long), and how long a master may go without reaching the store.
@@ -57,6 +61,11 @@ class MastershipKeeper:
     def ttl(self) -> float:
         return self._ttl
 
+    @property
+    def contested(self) -> bool:
+        """Whether other candidates stand by for the mastership (etcd)."""
+        return self._handover is not None
+
     async def acquire(
         self,
         standing_by: Callable[[str], None] | None = None,
@@ -82,10 +91,22 @@ class MastershipKeeper:
                 if standing_by is not None:
                     standing_by(err.message)
                     standing_by = None
-                await self._handover.wait_released(self._ttl)
+                await self._wait_released(self._handover)
+            except errors.GenericError as err:  # the store does not answer now
+                if self._handover is None:
+                    raise
+                log.warning("Cannot ask for the mastership (trying again): %s", err.message)
+                await asyncio.sleep(STORE_RETRY)
         log.info("Mastership acquired by %s (fence token %d)", self.holder, self.lease.token)
         self._start()
         return self.lease
+
+    async def _wait_released(self, handover: HandOver) -> None:
+        try:
+            await handover.wait_released(self._ttl)
+        except errors.GenericError as err:  # a member went away: ask again
+            log.warning("Cannot watch the mastership (trying again): %s", err.message)
+            await asyncio.sleep(STORE_RETRY)
 
     def _start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ from corral.cmdlib import intents
 from corral.master import legacy_state
 from corral.paths import Paths
 from corral.services import durable_flags, join_tokens
-from corral.services.durable import DurableState
+from corral.services.durable import WATCHER_PAUSE, DurableState
 from corral.state.ports import FencedOut
 from corral.state.sqlite.kv import SqliteKeyValueStore, SqliteMastership
 from corral.storage_names import DT_FILE
@@ -73,6 +73,34 @@ async def test_a_failed_write_is_undone_in_memory(tmp_path: Path) -> None:
     finally:
         await state.close()
         await mastership.close()
+
+
+async def test_clients_are_shown_only_what_the_store_holds(tmp_path: Path) -> None:
+    # A master that shows a value before the store has it, then dies, has
+    # shown what its successor does not have (found by test_mastership_faults).
+    kv = SqliteKeyValueStore(tmp_path / "state.db")
+    state = await DurableState.open(kv)
+    gate, stored = asyncio.Event(), kv.put
+
+    async def held_put(key: str, value: object, fence: int, expected: int | None = None) -> int:
+        await gate.wait()
+        return await stored(key, value, fence, expected)
+
+    kv.put = held_put  # type: ignore[method-assign]
+    try:
+        writing = asyncio.create_task(durable_flags.set_watcher_pause(state, 4102444800))
+        drain = asyncio.create_task(durable_flags.set_drained(state, True))
+        await asyncio.sleep(0)  # both writes started; the store holds them back
+        assert state.get(WATCHER_PAUSE) == 4102444800  # masterd's own checks
+        assert durable_flags.watcher_paused_until(state) is None  # not shown yet
+        assert not durable_flags.drained(state)
+        gate.set()
+        await asyncio.gather(writing, drain)
+        assert durable_flags.watcher_paused_until(state) == 4102444800
+        assert durable_flags.drained(state)
+    finally:
+        gate.set()
+        await state.close()
 
 
 async def test_drain_flag_and_watcher_pause(durable: DurableState) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +285,21 @@ async def test_a_member_left_over_by_a_killed_manager_is_ended_on_start(tmp_path
 def _zombie(pid: int) -> bool:
     """Whether ``pid`` has exited but was not reaped yet (its parent is this test)."""
     return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+async def test_one_masters_concurrent_submissions_build_their_jobs_once(
+    etcd_three: EtcdBed, client: etcd.EtcdClient
+) -> None:
+    jobs = EtcdJobStore(client, etcd_three.prefix())
+    built: list[int] = []
+
+    def build_for(submission: int) -> Callable[[list[int]], list[dict[str, Any]]]:
+        def build(ids: list[int]) -> list[dict[str, Any]]:
+            built.append(submission)
+            return [_job(i) for i in ids]
+
+        return build
+
+    rows = await asyncio.gather(*(jobs.insert_new(1, build_for(s), 0) for s in range(10)))
+    assert sorted(row["id"] for (row,) in rows) == list(range(1, 11))
+    assert sorted(built) == list(range(10))  # none raced another and built again

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -269,3 +270,27 @@ async def test_dependency_of_a_later_opcode_is_waited_for(harness: QueueHarness)
     harness.release("first")
     assert await harness.wait_status(job_id) == "success"
     assert harness.started == [first, job_id, job_id]
+
+
+async def test_a_store_that_builds_the_rows_again_makes_each_job_once(
+    harness: QueueHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = harness.store.insert_new
+
+    async def retried(
+        count: int, build: Callable[[list[int]], list[dict[str, Any]]], fence: int
+    ) -> list[dict[str, Any]]:
+        build(list(range(90, 90 + count)))  # an attempt whose ids another writer took
+        return await original(count, build, fence)
+
+    monkeypatch.setattr(harness.store, "insert_new", retried)
+    results = await harness.queue.submit_many([[jqueue()], [jqueue(depends=[[-1, ["success"]]])]])
+    assert results == [[True, 1], [True, 2]]
+    assert await harness.wait_status(2) == "success"
+    assert harness.started == [1, 2]  # each job made and run once
+    ops1 = (await harness.row(1, "ops"))[0]
+    ops2 = (await harness.row(2, "ops"))[0]
+    assert [r[1] for r in ops1[0]["reason"] if r[0] == "gnt:opcode:test_jqueue"] == [
+        "job=1;index=0"
+    ]
+    assert ops2[0]["depends"] == [[1, ["success"]]]  # not the failed attempt's 90

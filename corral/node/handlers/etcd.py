@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from corral import errors
+from corral.node.candidate_files import forget_master_files, write_master_files
 from corral.node.context import NodeContext
 from corral.node.etcd_member import MemberWish, keeper
 from corral.node.handlers.base import rpc_handler
@@ -37,14 +38,22 @@ async def etcd_member_status(ctx: NodeContext) -> dict[str, Any]:
     return keeper(ctx.paths).status()
 
 
-@rpc_handler(calls.store_home_put)
-async def store_home_put(ctx: NodeContext, home: dict[str, Any] | None) -> None:
-    path = ctx.paths.store_home
-    if home is None:
-        await asyncio.to_thread(path.unlink, missing_ok=True)
+@rpc_handler(calls.candidate_files_put)
+async def candidate_files_put(ctx: NodeContext, files: dict[str, Any] | None) -> None:
+    paths = ctx.paths
+    if files is None:
+        await asyncio.to_thread(forget_master_files, paths)
         return
     try:
-        where = store_home.of_wire(home)
+        where = store_home.of_wire(files["store_home"])
+        ca_key, client_pem = (_pem(files, name) for name in ("ca_key", "client_pem"))
     except (ValueError, KeyError, TypeError) as err:
-        raise errors.ParameterError(f"store_home_put: not a store home: {err}") from None
-    await asyncio.to_thread(store_home.write, path, where)
+        raise errors.ParameterError(f"candidate_files_put: {err}") from None
+    await asyncio.to_thread(write_master_files, paths, where, ca_key, client_pem)
+
+
+def _pem(files: dict[str, Any], name: str) -> bytes:
+    value = files[name]
+    if not isinstance(value, str) or "-----BEGIN " not in value:
+        raise ValueError(f"{name} is not PEM")
+    return value.encode("ascii")

@@ -7,6 +7,7 @@ import asyncio
 
 from corral import errors
 from corral.node import etcd_member
+from corral.node.candidate_files import forget_master_files
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.join_server import write_ssconf_values
@@ -33,6 +34,7 @@ def _is_master(paths: Paths, address: str) -> bool:
 def _remove_candidate_files(paths: Paths) -> None:
     for path in paths.candidate_files:
         path.unlink(missing_ok=True)
+    forget_master_files(paths)
 
 
 @rpc_handler(calls.node_demote_from_mc)

@@ -15,6 +15,7 @@ their job's id when it is archived (the job's key says where it is).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -60,6 +61,9 @@ class EtcdJobStore:
     """The job store of a cluster with master candidates (see ports.JobStore)."""
 
     def __init__(self, client: EtcdClient, prefix: str) -> None:
+        # One submission at a time gives out ids: concurrent ones would race
+        # for them and try again (only another master's writes should).
+        self._giving_ids = asyncio.Lock()
         self._space = Keyspace(client, prefix)
         self._client = client
         self._last = prefix + "jobs/last"
@@ -72,7 +76,8 @@ class EtcdJobStore:
         self, count: int, build: Callable[[list[int]], list[dict[str, Any]]], fence: int
     ) -> list[dict[str, Any]]:
         try:
-            return await self._insert_new(count, build, fence)
+            async with self._giving_ids:
+                return await self._insert_new(count, build, fence)
         except (EtcdError, FencedOut, TooLarge) as err:
             raise errors.JobQueueError(err.message) from err
 
