@@ -11,7 +11,6 @@ to the store in the order they were made, each with the lease's fence token.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -83,12 +82,17 @@ class DurableState:
     async def _change(self, key: str, value: Any, write: Callable[[], Awaitable[object]]) -> None:
         old = self._values.get(key, _MISSING)
         self._set(key, value)
-        try:
-            await self._ordered(write)
-        except BaseException:
-            if self._values.get(key, _MISSING) is value:  # nobody changed it since
+
+        def undo_if_failed(done: asyncio.Future[None]) -> None:
+            failed = done.cancelled() or done.exception() is not None
+            if failed and self._values.get(key, _MISSING) is value:  # nobody changed it since
                 self._set(key, old)
-            raise
+
+        written = self._ordered(write)
+        written.add_done_callback(undo_if_failed)
+        # A caller that goes (its luxi client left, masterd stops) leaves the
+        # write to end: the writes after it wait for it.
+        await asyncio.shield(written)
 
     def _set(self, key: str, value: Any) -> None:
         if value is _MISSING:
@@ -109,8 +113,7 @@ class DurableState:
 
         async def run() -> None:
             if previous is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(previous)  # its failure is its caller's
+                await asyncio.wait([previous])  # however it ended: its failure is its caller's
             await write()
 
         self._tail = asyncio.ensure_future(run())
@@ -119,8 +122,7 @@ class DurableState:
     async def flush(self) -> None:
         """Wait for the writes asked for so far (a failed one is logged)."""
         if self._tail is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._tail)
+            await asyncio.wait([self._tail])
 
     async def close(self) -> None:
         """Wait for the writes under way, then close the store."""

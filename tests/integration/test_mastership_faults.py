@@ -51,6 +51,8 @@ REGISTER = "watcher_pause"
 FUTURE = 4102444800
 # Seconds a new master may take after a fault (the lease, an election, a start).
 TAKEOVER = 60.0
+# Seconds a client waits for an answer (a frozen master takes calls, answers none).
+CALL_TIMEOUT = 5.0
 
 
 class NotLeading(Exception):
@@ -61,7 +63,7 @@ class NotLeading(Exception):
 def _call(bed: Bed, name: str, method: str, *args: Any) -> Any:
     """One luxi call to node ``name``'s masterd.  NotLeading if it certainly did
     nothing; any other exception leaves its effect unknown."""
-    client = Client(bed.paths(name).master_socket, timeout=30)
+    client = Client(bed.paths(name).master_socket, timeout=CALL_TIMEOUT)
     try:
         try:
             client.connect()
@@ -89,17 +91,25 @@ class Clients:
         self.tags_done: set[str] = set()
         self.jobs_accepted: set[int] = set()
         self._values = itertools.count(FUTURE)
+        self._leader = bed.nodes[0].name  # a hint: who led at the last call
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
     def _leader_call(self, method: str, *args: Any) -> Any:
-        """The call, made to each node in turn until one leads (NotLeading if
-        none does now)."""
-        for name in (n.name for n in self.bed.nodes):
+        """The call, made to each node in turn (the last one that led first)
+        until one leads (NotLeading if none does now)."""
+        names = [n.name for n in self.bed.nodes]
+        first = names.index(self._leader)
+        for index, name in enumerate(names[first:] + names[:first]):
             try:
-                return _call(self.bed, name, method, *args)
+                result = _call(self.bed, name, method, *args)
             except NotLeading:
                 continue
+            except Exception:  # no answer (frozen, killed): try the others first next time
+                self._leader = names[(first + index + 1) % len(names)]
+                raise
+            self._leader = name
+            return result
         raise NotLeading("no node leads now")
 
     def _register(self, base: str) -> None:
@@ -166,6 +176,7 @@ class Clients:
             self.errors.append(err)
 
     def start(self) -> None:
+        bodies: list[tuple[Callable[[str], None], str]]
         bodies = [(self._register, f"reg{i}") for i in range(3)]
         bodies += [(self._jobs, f"job{i}") for i in range(2)]
         for body, process in bodies:

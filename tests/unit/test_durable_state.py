@@ -103,6 +103,34 @@ async def test_clients_are_shown_only_what_the_store_holds(tmp_path: Path) -> No
         await state.close()
 
 
+async def test_a_caller_that_goes_leaves_its_write_to_end(tmp_path: Path) -> None:
+    # masterd stopping cancels the luxi calls under way: their writes end all
+    # the same, and closing waits for them (it raised CancelledError: found by
+    # test_mastership_faults, where a deposed master stood by again).
+    kv = SqliteKeyValueStore(tmp_path / "state.db")
+    state = await DurableState.open(kv)
+    gate, stored = asyncio.Event(), kv.put
+
+    async def held_put(key: str, value: object, fence: int, expected: int | None = None) -> int:
+        await gate.wait()
+        return await stored(key, value, fence, expected)
+
+    kv.put = held_put  # type: ignore[method-assign]
+    caller = asyncio.create_task(state.put("k", 1))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    gate.set()
+    await state.close()  # waits for the write, raises nothing
+    assert state.committed("k") == 1 and state.get("k") == 1
+    again = await reopen(tmp_path)
+    try:
+        assert again.scan("") == {"k": 1}
+    finally:
+        await again.close()
+
+
 async def test_drain_flag_and_watcher_pause(durable: DurableState) -> None:
     assert durable_flags.drained(durable) is False
     await durable_flags.set_drained(durable, True)

@@ -34,6 +34,9 @@ MAX_REQUEST_BYTES = 3 * 512 * 1024
 OP_OVERHEAD = 32
 # Seconds a call keeps trying other members (an election takes ~1-2 s).
 CALL_DEADLINE = 10.0
+# Seconds one member gets to answer a call before the next is tried (its
+# answers take milliseconds; a leader's election, a second or two).
+ATTEMPT_TIMEOUT = 2.5
 # Keys a range answer holds at most (paged beyond).
 RANGE_PAGE = 1000
 
@@ -208,9 +211,11 @@ class EtcdClient:
         """POST ``body`` to ``path`` on a member that answers; its answer.
 
         Members are tried in turn until one answers or the client's deadline
-        passes.  A
-        request whose answer was lost is sent again: the stores write so that
-        a repeat is harmless, or is recognised (each write carries a nonce).
+        passes; each gets ATTEMPT_TIMEOUT at most, so that a member that
+        takes connections but answers nothing (frozen, cut off) does not hold
+        every call.  A request whose answer was lost is sent again: the stores
+        write so that a repeat is harmless, or is recognised (each write
+        carries a nonce).
         After the deadline: Unreachable if no request went out, else
         Indeterminate.
         """
@@ -221,7 +226,8 @@ class EtcdClient:
         while True:
             endpoint = self.endpoints[self._current]
             try:
-                return await self._post(endpoint + path, data, deadline - loop.time())
+                left = deadline - loop.time()
+                return await self._post(endpoint + path, data, min(left, ATTEMPT_TIMEOUT))
             except aiohttp.ClientSSLError as err:  # no other member will do better
                 raise EtcdError(f"TLS with etcd at {endpoint} failed: {_describe(err)}") from err
             except aiohttp.ClientConnectorError as err:
