@@ -38,6 +38,7 @@ BENCHMARKS = (
     "os_image",
     "etcd_store",
     "node_fencing",
+    "failover",
     "cloudinit_boot",
 )
 
