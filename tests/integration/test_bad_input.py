@@ -396,7 +396,7 @@ def test_drained_queue_refuses_jobs_until_undrained(
     "argv",
     [
         ["instance", "replace-disks", "inst1.example.com"],
-        ["cluster", "masterfailover", "--no-voting"],
+        ["cluster", "activate-master-ip", "--yes-do-it"],
         ["debug", "allocator", "--mode", "relocate", "x"],
     ],
 )
@@ -405,4 +405,17 @@ def test_ganeti_commands_not_built_say_so(
 ) -> None:
     name = f"gnt-{argv[0]} {argv[1]}"
     failed(cl.gnt(*argv), 1, f"Failure: '{name}' is not built in Corral yet\n")
+    assert cluster_state(cl) == before
+
+
+@pytest.mark.parametrize("command", ["master-failover", "masterfailover"])
+def test_master_failover_on_the_master_says_where_to_run_it(
+    cl: TestCluster, before: dict[str, Any], command: str
+) -> None:
+    result = cl.gnt("cluster", command)
+    assert result.rc == 1, result
+    assert (
+        "This commands must be run on the node where you want the new master to be."
+        f" {cl.node_name} is already the master"
+    ) in result.stderr
     assert cluster_state(cl) == before

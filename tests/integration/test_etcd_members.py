@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral.crypto.certs import MASTERD_CLIENT_CN, cert_info
 from corral.node.etcd_member import etcd_root
 from corral.objects import Cluster
 from corral.process.daemons import stop_daemon
@@ -110,6 +111,10 @@ async def test_members_follow_candidates(bed: Bed) -> None:
     assert node4.peer_url not in {url for m in members for url in m.peer_urls}
     wait_until(lambda: not etcd_root(bed.paths(node4.name)).exists(), 30, "node4's data gone")
     assert etcd_pid(bed.paths(node4.name)) is None  # stopped before its data went
+    # No candidate any more: nothing that would let it become the master.
+    demoted = bed.paths(node4.name)
+    assert not demoted.ca_key.exists() and not demoted.store_home.exists()
+    assert cert_info(demoted.client_pem)["subject"] == node4.name
     _, lines = etcd_findings(bed)
     assert errors_of(lines) == [], lines
 
@@ -237,6 +242,10 @@ async def test_candidates_stand_by_and_name_the_master(bed: Bed) -> None:
         where = bed.paths(name).store_home
         wait_until(where.exists, SETTLE, f"{name} told where the stores live")
         assert home.read(where) == home.read(bed.cl.paths.store_home)
+        # What a new master needs: the CA's key and masterd's client certificate.
+        paths = bed.paths(name)
+        assert paths.ca_key.read_bytes() == bed.cl.paths.ca_key.read_bytes()
+        assert cert_info(paths.client_pem)["subject"] == MASTERD_CLIENT_CN
         start_masterd(bed.node(name), "--etcd-check-interval", NEVER, "--lease-ttl", LEASE_TTL)
     result = bed.node(node2).gnt("cluster", "info")
     assert result.rc != 0
