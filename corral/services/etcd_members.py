@@ -136,6 +136,8 @@ class EtcdMembers:
                 if self._plan() in (self._settled_for, self._failed_for):
                     continue  # a change of nodes or cluster that asks nothing new
                 pause, retry = PAUSE_FIRST, RETRY_FIRST  # no backing off from an old wish
+            # What this step works for: a change made while it runs is new.
+            plan = self._plan()
             self._settled_for = None
             try:
                 change = await self._step()
@@ -144,12 +146,12 @@ class EtcdMembers:
                 log.warning("etcd membership step failed (next try in %g s): %s", retry, text)
                 log.debug("etcd membership step failure", exc_info=True)
                 self.last_failure = text
-                self._failed_for = self._plan()
+                self._failed_for = plan
                 due, retry = self._loop.time() + retry, min(retry * 2, RETRY_MAX)
                 continue
             self.last_failure = self._failed_for = None
             if change is None:
-                self._settled_for = self._plan()
+                self._settled_for = plan
                 on = self._master.cfg.cluster.etcd_members
                 due = self._loop.time() + self._check_interval if on else None
                 continue

@@ -5,6 +5,7 @@ error codes, kept out of Ganeti's files, and what verify says once it is on
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from corral import constants as C
 from corral import errors
 from corral.cli import cluster_opts, gnt_cluster
 from corral.cmdlib import cluster as cluster_lu
+from corral.objects import Cluster
 from corral.opcodes import from_dict
 from corral.services.config_data import render, take_image
+from corral.services.etcd_members import EtcdMembers
 from tests.helpers.inprocess import InProcessCluster, in_process_cluster
 
 SWITCH_ON = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "etcd_members": True}
@@ -74,3 +77,33 @@ async def test_verify_says_no_member_answers(cl: InProcessCluster) -> None:
     assert "* Verifying the etcd members" in job.log
     found = [line for line in job.log if "ECLUSTERETCD" in line]
     assert len(found) == 1 and "ERROR:ECLUSTERETCD:cluster:None:no etcd member answers" in found[0]
+
+
+async def test_a_change_made_while_a_step_runs_is_acted_on(cl: InProcessCluster) -> None:
+    # The service took the members as settled for the configuration as it was
+    # after its step, and slept on a change made during it (a candidate
+    # promoted while the stores moved: found by test_etcd_members).
+    service = EtcdMembers(cl.master, check_interval=3600)
+    cl.cfg.add_listener(service.changed)
+    plans: list[object] = []
+    again = asyncio.Event()
+
+    async def step() -> None:
+        plans.append(service._plan())
+        if len(plans) == 1:  # the configuration changes while the step runs
+            tx = cl.cfg.transaction()
+            cluster = cl.cfg.cluster.copy_for_update()
+            assert isinstance(cluster, Cluster)
+            cluster.etcd_members = True
+            tx.update(cluster)
+            await tx.commit()
+        else:
+            again.set()
+
+    service._step = step  # type: ignore[method-assign]
+    service.start()
+    try:
+        await asyncio.wait_for(again.wait(), 10)
+    finally:
+        await service.stop()
+    assert plans[0] != plans[1]
