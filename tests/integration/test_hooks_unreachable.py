@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def bed(tmp_path: Path) -> Iterator[testbed.Testbed]:
-    running = testbed.up(tmp_path / "bed", nodes=3)
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed.Testbed]:
+    # A short root: unix socket paths under it must stay within 107 bytes.
+    running = testbed.up(tmp_path_factory.mktemp("bed"), nodes=3)
     try:
         yield running
     finally:

@@ -99,8 +99,10 @@ def test_master_ping(bed: testbed.Testbed) -> None:
     assert bed.gnt("cluster", "master-ping", node=bed.nodes[1]).returncode == 1
 
 
-def test_command_line_up_and_down_leave_no_process(tmp_path: Path) -> None:
-    root = tmp_path / "bed"
+def test_command_line_up_and_down_leave_no_process(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("bed")  # short: unix socket paths stay within 107 bytes
     env = {**os.environ, **daemon_env(Paths(root))}
     cmd = [sys.executable, "-m", "corral.testbed"]
     try:
