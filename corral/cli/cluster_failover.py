@@ -5,12 +5,14 @@ masterd, standing by (corral.master.standby), asks the master to hand the
 mastership over; the master ends its work and releases the lease, this
 node's masterd takes it and starts as the master.  The command returns once
 this node's masterd answers as the master.  A one-node cluster (SQLite) has
-no other candidate to hand over to.
+no other candidate to hand over to.  ``--no-voting``, for a candidate that
+survived most of the others: see corral.master.rescue.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from corral import constants as C
@@ -33,22 +35,26 @@ _NO_VOTING_QUESTION = (
 
 def cmd_master_failover(opts: argparse.Namespace) -> int:
     """Hand the mastership over to this node (Ganeti's words where it has them)."""
-    if opts.no_voting:
-        if not opts.yes_do_it and not common.ask_user(_NO_VOTING_QUESTION):
-            return C.EXIT_FAILURE
-        raise errors.OpPrereqError(
-            "--no-voting is not built in Corral yet: a candidate that lost the etcd quorum"
-            " cannot take the mastership; bring a majority of the master candidates back",
-            C.ECODE_INVAL,
-        )
+    if opts.no_voting and not opts.yes_do_it and not common.ask_user(_NO_VOTING_QUESTION):
+        return C.EXIT_FAILURE
     try:
-        answer = common.get_client().call("TakeMastership")
+        answer = common.get_client().call("TakeMastership", bool(opts.no_voting))
     except errors.NoMasterError as err:
         raise errors.OpPrereqError(
             "This node runs no master daemon standing by: only the master candidates of a"
             f" cluster with etcd members do ({err})",
             C.ECODE_STATE,
         ) from None
+    if answer["new_master"] is None:
+        print(
+            "Master-failover with voting is only possible if the majority of nodes are"
+            " still healthy; use the --no-voting option after ensuring by other means that"
+            f" you won't end up in a dual-master scenario. Unhealthy nodes: {answer['unhealthy']}",
+            file=sys.stderr,
+        )
+        return C.EXIT_FAILURE
+    for warning in answer["warnings"]:
+        print(warning, file=sys.stderr)
     _wait_for_master(str(answer["new_master"]))
     return C.EXIT_SUCCESS
 

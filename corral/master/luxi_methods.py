@@ -120,7 +120,7 @@ class LuxiMethods:
         return call
 
     async def take_mastership(self, args: Any) -> Any:
-        _args(args, TAKE_MASTERSHIP, 0, 0)
+        _args(args, TAKE_MASTERSHIP, 0, 1)
         master = self.master.cfg.master_node
         raise errors.OpPrereqError(
             "This commands must be run on the node where you want the new master to be."

@@ -5,6 +5,8 @@ says which node is the master, and takes one call of its own:
 ``TakeMastership`` (``gnt-cluster master-failover``), which asks the master
 to hand the mastership over to this node.  The master then ends its work
 and releases the lease, and this masterd, waiting for it, acquires it.
+With its argument true (``--no-voting``), it makes this node's copy of the
+stores the only one instead (:mod:`corral.master.rescue`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,18 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.master import rescue
 from corral.paths import Paths
+from corral.state import home
+from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context
 from corral.state.ports import HandOver, Mastership
 
 # Seconds a hand-over request stands: a candidate that asked and died does
 # not keep the mastership from the others for longer.
 HANDOVER_TTL = 30.0
 TAKE_MASTERSHIP = "TakeMastership"
+# Seconds an etcd member gets to say it runs (a refused failover names those that do not).
+PROBE_TIMEOUT = 2.0
 
 
 class StandbyMethods:
@@ -36,9 +43,16 @@ class StandbyMethods:
 
     async def __call__(self, method: str, args: Any) -> Any:
         if method == TAKE_MASTERSHIP:
+            no_voting = _no_voting(args)
             await self._check_candidate()
-            await self._handover.request(self._holder, HANDOVER_TTL)
-            return {"new_master": self._holder}
+            if no_voting:
+                warning = await rescue.force_store(self._paths, self._holder)
+                return {"new_master": self._holder, "warnings": [warning]}
+            try:
+                await self._handover.request(self._holder, HANDOVER_TTL)
+            except EtcdError:
+                return {"new_master": None, "unhealthy": await self._unhealthy()}
+            return {"new_master": self._holder, "warnings": []}
         current = await self._mastership.current()
         master = current.holder if current is not None else "being chosen"
         raise errors.OpPrereqError(
@@ -58,6 +72,39 @@ class StandbyMethods:
         except FileNotFoundError:
             return []
 
+    async def _unhealthy(self) -> list[str]:
+        """The master candidates whose etcd member does not answer (by ssconf's
+        addresses), for Ganeti's refusal of a failover without a majority."""
+        where = await asyncio.to_thread(home.read, self._paths.store_home)
+        endpoints = list(where.endpoints) if where is not None else []
+        tls = await asyncio.to_thread(
+            client_ssl_context, self._paths.ca_cert, self._paths.client_pem
+        )
+        client = EtcdClient(endpoints, tls)
+
+        async def answers(url: str) -> bool:
+            try:
+                await client.status(url, PROBE_TIMEOUT)
+            except EtcdError:
+                return False
+            return True
+
+        try:
+            answering = await asyncio.gather(*(answers(url) for url in endpoints))
+        finally:
+            await client.close()
+        names = await self._names_by_ip()
+        down = [url for url, ok in zip(endpoints, answering, strict=True) if not ok]
+        return sorted(names.get(_host(url), url) for url in down)
+
+    async def _names_by_ip(self) -> dict[str, str]:
+        path = self._paths.ssconf_file("node_primary_ips")
+        try:
+            lines = (await asyncio.to_thread(path.read_text)).splitlines()
+        except FileNotFoundError:
+            return {}
+        return {ip: name for name, ip in (line.split() for line in lines if line.strip())}
+
     async def _check_candidate(self) -> None:
         """Ganeti's refusal on a node that is not a master candidate (by ssconf)."""
         candidates = await self._candidates()
@@ -70,3 +117,20 @@ class StandbyMethods:
                 + "\n".join(others),
                 C.ECODE_STATE,
             )
+
+
+def _no_voting(args: Any) -> bool:
+    """TakeMastership's one optional argument: whether to skip the vote."""
+    if not isinstance(args, list) or len(args) > 1:
+        raise errors.LuxiError(f"{TAKE_MASTERSHIP} takes 0 to 1 argument(s)")
+    if args and not isinstance(args[0], bool):
+        raise errors.OpPrereqError(
+            f"{TAKE_MASTERSHIP}: no_voting must be true or false, not {args[0]!r}",
+            C.ECODE_INVAL,
+        )
+    return bool(args and args[0])
+
+
+def _host(url: str) -> str:
+    """The address of an https://IP:PORT URL."""
+    return url.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")

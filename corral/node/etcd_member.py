@@ -18,7 +18,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +27,7 @@ from corral import constants as C
 from corral import errors
 from corral.fileio import atomic_write
 from corral.paths import Paths
+from corral.state.etcd.client import EtcdClient, client_ssl_context
 from corral.state.etcd.server import EtcdMember, Member, Tls
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ def _wish_file(paths: Paths) -> Path:
     return etcd_root(paths) / "member.json"
 
 
-def _read_wish(paths: Paths) -> MemberWish | None:
+def read_wish(paths: Paths) -> MemberWish | None:
+    """The member noded runs on the node at ``paths`` (None: none); blocking."""
     try:
         raw = json.loads(_wish_file(paths).read_text())
     except FileNotFoundError:
@@ -107,16 +109,54 @@ class MemberKeeper:
                 )
             root = etcd_root(self.paths)
             await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True, mode=0o700)
-            data = json.dumps(asdict(wish), sort_keys=True).encode()
-            await asyncio.to_thread(atomic_write, _wish_file(self.paths), data, mode=0o600)
+            await self._keep(wish)
             await self._run(wish)
             return self.status()
 
-    async def _run(self, wish: MemberWish) -> None:
+    async def force_new(self) -> dict[str, Any]:
+        """Start the member again as the only member of its cluster, with its
+        own copy of the data (``master-failover --no-voting``); once it serves."""
+        async with self._lock:
+            wish = self.wish or await asyncio.to_thread(read_wish, self.paths)
+            if wish is None:
+                raise errors.OpPrereqError(
+                    "This node runs no etcd member: it holds no copy of the cluster's stores",
+                    C.ECODE_STATE,
+                )
+            if not await asyncio.to_thread((etcd_root(self.paths) / "data" / "member").is_dir):
+                raise errors.OpPrereqError(
+                    f"etcd member {wish.name} has no data yet: it holds no copy of the"
+                    " cluster's stores",
+                    C.ECODE_STATE,
+                )
+            former = self.process or EtcdMember(
+                etcd_root(self.paths), wish.member(), wish.cluster(), self._tls()
+            )
+            self.process = None  # its supervisor lets it go
+            await former.stop()
+            alone = replace(wish, initial_cluster={wish.name: wish.member().peer_url}, new=False)
+            await self._keep(alone)
+            await self._run(alone, force_new=True)
+            assert self.process is not None
+            tls = self._tls()
+            client = EtcdClient([wish.member().client_url], client_ssl_context(tls.ca, tls.cert))
+            try:
+                await self.process.wait_serving(client)
+            finally:
+                await client.close()
+            log.warning("etcd member %s is now the only member of its cluster", wish.name)
+            return self.status()
+
+    async def _keep(self, wish: MemberWish) -> None:
+        """Record ``wish`` (noded started again runs the member it says)."""
+        data = json.dumps(asdict(wish), sort_keys=True).encode()
+        await asyncio.to_thread(atomic_write, _wish_file(self.paths), data, mode=0o600)
+
+    async def _run(self, wish: MemberWish, *, force_new: bool = False) -> None:
         self.wish = wish
         process = EtcdMember(etcd_root(self.paths), wish.member(), wish.cluster(), self._tls())
         self.process = process
-        await process.start(new=wish.new)
+        await process.start(new=wish.new, force_new=force_new)
         log.info("etcd member %s runs (pid %s)", wish.name, process.pid)
         task = asyncio.get_running_loop().create_task(self._supervise(process))
         self._supervisors.add(task)
@@ -155,7 +195,7 @@ class MemberKeeper:
     async def resume(self) -> None:
         """Start the member noded ran before it stopped, if any."""
         async with self._lock:
-            wish = await asyncio.to_thread(_read_wish, self.paths)
+            wish = await asyncio.to_thread(read_wish, self.paths)
             if wish is not None:
                 await self._run(wish)
 
@@ -164,7 +204,7 @@ class MemberKeeper:
         async with self._lock:
             process = self.process
             if process is None:
-                wish = await asyncio.to_thread(_read_wish, self.paths)
+                wish = await asyncio.to_thread(read_wish, self.paths)
                 if wish is not None:
                     process = EtcdMember(
                         etcd_root(self.paths), wish.member(), wish.cluster(), self._tls()

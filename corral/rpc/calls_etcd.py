@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral import constants as C
-from corral.rpc.declare import CHANGES, READS, node_call
+from corral.rpc.declare import CHANGES, READS, RESCUES, node_call
 
 
 @node_call(C.RPC_TMO_URGENT, effect=CHANGES, cluster_client_only=True)
@@ -26,6 +26,13 @@ def etcd_member_start(
 def etcd_member_stop(forget: bool) -> None:
     """Stop this node's etcd member; ``forget``: remove its data too (it is
     no longer a member)."""
+
+
+@node_call(C.RPC_TMO_URGENT, effect=RESCUES, cluster_client_only=True)
+def etcd_member_force_new() -> dict[str, Any]:
+    """Restart this node's etcd member as the only member of its cluster, with
+    its own copy of the data (``master-failover --no-voting``: the other
+    members are lost); its status."""
 
 
 @node_call(C.RPC_TMO_FAST, effect=READS)

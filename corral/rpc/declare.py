@@ -18,7 +18,8 @@ signature) and checks the arguments against the declared types at its door.
 Every call says what it does to the node (:class:`Effect`): a query that
 only ``READS`` is never fenced; a call that ``CHANGES`` the node carries the
 master's fence token, which the node refuses when it has seen a newer one
-(:mod:`corral.rpc.fencing`).  There is no default: whoever declares a call
+(:mod:`corral.rpc.fencing`); the one call that ``RESCUES`` a masterless
+cluster carries none.  There is no default: whoever declares a call
 classifies it.
 
 Stdlib only: the declarations are imported by masterd and noded alike.
@@ -47,10 +48,15 @@ class Effect(enum.Enum):
     # Changes the node, or runs what may (scripts, programs, hypervisors):
     # carries the master's fence token; refused if the node saw a newer one.
     CHANGES = "changes"
+    # Changes the node so that a master candidate may take the mastership
+    # when no master can act (``master-failover --no-voting``): nobody holds
+    # a token then, so never fenced; declared cluster_client_only.
+    RESCUES = "rescues"
 
 
 READS = Effect.READS
 CHANGES = Effect.CHANGES
+RESCUES = Effect.RESCUES
 
 
 class NodeCall(Generic[P, R]):
@@ -147,6 +153,9 @@ def node_call(
 ) -> Callable[[Callable[P, R]], NodeCall[P, R]]:
     """Declare the decorated signature as a node call with this timeout, what
     it does to the node (``effect``) and access (see :class:`NodeCall`)."""
+
+    if effect is Effect.RESCUES and not cluster_client_only:
+        raise errors.ProgrammerError("A call that rescues a masterless cluster is masterd's only")
 
     def declare(signature: Callable[P, R]) -> NodeCall[P, R]:
         return NodeCall(signature, timeout, effect=effect, cluster_client_only=cluster_client_only)

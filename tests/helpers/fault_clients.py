@@ -216,18 +216,23 @@ def restart_node(bed: Bed, name: str) -> None:
     standby_masterd(bed, name, *OPTIONS)
 
 
+def kill_node(bed: Bed, name: str) -> None:
+    """kill -9 of node ``name``'s masterd, noded and etcd member together."""
+    paths = bed.paths(name)
+    member = etcd_pid(paths)
+    assert member is not None
+    for pid_file in (paths.pid_file(MASTERD), paths.pid_file(NODED)):
+        kill_9(pid_file)
+    os.kill(member, signal.SIGKILL)
+
+
 def kill_master_node(bed: Bed) -> tuple[str, float]:
     """kill -9 of the master's masterd, noded and etcd member together (see
     :func:`restart_node`); the node, and the seconds from the kill to another
     node leading."""
     victim = leader(bed)
-    paths = bed.paths(victim)
-    member = etcd_pid(paths)
-    assert member is not None
     start = time.monotonic()
-    for pid_file in (paths.pid_file(MASTERD), paths.pid_file(NODED)):
-        kill_9(pid_file)
-    os.kill(member, signal.SIGKILL)
+    kill_node(bed, victim)
     new = leader(bed)
     taken = time.monotonic() - start
     assert new != victim

@@ -21,7 +21,7 @@ from corral.rpc.calls_membership import node_leave_cluster
 from corral.rpc.calls_node import version
 from corral.rpc.calls_storage import file_storage_list
 from corral.rpc.client import RpcClient
-from corral.rpc.declare import CHANGES, READS, Request
+from corral.rpc.declare import CHANGES, READS, RESCUES, Request
 from corral.rpc.result import MasterDeposed, NodeAddress
 from corral.rpc.wire import InstanceWire
 from tests.helpers.noded import make_node_root
@@ -162,10 +162,14 @@ async def test_forgetting_lets_a_new_cluster_count_anew(tmp_path: Path) -> None:
 
 # Every call is classified
 def test_every_call_says_what_it_does_to_the_node() -> None:
-    assert {call.effect for call in calls.CALLS.values()} == {READS, CHANGES}
-    reads = {name for name, call in calls.CALLS.items() if not call.fenced}
+    assert {call.effect for call in calls.CALLS.values()} == {READS, CHANGES, RESCUES}
+    reads = {name for name, call in calls.CALLS.items() if call.effect is READS}
     # Queries answer a deposed master; what changes a node never does.
     assert {"version", "node_info", "all_instances_info", "node_verify"} <= reads
+    # The one unfenced change: a masterless cluster's rescue, masterd's only.
+    unfenced = {name for name, call in calls.CALLS.items() if not call.fenced}
+    assert unfenced - reads == {"etcd_member_force_new"}
+    assert calls.CALLS["etcd_member_force_new"].cluster_client_only
     assert not reads & {"instance_start", "blockdev_create", "upload_file", "run_command"}
 
 

@@ -33,6 +33,11 @@ async def etcd_member_stop(ctx: NodeContext, forget: bool) -> None:
     await keeper(ctx.paths).stop(forget=forget)
 
 
+@rpc_handler(calls.etcd_member_force_new)
+async def etcd_member_force_new(ctx: NodeContext) -> dict[str, Any]:
+    return await keeper(ctx.paths).force_new()
+
+
 @rpc_handler(calls.etcd_member_status)
 async def etcd_member_status(ctx: NodeContext) -> dict[str, Any]:
     return keeper(ctx.paths).status()

@@ -262,11 +262,18 @@ class EtcdClient:
 
     # The calls the stores make
     async def range(
-        self, key: str, range_end: str | None = None, *, revision: int = 0, limit: int = 0
+        self,
+        key: str,
+        range_end: str | None = None,
+        *,
+        revision: int = 0,
+        limit: int = 0,
+        serializable: bool = False,
     ) -> tuple[list[KeyValue], int, bool]:
         """Keys from ``key`` (to ``range_end``, base64, if given): the keys,
-        the revision read and whether more are left."""
-        body: dict[str, Any] = {"key": b64(key)}
+        the revision read and whether more are left.  ``serializable``: the
+        answering member's own copy, which may be behind (it needs no quorum)."""
+        body: dict[str, Any] = {"key": b64(key), "serializable": serializable}
         if range_end is not None:
             body["range_end"] = range_end
         if revision:

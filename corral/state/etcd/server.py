@@ -82,10 +82,17 @@ def member_on(name: str, ip: str) -> Member:
 
 
 def argv(
-    member: Member, cluster: Sequence[Member], data_dir: Path, tls: Tls, *, new: bool
+    member: Member,
+    cluster: Sequence[Member],
+    data_dir: Path,
+    tls: Tls,
+    *,
+    new: bool,
+    force_new: bool = False,
 ) -> list[str]:
     """etcd's command line for ``member`` of ``cluster`` (``new``: the members
-    form a new cluster; else it joins one that runs)."""
+    form a new cluster; else it joins one that runs; ``force_new``: the member
+    makes itself the only member of its cluster, keeping its data)."""
     initial = ",".join(f"{m.name}={m.peer_url}" for m in cluster)
     flags = {
         "name": member.name,
@@ -115,6 +122,8 @@ def argv(
         "logger": "zap",
         "log-outputs": "stderr",
     }
+    if force_new:
+        flags["force-new-cluster"] = "true"
     return [str(ETCD), *(f"--{flag}={value}" for flag, value in flags.items())]
 
 
@@ -140,16 +149,21 @@ class EtcdMember:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
-    async def start(self, client: EtcdClient | None = None, *, new: bool = True) -> None:
+    async def start(
+        self, client: EtcdClient | None = None, *, new: bool = True, force_new: bool = False
+    ) -> None:
         """Start the member (ending one left over first); with ``client``, wait
         until it serves.  A member of a new cluster serves only once a quorum
         runs: start them all, then wait.  ``new`` is ignored once the member
-        has data (it then rejoins the cluster it was in)."""
+        has data (it then rejoins the cluster it was in).  ``force_new``: this
+        start only, etcd's --force-new-cluster (see :func:`argv`)."""
         if self.pid is not None:
             raise EtcdStartError(f"etcd member {self.member.name} runs already (pid {self.pid})")
         await self._end_leftover()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        command = argv(self.member, self.cluster, self.data_dir, self.tls, new=new)
+        command = argv(
+            self.member, self.cluster, self.data_dir, self.tls, new=new, force_new=force_new
+        )
         with open(self.log_file, "ab") as log:
             self._proc = await asyncio.to_thread(
                 subprocess.Popen,

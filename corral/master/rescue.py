@@ -1,0 +1,116 @@
+"""``gnt-cluster master-failover --no-voting``: a master candidate takes the
+mastership when most of etcd's members are lost.
+
+etcd cannot elect a leader without a majority of its voters, so no
+candidate can take the lease then.  Run on a survivor, ``--no-voting``
+makes the survivor's own etcd member the only member of its cluster (etcd's
+``--force-new-cluster``), with the copy of the stores it has: whatever the
+lost members had acknowledged and this one had not received is lost (the
+command says how far this copy goes).  The old master's lease then runs
+out, and this node's standing-by masterd takes it as in any failover.  The
+lost candidates' members, should their nodes come back, are dropped and
+join again as learners of this copy (:mod:`corral.services.etcd_reconciler`).
+
+As in Ganeti, the operator answers for the others being really down: the
+command is refused while etcd still has a quorum (a hand-over is possible
+then), but a candidate cut off from a majority that still works cannot
+tell it from a majority that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from corral import constants as C
+from corral import errors
+from corral.node.etcd_member import MemberWish, read_wish
+from corral.objects import Cluster, Node
+from corral.paths import Paths
+from corral.rpc.calls_etcd import etcd_member_force_new
+from corral.rpc.https import https_client
+from corral.rpc.result import NodeAddress
+from corral.state import home
+from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context, prefix_end
+
+# Seconds a look at the local member gets (a read that needs a quorum waits
+# for a leader: with none, it fails once this passes).
+PROBE_DEADLINE = 3.0
+
+
+@dataclass(frozen=True)
+class LocalCopy:
+    """How far this node's copy of the stores goes, and how to reach its noded."""
+
+    serial: int  # the configuration's
+    revision: int  # etcd's, of the member's copy
+    node_uuid: str
+    noded_port: int
+
+
+async def force_store(paths: Paths, holder: str) -> str:
+    """Make this node's etcd member (of node ``holder``) the only one, with
+    its copy of the stores; what may have been lost, for the operator."""
+    where = await asyncio.to_thread(home.read, paths.store_home)
+    wish = await asyncio.to_thread(read_wish, paths)
+    if where is None or wish is None:
+        raise errors.OpPrereqError(
+            f"This node ({holder}) holds no copy of the cluster's stores in etcd: it cannot"
+            " take the mastership without the other master candidates",
+            C.ECODE_STATE,
+        )
+    copy = await _look(paths, wish, where.prefix, holder)
+    rpc = https_client(paths, copy.noded_port)
+    try:
+        await rpc.run(NodeAddress(copy.node_uuid, wish.ip), etcd_member_force_new(), "etcd member")
+    finally:
+        await rpc.close()
+    return (
+        f"This node's copy of the cluster's stores is now the only one: configuration serial"
+        f" {copy.serial}, etcd revision {copy.revision}. Whatever the other master candidates"
+        " acknowledged after it is lost; their etcd members were dropped, and join this"
+        " copy again once their nodes are back"
+    )
+
+
+async def _look(paths: Paths, wish: MemberWish, prefix: str, holder: str) -> LocalCopy:
+    """This node's copy, read from its own member (refused while etcd has a quorum)."""
+    tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
+    local = EtcdClient([wish.member().client_url], tls, deadline=PROBE_DEADLINE)
+    try:
+        serial_key = prefix + "config/serial"
+        try:
+            await local.range(serial_key)
+        except EtcdError:
+            pass  # no quorum: as --no-voting is for
+        else:
+            raise errors.OpPrereqError(
+                "etcd still has a quorum of its members: run 'gnt-cluster master-failover'"
+                " without --no-voting (the master hands over)",
+                C.ECODE_STATE,
+            )
+        try:
+            serial, revision, _ = await local.range(serial_key, serializable=True)
+            cluster = await _table(local, prefix + f"config/objects/{Cluster.TABLE}/")
+            nodes = await _table(local, prefix + f"config/objects/{Node.TABLE}/")
+        except EtcdError as err:
+            raise errors.OpExecError(
+                f"This node's etcd member does not answer ({err.message}); see its log"
+                f" under {wish.ip}'s data directory (etcd/etcd.log)"
+            ) from None
+    finally:
+        await local.close()
+    own = next((row["uuid"] for row in nodes if row.get("name") == holder), None)
+    if not serial or not cluster or own is None:
+        raise errors.OpExecError(
+            f"This node's etcd member holds no configuration of {holder} under {prefix}"
+        )
+    return LocalCopy(int(serial[0].value), revision, own, int(cluster[0]["noded_port"]))
+
+
+async def _table(local: EtcdClient, prefix: str) -> list[dict[str, Any]]:
+    """The rows under ``prefix``, as the local member has them."""
+    kvs, _, _ = await local.range(prefix, prefix_end(prefix), serializable=True)
+    return [json.loads(kv.value) for kv in kvs]
