@@ -143,7 +143,7 @@ async def _stand_by(
     answering luxi meanwhile (see corral.master.standby)."""
     if backend.handover is None:
         return await keeper.acquire()
-    methods = StandbyMethods(paths, keeper.holder, backend.mastership, backend.handover)
+    methods = StandbyMethods(paths, keeper, backend.mastership, backend.handover)
     server = opts.luxi_server(paths, methods)
     await server.start()
     ready()

@@ -7,7 +7,8 @@ makes the survivor's own etcd member the only member of its cluster (etcd's
 ``--force-new-cluster``), with the copy of the stores it has: whatever the
 lost members had acknowledged and this one had not received is lost (the
 command says how far this copy goes).  The old master's lease then runs
-out, and this node's standing-by masterd takes it as in any failover.  The
+out, and this node's standing-by masterd takes it as in any failover, with
+a token far ahead of any the lost members may have given out.  The
 lost candidates' members, should their nodes come back, are dropped and
 join again as learners of this copy (:mod:`corral.services.etcd_reconciler`).
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +35,19 @@ from corral.rpc.calls_etcd import etcd_member_force_new
 from corral.rpc.https import https_client
 from corral.rpc.result import NodeAddress
 from corral.state import home
+from corral.state.etcd import client as etcd
 from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context, prefix_end
+from corral.state.etcd.mastership import TOKEN_COUNTER
+
+log = logging.getLogger(__name__)
 
 # Seconds a look at the local member gets (a read that needs a quorum waits
 # for a leader: with none, it fails once this passes).
 PROBE_DEADLINE = 3.0
+# How far the mastership's token counter leaps: the lost majority may have
+# given out tokens this copy never saw (each failover one), and a node that
+# saw one refuses older ones; it could not have given out this many.
+TOKEN_LEAP = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ async def force_store(paths: Paths, holder: str) -> str:
         await rpc.run(NodeAddress(copy.node_uuid, wish.ip), etcd_member_force_new(), "etcd member")
     finally:
         await rpc.close()
+    await _leap_tokens(paths, wish, where.prefix)
     return (
         f"This node's copy of the cluster's stores is now the only one: configuration serial"
         f" {copy.serial}, etcd revision {copy.revision}. Whatever the other master candidates"
@@ -108,6 +119,21 @@ async def _look(paths: Paths, wish: MemberWish, prefix: str, holder: str) -> Loc
             f"This node's etcd member holds no configuration of {holder} under {prefix}"
         )
     return LocalCopy(int(serial[0].value), revision, own, int(cluster[0]["noded_port"]))
+
+
+async def _leap_tokens(paths: Paths, wish: MemberWish, prefix: str) -> None:
+    """Raise the token counter of the forced store by TOKEN_LEAP, so that the
+    next master's token is newer than any the nodes may have seen."""
+    tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
+    local = EtcdClient([wish.member().client_url], tls)
+    counter = prefix + TOKEN_COUNTER
+    try:
+        found, _, _ = await local.range(counter)
+        token = int(found[0].value) if found else 0
+        await local.txn([], [etcd.put(counter, str(token + TOKEN_LEAP).encode())])
+    finally:
+        await local.close()
+    log.warning("Mastership tokens leap from %d to %d", token, token + TOKEN_LEAP)
 
 
 async def _table(local: EtcdClient, prefix: str) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from corral import constants as C
 from corral import errors
 from corral.master import rescue
 from corral.paths import Paths
+from corral.services.mastership import MastershipKeeper
 from corral.state import home
 from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context
 from corral.state.ports import HandOver, Mastership
@@ -31,13 +32,14 @@ PROBE_TIMEOUT = 2.0
 
 
 class StandbyMethods:
-    """The luxi handler of a standing-by masterd on node ``holder``."""
+    """The luxi handler of a standing-by masterd, whose ``keeper`` waits for the mastership."""
 
     def __init__(
-        self, paths: Paths, holder: str, mastership: Mastership, handover: HandOver
+        self, paths: Paths, keeper: MastershipKeeper, mastership: Mastership, handover: HandOver
     ) -> None:
         self._paths = paths
-        self._holder = holder
+        self._keeper = keeper
+        self._holder = keeper.holder
         self._mastership = mastership
         self._handover = handover
 
@@ -46,7 +48,8 @@ class StandbyMethods:
             no_voting = _no_voting(args)
             await self._check_candidate()
             if no_voting:
-                warning = await rescue.force_store(self._paths, self._holder)
+                async with self._keeper.held_off():  # its token must come after the leap
+                    warning = await rescue.force_store(self._paths, self._holder)
                 return {"new_master": self._holder, "warnings": [warning]}
             try:
                 await self._handover.request(self._holder, HANDOVER_TTL)

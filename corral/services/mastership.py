@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from corral import errors
 from corral.state.ports import HandOver, Lease, LeaseLost, Mastership
@@ -56,6 +56,7 @@ class MastershipKeeper:
         self.lost = asyncio.Event()
         self.reason = ""
         self.handed_to: str | None = None
+        self._attempt = asyncio.Lock()  # one attempt at the mastership at a time
 
     @property
     def ttl(self) -> float:
@@ -83,7 +84,8 @@ class MastershipKeeper:
                 await asyncio.sleep(self._ttl / 3)  # candidates change rarely
                 continue
             try:
-                self.lease = await self._mastership.acquire(self.holder, self._ttl)
+                async with self._attempt:
+                    self.lease = await self._mastership.acquire(self.holder, self._ttl)
                 break
             except LeaseLost as err:
                 if self._handover is None:
@@ -100,6 +102,13 @@ class MastershipKeeper:
         log.info("Mastership acquired by %s (fence token %d)", self.holder, self.lease.token)
         self._start()
         return self.lease
+
+    @contextlib.asynccontextmanager
+    async def held_off(self) -> AsyncIterator[None]:
+        """No attempt at the mastership while the block runs (one under way
+        ends first): the store is being changed under this candidate."""
+        async with self._attempt:
+            yield
 
     async def _wait_released(self, handover: HandOver) -> None:
         try:

@@ -11,8 +11,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral.master.rescue import TOKEN_LEAP
 from tests.helpers.etcd_cluster import Bed, etcd_bed, settle
-from tests.helpers.fault_clients import NAMES, OPTIONS, TAKEOVER, kill_node, restart_node
+from tests.helpers.fault_clients import (
+    NAMES,
+    OPTIONS,
+    TAKEOVER,
+    call,
+    kill_node,
+    restart_node,
+)
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -55,6 +63,9 @@ def test_a_survivor_takes_the_mastership_with_its_own_copy(bed: Bed) -> None:
     assert survivor.gnt("cluster", "getmaster").stdout.strip() == SECOND
     tags = survivor.gnt("cluster", "list-tags").stdout.split()
     assert "before-the-loss" in tags  # acknowledged before: kept
+    # Its token leapt ahead of any the lost majority may have given out.
+    (token,) = call(bed, SECOND, "QueryConfigValues", ["fence_token"])
+    assert token > TOKEN_LEAP
     assert survivor.gnt("cluster", "add-tags", "after-the-loss").rc == 0
     # Run again there, the command names the master it already is.
     rc, err = failover(bed, SECOND, "--no-voting", "--yes-do-it")

@@ -29,6 +29,10 @@ from corral.state.ports import Lease, LeaseLost
 _RACES = 5
 
 
+# The key (under the cluster's prefix) of the last token given out.
+TOKEN_COUNTER = "master/token"
+
+
 class EtcdMastership:
     """Who may act as the master, for how long, with which token (see ports.Mastership)."""
 
@@ -36,7 +40,7 @@ class EtcdMastership:
         self._space = Keyspace(client, prefix)
         self._client = client
         self._master = prefix + "master/lease"
-        self._counter = prefix + "master/token"
+        self._counter = prefix + TOKEN_COUNTER
         self._handover = prefix + "master/handover"
 
     async def acquire(self, holder: str, ttl: float) -> Lease:
