@@ -297,8 +297,9 @@ class JobQueue:
         return [archived, len(ids) - archived]
 
     # Life cycle
-    async def recover(self) -> None:
-        """After a restart: finish interrupted jobs as errors, requeue waiting ones."""
+    async def recover(self, interrupted: str = records.UNCLEAN_SHUTDOWN) -> None:
+        """After a restart: finish interrupted jobs as errors (``interrupted``
+        says why), requeue waiting ones."""
         store = self._journal.store
         self._last_id = await store.last_id()
         for row in await store.fetch(None, LIST_COLUMNS):
@@ -307,7 +308,7 @@ class JobQueue:
         recovered = []
         for row in rows:
             job = records.job_from_row(row)
-            records.recover_job(job)
+            records.recover_job(job, interrupted)
             row = records.job_row(job)
             recovered.append(row)
             self._index.put(row)

@@ -97,8 +97,15 @@ def _has_lost_secrets(op: QueuedOpCode) -> bool:
     return False
 
 
-def recover_job(job: Job) -> None:
-    """Decide the fate of an unfinished job found at start-up.
+def moved_away(former: str, holder: str) -> str:
+    """Why a job that ran under the master ``former`` ended, once ``holder``
+    took the master role over (Ganeti's words, then what happened)."""
+    return f"{UNCLEAN_SHUTDOWN}: the master role moved from {former} to {holder} while it ran"
+
+
+def recover_job(job: Job, interrupted: str = UNCLEAN_SHUTDOWN) -> None:
+    """Decide the fate of an unfinished job found at start-up (``interrupted``:
+    why its running opcode ended).
 
     Opcodes that were running (or being canceled) cannot be resumed: they end
     as error (canceled).  Jobs that had not started an opcode run again,
@@ -114,7 +121,7 @@ def recover_job(job: Job) -> None:
         if failure is None and op.status in (C.OP_STATUS_RUNNING, C.OP_STATUS_CANCELING):
             canceled = op.status == C.OP_STATUS_CANCELING
             advance(op, C.OP_STATUS_CANCELED if canceled else C.OP_STATUS_ERROR)
-            op.result = errors.encode_exception(errors.OpExecError(UNCLEAN_SHUTDOWN))
+            op.result = errors.encode_exception(errors.OpExecError(interrupted))
             op.end_timestamp = now
             failure = "Preceding opcode failed"
             continue

@@ -16,6 +16,7 @@ from corral.cmdlib import intents
 from corral.cmdlib.processor import Processor
 from corral.config.manager import ConfigManager
 from corral.crypto.certs import cert_info
+from corral.jobs import records
 from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
@@ -181,13 +182,14 @@ def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
     return handle
 
 
-async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
-    """The configuration names this node the master (after a failover)."""
+async def _take_the_master_role(cfg: ConfigManager, holder: str) -> str | None:
+    """The configuration names this node the master (after a failover); the
+    former master's name, if another node was."""
     node = cfg.find(Node, holder)
     if node is None:
         raise errors.ConfigurationError(f"This node ({holder}) is not in the configuration")
     if cfg.cluster.master_node == node.uuid:
-        return
+        return None
     former = cfg.get(Node, cfg.cluster.master_node)
     tx = cfg.transaction()
     cluster = cfg.cluster.copy_for_update()
@@ -195,7 +197,9 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
     cluster.master_node = node.uuid
     tx.update(cluster)
     await tx.commit()
-    log.info("%s took the master role over from %s", holder, former.name if former else "?")
+    name = former.name if former else "?"
+    log.info("%s took the master role over from %s", holder, name)
+    return name
 
 
 async def _lead(
@@ -210,7 +214,7 @@ async def _lead(
     """Act as the master until the mastership is lost or handed over."""
     cfg = await ConfigManager.open(relays.config)
     cfg.fence = lease.token
-    await _take_the_master_role(cfg, keeper.holder)
+    former = await _take_the_master_role(cfg, keeper.holder)
     durable = await DurableState.open(relays.kv, lease.token)
     await legacy_state.move_into(durable, paths)
     ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
@@ -263,7 +267,9 @@ async def _lead(
     members = master.etcd_members = EtcdMembers(master, opts.etcd_check_interval)
     cfg.add_listener(members.changed)
     queue.fence = lease.token
-    await queue.recover()
+    await queue.recover(
+        records.moved_away(former, keeper.holder) if former else records.UNCLEAN_SHUTDOWN
+    )
     server = opts.luxi_server(paths, _while_leading(keeper, LuxiMethods(master)))
     await server.start()
     # Everything so far (modules, pydantic schemas, configuration) lives as long

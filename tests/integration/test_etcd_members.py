@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral import constants as C
 from corral.crypto.certs import MASTERD_CLIENT_CN, cert_info
 from corral.node.etcd_member import etcd_root
 from corral.objects import Cluster
@@ -29,6 +30,7 @@ from corral.state.etcd.members import Candidate
 from corral.state.sqlite.config import SqliteConfigStore
 from tests.helpers.crash import MASTERD, STAMP, kill_9, start_masterd
 from tests.helpers.etcd_cluster import SETTLE, Bed, etcd_pid, settle
+from tests.helpers.jobs import wait_final, wait_status
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import start_noded
 from tests.helpers.waiting import poll_async, wait_until
@@ -256,7 +258,8 @@ async def test_candidates_stand_by_and_name_the_master(bed: Bed) -> None:
     assert result.rc != 0
     assert f"where you want the new master to be. {node1} is already the master" in result.stderr
     result = bed.cl.gnt("cluster", "master-failover", "--no-voting", "--yes-do-it")
-    assert result.rc != 0 and "--no-voting is not built in Corral yet" in result.stderr
+    assert result.rc != 0
+    assert f"where you want the new master to be. {node1} is already the master" in result.stderr
 
 
 async def test_master_failover_hands_the_mastership_over(bed: Bed) -> None:
@@ -278,6 +281,10 @@ async def test_master_failover_hands_the_mastership_over(bed: Bed) -> None:
 async def test_a_dead_master_is_replaced_by_a_standing_by_candidate(bed: Bed) -> None:
     node1, node2, node3 = (n.name for n in bed.nodes[:3])
     assert bed.master_name(node2) == node2
+    submitted = bed.node(node2).gnt("debug", "delay", "--submit", "600")
+    job = int(submitted.stderr.split()[-1])  # "JobID: N"
+    with bed.node(node2).client() as client:
+        wait_status(client, job, {C.JOB_STATUS_RUNNING})
     kill_9(bed.paths(node2).run_dir / f"{MASTERD}.pid")
 
     found: list[str] = []
@@ -289,6 +296,12 @@ async def test_a_dead_master_is_replaced_by_a_standing_by_candidate(bed: Bed) ->
     wait_until(taken_over, SETTLE, "a standing-by candidate took over")
     (survivor_name,) = found
     survivor = bed.node(survivor_name)
+    # The job that ran on the dead master ends saying why.
+    with survivor.client() as client:
+        ((status, result),) = wait_final(client, [job], ("status", "opresult"))
+    assert status == C.JOB_STATUS_ERROR
+    moved = f"the master role moved from {node2} to {survivor_name} while it ran"
+    assert result == [["OpExecError", [f"Unclean master daemon shutdown: {moved}"]]], result
     assert survivor.gnt("cluster", "add-tags", "after-the-death").rc == 0
     tags = set(survivor.gnt("cluster", "list-tags").stdout.split())
     assert {"before-failover", "after-failover", "after-the-death"} <= tags
