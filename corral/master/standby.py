@@ -5,6 +5,10 @@ says which node is the master, and takes one call of its own:
 ``TakeMastership`` (``gnt-cluster master-failover``), which asks the master
 to hand the mastership over to this node.  The master then ends its work
 and releases the lease, and this masterd, waiting for it, acquires it.
+
+Once the stores moved back to SQLite on the master (too few candidates for
+etcd), no other node can take over: a candidate's masterd then only says
+so (:class:`SqliteStandbyMethods`) until the stores move to etcd again.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.paths import Paths
+from corral.state import home
 from corral.state.ports import HandOver, Mastership
 
 # Seconds a hand-over request stands: a candidate that asked and died does
@@ -70,3 +75,34 @@ class StandbyMethods:
                 + "\n".join(others),
                 C.ECODE_STATE,
             )
+
+
+class HomeChanged(Exception):
+    """The stores moved while this masterd stood by: it opens them again."""
+
+
+class SqliteStandbyMethods:
+    """The luxi handler of a master candidate's masterd while the stores live
+    in SQLite on another node (``where``)."""
+
+    def __init__(self, holder: str, where: home.SqliteHome) -> None:
+        self._holder = holder
+        self.where = where
+
+    @property
+    def why(self) -> str:
+        """Why this node cannot be the master now."""
+        return (
+            f"the master's stores live in SQLite on {self.where.master}, so no other node"
+            " can take the mastership over; it can once they move to etcd again"
+            " (three master candidates)"
+        )
+
+    async def __call__(self, method: str, args: Any) -> Any:
+        if method == TAKE_MASTERSHIP:
+            raise errors.OpPrereqError(f"Cannot take the mastership: {self.why}", C.ECODE_STATE)
+        raise errors.OpPrereqError(
+            f"This node ({self._holder}) is not the master; the master node is"
+            f" {self.where.master} (run the command there): {self.why}",
+            C.ECODE_STATE,
+        )
