@@ -108,7 +108,7 @@ async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None
             await relays.stores.close()
             await backend.close_rest()
             if isinstance(err, HomeChanged):
-                log.info("corral-masterd opens the stores again: they moved")
+                log.info("corral-masterd opens the stores again: where they live changed")
                 continue
             raise
         try:

@@ -12,6 +12,7 @@ import pytest
 
 from corral import constants as C
 from corral.services import store_move_back
+from corral.services.etcd_members import EtcdMembers
 from corral.services.store_move import move_to_etcd
 from corral.services.store_move_back import move_to_sqlite
 from corral.state import home
@@ -178,3 +179,41 @@ async def _sqlite_serial(cl: InProcessCluster) -> int:
         return (await config.load()).serial
     finally:
         await config.close()
+
+
+async def test_the_switch_goes_off_unless_the_stores_cannot_move_back(
+    tmp_path: Path, etcd_three: EtcdBed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with in_process_cluster(tmp_path, fenced=True) as cl:
+        job = await cl.run({"OP_ID": "OP_CLUSTER_SET_PARAMS", "etcd_members": True})
+        assert job.status == C.JOB_STATUS_SUCCESS, job.error
+        await _in_etcd(cl, etcd_three)
+        service = cl.master.etcd_members = EtcdMembers(cl.master, check_interval=3600)
+
+        def fails(*args: Any) -> Any:
+            raise OSError("injected: no room for the copy")
+
+        monkeypatch.setattr(store_move_back, "verify_copy", fails)
+        with pytest.raises(OSError, match="injected"):
+            await service._move_back()
+        off = {"OP_ID": "OP_CLUSTER_SET_PARAMS", "etcd_members": False}
+        serial = cl.cfg.serial
+        job = await cl.run(off)
+        assert job.status == C.JOB_STATUS_ERROR
+        assert job.result == [
+            "OpPrereqError",
+            [
+                "Cannot stop the etcd members: the master's stores live in etcd and cannot"
+                " move back into SQLite now (OSError('injected: no room for the copy'));"
+                " fix that and try again",
+                C.ECODE_STATE,
+            ],
+        ]
+        assert cl.cfg.cluster.etcd_members is True and cl.cfg.serial == serial
+
+        monkeypatch.undo()
+        await service._move_back()
+        assert service.move_back_failure is None
+        job = await cl.run(off)
+        assert job.status == C.JOB_STATUS_SUCCESS, job.error
+        assert cl.cfg.cluster.etcd_members is False
