@@ -6,9 +6,10 @@ Nothing acknowledged is lost: every job whose submission was acknowledged is
 known with its outcome, every tag job seen to succeed has its tag.
 
 The candidates change as an administrator changes them: ``gnt-node modify
---master-candidate``, ``gnt-node remove``, ``gnt-cluster modify
---etcd-members=no``.  masterd stands by on two candidates; once the stores are
-back in SQLite it says it cannot take over.
+--master-candidate``, ``gnt-node remove``; at the end the stores go into
+etcd once more and ``gnt-cluster modify --etcd-members=no`` brings them back.
+masterd stands by on two candidates; while the stores are in SQLite it says
+it cannot take over, once they are in etcd again it stands by as before.
 """
 
 from __future__ import annotations
@@ -100,12 +101,23 @@ async def test_growth_1_3_5_and_back_to_1_while_jobs_run_loses_nothing(bed: Bed)
         assert result.rc != 0
         assert "Cannot take the mastership: the master's stores live in SQLite" in result.stderr
 
-        # One, then the members stop.
+        # One.
         _candidates(bed, "no", node2)
         await settle(bed, (1, 0))
         wait_progress(clients, CALLS)
+        # Three again: into etcd again, and node2's masterd stands by as before.
+        _candidates(bed, "yes", node2, node4)
+        await settle(bed, (3, 0))
+        wait_until(lambda: isinstance(_home(bed), home.EtcdHome), SETTLE, "in etcd again")
+        wait_until(_told(bed, node2), SETTLE, "node2 told where the stores live")
+        said = _standby_answer(bed, node2, sqlite=False)
+        assert f"This node ({node2}) is not the master; the master node is {node1}" in said
+        wait_progress(clients, CALLS)
+        # The members turned off: the stores move back first, then every member stops.
         bed.gnt_ok("cluster", "modify", "--etcd-members=no")
-        wait_until(lambda: etcd_pid(bed.cl.paths) is None, SETTLE, "node1's member stopped")
+        wait_until(lambda: _sqlite_on(_home(bed), node1), SETTLE, "back in SQLite")
+        for name in (node1, node2, node4):
+            wait_until(_no_member(bed, name), SETTLE, f"{name}'s member stopped")
         wait_progress(clients, CALLS)
     finally:
         clients.finish()
@@ -125,18 +137,24 @@ def _told(bed: Bed, name: str) -> Callable[[], bool]:
     return lambda: _home(bed, name) == _home(bed)
 
 
+def _no_member(bed: Bed, name: str) -> Callable[[], bool]:
+    """Whether node ``name`` runs no etcd member."""
+    return lambda: etcd_pid(bed.paths(name)) is None
+
+
 def _sqlite_on(where: home.Home | None, master: str) -> bool:
     return isinstance(where, home.SqliteHome) and where.master == master
 
 
-def _standby_answer(bed: Bed, name: str) -> str:
-    """What ``gnt-cluster info`` on node ``name`` says (its masterd stands by)."""
+def _standby_answer(bed: Bed, name: str, sqlite: bool = True) -> str:
+    """What ``gnt-cluster info`` on node ``name`` says (its masterd stands by)
+    once it says whether the stores are in SQLite (``sqlite``) or not."""
     found: list[str] = []
 
     def says() -> bool:
         result = bed.node(name).gnt("cluster", "info")
         found[:] = [result.stderr]
-        return result.rc != 0 and "SQLite" in result.stderr
+        return result.rc != 0 and ("SQLite" in result.stderr) == sqlite
 
     wait_until(says, SETTLE, f"{name}'s masterd says where the stores are")
     return found[0]
