@@ -179,6 +179,7 @@ class EtcdMembers:
         if in_etcd and (not on or len(candidates) < VOTERS_TO_MOVE):
             # Before the members shrink: etcd still has its voters to read from.
             return await self._move_back()
+        self.move_back_failure = None  # none is wanted: an old failure says nothing now
         if not on:
             await self._tell_candidates(candidates, others)
             return await self._teardown() if self._teardown_due else None
