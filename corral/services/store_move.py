@@ -16,7 +16,8 @@ under the cluster's own key prefix, and keeps the mastership there:
 
 All or nothing: should any step before the switch fail, what was written
 under the prefix is removed and the SQLite stores stay in force (the move
-is tried again later).
+is tried again later).  The way back, once the candidates are too few, is
+``corral.services.store_move_back``.
 """
 
 from __future__ import annotations
