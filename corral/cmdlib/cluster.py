@@ -406,11 +406,14 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
     async def _check_etcd(self) -> None:
         """etcd members can run only where etcd is installed: the master at least
         (verify reports candidates that run no member)."""
-        backend = self.master.backend
-        if self.op.etcd_members is False and backend is not None and backend.kind == "etcd":
+        backend, service = self.master.backend, self.master.etcd_members
+        in_etcd = backend is not None and backend.kind == "etcd"
+        failure = service.move_back_failure if service is not None else None
+        if self.op.etcd_members is False and in_etcd and failure is not None:
+            # The members stop only once the stores are back in SQLite.
             raise errors.OpPrereqError(
-                "Cannot stop the etcd members: the master's stores live in etcd;"
-                " they run as long as the cluster has master candidates",
+                "Cannot stop the etcd members: the master's stores live in etcd and"
+                f" cannot move back into SQLite now ({failure}); fix that and try again",
                 C.ECODE_STATE,
             )
         turning_on = self.op.etcd_members and not self.cfg.cluster.etcd_members

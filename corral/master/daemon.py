@@ -23,7 +23,7 @@ from corral.luxi import protocol
 from corral.luxi.server import Handler, LuxiServer
 from corral.master import legacy_state, resources
 from corral.master.luxi_methods import LuxiMethods
-from corral.master.standby import StandbyMethods
+from corral.master.standby import HomeChanged, SqliteStandbyMethods, StandbyMethods
 from corral.objects import Cluster, Node
 from corral.objects.filter_rule import FilterRule
 from corral.paths import Paths
@@ -37,6 +37,7 @@ from corral.services.durable import DurableState
 from corral.services.etcd_members import EtcdMembers
 from corral.services.mastership import LEASE_TTL, MastershipKeeper
 from corral.services.ssconf import MasterSsconf, SsconfWriter
+from corral.state import home
 from corral.state.backend import Backend, open_backend
 from corral.state.ports import Lease
 from corral.state.relay import Relays
@@ -95,14 +96,21 @@ async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None
     holder = await asyncio.to_thread(own_name, paths)
     ready_once = _once(ready)
     while True:
-        backend = await open_backend(paths)
+        where = await asyncio.to_thread(home.read, paths.store_home)
+        if isinstance(where, home.SqliteHome) and where.master != holder:
+            await _stand_by_sqlite(paths, SqliteStandbyMethods(holder, where), opts, ready_once)
+            continue
+        backend = await open_backend(paths, where)
         relays = Relays(backend.stores)  # the stores may move while masterd runs
         keeper = MastershipKeeper(backend.mastership, holder, opts.lease_ttl, backend.handover)
         try:
-            lease = await _stand_by(paths, backend, keeper, opts, ready_once)
-        except BaseException:
+            lease = await _stand_by(paths, where, backend, keeper, opts, ready_once)
+        except BaseException as err:
             await relays.stores.close()
             await backend.close_rest()
+            if isinstance(err, HomeChanged):
+                log.info("corral-masterd opens the stores again: where they live changed")
+                continue
             raise
         try:
             await _lead(paths, backend, relays, keeper, lease, opts, ready_once)
@@ -135,6 +143,7 @@ def _once(ready: Callable[[], None]) -> Callable[[], None]:
 
 async def _stand_by(
     paths: Paths,
+    where: home.Home | None,
     backend: Backend,
     keeper: MastershipKeeper,
     opts: Options,
@@ -145,13 +154,41 @@ async def _stand_by(
     if backend.handover is None:
         return await keeper.acquire()
     methods = StandbyMethods(paths, keeper, backend.mastership, backend.handover)
+
+    async def eligible() -> bool:
+        now = await asyncio.to_thread(home.read, paths.store_home)
+        # No home: the node is no candidate any more (it stands by as before).
+        if now is not None and now != where:
+            raise HomeChanged
+        return await methods.eligible()
+
     server = opts.luxi_server(paths, methods)
     await server.start()
     ready()
     try:
         return await keeper.acquire(
-            lambda why: log.info("corral-masterd stands by: %s", why), methods.eligible
+            lambda why: log.info("corral-masterd stands by: %s", why), eligible
         )
+    finally:
+        await server.close()
+
+
+async def _stand_by_sqlite(
+    paths: Paths, methods: SqliteStandbyMethods, opts: Options, ready: Callable[[], None]
+) -> None:
+    """Say why this node cannot be the master until the stores move again."""
+    log.warning("corral-masterd cannot take the mastership over: %s", methods.why)
+    server = opts.luxi_server(paths, methods)
+    await server.start()
+    ready()
+    try:
+        # No home: the node is no candidate any more; it keeps saying so.
+        while (now := await asyncio.to_thread(home.read, paths.store_home)) in (
+            None,
+            methods.where,
+        ):
+            await asyncio.sleep(opts.lease_ttl / 3)  # the stores move rarely
+        log.info("The master's stores moved: %s", now)
     finally:
         await server.close()
 

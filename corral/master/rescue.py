@@ -65,7 +65,7 @@ async def force_store(paths: Paths, holder: str) -> str:
     its copy of the stores; what may have been lost, for the operator."""
     where = await asyncio.to_thread(home.read, paths.store_home)
     wish = await asyncio.to_thread(read_wish, paths)
-    if where is None or wish is None:
+    if not isinstance(where, home.EtcdHome) or wish is None:
         raise errors.OpPrereqError(
             f"This node ({holder}) holds no copy of the cluster's stores in etcd: it cannot"
             " take the mastership without the other master candidates",

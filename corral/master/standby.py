@@ -7,6 +7,10 @@ to hand the mastership over to this node.  The master then ends its work
 and releases the lease, and this masterd, waiting for it, acquires it.
 With its argument true (``--no-voting``), it makes this node's copy of the
 stores the only one instead (:mod:`corral.master.rescue`).
+
+Once the stores moved back to SQLite on the master (too few candidates for
+etcd), no other node can take over: a candidate's masterd then only says
+so (:class:`SqliteStandbyMethods`) until the stores move to etcd again.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class StandbyMethods:
         """The master candidates whose etcd member does not answer (by ssconf's
         addresses), for Ganeti's refusal of a failover without a majority."""
         where = await asyncio.to_thread(home.read, self._paths.store_home)
-        endpoints = list(where.endpoints) if where is not None else []
+        endpoints = list(where.endpoints) if isinstance(where, home.EtcdHome) else []
         tls = await asyncio.to_thread(
             client_ssl_context, self._paths.ca_cert, self._paths.client_pem
         )
@@ -137,3 +141,34 @@ def _no_voting(args: Any) -> bool:
 def _host(url: str) -> str:
     """The address of an https://IP:PORT URL."""
     return url.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")
+
+
+class HomeChanged(Exception):
+    """The stores moved while this masterd stood by: it opens them again."""
+
+
+class SqliteStandbyMethods:
+    """The luxi handler of a master candidate's masterd while the stores live
+    in SQLite on another node (``where``)."""
+
+    def __init__(self, holder: str, where: home.SqliteHome) -> None:
+        self._holder = holder
+        self.where = where
+
+    @property
+    def why(self) -> str:
+        """Why this node cannot be the master now."""
+        return (
+            f"the master's stores live in SQLite on {self.where.master}, so no other node"
+            " can take the mastership over; it can once they move to etcd again"
+            " (three master candidates)"
+        )
+
+    async def __call__(self, method: str, args: Any) -> Any:
+        if method == TAKE_MASTERSHIP:
+            raise errors.OpPrereqError(f"Cannot take the mastership: {self.why}", C.ECODE_STATE)
+        raise errors.OpPrereqError(
+            f"This node ({self._holder}) is not the master; the master node is"
+            f" {self.where.master} (run the command there): {self.why}",
+            C.ECODE_STATE,
+        )

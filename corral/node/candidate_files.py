@@ -8,9 +8,7 @@ from corral.paths import Paths
 from corral.state import home
 
 
-def write_master_files(
-    paths: Paths, where: home.EtcdHome, ca_key: bytes, client_pem: bytes
-) -> None:
+def write_master_files(paths: Paths, where: home.Home, ca_key: bytes, client_pem: bytes) -> None:
     """The CA's key, masterd's client certificate, then where the stores live."""
     atomic_write(paths.ca_key, ca_key, mode=0o600)
     atomic_write(paths.client_pem, client_pem, mode=0o600)

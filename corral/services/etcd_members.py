@@ -14,6 +14,10 @@ looks again every ``check_interval`` seconds (masterd's
 
 Turned off, the service stops and forgets every node's member; a cluster
 that never turned it on runs no etcd and the service asks no node anything.
+Where the master's stores live in etcd, they move back into SQLite first
+(``corral.services.store_move_back``), as they do whenever the candidates
+become too few for etcd: before any member is removed, so that they are read
+while etcd has its voters.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from corral.rpc.calls_etcd import etcd_member_status, etcd_member_stop
 from corral.services.candidate_files import CandidateFiles
 from corral.services.etcd_reconciler import MemberReconciler
 from corral.services.store_move import VOTERS_TO_MOVE, move_to_etcd
+from corral.services.store_move_back import move_to_sqlite
 from corral.state import home
 from corral.state.etcd.client import EtcdClient, client_ssl_context
 from corral.state.etcd.members import Candidate, Change, list_members
@@ -89,6 +94,8 @@ class EtcdMembers:
         self._files = CandidateFiles()
         # The last failed step's error (None once a step succeeds), for verify.
         self.last_failure: str | None = None
+        # Why the last move of the stores back into SQLite failed (None: it did not).
+        self.move_back_failure: str | None = None
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
         """The config listener (from any thread: a commit may run in one)."""
@@ -165,14 +172,18 @@ class EtcdMembers:
     async def _step(self) -> Change | None:
         """One step towards what the configuration asks for now."""
         cfg = self._master.cfg
-        if not cfg.cluster.etcd_members:
-            if self._master.backend is not None and self._master.backend.client is not None:
-                raise errors.ConfigurationError(
-                    "The etcd members keep running: the master's stores live in etcd"
-                )
+        on = cfg.cluster.etcd_members
+        candidates, others = member_nodes(cfg)
+        backend = self._master.backend
+        in_etcd = backend is not None and backend.client is not None
+        if in_etcd and (not on or len(candidates) < VOTERS_TO_MOVE):
+            # Before the members shrink: etcd still has its voters to read from.
+            return await self._move_back()
+        self.move_back_failure = None  # none is wanted: an old failure says nothing now
+        if not on:
+            await self._tell_candidates(candidates, others)
             return await self._teardown() if self._teardown_due else None
         self._teardown_due = True
-        candidates, others = member_nodes(cfg)
         if not candidates:
             return None
         endpoints = [c.client_url for c in candidates]
@@ -199,7 +210,7 @@ class EtcdMembers:
         voters = [m for m in await list_members(self._etcd) if not m.learner]
         endpoints = sorted(url for m in voters for url in m.client_urls)
         if backend.client is None:
-            if len(voters) < VOTERS_TO_MOVE:
+            if len(voters) < VOTERS_TO_MOVE or len(self._plan()[1]) < VOTERS_TO_MOVE:
                 return None
             tls = await asyncio.to_thread(
                 client_ssl_context, master.paths.ca_cert, master.paths.client_pem
@@ -213,12 +224,34 @@ class EtcdMembers:
             return None
         paths = master.paths
         recorded = await asyncio.to_thread(home.read, paths.store_home)
-        if recorded is not None:
+        if isinstance(recorded, home.EtcdHome):
             await asyncio.to_thread(
                 home.write, paths.store_home, replace(recorded, endpoints=tuple(endpoints))
             )
         backend.client.set_endpoints(endpoints)
         return Change(f"the master's stores are read and written through {', '.join(endpoints)}")
+
+    async def _move_back(self) -> Change:
+        """The stores move back into SQLite (a failure is kept for
+        ``gnt-cluster modify --etcd-members=no`` to show)."""
+        try:
+            where = await move_to_sqlite(self._master)
+        except Exception as err:
+            text = err.message if isinstance(err, errors.GenericError) else repr(err)
+            self.move_back_failure = text
+            raise
+        self.move_back_failure = None
+        return Change(
+            f"moved the master's stores back into SQLite (config serial {where.moved_at_serial})"
+        )
+
+    async def _tell_candidates(self, candidates: list[Candidate], others: list[Candidate]) -> None:
+        """The switch is off: tell the candidates where the stores live now, as
+        far as they answer (the members stop all the same)."""
+        try:
+            await self._files_follow(candidates, others)
+        except errors.GenericError as err:
+            log.warning("Cannot tell every master candidate where the stores live: %s", err.message)
 
     async def _files_follow(
         self, candidates: list[Candidate], others: list[Candidate]

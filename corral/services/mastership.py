@@ -170,6 +170,18 @@ class MastershipKeeper:
         self._start()
         return former
 
+    async def pause(self) -> None:
+        """Stop renewing for a moment (the stores move back: their last steps
+        change the mastership's key); :meth:`resume` or :meth:`hand_over` next."""
+        self._stop_tasks()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def resume(self) -> None:
+        """Renew again after :meth:`pause` (the move back failed)."""
+        if not self._tasks:
+            self._start()
+
     def _stop_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -16,7 +16,8 @@ under the cluster's own key prefix, and keeps the mastership there:
 
 All or nothing: should any step before the switch fail, what was written
 under the prefix is removed and the SQLite stores stay in force (the move
-is tried again later).
+is tried again later).  The way back, once the candidates are too few, is
+``corral.services.store_move_back``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ VOTERS_TO_MOVE = 3
 
 
 class MoveFailed(errors.ConfigurationError):
-    """The stores' copy in etcd differs from the original: nothing moved."""
+    """The stores' copy differs from the original: nothing moved."""
 
 
 async def move_to_etcd(master: Master, client: EtcdClient) -> home.EtcdHome:
@@ -71,7 +72,7 @@ async def move_to_etcd(master: Master, client: EtcdClient) -> home.EtcdHome:
             snapshot = await source.config.load()
             await config.copy_in(snapshot, lease.token)
             await _copy_rest(source, jobs, target.stores, lease.token)
-            await _verify(source, target.stores, snapshot)
+            await verify_copy(source, target.stores, snapshot)
             where = home.EtcdHome(prefix, tuple(client.endpoints), snapshot.serial)
             await asyncio.to_thread(home.write, paths.store_home, where)
         except BaseException:
@@ -94,7 +95,8 @@ async def _clear(client: EtcdClient, prefix: str) -> None:
     await client.txn([], [etcd.delete_range(prefix, prefix_end(prefix))])
 
 
-async def _job_logs(source: Stores, rows: list[dict[str, Any]]) -> list[LogRow]:
+async def job_logs(source: Stores, rows: list[dict[str, Any]]) -> list[LogRow]:
+    """The log entries of the jobs ``rows`` (queued or archived), as a copy writes them."""
     logs: list[LogRow] = []
     for row in rows:
         for op_idx, (serial, ts, kind, message) in await source.jobs.fetch_logs(
@@ -109,7 +111,7 @@ async def _copy_rest(source: Stores, jobs: EtcdJobStore, target: Stores, fence: 
     for key, item in sorted((await source.kv.scan("")).items()):
         await target.kv.put(key, item.value, fence)
     rows = await source.jobs.fetch(None, ROW_COLUMNS, archived=True)
-    await jobs.copy_in(rows, await _job_logs(source, rows), await source.jobs.last_id(), fence)
+    await jobs.copy_in(rows, await job_logs(source, rows), await source.jobs.last_id(), fence)
 
 
 def _tables(snapshot: ConfigSnapshot) -> dict[str, list[dict[str, Any]]]:
@@ -120,16 +122,17 @@ def _tables(snapshot: ConfigSnapshot) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-async def _verify(source: Stores, target: Stores, snapshot: ConfigSnapshot) -> None:
-    """MoveFailed unless etcd holds what the SQLite stores hold."""
+async def verify_copy(source: Stores, target: Stores, snapshot: ConfigSnapshot) -> None:
+    """MoveFailed unless ``target`` holds what ``source`` holds (``snapshot``:
+    its configuration as copied)."""
     moved = await target.config.load()
     if moved.serial != snapshot.serial or _tables(moved) != _tables(snapshot):
-        raise MoveFailed("The configuration read back from etcd differs from the original")
+        raise MoveFailed("The configuration read back from the copy differs from the original")
     before = {k: v.value for k, v in (await source.kv.scan("")).items()}
     if {k: v.value for k, v in (await target.kv.scan("")).items()} != before:
-        raise MoveFailed("The master's state read back from etcd differs from the original")
+        raise MoveFailed("The master's state read back from the copy differs from the original")
     columns = ["status", "log_serial"]
     if await target.jobs.fetch(None, columns, True) != await source.jobs.fetch(None, columns, True):
-        raise MoveFailed("The jobs read back from etcd differ from the originals")
+        raise MoveFailed("The jobs read back from the copy differ from the originals")
     if await target.jobs.last_id() != await source.jobs.last_id():
-        raise MoveFailed("The last job id read back from etcd differs from the original")
+        raise MoveFailed("The last job id read back from the copy differs from the original")

@@ -1,8 +1,8 @@
 """masterd's stores of one kind: SQLite on the master, or etcd on the candidates.
 
 Which one a master opens is what ``store-home.json`` says (``corral.state.home``):
-no file, the SQLite files of the data directory; else the etcd keyspace and
-members it names.
+no file or SQLite, the SQLite files of the data directory; else the etcd
+keyspace and members it names.
 """
 
 from __future__ import annotations
@@ -83,9 +83,12 @@ async def etcd_backend(paths: Paths, prefix: str, endpoints: Sequence[str]) -> B
     return Backend(Stores(config, jobs, kv), mastership, client)
 
 
-async def open_backend(paths: Paths) -> Backend:
-    """The stores where ``store-home.json`` says they are."""
-    where = await asyncio.to_thread(home.read, paths.store_home)
+async def open_backend(paths: Paths, where: home.Home | None = None) -> Backend:
+    """The stores where ``store-home.json`` says they are (or ``where``): no
+    file or a SQLite home, the SQLite files (masterd opens them only on the
+    node a SQLite home names: see corral.master.daemon)."""
     if where is None:
+        where = await asyncio.to_thread(home.read, paths.store_home)
+    if where is None or isinstance(where, home.SqliteHome):
         return sqlite_backend(paths)
     return await etcd_backend(paths, where.prefix, where.endpoints)

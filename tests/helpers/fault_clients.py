@@ -163,10 +163,11 @@ class Clients:
         except BaseException as err:  # reported by the test
             self.errors.append(err)
 
-    def start(self) -> None:
+    def start(self, registers: int = 3, jobs: int = 2) -> None:
+        """Start ``registers`` register clients and ``jobs`` job clients."""
         bodies: list[tuple[Callable[[str], None], str]]
-        bodies = [(self._register, f"reg{i}") for i in range(3)]
-        bodies += [(self._jobs, f"job{i}") for i in range(2)]
+        bodies = [(self._register, f"reg{i}") for i in range(registers)]
+        bodies += [(self._jobs, f"job{i}") for i in range(jobs)]
         for body, process in bodies:
             thread = threading.Thread(target=self._guarded, args=(body, process), daemon=True)
             thread.start()

@@ -126,7 +126,7 @@ async def test_the_stores_move_into_etcd_and_stay_there(bed: Bed) -> None:
     paths = bed.cl.paths
     wait_until(paths.store_home.exists, SETTLE, "the master's stores moved into etcd")
     where = home.read(paths.store_home)
-    assert where is not None
+    assert isinstance(where, home.EtcdHome)
     assert sorted(where.endpoints) == sorted(n.client_url for n in bed.nodes[:3])
     bed.gnt_ok("cluster", "add-tags", "after-the-move")
     # masterd killed and started again: it opens the stores in etcd.
@@ -219,15 +219,6 @@ async def test_a_removed_candidate_leaves_etcd(bed: Bed) -> None:
     assert node4.peer_url not in {url for m in members for url in m.peer_urls}
     assert etcd_pid(bed.paths(node4.name)) is None
     assert not etcd_root(bed.paths(node4.name)).exists()
-
-
-async def test_the_switch_stays_on_while_the_stores_live_in_etcd(bed: Bed) -> None:
-    result = bed.cl.gnt("cluster", "modify", "--etcd-members=no")
-    assert result.rc != 0
-    assert "Cannot stop the etcd members: the master's stores live in etcd" in result.stderr
-    await settle(bed, (3, 0))
-    _, lines = etcd_findings(bed)
-    assert errors_of(lines) == [], lines
 
 
 # Standing by and failing over.  The lease runs LEASE_TTL seconds: a dead

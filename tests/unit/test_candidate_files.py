@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from corral import errors
 from corral.crypto.certs import cert_info, make_ca, make_signed_cert, write_node_cert, write_pem
 from corral.node.candidate_files import forget_master_files, write_master_files
 from corral.paths import Paths
@@ -32,3 +35,24 @@ def test_a_candidate_gets_the_files_and_a_demoted_node_loses_them(tmp_path: Path
     forget_master_files(paths)
     assert not paths.store_home.exists() and not paths.ca_key.exists()
     assert cert_info(paths.client_pem)["subject"] == "node2.example.com"
+
+
+def test_the_store_home_says_sqlite_on_the_master_and_bad_ones_are_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store-home.json"
+    back = home.SqliteHome("node1.example.com", 42)
+    assert home.to_wire(back) == {
+        "kind": "sqlite",
+        "master": "node1.example.com",
+        "moved_at_serial": 42,
+    }
+    home.write(path, back)
+    assert home.read(path) == back
+    # An etcd home is written as it always was (no kind): older masters read it.
+    where = home.EtcdHome("/corral/u/", ("https://127.0.98.1:2379",), 7)
+    assert "kind" not in home.to_wire(where)
+    assert home.of_wire(home.to_wire(where)) == where
+    path.write_text('{"kind": "sqlite", "master": "", "moved_at_serial": 1}')
+    with pytest.raises(errors.ConfigurationError, match="restore it from another master"):
+        home.read(path)

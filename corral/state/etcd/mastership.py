@@ -53,6 +53,13 @@ class EtcdMastership:
             )
             current, counter, fence, handover = (read.kvs(i) for i in range(4))
             held = _lease(current[0]) if current else None
+            retired = _retired_to(current)
+            if retired is not None and retired != holder:
+                raise LeaseLost(
+                    f"The master's stores moved back to SQLite on {retired}: no other node"
+                    " can take the mastership over until they move to etcd again (three"
+                    " master candidates)"
+                )
             if held is not None and held.holder != holder:
                 raise LeaseLost(
                     f"The mastership is held by {held.holder} (token {held.token});"
@@ -104,6 +111,21 @@ class EtcdMastership:
             await self._client.revoke(lease_id)
             raise LeaseLost(f"A master has held the mastership under {self._space.prefix} before")
         return carried
+
+    async def retire(self, lease: Lease, to: str) -> None:
+        """Keep the mastership ``lease`` holds for good (tied to no etcd lease,
+        marked as moved to SQLite on node ``to``): the stores moved back to
+        SQLite and no candidate may lead on what etcd still holds; LeaseLost if
+        ``lease`` is no longer the current one.  A renewal of ``lease`` ties
+        the key to its etcd lease again (a move back that failed after this)."""
+        current = await self._held(lease)
+        data = json.loads(current.value) | {"retired_to": to}
+        result = await self._client.txn(
+            [etcd.compare(self._master, "MOD", "EQUAL", current.mod_revision)],
+            [etcd.put(self._master, encode(data))],
+        )
+        if not result.succeeded:
+            raise LeaseLost(f"The mastership of {lease.holder} (token {lease.token}) changed")
 
     def _read_keys(self, *reads: list[KeyValue]) -> list[tuple[str, list[KeyValue]]]:
         keys = (self._master, self._counter, self._space.fence_key, self._handover)
@@ -200,6 +222,11 @@ def _value(lease: Lease, lease_id: int, ttl: int, nonce: str) -> bytes:
 def _lease(kv: KeyValue) -> Lease:
     data = json.loads(kv.value)
     return Lease(data["holder"], int(data["token"]), float(data["expires"]))
+
+
+def _retired_to(kvs: list[KeyValue]) -> str | None:
+    """The node the stores moved back to SQLite on (None: they did not)."""
+    return json.loads(kvs[0].value).get("retired_to") if kvs else None
 
 
 def _lease_id(kv: KeyValue) -> int:

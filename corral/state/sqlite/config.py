@@ -79,6 +79,24 @@ class SqliteConfigStore:
         finally:
             db.close()
 
+    @classmethod
+    def write_copy(cls, path: Path, snapshot: ConfigSnapshot, fence: int) -> None:
+        """Write ``snapshot``, read from another store, as a new file at its
+        cluster serial (no change before it is kept), fenced at ``fence``
+        (blocking: run it in a thread)."""
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        db = _connect(path)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            check_fence(db, fence, "the configuration")
+            db.execute("INSERT INTO meta VALUES ('config_version', ?)", (str(C.CONFIG_VERSION),))
+            db.execute("INSERT INTO meta VALUES ('serial_no', ?)", (str(snapshot.serial),))
+            for table, rows in snapshot.tables.items():
+                db.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?)", _rows(rows))
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
     async def load(self) -> ConfigSnapshot:
         return await self._worker.run(_load, self._db)
 

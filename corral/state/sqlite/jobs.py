@@ -262,6 +262,41 @@ class SqliteJobStore:
             raise
         self._closed = False
 
+    @classmethod
+    def write_copy(
+        cls,
+        path: Path,
+        rows: Sequence[dict[str, Any]],
+        logs: Sequence[LogRow],
+        last_id: int,
+        fence: int,
+    ) -> None:
+        """Write jobs read from another store as they are into a new file:
+        ``rows`` (with their ``archived`` flag), their ``logs`` and ``last_id``
+        as the last id given out, fenced at ``fence`` (blocking)."""
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        jobs = _JobsFile(path)
+        archived = {row["id"] for row in rows if row["archived"]}
+
+        def body(db: sqlite3.Connection) -> None:
+            for flag, table in ((False, "jobs"), (True, "archived_jobs")):
+                db.executemany(
+                    f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (_job_values(row) for row in rows if bool(row["archived"]) == flag),
+                )
+            for flag, table in ((False, "joblog"), (True, "archived_joblog")):
+                db.executemany(
+                    f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?)",
+                    ((*log[:5], _dumps(log[5])) for log in logs if (log[0] in archived) == flag),
+                )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('serial', ?)", (last_id,))
+
+        try:
+            jobs._write(body, fence)
+        finally:
+            jobs.close_reader()
+            jobs.close_writer()
+
     async def insert_new(
         self, count: int, build: Callable[[list[int]], list[dict[str, Any]]], fence: int
     ) -> list[dict[str, Any]]:

@@ -153,6 +153,30 @@ def _delete(db: sqlite3.Connection, key: str, fence: int, expected: int | None) 
     return True
 
 
+def write_copy(path: Path, values: dict[str, Any], lease: Lease) -> None:
+    """A new ``state.db``: ``values`` read from another store, and the
+    mastership ``lease`` carried over with its token, which fences every
+    write (blocking: run it in a thread)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    db = _connect(path)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        check_fence(db, lease.token, "the master's state")
+        db.executemany(
+            "INSERT INTO kv VALUES (?, ?, ?)",
+            ((key, _dumps(value), version) for version, (key, value) in enumerate(
+                sorted(values.items()), 1
+            )),
+        )  # fmt: skip
+        db.execute("INSERT INTO meta VALUES ('revision', ?)", (len(values),))
+        db.execute(
+            "INSERT INTO lease VALUES (1, ?, ?, ?)", (lease.holder, lease.token, lease.expires)
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
 class SqliteMastership:
     """The mastership of a one-node cluster (see ports.Mastership)."""
 
