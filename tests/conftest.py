@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cluster import TestCluster, running_cluster
-from tests.helpers.etcd import etcd_one, etcd_three  # noqa: F401  (session etcd clusters)
+from tests.helpers.etcd import (  # noqa: F401  (session etcd clusters, a client of one)
+    etcd_one,
+    etcd_three,
+    etcd_three_client,
+)
 
 
 @pytest.fixture

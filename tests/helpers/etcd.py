@@ -130,6 +130,16 @@ def etcd_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdBed]:
         yield bed
 
 
+@pytest.fixture
+async def etcd_three_client(etcd_three: EtcdBed) -> AsyncIterator[EtcdClient]:
+    """A client of every member of ``etcd_three``, closed after the test."""
+    made = etcd_three.client()
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
 class AnswerCutter:
     """A TCP relay in front of one member that, once armed, lets a request
     through but cuts the connection instead of relaying its answer: a write

@@ -26,6 +26,30 @@ async def reopen(tmp_path: Path) -> DurableState:
     return await DurableState.open(SqliteKeyValueStore(tmp_path / "state.db"))
 
 
+class HeldPuts:
+    """The store's puts wait, once they reached it, until :meth:`release`."""
+
+    def __init__(self, kv: SqliteKeyValueStore) -> None:
+        self._gate = asyncio.Event()
+        self._arrived: asyncio.Queue[str] = asyncio.Queue()
+        stored = kv.put
+
+        async def held(key: str, value: object, fence: int, expected: int | None = None) -> int:
+            self._arrived.put_nowait(key)
+            await self._gate.wait()
+            return await stored(key, value, fence, expected)
+
+        kv.put = held  # type: ignore[method-assign]
+
+    async def reached(self, count: int) -> None:
+        """Until ``count`` puts reached the store."""
+        for _ in range(count):
+            await asyncio.wait_for(self._arrived.get(), 10)
+
+    def release(self) -> None:
+        self._gate.set()
+
+
 async def test_writes_are_durable_and_read_from_memory(
     durable: DurableState, tmp_path: Path
 ) -> None:
@@ -80,26 +104,20 @@ async def test_clients_are_shown_only_what_the_store_holds(tmp_path: Path) -> No
     # shown what its successor does not have (found by test_mastership_faults).
     kv = SqliteKeyValueStore(tmp_path / "state.db")
     state = await DurableState.open(kv)
-    gate, stored = asyncio.Event(), kv.put
-
-    async def held_put(key: str, value: object, fence: int, expected: int | None = None) -> int:
-        await gate.wait()
-        return await stored(key, value, fence, expected)
-
-    kv.put = held_put  # type: ignore[method-assign]
+    held = HeldPuts(kv)
     try:
         writing = asyncio.create_task(durable_flags.set_watcher_pause(state, 4102444800))
         drain = asyncio.create_task(durable_flags.set_drained(state, True))
-        await asyncio.sleep(0)  # both writes started; the store holds them back
+        await held.reached(1)  # the first holds the second back: writes go in order
         assert state.get(WATCHER_PAUSE) == 4102444800  # masterd's own checks
         assert durable_flags.watcher_paused_until(state) is None  # not shown yet
         assert not durable_flags.drained(state)
-        gate.set()
+        held.release()
         await asyncio.gather(writing, drain)
         assert durable_flags.watcher_paused_until(state) == 4102444800
         assert durable_flags.drained(state)
     finally:
-        gate.set()
+        held.release()
         await state.close()
 
 
@@ -109,19 +127,13 @@ async def test_a_caller_that_goes_leaves_its_write_to_end(tmp_path: Path) -> Non
     # test_mastership_faults, where a deposed master stood by again).
     kv = SqliteKeyValueStore(tmp_path / "state.db")
     state = await DurableState.open(kv)
-    gate, stored = asyncio.Event(), kv.put
-
-    async def held_put(key: str, value: object, fence: int, expected: int | None = None) -> int:
-        await gate.wait()
-        return await stored(key, value, fence, expected)
-
-    kv.put = held_put  # type: ignore[method-assign]
+    held = HeldPuts(kv)
     caller = asyncio.create_task(state.put("k", 1))
-    await asyncio.sleep(0)
+    await held.reached(1)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
-    gate.set()
+    held.release()
     await state.close()  # waits for the write, raises nothing
     assert state.committed("k") == 1 and state.get("k") == 1
     again = await reopen(tmp_path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,8 @@ SHORT_TTL = 2.0
 
 
 @pytest.fixture
-async def client(etcd_three: EtcdBed) -> AsyncIterator[etcd.EtcdClient]:
-    made = etcd_three.client()
-    try:
-        yield made
-    finally:
-        await made.close()
+def client(etcd_three_client: etcd.EtcdClient) -> etcd.EtcdClient:
+    return etcd_three_client
 
 
 def _row(uuid: str, name: str, serial: int = 1, **data: Any) -> dict[str, Any]:

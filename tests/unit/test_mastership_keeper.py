@@ -6,7 +6,6 @@ they cannot renew runs out."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,12 +20,8 @@ TTL = 2.0
 
 
 @pytest.fixture
-async def client(etcd_three: EtcdBed) -> AsyncIterator[etcd.EtcdClient]:
-    made = etcd_three.client()
-    try:
-        yield made
-    finally:
-        await made.close()
+def client(etcd_three_client: etcd.EtcdClient) -> etcd.EtcdClient:
+    return etcd_three_client
 
 
 def _keeper(client: etcd.EtcdClient, prefix: str, holder: str) -> MastershipKeeper:
