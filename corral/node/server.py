@@ -103,6 +103,7 @@ def make_app(ctx: NodeContext) -> web.Application:
     if membership is not None:
         for path, step in ((J.HELLO_PATH, "hello"), (J.FINISH_PATH, "finish")):
             app.router.add_post(path, functools.partial(_join, membership=membership, step=step))
+        app.on_cleanup.append(functools.partial(_fence_down, membership=membership))
     add_transfer_routes(app, ctx)
     add_console_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
@@ -143,6 +144,11 @@ async def _etcd_up(_: web.Application, *, paths: Paths) -> None:
 async def _etcd_down(_: web.Application, *, paths: Paths) -> None:
     """Stop the member with noded (it runs in a session of its own)."""
     await etcd_member.keeper(paths).stop(forget=False)
+
+
+async def _fence_down(_: web.Application, *, membership: Membership) -> None:
+    """Log the window of the fence token in force (the last calls let in)."""
+    membership.fence.close_window()
 
 
 async def _hypervisors_down(_: web.Application, *, paths: Paths) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from corral.rpc.client import RpcClient
 from corral.rpc.declare import CHANGES, READS, Request
 from corral.rpc.result import MasterDeposed, NodeAddress
 from corral.rpc.wire import InstanceWire
+from tests.helpers.fence_windows import parse
 from tests.helpers.noded import make_node_root
 
 ADDRESS = "127.0.99.1"
@@ -123,22 +125,46 @@ async def test_concurrent_calls_are_taken_only_with_the_newest_token(tmp_path: P
     assert taken.count(40) == 5 and stored(path) == 40
 
 
-async def test_one_log_line_per_token_change(
+async def test_one_log_line_per_token_change_and_one_per_window(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     keeper = FenceKeeper(tmp_path / "fence-token")
     with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        before = time.time()
         for token in (4, 4, 4, 6, 6, 6, 6):
             await keeper.admit("upload_file", token)
+        after = time.time()
+        keeper.close_window()  # noded stops
         await FenceKeeper(tmp_path / "fence-token").admit("upload_file", 6)
     lines = [record.getMessage() for record in caplog.records]
-    assert lines == [
+    windows = parse("node1", lines).windows
+    assert [line.split(" from ")[0] if "window" in line else line for line in lines] == [
         "Fence token 4 in force (was 0), first carried by upload_file: calls with an older"
         " one are refused from now on",
+        "Fence token 4 window: 3 calls let in",
         "Fence token 6 in force (was 4), first carried by upload_file: calls with an older"
         " one are refused from now on",
+        "Fence token 6 window: 4 calls let in",
         f"Fence token 6 in force (kept in {tmp_path / 'fence-token'})",
     ]
+    assert [(w.token, w.calls) for w in windows] == [(4, 3), (6, 4)]
+    first, second = windows
+    assert before <= first.first <= first.last <= second.first <= second.last <= after
+
+
+async def test_refusals_and_forgetting_close_no_window_twice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keeper = FenceKeeper(tmp_path / "fence-token")
+    with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        await keeper.admit("instance_start", 5)
+        with pytest.raises(StaleToken):
+            await keeper.admit("instance_start", 3)
+        keeper.forget()
+        keeper.close_window()  # nothing let in since: no line
+    found = parse("node1", [record.getMessage() for record in caplog.records])
+    assert [(w.token, w.calls) for w in found.windows] == [(5, 1)]
+    assert found.refused == {3: 1}
 
 
 async def test_an_unreadable_token_refuses_every_change(tmp_path: Path) -> None:
