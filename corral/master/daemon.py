@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import time
@@ -198,6 +199,17 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
     log.info("%s took the master role over from %s", holder, former.name if former else "?")
 
 
+def _lease_holds(keeper: MastershipKeeper) -> bool:
+    """Whether the lease holds for a while yet, on this machine's clock: a
+    call sent now reaches its node before another master may take over."""
+    lease = keeper.lease
+    return (
+        lease is not None
+        and not keeper.lost.is_set()
+        and time.time() < lease.expires - keeper.ttl / 6
+    )
+
+
 async def _lead(
     paths: Paths,
     backend: Backend,
@@ -223,6 +235,7 @@ async def _lead(
         unreachable_memory=opts.unreachable_memory,
     )
     rpc.fence = lease.token  # a node refuses its calls once a newer master called it
+    rpc.fence_holds = functools.partial(_lease_holds, keeper)
     store = relays.jobs
     processor = Processor()
     locks = LockManager()

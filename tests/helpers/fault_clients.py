@@ -18,12 +18,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from corral import errors
 from corral.luxi.client import Client
+from corral.paths import Paths
 from tests.helpers.crash import MASTERD, kill_9
 from tests.helpers.etcd_cluster import Bed, etcd_pid, standby_masterd
 from tests.helpers.history import History
@@ -43,12 +44,31 @@ TAKEOVER = 60.0
 CALL_TIMEOUT = 5.0
 
 
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class FaultBed(Protocol):
+    """A bed whose candidates' masterds the clients call: the loopback one
+    (tests/helpers/etcd_cluster.py) or the namespaces one (tests/helpers/netns_etcd.py)."""
+
+    @property
+    def nodes(self) -> Sequence[Named]:
+        """The master candidates (each runs masterd)."""
+        ...
+
+    def paths(self, name: str) -> Paths:
+        """Node ``name``'s root (its luxi socket, pid files, logs)."""
+        ...
+
+
 class NotLeading(Exception):
     """The node called does not lead (standing by, starting, gone): the call
     did nothing."""
 
 
-def call(bed: Bed, name: str, method: str, *args: Any) -> Any:
+def call(bed: FaultBed, name: str, method: str, *args: Any) -> Any:
     """One luxi call to node ``name``'s masterd.  NotLeading if it certainly did
     nothing; any other exception leaves its effect unknown."""
     client = Client(bed.paths(name).master_socket, timeout=CALL_TIMEOUT)
@@ -71,7 +91,7 @@ def call(bed: Bed, name: str, method: str, *args: Any) -> Any:
 class Clients:
     """The client threads and their history."""
 
-    def __init__(self, bed: Bed) -> None:
+    def __init__(self, bed: FaultBed) -> None:
         self.bed = bed
         self.history = History()
         self.stop = threading.Event()
@@ -183,7 +203,7 @@ class Clients:
         return sum(1 for event in self.history.events() if event["type"] != "invoke")
 
 
-def leader(bed: Bed) -> str:
+def leader(bed: FaultBed) -> str:
     """The node whose masterd leads now (waits for one)."""
     found: list[str] = []
 
@@ -216,7 +236,7 @@ def restart_node(bed: Bed, name: str) -> None:
     standby_masterd(bed, name, *OPTIONS)
 
 
-def kill_master_node(bed: Bed) -> tuple[str, float]:
+def kill_master_node(bed: FaultBed) -> tuple[str, float]:
     """kill -9 of the master's masterd, noded and etcd member together (see
     :func:`restart_node`); the node, and the seconds from the kill to another
     node leading."""
@@ -235,7 +255,7 @@ def kill_master_node(bed: Bed) -> tuple[str, float]:
 
 
 @contextlib.contextmanager
-def frozen_master(bed: Bed) -> Iterator[tuple[str, float]]:
+def frozen_master(bed: FaultBed) -> Iterator[tuple[str, float]]:
     """The master's masterd stopped (SIGSTOP) until another node leads, then
     for the block; continued (SIGCONT) after.  The node, and the seconds from
     the freeze to another node leading."""
@@ -264,7 +284,7 @@ class Outcome:
         return bool(self.verdict) and not self.tags_lost and not self.jobs_unknown
 
 
-def outcome(bed: Bed, clients: Clients) -> Outcome:
+def outcome(bed: FaultBed, clients: Clients) -> Outcome:
     """Check the register's history, the tags of the jobs seen to succeed, and
     that the master knows every job whose submission was acknowledged."""
     verdict = check(clients.history.operations(), Register(None))

@@ -27,6 +27,17 @@ WINDOW = re.compile(
 )
 REFUSED = re.compile(r"Refused \S+: fence token (\d+), older than (\d+)")
 SUPPRESSED = re.compile(r"Suppressed (\d+) similar messages in \S+ s: Refused %s: fence token")
+# masterd's lines for what a deposed master tried: a write etcd refused
+# (corral.state.etcd.keyspace), a fenced node call it did not send once its
+# lease may have run out (corral.rpc.client); each with its summary line.
+MASTERD_REFUSALS = {
+    "writes": re.compile(r"Write refused: Refused to write"),
+    "calls": re.compile(r"Fenced call refused: RPC call"),
+}
+MASTERD_SUPPRESSED = {
+    "writes": re.compile(r"Suppressed (\d+) similar messages in \S+ s: Write refused: %s"),
+    "calls": re.compile(r"Suppressed (\d+) similar messages in \S+ s: Fenced call refused: %s"),
+}
 
 
 @dataclass(frozen=True)
@@ -132,3 +143,16 @@ def check(logs: Iterable[NodeLog]) -> Verdict:
     late = [w for w in windows if any(s.token > w.token and w.last >= s.first for s in found)]
     refused = sum(sum(log.refused.values()) + log.refused_uncounted for log in logs)
     return Verdict(found, overlaps, late, refused, sum(w.calls for w in windows))
+
+
+def masterd_refusals(masterd_log: Path) -> dict[str, int]:
+    """What one masterd's log says it was refused as a deposed master:
+    ``{"writes": etcd's refusals, "calls": fenced node calls not sent}``."""
+    counts = dict.fromkeys(MASTERD_REFUSALS, 0)
+    for line in masterd_log.read_text().splitlines():
+        for kind, pattern in MASTERD_REFUSALS.items():
+            if pattern.search(line):
+                counts[kind] += 1
+            elif match := MASTERD_SUPPRESSED[kind].search(line):
+                counts[kind] += int(match.group(1))
+    return counts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.fence_windows import check, parse, read
+from tests.helpers.fence_windows import check, masterd_refusals, parse, read
 
 PREFIX = "2026-11-28 04:00:00,000: node-daemon pid=1 INFO "
 
@@ -86,3 +86,17 @@ def test_suppressed_refusals_are_counted(tmp_path: Path) -> None:
 def test_no_windows_pass_and_say_so() -> None:
     verdict = check([parse("node1", [])])
     assert verdict and verdict.calls == 0 and "0 fence windows" in str(verdict)
+
+
+def test_refused_writes_and_calls_are_counted_in_a_masterd_log(tmp_path: Path) -> None:
+    log = tmp_path / "corral-masterd.log"
+    message = "Refused to write the config: a newer master daemon (fence token 9) writes it now"
+    lines = [
+        f"{PREFIX[:-5]}WARNING Write refused: {message}; this one (token 8) was deposed",
+        f"{PREFIX}Mastership acquired by node2.example.com (fence token 9)",
+        f"{PREFIX[:-5]}WARNING Suppressed 3 similar messages in 60 s: Write refused: %s",
+        f"{PREFIX[:-5]}ERROR Fenced call refused: RPC call upload_file to 10.213.0.3 not made",
+        f"{PREFIX[:-5]}ERROR Suppressed 2 similar messages in 60 s: Fenced call refused: %s",
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    assert masterd_refusals(log) == {"writes": 4, "calls": 3}

@@ -236,6 +236,26 @@ async def test_a_deposed_master_changes_nothing_and_still_reads(tmp_path: Path) 
     assert list(running_now) == ["i0"]
 
 
+async def test_a_master_whose_lease_may_have_run_out_sends_no_fenced_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A node its successor has not called yet would take the call: it is not sent.
+    transport, paths = node_with_transport(tmp_path)
+    rpc = client(transport, 7)
+    rpc.fence_holds = lambda: False
+    with caplog.at_level(logging.ERROR, logger="corral.rpc.client"):
+        with pytest.raises(MasterDeposed) as refused:
+            await rpc.run(NODE, instance_start(INSTANCE, False), "Could not start instance i1")
+    assert refused.value.message == (
+        f"Could not start instance i1: RPC call instance_start to {ADDRESS} not made:"
+        " this master daemon's lease (fence token 7) may have run out"
+    )
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["Fenced call refused"]
+    assert running(paths) == [] and not paths.fence_token.exists()
+    # Queries carry no token: they are still made.
+    assert await rpc.run(NODE, version()) > 0
+
+
 async def test_a_call_without_a_token_counts_as_no_master(tmp_path: Path) -> None:
     transport, paths = node_with_transport(tmp_path)
     unfenced = RpcClient(transport)  # fence NO_FENCE: a node no master called takes it
