@@ -10,7 +10,11 @@ is never refused for it.  A node keeps the newest token it has seen
 with ``[false, <message>]``, which the master's client raises as
 :class:`corral.rpc.result.MasterDeposed`.  So a master that was deposed
 changes nothing on a node once its successor has called that node, even
-before it learns of its successor.  (Ganeti has nothing of the kind: its new
+before it learns of its successor.  A node its successor has not called yet
+would still take it: so masterd sends no such call once its lease may have
+run out (``RpcClient.fence_holds``: frozen, cut off from the store), and
+the nodes' logs show each token's window, which the fault tests check never
+overlap across nodes.  (Ganeti has nothing of the kind: its new
 master "fences" the old one with a best-effort call and by waiting for the
 master IP to go.)
 
