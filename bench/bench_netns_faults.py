@@ -82,7 +82,8 @@ def main() -> None:
     clean.runs = [float(args.runs if found.ok and fences.windows else 0)]
     clean.notes = (
         f"{found.verdict}; {found.tags_done} tag jobs seen succeed, lost: {found.tags_lost};"
-        f" acknowledged jobs unknown to the last master: {found.jobs_unknown}; {fences}"
+        f" acknowledged jobs unknown to the last master: {found.jobs_unknown}, with another"
+        f" final status than a client saw: {found.jobs_changed}; {fences}"
     )
     refused = fences.writes_refused + fences.calls_not_sent + fences.windows.refused
     late = len(fences.windows.late)

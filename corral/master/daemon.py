@@ -199,15 +199,10 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
     log.info("%s took the master role over from %s", holder, former.name if former else "?")
 
 
-def _lease_holds(keeper: MastershipKeeper) -> bool:
-    """Whether the lease holds for a while yet, on this machine's clock: a
-    call sent now reaches its node before another master may take over."""
+def _lease_end(keeper: MastershipKeeper) -> float:
+    """When the lease ends (0: it was lost): no other master leads before."""
     lease = keeper.lease
-    return (
-        lease is not None
-        and not keeper.lost.is_set()
-        and time.time() < lease.expires - keeper.ttl / 6
-    )
+    return 0.0 if lease is None or keeper.lost.is_set() else lease.expires
 
 
 async def _lead(
@@ -235,7 +230,7 @@ async def _lead(
         unreachable_memory=opts.unreachable_memory,
     )
     rpc.fence = lease.token  # a node refuses its calls once a newer master called it
-    rpc.fence_holds = functools.partial(_lease_holds, keeper)
+    rpc.fence_until = functools.partial(_lease_end, keeper)
     store = relays.jobs
     processor = Processor()
     locks = LockManager()

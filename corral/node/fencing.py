@@ -31,13 +31,15 @@ from pathlib import Path
 
 from corral import errors
 from corral.fileio import atomic_write
-from corral.rpc.fencing import refusal
+from corral.rpc.fencing import late, refusal
 from corral.state.ports import NO_FENCE
 
 log = logging.getLogger(__name__)
 
-# The line that closes a token's window (parsed by tests/helpers/fence_windows.py).
+# The line that closes a token's window, and that of a call that came after
+# its master's lease ended (parsed by tests/helpers/fence_windows.py).
 WINDOW_LINE = "Fence token %d window: %d calls let in from %.6f to %.6f"
+LATE_LINE = "Refused %s: fence token %d, its lease ended %.3f s before the call came"
 
 
 @dataclass
@@ -71,9 +73,13 @@ class FenceKeeper:
         """The newest token written (None: the file was not read yet)."""
         return self._durable
 
-    async def admit(self, call: str, token: int) -> None:
+    async def admit(self, call: str, token: int, until: float | None = None) -> None:
         """Return once ``call`` carrying ``token`` may act (a newer token
-        written first); StaleToken if the node has seen a newer one."""
+        written first); StaleToken if the node has seen a newer one, or if
+        the call came after ``until``, the end of its master's lease."""
+        if until is not None and (now := time.time()) >= until:
+            log.warning(LATE_LINE, call, token, now - until)
+            raise StaleToken(late(call, token, until, now))
         if token == self._durable and token >= self._seen:
             self._let_in(token)  # the token in force: nothing to wait for
             return

@@ -77,10 +77,11 @@ class RpcClient:
         self.transport = transport
         self.query_deadline = query_deadline
         self.fence = NO_FENCE
-        # Whether the master's lease surely still holds (masterd sets it): a
-        # master whose lease may have run out (frozen, cut off) sends no fenced
-        # call, as a node its successor has not called yet would take it.
-        self.fence_holds: Callable[[], bool] = lambda: True
+        # When the master's lease ends (epoch s; masterd sets it, None: no
+        # end): no fenced call is sent after it (frozen, cut off) and a node
+        # refuses one that comes after it, as a node its successor has not
+        # called yet would take it.
+        self.fence_until: Callable[[], float | None] = lambda: None
         self.reachability = Reachability(unreachable_memory)
         # address → the background call that checks whether a remembered node is back
         self._probes: dict[str, asyncio.Task[RpcResult[int]]] = {}
@@ -182,14 +183,15 @@ class RpcClient:
         elif down is not None:
             connect = REMEMBERED_CONNECT_TIMEOUT
         fence = self.fence if call.fenced else None
-        if fence is not None and not self.fence_holds():
+        until = self.fence_until() if fence is not None else None
+        if until is not None and time.time() >= until:
             msg = (
                 f"RPC call {name} to {address} not made: this master daemon's lease"
                 f" (fence token {fence}) may have run out"
             )
             log.error("Fenced call refused: %s", msg)
             return RpcResult(node, name, fail_msg=msg, deposed=True)
-        request = WireRequest(node, address, name, body, seconds, connect, fence)
+        request = WireRequest(node, address, name, body, seconds, connect, fence, until)
         result, reached = await self._attempt(request)
         if reached:
             self.reachability.answered(address)

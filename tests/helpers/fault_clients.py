@@ -1,5 +1,6 @@
 """Clients of a cluster whose master suffers faults, and the faults
-(tests/integration/test_mastership_faults.py, bench/bench_mastership_faults.py).
+(tests/integration/test_mastership_faults.py, bench/bench_mastership_faults.py;
+on nodes in network namespaces: tests/helpers/netns_etcd.py).
 
 Clients, each a thread, call whichever node leads (they try the last leader
 first, then the others) and record every call (invoke, ok, fail, unknown,
@@ -98,6 +99,7 @@ class Clients:
         self.errors: list[BaseException] = []
         self.tags_done: set[str] = set()
         self.jobs_accepted: set[int] = set()
+        self.jobs_ended: dict[int, str] = {}  # the final status a client saw
         self._values = itertools.count(FUTURE)
         self._leader = bed.nodes[0].name  # a hint: who led at the last call
         self._lock = threading.Lock()
@@ -160,12 +162,16 @@ class Clients:
                 continue
             with self._lock:
                 self.jobs_accepted.add(job_id)
-            if self._job_succeeded(job_id):
-                with self._lock:
+            status = self._job_end(job_id)
+            with self._lock:
+                if status is not None:
+                    self.jobs_ended[job_id] = status
+                if status == "success":
                     self.tags_done.add(tag)
 
-    def _job_succeeded(self, job_id: int) -> bool:
-        """Whether the job was seen to succeed (asking whichever node leads)."""
+    def _job_end(self, job_id: int) -> str | None:
+        """The job's final status (asking whichever node leads; None: the
+        clients stopped first)."""
         while not self.stop.is_set():
             try:
                 ((status,),) = self._leader_call("QueryJobs", [job_id], ["status"])
@@ -173,9 +179,9 @@ class Clients:
                 time.sleep(0.05)
                 continue
             if status in ("success", "error", "canceled"):
-                return bool(status == "success")
+                return str(status)
             time.sleep(0.02)
-        return False
+        return None
 
     def _guarded(self, body: Callable[[str], None], process: str) -> None:
         try:
@@ -278,19 +284,26 @@ class Outcome:
     tags_lost: list[str] = field(default_factory=list)
     jobs_unknown: list[int] = field(default_factory=list)
     tags_done: int = 0
+    # Jobs whose final status, as the last master has it, is not the one a client saw.
+    jobs_changed: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return bool(self.verdict) and not self.tags_lost and not self.jobs_unknown
+        lost = self.tags_lost or self.jobs_unknown or self.jobs_changed
+        return bool(self.verdict) and not lost
 
 
 def outcome(bed: FaultBed, clients: Clients) -> Outcome:
     """Check the register's history, the tags of the jobs seen to succeed, and
-    that the master knows every job whose submission was acknowledged."""
+    that the master knows every job whose submission was acknowledged, with
+    the final status a client saw it end with."""
     verdict = check(clients.history.operations(), Register(None))
     master = leader(bed)
     tags = set(call(bed, master, "QueryTags", "cluster", ""))
     ids = sorted(clients.jobs_accepted)
-    known = call(bed, master, "QueryJobs", ids, ["id"])
+    known = call(bed, master, "QueryJobs", ids, ["id", "status"])
     unknown = [i for i, row in zip(ids, known, strict=True) if row is None or row[0] != i]
-    return Outcome(verdict, sorted(clients.tags_done - tags), unknown, len(clients.tags_done))
+    now = {row[0]: row[1] for row in known if row is not None}
+    changed = sorted(i for i, status in clients.jobs_ended.items() if now.get(i) != status)
+    lost = sorted(clients.tags_done - tags)
+    return Outcome(verdict, lost, unknown, len(clients.tags_done), changed)

@@ -10,7 +10,8 @@ order of their tokens: a deposed master's call let in anywhere after its
 successor's first is a call of a master that was no longer the master.
 
 Refusals are logged one line each ("Refused <call>: fence token T, older
-than N"), past a burst only counted ("Suppressed K similar messages ...":
+than N", or "..., its lease ended S s before the call came"), past a burst
+only counted ("Suppressed K similar messages ...":
 corral.process.lograte); both are counted here.
 """
 
@@ -25,7 +26,8 @@ from pathlib import Path
 WINDOW = re.compile(
     r"Fence token (\d+) window: (\d+) calls let in from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)"
 )
-REFUSED = re.compile(r"Refused \S+: fence token (\d+), older than (\d+)")
+# Refused as older than the newest token, or as come after its lease ended.
+REFUSED = re.compile(r"Refused \S+: fence token (\d+), ")
 SUPPRESSED = re.compile(r"Suppressed (\d+) similar messages in \S+ s: Refused %s: fence token")
 # masterd's lines for what a deposed master tried: a write etcd refused
 # (corral.state.etcd.keyspace), a fenced node call it did not send once its

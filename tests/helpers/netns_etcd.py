@@ -64,16 +64,16 @@ def in_namespace(name: str, work: Callable[[], T]) -> T:
     failures: list[BaseException] = []
 
     def run() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
         try:
-            if libc.setns(fd, _CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), f"Cannot join network namespace {name}")
-            results.append(work())
-        except BaseException as err:  # raised in the caller's thread
+            fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+            try:
+                if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"Cannot join network namespace {name}")
+                results.append(work())
+            finally:
+                os.close(fd)
+        except BaseException as err:  # raised again in the caller's thread
             failures.append(err)
-        finally:
-            os.close(fd)
 
     thread = threading.Thread(target=run, name=f"in-{name}")
     thread.start()

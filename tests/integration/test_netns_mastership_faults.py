@@ -59,6 +59,7 @@ def test_faults_in_namespaces_lose_nothing_and_fence_deposed_masters(
     assert found.tags_done, "no tag job succeeded"
     assert not found.tags_lost, found.tags_lost
     assert not found.jobs_unknown, found.jobs_unknown
+    assert not found.jobs_changed, found.jobs_changed
     fences = fencing(net)
     # One master per fault and the first one: a window each, none overlapping.
     assert len(fences.windows.spans) >= len(FAULTS) + 1, (victims, fences)

@@ -23,6 +23,7 @@ from corral.rpc.calls_node import version
 from corral.rpc.calls_storage import file_storage_list
 from corral.rpc.client import RpcClient
 from corral.rpc.declare import CHANGES, READS, Request
+from corral.rpc.fencing import parse_until, until_value
 from corral.rpc.result import MasterDeposed, NodeAddress
 from corral.rpc.wire import InstanceWire
 from tests.helpers.fence_windows import parse
@@ -236,16 +237,18 @@ async def test_a_deposed_master_changes_nothing_and_still_reads(tmp_path: Path) 
     assert list(running_now) == ["i0"]
 
 
-async def test_a_master_whose_lease_may_have_run_out_sends_no_fenced_call(
+async def test_a_master_whose_lease_ended_sends_no_fenced_call(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A node its successor has not called yet would take the call: it is not sent.
     transport, paths = node_with_transport(tmp_path)
     rpc = client(transport, 7)
-    rpc.fence_holds = lambda: False
-    with caplog.at_level(logging.ERROR, logger="corral.rpc.client"):
-        with pytest.raises(MasterDeposed) as refused:
-            await rpc.run(NODE, instance_start(INSTANCE, False), "Could not start instance i1")
+    rpc.fence_until = lambda: time.time() - 0.5
+    with (
+        caplog.at_level(logging.ERROR, logger="corral.rpc.client"),
+        pytest.raises(MasterDeposed) as refused,
+    ):
+        await rpc.run(NODE, instance_start(INSTANCE, False), "Could not start instance i1")
     assert refused.value.message == (
         f"Could not start instance i1: RPC call instance_start to {ADDRESS} not made:"
         " this master daemon's lease (fence token 7) may have run out"
@@ -254,6 +257,42 @@ async def test_a_master_whose_lease_may_have_run_out_sends_no_fenced_call(
     assert running(paths) == [] and not paths.fence_token.exists()
     # Queries carry no token: they are still made.
     assert await rpc.run(NODE, version()) > 0
+    # Within the lease, the call goes, the lease's end with it.
+    rpc.fence_until = lambda: time.time() + 30
+    await rpc.run(NODE, instance_start(INSTANCE, False))
+    assert running(paths) == ["i1"] and stored(paths.fence_token) == 7
+
+
+async def test_a_call_that_comes_after_its_lease_ended_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Sent in time, held up in the network: its master may be deposed by now.
+    path = tmp_path / "fence-token"
+    keeper = FenceKeeper(path)
+    with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        with pytest.raises(StaleToken) as refused:
+            await keeper.admit("instance_start", 5, until=time.time() - 2)
+        await keeper.admit("instance_start", 5, until=time.time() + 30)
+        keeper.close_window()
+    assert refused.value.message.startswith(
+        "Refused instance_start: it carries fence token 5, whose lease ended 2.0"
+    )
+    assert stored(path) == 5  # written by the call in time only
+    found = parse("node1", [record.getMessage() for record in caplog.records])
+    assert found.refused == {5: 1} and [(w.token, w.calls) for w in found.windows] == [(5, 1)]
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", ""])
+def test_a_bad_until_header_is_refused(value: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"Invalid X-Corral-Fence-Until header .*: a time expected"
+    ):
+        parse_until(value)
+
+
+def test_the_until_header_round_trips() -> None:
+    assert parse_until(None) is None
+    assert parse_until(until_value(1795841712.4713581)) == 1795841712.471358
 
 
 async def test_a_call_without_a_token_counts_as_no_master(tmp_path: Path) -> None:
