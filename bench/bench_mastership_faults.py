@@ -85,7 +85,8 @@ def main() -> None:
     clean.runs = [float(args.runs if found.ok else 0)]
     clean.notes = (
         f"{found.verdict}; {found.tags_done} tag jobs seen succeed, lost: {found.tags_lost};"
-        f" acknowledged jobs unknown to the last master: {found.jobs_unknown}"
+        f" acknowledged jobs unknown to the last master: {found.jobs_unknown},"
+        f" with another final status than a client saw: {found.jobs_changed}"
     )
     after_kill = Figure(
         "kill_to_new_master_s",

@@ -39,6 +39,7 @@ BENCHMARKS = (
     "etcd_store",
     "node_fencing",
     "failover",
+    "netns_faults",
     "cloudinit_boot",
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import time
@@ -239,6 +240,12 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> str | None:
     return name
 
 
+def _lease_end(keeper: MastershipKeeper) -> float:
+    """When the lease ends (0: it was lost): no other master leads before."""
+    lease = keeper.lease
+    return 0.0 if lease is None or keeper.lost.is_set() else lease.expires
+
+
 async def _lead(
     paths: Paths,
     backend: Backend,
@@ -264,6 +271,7 @@ async def _lead(
         unreachable_memory=opts.unreachable_memory,
     )
     rpc.fence = lease.token  # a node refuses its calls once a newer master called it
+    rpc.fence_until = functools.partial(_lease_end, keeper)
     store = relays.jobs
     processor = Processor()
     locks = LockManager()

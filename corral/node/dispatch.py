@@ -86,9 +86,12 @@ def _read_args(name: str, body: bytes) -> list[Any]:
         raise errors.ParameterError(_refusal(name, err)) from None
 
 
-async def run_call(ctx: NodeContext, name: str, body: bytes, fence: int | None = None) -> WireReply:
+async def run_call(
+    ctx: NodeContext, name: str, body: bytes, fence: int | None = None, until: float | None = None
+) -> WireReply:
     """Run the handler of the call ``name`` with the arguments in ``body``;
-    ``fence``: the caller's fence token (None: it sent none)."""
+    ``fence``: the caller's fence token (None: it sent none), ``until``: when
+    its lease ends (None: not said)."""
     handler = get_handler(name)
     if handler is None:
         return reply(False, f"Unknown RPC call {name!r}", status=404)
@@ -99,7 +102,7 @@ async def run_call(ctx: NodeContext, name: str, body: bytes, fence: int | None =
     try:
         # After the arguments' check: a malformed call changes nothing, the token neither.
         if ctx.membership is not None and CALLS[name].fenced:
-            await ctx.membership.fence.admit(name, NO_FENCE if fence is None else fence)
+            await ctx.membership.fence.admit(name, NO_FENCE if fence is None else fence, until)
         return reply(True, await handler(ctx, *args))
     except StaleToken as err:
         return reply(False, err.message, status=DEPOSED_STATUS)

@@ -12,7 +12,12 @@ The log has one line per token change (and one when the token is read at
 start), so that the log of a node shows each master's window: once a
 token's line is written, no call with an older token is taken.  Calls let
 in before it may still be running (a node does not end a deposed master's
-work: its master daemon does, when its lease runs out).
+work: its master daemon does, when its lease runs out).  When a token goes
+out of force (a newer one comes, the node leaves, noded stops), one more
+line gives the times, on the machine's clock, of the first and the last
+call it let in with that token (:data:`WINDOW_LINE`): what the fault tests
+check across nodes (tests/helpers/fence_windows.py), at the cost of a
+clock read per call, never a line per call.
 """
 
 from __future__ import annotations
@@ -20,14 +25,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from corral import errors
 from corral.fileio import atomic_write
-from corral.rpc.fencing import refusal
+from corral.rpc.fencing import late, refusal
 from corral.state.ports import NO_FENCE
 
 log = logging.getLogger(__name__)
+
+# The line that closes a token's window, and that of a call that came after
+# its master's lease ended (parsed by tests/helpers/fence_windows.py).
+WINDOW_LINE = "Fence token %d window: %d calls let in from %.6f to %.6f"
+LATE_LINE = "Refused %s: fence token %d, its lease ended %.3f s before the call came"
+
+
+@dataclass
+class _Window:
+    """The calls one token let in on this node: how many, first and last (epoch s)."""
+
+    token: int
+    first: float
+    last: float
+    calls: int = 1
 
 
 class StaleToken(errors.GenericError):
@@ -44,17 +66,23 @@ class FenceKeeper:
         self._durable: int | None = None
         self._seen = NO_FENCE
         self._lock = asyncio.Lock()
+        self._window: _Window | None = None
 
     @property
     def newest(self) -> int | None:
         """The newest token written (None: the file was not read yet)."""
         return self._durable
 
-    async def admit(self, call: str, token: int) -> None:
+    async def admit(self, call: str, token: int, until: float | None = None) -> None:
         """Return once ``call`` carrying ``token`` may act (a newer token
-        written first); StaleToken if the node has seen a newer one."""
+        written first); StaleToken if the node has seen a newer one, or if
+        the call came after ``until``, the end of its master's lease."""
+        if until is not None and (now := time.time()) >= until:
+            log.warning(LATE_LINE, call, token, now - until)
+            raise StaleToken(late(call, token, until, now))
         if token == self._durable and token >= self._seen:
-            return  # the token in force: nothing to wait for
+            self._let_in(token)  # the token in force: nothing to wait for
+            return
         self._seen = max(self._seen, token)
         if token < self._seen:
             raise self._stale(call, token)
@@ -65,6 +93,7 @@ class FenceKeeper:
             if token > self._durable:
                 await asyncio.to_thread(self._store, token)
                 previous, self._durable = self._durable, token
+                self.close_window()
                 log.info(
                     "Fence token %d in force (was %d), first carried by %s: calls with an"
                     " older one are refused from now on",
@@ -75,11 +104,30 @@ class FenceKeeper:
             # A newer token may have come while this one waited or was written.
             if token < self._seen:
                 raise self._stale(call, token)
+            self._let_in(token)
+
+    def _let_in(self, token: int) -> None:
+        now = time.time()
+        window = self._window
+        if window is not None and window.token == token:
+            window.last = now
+            window.calls += 1
+        else:
+            self.close_window()
+            self._window = _Window(token, now, now)
+
+    def close_window(self) -> None:
+        """Log the window of the token in force, if it let any call in (noded
+        stops, or the token goes out of force)."""
+        window, self._window = self._window, None
+        if window is not None:
+            log.info(WINDOW_LINE, window.token, window.calls, window.first, window.last)
 
     def forget(self) -> None:
         """Drop the token: the node left its cluster, or joins one (whose
         tokens have nothing to do with the last cluster's)."""
         self.path.unlink(missing_ok=True)
+        self.close_window()
         self._durable, self._seen = NO_FENCE, NO_FENCE
         log.info("Fence token forgotten: a new cluster's master may call")
 

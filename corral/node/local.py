@@ -113,11 +113,15 @@ class LocalTransport:
         if crash is not None:
             if crash:
                 async with asyncio.timeout(request.timeout):
-                    await run_call(node.ctx, request.call, request.body, request.fence)
+                    await run_call(
+                        node.ctx, request.call, request.body, request.fence, request.fence_until
+                    )
             node.reachable = False
             raise _refused(request.address)
         async with asyncio.timeout(request.timeout):
-            return await run_call(node.ctx, request.call, request.body, request.fence)
+            return await run_call(
+                node.ctx, request.call, request.body, request.fence, request.fence_until
+            )
 
     def join_channel(self, address: str) -> LocalJoinChannel:
         """The join exchange with the node at ``address``."""

@@ -33,7 +33,7 @@ from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
 from corral.process.daemons import ReadyCallback, listen_error
 from corral.rpc.calls import CALLS
-from corral.rpc.fencing import FENCE_HEADER, parse_header
+from corral.rpc.fencing import FENCE_HEADER, UNTIL_HEADER, parse_header, parse_until
 from corral.rpc.transport import WireReply
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ async def dispatch(request: web.Request) -> web.Response:
         return _response(refusal)
     try:
         fence = parse_header(request.headers.get(FENCE_HEADER))
+        until = parse_until(request.headers.get(UNTIL_HEADER))
     except ValueError as err:
         return _response(reply(False, str(err), status=400))
     inflight = request.app[INFLIGHT_KEY]
@@ -73,7 +74,7 @@ async def dispatch(request: web.Request) -> web.Response:
     inflight.add(task)
     try:
         body = await request.read()
-        return _response(await run_call(request.app[CONTEXT_KEY], name, body, fence))
+        return _response(await run_call(request.app[CONTEXT_KEY], name, body, fence, until))
     finally:
         inflight.discard(task)
 
@@ -103,6 +104,7 @@ def make_app(ctx: NodeContext) -> web.Application:
     if membership is not None:
         for path, step in ((J.HELLO_PATH, "hello"), (J.FINISH_PATH, "finish")):
             app.router.add_post(path, functools.partial(_join, membership=membership, step=step))
+        app.on_cleanup.append(functools.partial(_fence_down, membership=membership))
     add_transfer_routes(app, ctx)
     add_console_routes(app, ctx)
     app.router.add_post("/{call}", dispatch)
@@ -143,6 +145,11 @@ async def _etcd_up(_: web.Application, *, paths: Paths) -> None:
 async def _etcd_down(_: web.Application, *, paths: Paths) -> None:
     """Stop the member with noded (it runs in a session of its own)."""
     await etcd_member.keeper(paths).stop(forget=False)
+
+
+async def _fence_down(_: web.Application, *, membership: Membership) -> None:
+    """Log the window of the fence token in force (the last calls let in)."""
+    membership.fence.close_window()
 
 
 async def _hypervisors_down(_: web.Application, *, paths: Paths) -> None:

@@ -77,6 +77,11 @@ class RpcClient:
         self.transport = transport
         self.query_deadline = query_deadline
         self.fence = NO_FENCE
+        # When the master's lease ends (epoch s; masterd sets it, None: no
+        # end): no fenced call is sent after it (frozen, cut off) and a node
+        # refuses one that comes after it, as a node its successor has not
+        # called yet would take it.
+        self.fence_until: Callable[[], float | None] = lambda: None
         self.reachability = Reachability(unreachable_memory)
         # address → the background call that checks whether a remembered node is back
         self._probes: dict[str, asyncio.Task[RpcResult[int]]] = {}
@@ -178,7 +183,15 @@ class RpcClient:
         elif down is not None:
             connect = REMEMBERED_CONNECT_TIMEOUT
         fence = self.fence if call.fenced else None
-        request = WireRequest(node, address, name, body, seconds, connect, fence)
+        until = self.fence_until() if fence is not None else None
+        if until is not None and time.time() >= until:
+            msg = (
+                f"RPC call {name} to {address} not made: this master daemon's lease"
+                f" (fence token {fence}) may have run out"
+            )
+            log.error("Fenced call refused: %s", msg)
+            return RpcResult(node, name, fail_msg=msg, deposed=True)
+        request = WireRequest(node, address, name, body, seconds, connect, fence, until)
         result, reached = await self._attempt(request)
         if reached:
             self.reachability.answered(address)

@@ -10,7 +10,14 @@ is never refused for it.  A node keeps the newest token it has seen
 with ``[false, <message>]``, which the master's client raises as
 :class:`corral.rpc.result.MasterDeposed`.  So a master that was deposed
 changes nothing on a node once its successor has called that node, even
-before it learns of its successor.  (Ganeti has nothing of the kind: its new
+before it learns of its successor.  A node its successor has not called yet
+would still take it: so masterd's calls also carry the end of its lease
+(``X-Corral-Fence-Until``, ``RpcClient.fence_until``); masterd sends none
+after it (frozen, cut off from the store) and a node refuses one that comes
+after it (held up in the network), as no other master can lead before then.
+The nodes' logs show each token's window, which the fault tests check never
+overlap across nodes (this assumes the nodes' clocks agree with the
+master's to well within the lease).  (Ganeti has nothing of the kind: its new
 master "fences" the old one with a best-effort call and by waiting for the
 master IP to go.)
 
@@ -35,9 +42,13 @@ Stdlib only: masterd, noded and the gnt-* commands import it.
 
 from __future__ import annotations
 
+import math
 from http import HTTPStatus
 
 FENCE_HEADER = "X-Corral-Fence-Token"
+# When the calling master's lease ends (epoch seconds): a call that reaches its
+# node later is refused, as its master may have been deposed meanwhile.
+UNTIL_HEADER = "X-Corral-Fence-Until"
 # noded's answer to a call whose token is older than the newest it has seen.
 DEPOSED_STATUS = HTTPStatus.CONFLICT.value
 # A fence token is a lease's counter: it fits in SQLite's and etcd's integers.
@@ -57,6 +68,34 @@ def parse_header(value: str | None) -> int | None:
     if not (value.isascii() and value.isdigit()) or int(value) > _MAX_TOKEN:
         raise ValueError(f"Invalid {FENCE_HEADER} header {value[:40]!r}: a whole number expected")
     return int(value)
+
+
+def until_value(until: float) -> str:
+    """The until header's value for the lease end ``until``."""
+    return f"{until:.6f}"
+
+
+def parse_until(value: str | None) -> float | None:
+    """The lease end a call's until header carries (None: no header);
+    ValueError if it is not a time."""
+    if value is None:
+        return None
+    try:
+        until = float(value)
+    except ValueError:
+        until = math.nan
+    if not math.isfinite(until) or until < 0:
+        raise ValueError(f"Invalid {UNTIL_HEADER} header {value[:40]!r}: a time expected")
+    return until
+
+
+def late(call: str, token: int, until: float, now: float) -> str:
+    """Why a node refuses ``call`` that came after its master's lease ended."""
+    return (
+        f"Refused {call}: it carries fence token {token}, whose lease ended"
+        f" {now - until:.3f} s before the call came; the calling master daemon may"
+        " have been deposed meanwhile and must not act any more"
+    )
 
 
 def refusal(call: str, token: int, newest: int) -> str:

@@ -14,7 +14,7 @@ import aiohttp
 from corral.crypto.tls import ssl_client_context
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
-from corral.rpc.fencing import FENCE_HEADER, header_value
+from corral.rpc.fencing import FENCE_HEADER, UNTIL_HEADER, header_value, until_value
 from corral.rpc.join_channel import TlsJoinChannel
 from corral.rpc.transport import TransportError, WireReply, WireRequest, failure_reason
 
@@ -95,6 +95,8 @@ class HttpsTransport:
         headers = _HEADERS
         if request.fence is not None:
             headers = {**_HEADERS, FENCE_HEADER: header_value(request.fence)}
+            if request.fence_until is not None:
+                headers[UNTIL_HEADER] = until_value(request.fence_until)
         session = self._get_session()
         async with session.post(url, data=request.body, headers=headers, timeout=timeout) as resp:
             return WireReply(resp.status, await resp.read())

@@ -34,6 +34,8 @@ class WireRequest:
     connect_timeout: float  # seconds to reach the node (and authenticate it)
     # The caller's fence token, on calls that change the node (None: none sent).
     fence: int | None = None
+    # When the caller's lease ends (epoch s), sent with the token (None: none sent).
+    fence_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from corral.node.etcd_member import etcd_root
 from corral.paths import Paths
@@ -82,7 +83,13 @@ def roles(members: list[EtcdMemberInfo]) -> tuple[int, int]:
     return len(members) - learners, learners
 
 
-async def settle(bed: Bed, wanted: tuple[int, int]) -> list[EtcdMemberInfo]:
+class WithEtcd(Protocol):
+    def etcd(self) -> EtcdClient:
+        """A client of every candidate's member."""
+        ...
+
+
+async def settle(bed: WithEtcd, wanted: tuple[int, int]) -> list[EtcdMemberInfo]:
     """The members once they are ``wanted`` (voters, learners), all started."""
     etcd = bed.etcd()
 

@@ -1,5 +1,6 @@
 """Clients of a cluster whose master suffers faults, and the faults
-(tests/integration/test_mastership_faults.py, bench/bench_mastership_faults.py).
+(tests/integration/test_mastership_faults.py, bench/bench_mastership_faults.py;
+on nodes in network namespaces: tests/helpers/netns_etcd.py).
 
 Clients, each a thread, call whichever node leads (they try the last leader
 first, then the others) and record every call (invoke, ok, fail, unknown,
@@ -18,12 +19,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from corral import errors
 from corral.luxi.client import Client
+from corral.paths import Paths
 from tests.helpers.crash import MASTERD, kill_9
 from tests.helpers.etcd_cluster import Bed, etcd_pid, standby_masterd
 from tests.helpers.history import History
@@ -43,12 +45,31 @@ TAKEOVER = 60.0
 CALL_TIMEOUT = 5.0
 
 
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class FaultBed(Protocol):
+    """A bed whose candidates' masterds the clients call: the loopback one
+    (tests/helpers/etcd_cluster.py) or the namespaces one (tests/helpers/netns_etcd.py)."""
+
+    @property
+    def nodes(self) -> Sequence[Named]:
+        """The master candidates (each runs masterd)."""
+        ...
+
+    def paths(self, name: str) -> Paths:
+        """Node ``name``'s root (its luxi socket, pid files, logs)."""
+        ...
+
+
 class NotLeading(Exception):
     """The node called does not lead (standing by, starting, gone): the call
     did nothing."""
 
 
-def call(bed: Bed, name: str, method: str, *args: Any) -> Any:
+def call(bed: FaultBed, name: str, method: str, *args: Any) -> Any:
     """One luxi call to node ``name``'s masterd.  NotLeading if it certainly did
     nothing; any other exception leaves its effect unknown."""
     client = Client(bed.paths(name).master_socket, timeout=CALL_TIMEOUT)
@@ -71,13 +92,14 @@ def call(bed: Bed, name: str, method: str, *args: Any) -> Any:
 class Clients:
     """The client threads and their history."""
 
-    def __init__(self, bed: Bed) -> None:
+    def __init__(self, bed: FaultBed) -> None:
         self.bed = bed
         self.history = History()
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self.tags_done: set[str] = set()
         self.jobs_accepted: set[int] = set()
+        self.jobs_ended: dict[int, str] = {}  # the final status a client saw
         self._values = itertools.count(FUTURE)
         self._leader = bed.nodes[0].name  # a hint: who led at the last call
         self._lock = threading.Lock()
@@ -140,12 +162,16 @@ class Clients:
                 continue
             with self._lock:
                 self.jobs_accepted.add(job_id)
-            if self._job_succeeded(job_id):
-                with self._lock:
+            status = self._job_end(job_id)
+            with self._lock:
+                if status is not None:
+                    self.jobs_ended[job_id] = status
+                if status == "success":
                     self.tags_done.add(tag)
 
-    def _job_succeeded(self, job_id: int) -> bool:
-        """Whether the job was seen to succeed (asking whichever node leads)."""
+    def _job_end(self, job_id: int) -> str | None:
+        """The job's final status (asking whichever node leads; None: the
+        clients stopped first)."""
         while not self.stop.is_set():
             try:
                 ((status,),) = self._leader_call("QueryJobs", [job_id], ["status"])
@@ -153,9 +179,9 @@ class Clients:
                 time.sleep(0.05)
                 continue
             if status in ("success", "error", "canceled"):
-                return bool(status == "success")
+                return str(status)
             time.sleep(0.02)
-        return False
+        return None
 
     def _guarded(self, body: Callable[[str], None], process: str) -> None:
         try:
@@ -184,7 +210,7 @@ class Clients:
         return sum(1 for event in self.history.events() if event["type"] != "invoke")
 
 
-def leader(bed: Bed) -> str:
+def leader(bed: FaultBed) -> str:
     """The node whose masterd leads now (waits for one)."""
     found: list[str] = []
 
@@ -217,7 +243,7 @@ def restart_node(bed: Bed, name: str) -> None:
     standby_masterd(bed, name, *OPTIONS)
 
 
-def kill_node(bed: Bed, name: str) -> None:
+def kill_node(bed: FaultBed, name: str) -> None:
     """kill -9 of node ``name``'s masterd, noded and etcd member together."""
     paths = bed.paths(name)
     member = etcd_pid(paths)
@@ -227,7 +253,7 @@ def kill_node(bed: Bed, name: str) -> None:
     os.kill(member, signal.SIGKILL)
 
 
-def kill_master_node(bed: Bed) -> tuple[str, float]:
+def kill_master_node(bed: FaultBed) -> tuple[str, float]:
     """kill -9 of the master's masterd, noded and etcd member together (see
     :func:`restart_node`); the node, and the seconds from the kill to another
     node leading."""
@@ -241,7 +267,7 @@ def kill_master_node(bed: Bed) -> tuple[str, float]:
 
 
 @contextlib.contextmanager
-def frozen_master(bed: Bed) -> Iterator[tuple[str, float]]:
+def frozen_master(bed: FaultBed) -> Iterator[tuple[str, float]]:
     """The master's masterd stopped (SIGSTOP) until another node leads, then
     for the block; continued (SIGCONT) after.  The node, and the seconds from
     the freeze to another node leading."""
@@ -264,19 +290,26 @@ class Outcome:
     tags_lost: list[str] = field(default_factory=list)
     jobs_unknown: list[int] = field(default_factory=list)
     tags_done: int = 0
+    # Jobs whose final status, as the last master has it, is not the one a client saw.
+    jobs_changed: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return bool(self.verdict) and not self.tags_lost and not self.jobs_unknown
+        lost = self.tags_lost or self.jobs_unknown or self.jobs_changed
+        return bool(self.verdict) and not lost
 
 
-def outcome(bed: Bed, clients: Clients) -> Outcome:
+def outcome(bed: FaultBed, clients: Clients) -> Outcome:
     """Check the register's history, the tags of the jobs seen to succeed, and
-    that the master knows every job whose submission was acknowledged."""
+    that the master knows every job whose submission was acknowledged, with
+    the final status a client saw it end with."""
     verdict = check(clients.history.operations(), Register(None))
     master = leader(bed)
     tags = set(call(bed, master, "QueryTags", "cluster", ""))
     ids = sorted(clients.jobs_accepted)
-    known = call(bed, master, "QueryJobs", ids, ["id"])
+    known = call(bed, master, "QueryJobs", ids, ["id", "status"])
     unknown = [i for i, row in zip(ids, known, strict=True) if row is None or row[0] != i]
-    return Outcome(verdict, sorted(clients.tags_done - tags), unknown, len(clients.tags_done))
+    now = {row[0]: row[1] for row in known if row is not None}
+    changed = sorted(i for i, status in clients.jobs_ended.items() if now.get(i) != status)
+    lost = sorted(clients.tags_done - tags)
+    return Outcome(verdict, lost, unknown, len(clients.tags_done), changed)

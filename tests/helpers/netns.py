@@ -44,6 +44,10 @@ class NetnsBed:
         """Node ``node``'s address, reachable from the other nodes only."""
         return f"{SUBNET}.{node + 1}"
 
+    def interface(self, node: int) -> str:
+        """The name of node ``node``'s veth, inside its namespace."""
+        return f"v{self.tag}n{node}"
+
     def wrap(self, node: int, argv: list[str]) -> list[str]:
         """``argv`` run inside node ``node``'s namespace."""
         return ["ip", "netns", "exec", self.namespace(node), *argv]
@@ -79,7 +83,7 @@ class NetnsBed:
         name = self.namespace(node)
         netns.create(name)
         self._made.append(name)
-        inside, outside = f"v{self.tag}n{node}", f"v{self.tag}h{node}"
+        inside, outside = self.interface(node), f"v{self.tag}h{node}"
         # Both ends are made in the node's namespace, then one moves to the hub.
         with NetNS(name) as ns:
             ns.link("add", ifname=inside, kind="veth", peer=outside)

@@ -75,3 +75,4 @@ def test_faults_of_the_master_lose_nothing_and_stay_linearizable(bed: Bed, tmp_p
     assert found.tags_done, "no tag job succeeded"
     assert not found.tags_lost, found.tags_lost
     assert not found.jobs_unknown, found.jobs_unknown
+    assert not found.jobs_changed, found.jobs_changed

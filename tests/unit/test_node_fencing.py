@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,10 @@ from corral.rpc.calls_node import version
 from corral.rpc.calls_storage import file_storage_list
 from corral.rpc.client import RpcClient
 from corral.rpc.declare import CHANGES, READS, RESCUES, Request
+from corral.rpc.fencing import parse_until, until_value
 from corral.rpc.result import MasterDeposed, NodeAddress
 from corral.rpc.wire import InstanceWire
+from tests.helpers.fence_windows import parse
 from tests.helpers.noded import make_node_root
 
 ADDRESS = "127.0.99.1"
@@ -123,22 +126,46 @@ async def test_concurrent_calls_are_taken_only_with_the_newest_token(tmp_path: P
     assert taken.count(40) == 5 and stored(path) == 40
 
 
-async def test_one_log_line_per_token_change(
+async def test_one_log_line_per_token_change_and_one_per_window(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     keeper = FenceKeeper(tmp_path / "fence-token")
     with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        before = time.time()
         for token in (4, 4, 4, 6, 6, 6, 6):
             await keeper.admit("upload_file", token)
+        after = time.time()
+        keeper.close_window()  # noded stops
         await FenceKeeper(tmp_path / "fence-token").admit("upload_file", 6)
     lines = [record.getMessage() for record in caplog.records]
-    assert lines == [
+    windows = parse("node1", lines).windows
+    assert [line.split(" from ")[0] if "window" in line else line for line in lines] == [
         "Fence token 4 in force (was 0), first carried by upload_file: calls with an older"
         " one are refused from now on",
+        "Fence token 4 window: 3 calls let in",
         "Fence token 6 in force (was 4), first carried by upload_file: calls with an older"
         " one are refused from now on",
+        "Fence token 6 window: 4 calls let in",
         f"Fence token 6 in force (kept in {tmp_path / 'fence-token'})",
     ]
+    assert [(w.token, w.calls) for w in windows] == [(4, 3), (6, 4)]
+    first, second = windows
+    assert before <= first.first <= first.last <= second.first <= second.last <= after
+
+
+async def test_refusals_and_forgetting_close_no_window_twice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keeper = FenceKeeper(tmp_path / "fence-token")
+    with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        await keeper.admit("instance_start", 5)
+        with pytest.raises(StaleToken):
+            await keeper.admit("instance_start", 3)
+        keeper.forget()
+        keeper.close_window()  # nothing let in since: no line
+    found = parse("node1", [record.getMessage() for record in caplog.records])
+    assert [(w.token, w.calls) for w in found.windows] == [(5, 1)]
+    assert found.refused == {3: 1}
 
 
 async def test_an_unreadable_token_refuses_every_change(tmp_path: Path) -> None:
@@ -212,6 +239,64 @@ async def test_a_deposed_master_changes_nothing_and_still_reads(tmp_path: Path) 
     assert await old.run(NODE, version()) > 0
     running_now = await old.run(NODE, all_instances_info(["fake"]))
     assert list(running_now) == ["i0"]
+
+
+async def test_a_master_whose_lease_ended_sends_no_fenced_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A node its successor has not called yet would take the call: it is not sent.
+    transport, paths = node_with_transport(tmp_path)
+    rpc = client(transport, 7)
+    rpc.fence_until = lambda: time.time() - 0.5
+    with (
+        caplog.at_level(logging.ERROR, logger="corral.rpc.client"),
+        pytest.raises(MasterDeposed) as refused,
+    ):
+        await rpc.run(NODE, instance_start(INSTANCE, False), "Could not start instance i1")
+    assert refused.value.message == (
+        f"Could not start instance i1: RPC call instance_start to {ADDRESS} not made:"
+        " this master daemon's lease (fence token 7) may have run out"
+    )
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["Fenced call refused"]
+    assert running(paths) == [] and not paths.fence_token.exists()
+    # Queries carry no token: they are still made.
+    assert await rpc.run(NODE, version()) > 0
+    # Within the lease, the call goes, the lease's end with it.
+    rpc.fence_until = lambda: time.time() + 30
+    await rpc.run(NODE, instance_start(INSTANCE, False))
+    assert running(paths) == ["i1"] and stored(paths.fence_token) == 7
+
+
+async def test_a_call_that_comes_after_its_lease_ended_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Sent in time, held up in the network: its master may be deposed by now.
+    path = tmp_path / "fence-token"
+    keeper = FenceKeeper(path)
+    with caplog.at_level(logging.INFO, logger="corral.node.fencing"):
+        with pytest.raises(StaleToken) as refused:
+            await keeper.admit("instance_start", 5, until=time.time() - 2)
+        await keeper.admit("instance_start", 5, until=time.time() + 30)
+        keeper.close_window()
+    assert refused.value.message.startswith(
+        "Refused instance_start: it carries fence token 5, whose lease ended 2.0"
+    )
+    assert stored(path) == 5  # written by the call in time only
+    found = parse("node1", [record.getMessage() for record in caplog.records])
+    assert found.refused == {5: 1} and [(w.token, w.calls) for w in found.windows] == [(5, 1)]
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", ""])
+def test_a_bad_until_header_is_refused(value: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"Invalid X-Corral-Fence-Until header .*: a time expected"
+    ):
+        parse_until(value)
+
+
+def test_the_until_header_round_trips() -> None:
+    assert parse_until(None) is None
+    assert parse_until(until_value(1795841712.4713581)) == 1795841712.471358
 
 
 async def test_a_call_without_a_token_counts_as_no_master(tmp_path: Path) -> None:
