@@ -34,7 +34,7 @@ from corral.objects import (
     NodeGroup,
 )
 from corral.objects.filter_rule import FilterRule
-from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore
+from corral.state.ports import NO_FENCE, ConfigChange, ConfigSnapshot, ConfigStore, SerialChange
 from corral.storage import templates
 from corral.storage.reservations import Reservations
 
@@ -155,6 +155,29 @@ class ConfigManager:
     async def open(cls, store: ConfigStore) -> ConfigManager:
         """The configuration as ``store`` holds it."""
         return cls(store, await store.load())
+
+    def follow(self, found: SerialChange) -> None:
+        """Apply a change another master committed (a candidate standing by
+        follows the store: corral.services.config_follower)."""
+        if found.serial != self.serial + 1:
+            raise errors.ConfigurationError(
+                f"Configuration change {found.serial} does not follow serial {self.serial}"
+            )
+        upserts: list[ConfigObject] = []
+        for table, rows in found.change.upserts.items():
+            for row in rows:
+                obj = _CLASSES[table].model_validate(row)
+                if isinstance(obj, Instance):
+                    templates.fill_disk_nodes(obj)
+                upserts.append(obj)
+        deletes = [
+            self._objects[table][uuid]
+            for table, uuids in found.change.deletes.items()
+            for uuid in uuids
+            if uuid in self._objects[table]
+        ]
+        self.mtime = max([self.mtime, *(obj.mtime for obj in upserts)])
+        self._show(upserts, deletes)
 
     def add_listener(self, callback: Callable[[ConfigManager, set[str]], None]) -> None:
         """Call ``callback(cfg, changed_tables)`` after every commit."""

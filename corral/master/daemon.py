@@ -32,6 +32,7 @@ from corral.rpc.https import https_client
 from corral.rpc.reachability import DEFAULT_MEMORY, DEFAULT_QUERY_DEADLINE
 from corral.services import durable_flags
 from corral.services.config_export import ConfigExport, ensure_confd_hmac_key
+from corral.services.config_follower import ConfigFollower
 from corral.services.context import Master
 from corral.services.distribution import SsconfDistributor
 from corral.services.durable import DurableState
@@ -104,8 +105,9 @@ async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None
         backend = await open_backend(paths, where)
         relays = Relays(backend.stores)  # the stores may move while masterd runs
         keeper = MastershipKeeper(backend.mastership, holder, opts.lease_ttl, backend.handover)
+        follower = ConfigFollower(relays.config)  # warm while standing by
         try:
-            lease = await _stand_by(paths, where, backend, keeper, opts, ready_once)
+            lease = await _stand_by(paths, where, backend, keeper, follower, opts, ready_once)
         except BaseException as err:
             await relays.stores.close()
             await backend.close_rest()
@@ -114,7 +116,7 @@ async def serve(paths: Paths, ready: Callable[[], None], **options: Any) -> None
                 continue
             raise
         try:
-            await _lead(paths, backend, relays, keeper, lease, opts, ready_once)
+            await _lead(paths, backend, relays, keeper, lease, follower, opts, ready_once)
         except errors.GenericError as err:
             if backend.handover is None:
                 raise
@@ -147,11 +149,13 @@ async def _stand_by(
     where: home.Home | None,
     backend: Backend,
     keeper: MastershipKeeper,
+    follower: ConfigFollower,
     opts: Options,
     ready: Callable[[], None],
 ) -> Lease:
     """The mastership: at once on a one-node cluster; else once it is free,
-    answering luxi meanwhile (see corral.master.standby)."""
+    answering luxi and following the configuration meanwhile (see
+    corral.master.standby, corral.services.config_follower)."""
     if backend.handover is None:
         return await keeper.acquire()
     methods = StandbyMethods(paths, keeper, backend.mastership, backend.handover)
@@ -165,11 +169,15 @@ async def _stand_by(
 
     server = opts.luxi_server(paths, methods)
     await server.start()
+    follower.start()
     ready()
     try:
         return await keeper.acquire(
             lambda why: log.info("corral-masterd stands by: %s", why), eligible
         )
+    except BaseException:
+        await follower.stop()
+        raise
     finally:
         await server.close()
 
@@ -252,11 +260,12 @@ async def _lead(
     relays: Relays,
     keeper: MastershipKeeper,
     lease: Lease,
+    follower: ConfigFollower,
     opts: Options,
     ready: Callable[[], None],
 ) -> None:
     """Act as the master until the mastership is lost or handed over."""
-    cfg = await ConfigManager.open(relays.config)
+    cfg = await follower.take()
     cfg.fence = lease.token
     former = await _take_the_master_role(cfg, keeper.holder)
     durable = await DurableState.open(relays.kv, lease.token)
