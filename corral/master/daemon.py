@@ -20,7 +20,7 @@ from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import Handler, LuxiServer
-from corral.master import legacy_state, resources
+from corral.master import legacy_state, master_ip, resources
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.standby import StandbyMethods
 from corral.objects import Cluster, Node
@@ -155,6 +155,12 @@ async def _stand_by(
         await server.close()
 
 
+def _ip_deadline(keeper: MastershipKeeper) -> float:
+    """Seconds the master IP gets to go down: well within what is left of the
+    lease when it could not be renewed (a third of its time)."""
+    return min(master_ip.FORMER_DEADLINE, keeper.ttl / 6)
+
+
 def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
     """``handler`` while this masterd holds the mastership.  A master frozen
     past its lease (SIGSTOP, a VM paused) may find, once it runs again, that
@@ -181,14 +187,15 @@ def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
     return handle
 
 
-async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
-    """The configuration names this node the master (after a failover)."""
+async def _take_the_master_role(cfg: ConfigManager, holder: str) -> Node | None:
+    """The configuration names this node the master (after a failover); the
+    node it named before (None: none is known)."""
     node = cfg.find(Node, holder)
     if node is None:
         raise errors.ConfigurationError(f"This node ({holder}) is not in the configuration")
-    if cfg.cluster.master_node == node.uuid:
-        return
     former = cfg.get(Node, cfg.cluster.master_node)
+    if cfg.cluster.master_node == node.uuid:
+        return former
     tx = cfg.transaction()
     cluster = cfg.cluster.copy_for_update()
     assert isinstance(cluster, Cluster)
@@ -196,6 +203,7 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> None:
     tx.update(cluster)
     await tx.commit()
     log.info("%s took the master role over from %s", holder, former.name if former else "?")
+    return former
 
 
 async def _lead(
@@ -210,7 +218,7 @@ async def _lead(
     """Act as the master until the mastership is lost or handed over."""
     cfg = await ConfigManager.open(relays.config)
     cfg.fence = lease.token
-    await _take_the_master_role(cfg, keeper.holder)
+    former = await _take_the_master_role(cfg, keeper.holder)
     durable = await DurableState.open(relays.kv, lease.token)
     await legacy_state.move_into(durable, paths)
     ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
@@ -274,6 +282,7 @@ async def _lead(
     # What interrupted operations left on the nodes (see recover_job).
     intents.resolve_in_background(master)
     members.start()
+    taking_ip = asyncio.get_running_loop().create_task(master_ip.take(master, former))
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:
@@ -285,6 +294,9 @@ async def _lead(
         # Lost, this master must stop acting at once (its writes are refused).
         deposed = keeper.lost.is_set() and keeper.handed_to is None
         await queue.shutdown(0.0 if deposed else SHUTDOWN_GRACE)
+        taking_ip.cancel()
+        await asyncio.gather(taking_ip, return_exceptions=True)
+        await master_ip.drop(master, _ip_deadline(keeper))
         await intents.stop_background(master)
         await members.stop()
         await distributor.stop()
