@@ -26,15 +26,18 @@ PREFIX = 24
 
 
 class NetnsBed:
-    """``count`` node namespaces (numbered from 1) joined by a bridge."""
+    """``count`` node namespaces (numbered from 1) joined by a bridge; each
+    node's interface is named ``ifname`` if given (the same in every
+    namespace, as a cluster's master_netdev is), else by the bed and node."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, ifname: str | None = None) -> None:
         if not 1 <= count <= 200:
             raise ValueError(f"A bed has 1 to 200 nodes, not {count}")
         self.count = count
         self.tag = secrets.token_hex(3)
         self.hub = f"crl{self.tag}hub"
         self._made: list[str] = []
+        self._ifname = ifname
 
     def namespace(self, node: int) -> str:
         """The name of node ``node``'s namespace."""
@@ -79,7 +82,7 @@ class NetnsBed:
         name = self.namespace(node)
         netns.create(name)
         self._made.append(name)
-        inside, outside = f"v{self.tag}n{node}", f"v{self.tag}h{node}"
+        inside, outside = self._ifname or f"v{self.tag}n{node}", f"v{self.tag}h{node}"
         # Both ends are made in the node's namespace, then one moves to the hub.
         with NetNS(name) as ns:
             ns.link("add", ifname=inside, kind="veth", peer=outside)
