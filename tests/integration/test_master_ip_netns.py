@@ -121,6 +121,28 @@ def test_deactivate_and_activate(bed: testbed.Testbed) -> None:
     assert _holders(bed) == [bed.master.name]
 
 
+def test_activation_refused_while_another_machine_has_the_address(
+    bed: testbed.Testbed,
+) -> None:
+    wait_until(lambda: _holders(bed) == [bed.master.name], SETTLE, "the master IP on node 1")
+    _ok(bed.gnt("cluster", "deactivate-master-ip", "--yes"))
+    squatter = bed.nodes[2]
+    add = ["ip", "addr", "add", f"{MASTER_IP}/32", "dev", NETDEV]
+    subprocess.run(bed.network.wrap(squatter.index, add), check=True)
+    try:
+        wait_until(lambda: _answers(bed, bed.master), SETTLE, "node 3 answering the master IP")
+        refused = bed.gnt("cluster", "activate-master-ip")
+        assert refused.returncode == 1
+        assert "Could not activate the master IP" in refused.stderr
+        assert "Error: master IP address configured on another machine." in refused.stderr
+        assert _holders(bed) == [squatter.name]
+    finally:
+        delete = ["ip", "addr", "del", f"{MASTER_IP}/32", "dev", NETDEV]
+        subprocess.run(bed.network.wrap(squatter.index, delete), check=True)
+    _ok(bed.gnt("cluster", "activate-master-ip"))
+    assert _holders(bed) == [bed.master.name]
+
+
 def test_a_new_netmask_and_a_bad_one(bed: testbed.Testbed) -> None:
     wait_until(lambda: _holders(bed) == [bed.master.name], SETTLE, "the master IP on node 1")
     for bad in ("33", "0"):
