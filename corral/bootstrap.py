@@ -322,16 +322,15 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
-    """noded first (masterd asks it), then masterd and corral-rapi together."""
-    from corral.process.daemons import start_daemon, start_daemons
+    """noded first (masterd asks it), then masterd, then corral-rapi (which
+    finds the ssconf files masterd wrote: the master IP it listens on too)."""
+    from corral.process.daemons import start_daemon
 
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
     start_daemon(daemon_command("noded", *noded), env)
-    start_daemons(
-        [daemon_command("masterd", *daemon_args(paths, "masterd")), rapi_command(paths, node_ip)],
-        env,
-    )
+    start_daemon(daemon_command("masterd", *daemon_args(paths, "masterd")), env)
+    start_daemon(rapi_command(paths, node_ip), env)
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:

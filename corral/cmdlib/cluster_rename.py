@@ -8,8 +8,9 @@ Ganeti refuses such a name.  As Ganeti's, the master IP goes down
 on the master node first (refused if it cannot) and comes up again at the
 new address after (a warning if it cannot).  The configuration's and the
 ssconf files' ``cluster_name`` and ``master_ip`` are pushed to every online
-node before the job ends: a verify right after finds them alike.  Certificates keep the old name, as Ganeti's do (``gnt-cluster
-renew-crypto --new-rapi-certificate`` puts the new one in the RAPI's).
+node before the job ends: a verify right after finds them alike.
+Certificates keep the old name, as Ganeti's do (``gnt-cluster renew-crypto
+--new-rapi-certificate`` puts the new one in the RAPI's).
 """
 
 from __future__ import annotations

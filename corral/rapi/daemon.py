@@ -18,6 +18,7 @@ from corral.process.privileges import drop_privileges, lookup_user
 from corral.rapi.httpd.listener import Listener
 from corral.rapi.limits import RapiLimits
 from corral.rapi.luxi import LuxiPool
+from corral.rapi.master_ip import MasterIpListener, read_master_ip
 from corral.rapi.server import RapiServer
 from corral.rapi.throttle import LoginThrottle
 from corral.rapi.users import UsersFile
@@ -76,34 +77,6 @@ def _become(paths: Paths, user: str) -> None:
     log.info("Running as user %s (uid %d)", user, uid)
 
 
-def _master_ip(paths: Paths, address: str) -> str | None:
-    """The master IP (ssconf), where RAPI listens too unless ``address``
-    already covers it (the same, or every address)."""
-    try:
-        master_ip = paths.ssconf_file("master_ip").read_text().strip()
-    except OSError:
-        return None
-    if not master_ip or address in (master_ip, "0.0.0.0", "::"):
-        return None
-    return master_ip
-
-
-async def _start_on_master_ip(
-    listener: Listener | None, master_ip: str | None, port: int
-) -> Listener | None:
-    """``listener`` listening on the master IP; None if it cannot (another
-    RAPI of this machine listens there: nodes sharing an address space)."""
-    if listener is None:
-        return None
-    try:
-        await listener.start()
-    except OSError as err:
-        log.warning("Not listening on the master IP %s:%d: %s", master_ip, port, err)
-        return None
-    log.info("Listening on the master IP %s:%d too", master_ip, port)
-    return listener
-
-
 async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> None:
     """Serve the RAPI until cancelled."""
     tls = _tls_context(paths) if settings.ssl else None
@@ -123,24 +96,22 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
     listener = Listener(
         rapi, settings.address, settings.port, tls=tls, limits=limits, max_body=rapi.max_body
     )
-    master_ip = await asyncio.to_thread(_master_ip, paths, settings.address)
-    on_master_ip = None
-    if master_ip:
-        on_master_ip = Listener(
-            rapi,
-            master_ip,
-            settings.port,
-            tls=tls,
-            limits=limits,
-            max_body=rapi.max_body,
-            freebind=True,
-        )
+    on_master_ip = MasterIpListener(
+        paths,
+        settings.address,
+        settings.port,
+        lambda ip: Listener(
+            rapi, ip, settings.port, tls=tls, limits=limits, max_body=rapi.max_body, freebind=True
+        ),
+    )
+    following: asyncio.Task[None] | None = None
     try:
         try:
             await listener.start()
         except OSError as err:
             raise listen_error(settings.address, settings.port, err) from None
-        on_master_ip = await _start_on_master_ip(on_master_ip, master_ip, settings.port)
+        master_ip = await asyncio.to_thread(read_master_ip, paths)  # still as root
+        following = asyncio.get_running_loop().create_task(on_master_ip.follow(master_ip))
         _become(paths, settings.user)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, users.reload)
         log.info("Listening on %s", listener.name)
@@ -148,6 +119,7 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
         await asyncio.Event().wait()
     finally:
         await listener.stop()
-        if on_master_ip is not None:
-            await on_master_ip.stop()
+        if following is not None:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
         await luxi.close()

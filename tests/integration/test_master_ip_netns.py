@@ -4,7 +4,8 @@ goes down and up with gnt-cluster deactivate-/activate-master-ip, takes a new
 netmask, is refused a bad one, and moves to the new master with
 gnt-cluster master-failover (the stores in etcd, masterd standing by on the
 candidates), where RAPI answers on it while the old master's RAPI names the
-new master."""
+new master, and back when that master's masterd is killed (its successor has
+the dead master's node let the address go)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 
 from corral import bootstrap, testbed
 from corral.process.daemons import start_daemon
+from tests.helpers.crash import MASTERD, kill_9
 from tests.helpers.etcd_cluster import etcd_pid
 from tests.helpers.netns import NetnsBed
 from tests.helpers.waiting import wait_until
@@ -229,3 +231,11 @@ def test_the_master_ip_and_rapi_follow_master_failover(bed: testbed.Testbed) -> 
     status, body = _rapi_get(bed, node3, node1.address)
     assert status == 502
     assert f"This node ({node1.name}) is not the master; the master node is {node2.name}" in body
+
+    # node 2's masterd dies: node 1's, standing by, leads once the lease runs
+    # out, has node 2's noded let the address go and brings it up.
+    kill_9(node2.paths.run_dir / f"{MASTERD}.pid")
+    wait_until(lambda: _holders(bed) == [node1.name], SETTLE, "the master IP back on node 1")
+    status, body = _rapi_get(bed, node3, MASTER_IP)
+    assert status == 200, body
+    assert json.loads(body)["master"] == node1.name
