@@ -239,3 +239,26 @@ def test_the_master_ip_and_rapi_follow_master_failover(bed: testbed.Testbed) -> 
     status, body = _rapi_get(bed, node3, MASTER_IP)
     assert status == 200, body
     assert json.loads(body)["master"] == node1.name
+
+
+def test_a_master_that_cannot_renew_its_lease_drops_the_master_ip(
+    bed: testbed.Testbed,
+) -> None:
+    """The etcd members of nodes 2 and 3 frozen: the master cannot renew its
+    lease, stops leading and takes the address down (nobody may lead without
+    a quorum); thawed, it leads again and brings the address back."""
+    node1, node2, node3 = bed.nodes
+    wait_until(lambda: _holders(bed) == [node1.name], SETTLE, "the master IP on node 1")
+    frozen = [etcd_pid(node.paths) for node in (node2, node3)]
+    assert None not in frozen
+    for pid in frozen:
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: _holders(bed) == [], SETTLE, "the master IP down everywhere")
+        assert not _answers(bed, node3)
+    finally:
+        for pid in frozen:
+            assert pid is not None
+            os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: _holders(bed) == [node1.name], SETTLE, "the master IP back on node 1")
