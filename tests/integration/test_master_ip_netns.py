@@ -161,6 +161,19 @@ def test_a_new_netmask_and_a_bad_one(bed: testbed.Testbed) -> None:
     assert f"{MASTER_IP}/32" in _addresses(bed, bed.master)
 
 
+def test_a_new_master_netdev(bed: testbed.Testbed) -> None:
+    wait_until(lambda: _holders(bed) == [bed.master.name], SETTLE, "the master IP on node 1")
+    _ok(bed.gnt("cluster", "modify", "--master-netdev", "lo"))
+    assert _holders(bed) == []  # not on eth0 any more
+    on_lo = _in(bed, bed.master, ["ip", "-o", "-4", "addr", "show", "dev", "lo"])
+    assert f" {MASTER_IP}/32 " in on_lo
+    assert "master netdev: lo\n" in _info(bed)
+    _ok(bed.gnt("cluster", "modify", "--master-netdev", NETDEV))
+    assert _holders(bed) == [bed.master.name]
+    on_lo = _in(bed, bed.master, ["ip", "-o", "-4", "addr", "show", "dev", "lo"])
+    assert MASTER_IP not in on_lo
+
+
 def test_the_external_script(bed: testbed.Testbed) -> None:
     script = bed.master.paths.conf_dir / "scripts" / "master-ip-setup"
     seen = bed.master.paths.root / "mip-seen"
