@@ -21,13 +21,6 @@ from corral.state.ports import HandOver, Mastership
 # not keep the mastership from the others for longer.
 HANDOVER_TTL = 30.0
 TAKE_MASTERSHIP = "TakeMastership"
-# What the answer of a masterd standing by says (corral-rapi looks for it).
-NOT_MASTER = "is not the master; the master node is"
-
-
-def not_master(err: errors.GenericError) -> bool:
-    """Whether ``err`` is a standing-by masterd's answer: not the master."""
-    return isinstance(err, errors.OpPrereqError) and NOT_MASTER in err.message
 
 
 class StandbyMethods:
@@ -49,7 +42,7 @@ class StandbyMethods:
         current = await self._mastership.current()
         master = current.holder if current is not None else "being chosen"
         raise errors.OpPrereqError(
-            f"This node ({self._holder}) {NOT_MASTER} {master}"
+            f"This node ({self._holder}) {errors.NOT_MASTER} {master}"
             " (run the command there, or 'gnt-cluster master-failover' here)",
             C.ECODE_STATE,
         )

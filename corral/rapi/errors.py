@@ -7,7 +7,6 @@ from http import HTTPStatus
 
 from corral import errors
 from corral.luxi import protocol
-from corral.master.standby import not_master
 
 
 class HttpError(Exception):
@@ -51,7 +50,7 @@ def from_luxi(err: errors.GenericError) -> HttpError:
     """
     if isinstance(err, errors.NoMasterError):
         return HttpError(502, f"Can't connect to master daemon: {err.message}")
-    if not_master(err):
+    if errors.not_master(err):
         # This node's masterd stands by: the master IP reaches the master.
         return HttpError(502, err.message)
     if isinstance(err, errors.JobQueueFull):

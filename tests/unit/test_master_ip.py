@@ -16,7 +16,6 @@ from corral import bootstrap, errors
 from corral import constants as C
 from corral.cmdlib.cluster_mip_modify import check_netmask
 from corral.luxi import protocol
-from corral.master.standby import NOT_MASTER
 from corral.master_network import master_params, valid_netmask
 from corral.node.context import NodeContext
 from corral.node.handlers.master_ip import node_activate_master_ip, node_deactivate_master_ip
@@ -202,7 +201,7 @@ def test_hooks_around_the_script_and_a_failing_pre_hook_stops_it(tmp_path: Path)
 
 
 def test_rapi_names_the_master_when_its_masterd_stands_by() -> None:
-    text = f"This node (n2) {NOT_MASTER} n1 (run the command there)"
+    text = f"This node (n2) {errors.NOT_MASTER} n1 (run the command there)"
     answer = from_luxi(errors.OpPrereqError(text, C.ECODE_STATE))
     assert (answer.status, answer.message) == (502, text)
     other = from_luxi(errors.OpPrereqError("something else", C.ECODE_STATE))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from corral import errors
@@ -11,7 +10,6 @@ from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.rpc import calls_master_ip as calls
 from corral.rpc.wire import MasterNetworkWire
-from corral.tools.master_ip_setup import devices_with
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +44,8 @@ async def node_change_master_netmask(
 ) -> None:
     if old_netmask == netmask or _own_address(ctx, master_ip, "changing the netmask of"):
         return
-    if not await asyncio.to_thread(devices_with, master_ip):
+    _, holders = await mip.run_script(["ip", "-o", "addr", "show", "to", master_ip], {})
+    if not holders:
         raise errors.OpExecError(
             "The master IP address is not up, not attempting to change its netmask"
         )
