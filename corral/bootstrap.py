@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from corral import constants as C
 from corral import diskparams, errors, uidpool
 from corral import hypervisors as H
+from corral.master_network import FULL_NETMASK, valid_netmask
 from corral.osdef import media
 from corral.paths import Paths
 from corral.storage_names import DEFAULT_ENABLED
@@ -49,6 +50,9 @@ class InitOptions:
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     master_netdev: str = "lo"
+    # None: the whole address (Ganeti's default, by the IP version).
+    master_netmask: int | None = None
+    use_external_mip_script: bool = False
     enabled_hypervisors: list[str] = field(default_factory=lambda: list(H.DEFAULT_ENABLED))
     enabled_disk_templates: list[str] = field(default_factory=lambda: list(DEFAULT_ENABLED))
     file_storage_dir: str | None = None
@@ -132,6 +136,18 @@ def _check_ip_versions(opts: InitOptions) -> None:
         )
 
 
+def _check_master_netmask(opts: InitOptions) -> None:
+    """Ganeti's: a given netmask fits the IP version; none, the whole address."""
+    version = opts.primary_ip_version
+    if opts.master_netmask is None:
+        opts.master_netmask = FULL_NETMASK[version]
+    elif not valid_netmask(opts.master_netmask, version):
+        raise errors.OpPrereqError(
+            f"CIDR netmask ({opts.master_netmask}) not valid for IPv{version} ",
+            C.ECODE_INVAL,
+        )
+
+
 def _validate(opts: InitOptions) -> None:
     check_hostname(opts.cluster_name, "cluster name")
     check_hostname(opts.node_name, "node name")
@@ -153,6 +169,7 @@ def _validate(opts: InitOptions) -> None:
         check_ip(opts.secondary_ip, "secondary address") if opts.secondary_ip else None
     )
     _check_ip_versions(opts)
+    _check_master_netmask(opts)
     if not 0 < opts.noded_port < 65536:
         raise errors.OpPrereqError(f"Invalid port {opts.noded_port}", C.ECODE_INVAL)
     if not re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$", opts.mac_prefix):
@@ -220,7 +237,7 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
     from corral.objects import Cluster, Node, NodeGroup
     from corral.state.sqlite.config import SqliteConfigStore
 
-    assert opts.node_ip and opts.master_ip and opts.secondary_ip
+    assert opts.node_ip and opts.master_ip and opts.secondary_ip and opts.master_netmask
     group = NodeGroup(name=C.DEFAULT_NODEGROUP)
     node = Node(
         name=opts.node_name,
@@ -233,6 +250,8 @@ def _write_config(paths: Paths, opts: InitOptions) -> None:
         master_node=node.uuid,
         master_ip=opts.master_ip,
         master_netdev=opts.master_netdev,
+        master_netmask=opts.master_netmask,
+        use_external_mip_script=opts.use_external_mip_script,
         noded_port=opts.noded_port,
         mac_prefix=opts.mac_prefix,
         file_storage_dir=_storage_dirs(paths, opts).file_storage_dir,
@@ -303,16 +322,15 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
-    """noded first (masterd asks it), then masterd and corral-rapi together."""
-    from corral.process.daemons import start_daemon, start_daemons
+    """noded first (masterd asks it), then masterd, then corral-rapi (which
+    finds the ssconf files masterd wrote: the master IP it listens on too)."""
+    from corral.process.daemons import start_daemon
 
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
     start_daemon(daemon_command("noded", *noded), env)
-    start_daemons(
-        [daemon_command("masterd", *daemon_args(paths, "masterd")), rapi_command(paths, node_ip)],
-        env,
-    )
+    start_daemon(daemon_command("masterd", *daemon_args(paths, "masterd")), env)
+    start_daemon(rapi_command(paths, node_ip), env)
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:

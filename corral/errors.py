@@ -231,3 +231,13 @@ def decode_exception(data: Any) -> GenericError:
     if cls is None:
         return RemoteError(f"{name}: {', '.join(map(str, args))}")
     return cls(*args)
+
+
+# What a master candidate's masterd standing by answers (corral.master.standby),
+# which corral-rapi on that node passes on as "not the master".
+NOT_MASTER = "is not the master; the master node is"
+
+
+def not_master(err: GenericError) -> bool:
+    """Whether ``err`` is a standing-by masterd's answer: not the master."""
+    return isinstance(err, OpPrereqError) and NOT_MASTER in err.message

@@ -10,6 +10,10 @@ need_pkgs=()
 command -v python3 >/dev/null || need_pkgs+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+# the master IP's setup script (as Ganeti's): fping sees whether another machine
+# has the address, arping tells the neighbours where it went
+command -v fping >/dev/null || need_pkgs+=(fping)
+command -v arping >/dev/null || need_pkgs+=(iputils-arping)
 if [[ ${1:-} == --tests ]]; then
   command -v unshare >/dev/null || need_pkgs+=(util-linux)
   [[ -x /usr/bin/python3 ]] || need_pkgs+=(python3)

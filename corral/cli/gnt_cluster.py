@@ -17,6 +17,7 @@ from corral.cli import (
     cluster_disks,
     cluster_epo,
     cluster_failover,
+    cluster_mip,
     cluster_remote,
     common,
     optvalues,
@@ -68,6 +69,10 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.uid_pool = uidpool.parse(opts.uid_pool)
     if opts.enabled_user_shutdown is not None:
         init.enabled_user_shutdown = opts.enabled_user_shutdown
+    if opts.master_netmask is not None:
+        init.master_netmask = opts.master_netmask
+    if opts.use_external_mip_script is not None:
+        init.use_external_mip_script = opts.use_external_mip_script
     if opts.install_image:
         init.install_image = opts.install_image
     init.beparams = split_key_val("-B", opts.backend_parameters or "")
@@ -365,6 +370,12 @@ def _add_init(sub: Any) -> None:
     )
     p.add_argument("-m", "--mac-prefix", default=C.DEFAULT_MAC_PREFIX)
     p.add_argument("--master-netdev", default="lo")
+    p.add_argument("--master-netmask", type=int, help="The netmask of the master IP (CIDR bits)")
+    p.add_argument(
+        "--use-external-mip-script",
+        type=boolean,
+        help="Whether to bring the master IP up and down with the site's script (yes|no)",
+    )
     p.add_argument("--enabled-hypervisors")
     p.add_argument("--enabled-disk-templates")
     p.add_argument("--file-storage-dir")
@@ -461,6 +472,7 @@ def build_parser() -> common.Parser:
     common.add_args(p, "args", "<new-name>", 1, 1)
     cluster_epo.add_command(sub)
     cluster_failover.add_command(sub)
+    cluster_mip.add_commands(sub)
     p = common.add_command(
         sub, "redist-conf", cmd_redist_conf, "Push the cluster files to all nodes"
     )
@@ -471,8 +483,6 @@ def build_parser() -> common.Parser:
         sub,
         "gnt-cluster",
         [
-            "activate-master-ip",
-            "deactivate-master-ip",
             "upgrade",
         ],
     )

@@ -13,6 +13,7 @@ from corral import constants as C
 from corral import diskparams as DP
 from corral import ipolicy as IP
 from corral import params as P
+from corral.cmdlib import cluster_mip_modify as master_ip
 from corral.cmdlib import communication
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.ipolicy_checks import new_violations
@@ -61,7 +62,7 @@ def cluster_info(cluster: Cluster, master_name: str) -> dict[str, Any]:
         "mac_prefix": cluster.mac_prefix,
         "master_netdev": cluster.master_netdev,
         "master_netmask": cluster.master_netmask,
-        "use_external_mip_script": False,
+        "use_external_mip_script": cluster.use_external_mip_script,
         "volume_group_name": None,
         "drbd_usermode_helper": None,
         "file_storage_dir": cluster.file_storage_dir,
@@ -194,6 +195,8 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
         if op.install_image:
             # Ganeti's CheckImageValidity, its words; "" (Corral only) clears it.
             media.check_image(op.install_image, "Install image must be an absolute path or a URL")
+        if op.master_netmask is not None:
+            master_ip.check_netmask(self.cfg.cluster, op.master_netmask)
         if op.enabled_hypervisors == []:
             raise errors.OpPrereqError("At least one hypervisor must be enabled", C.ECODE_INVAL)
         capabilities.check_implemented(
@@ -227,8 +230,7 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             "max_tracked_jobs",
             "candidate_pool_size",
             "mac_prefix",
-            "master_netdev",
-            "master_netmask",
+            "use_external_mip_script",
             "enabled_hypervisors",
             "enabled_disk_templates",
             "file_storage_dir",
@@ -257,13 +259,18 @@ class LUClusterSetParams(LogicalUnit[opc.OpClusterSetParams]):
             if mods:
                 setattr(cluster, name, _apply_list_mods(getattr(cluster, name), mods))
                 changes.append((name, getattr(cluster, name)))
+        await master_ip.before_change(self, cluster, changes)
         jobs = self._communication_network(cluster, changes)
         if changes:
             self.tx.update(cluster)
+        if self.op.master_netdev:
+            await self.checkpoint()  # the master IP comes up as the configuration says
+            await master_ip.restart(self)
         if not jobs:
             return None  # as Ganeti's LUClusterSetParams
         # The jobs find the cluster as changed (Ganeti submits them after the commit).
-        await self.checkpoint()
+        if not self.op.master_netdev:
+            await self.checkpoint()
         return await submit_jobs(self, jobs)
 
     def _communication_network(

@@ -4,12 +4,13 @@ The new name is normalised and resolved as Ganeti's GetHostname does, and
 its address becomes the master IP; one that answers on the network (another
 machine's) is refused.  A name that does not resolve gets the master node's
 address, as at ``gnt-cluster init`` (Corral's clusters need no DNS), where
-Ganeti refuses such a name.  Corral brings no master IP up on
-an interface (there is no activate-master-ip yet), so the change is the
-configuration's and the ssconf files' (``cluster_name``, ``master_ip``),
-pushed to every online node before the job ends: a verify right after finds
-them alike.  Certificates keep the old name, as Ganeti's do (``gnt-cluster
-renew-crypto --new-rapi-certificate`` puts the new one in the RAPI's).
+Ganeti refuses such a name.  As Ganeti's, the master IP goes down
+on the master node first (refused if it cannot) and comes up again at the
+new address after (a warning if it cannot).  The configuration's and the
+ssconf files' ``cluster_name`` and ``master_ip`` are pushed to every online
+node before the job ends: a verify right after finds them alike.
+Certificates keep the old name, as Ganeti's do (``gnt-cluster renew-crypto
+--new-rapi-certificate`` puts the new one in the RAPI's).
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.instance_create import ip_in_use
+from corral.master_network import master_params
 from corral.objects import Cluster
 from corral.opcodes import cluster as opc
+from corral.rpc.calls_master_ip import node_activate_master_ip, node_deactivate_master_ip
+from corral.rpc.declare import NodeCall
 from corral.services.distribution import other_online_nodes, push_ssconf
 
 # Ganeti's Hostname._VALID_NAME_RE (underscores allowed).
@@ -86,16 +90,31 @@ class LUClusterRename(LogicalUnit[opc.OpClusterRename]):
         self.op.name = name
 
     async def exec(self) -> Any:
-        cluster = self.cfg.cluster.copy_for_update()
-        assert isinstance(cluster, Cluster)
-        cluster.name = self.op.name
-        cluster.master_ip = self.new_ip
-        self.tx.update(cluster)
-        await self.checkpoint()
-        nodes = other_online_nodes(self.cfg)
-        results = await push_ssconf(self.master, nodes)
-        for node in nodes:
-            results[node.uuid].report(
-                self.warn, f"Cannot write the ssconf files on node {node.name}"
-            )
+        # As Ganeti's: the master IP down while it changes, up again after.
+        await self._master_ip(node_deactivate_master_ip, "Could not disable the master role")
+        try:
+            cluster = self.cfg.cluster.copy_for_update()
+            assert isinstance(cluster, Cluster)
+            cluster.name = self.op.name
+            cluster.master_ip = self.new_ip
+            self.tx.update(cluster)
+            await self.checkpoint()
+            nodes = other_online_nodes(self.cfg)
+            results = await push_ssconf(self.master, nodes)
+            for node in nodes:
+                results[node.uuid].report(
+                    self.warn, f"Cannot write the ssconf files on node {node.name}"
+                )
+        finally:
+            what = "Could not re-enable the master role on the master, please restart manually"
+            await self._master_ip(node_activate_master_ip, what, warn=True)
         return self.op.name
+
+    async def _master_ip(self, call: NodeCall[..., None], what: str, *, warn: bool = False) -> None:
+        cluster, master = self.cfg.cluster, self.master_node
+        request = call(master_params(cluster, master), cluster.use_external_mip_script)
+        result = await self.master.rpc.result(master, request)
+        if warn:
+            result.report(self.warn, what)
+        else:
+            result.get(what)

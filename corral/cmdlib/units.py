@@ -31,6 +31,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     ),
     "cluster_crypto": ("OP_CLUSTER_RENEW_CRYPTO",),
     "cluster_disks": ("OP_CLUSTER_REPAIR_DISK_SIZES", "OP_CLUSTER_VERIFY_DISKS"),
+    "cluster_mip": ("OP_CLUSTER_ACTIVATE_MASTER_IP", "OP_CLUSTER_DEACTIVATE_MASTER_IP"),
     "cluster_rename": ("OP_CLUSTER_RENAME",),
     "cluster_verify": ("OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP"),
     "extstorage": ("OP_EXT_STORAGE_DIAGNOSE",),

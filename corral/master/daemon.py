@@ -22,7 +22,7 @@ from corral.jobs.queue import JobQueue
 from corral.locking import LockManager
 from corral.luxi import protocol
 from corral.luxi.server import Handler, LuxiServer
-from corral.master import legacy_state, resources
+from corral.master import legacy_state, master_ip, resources
 from corral.master.luxi_methods import LuxiMethods
 from corral.master.standby import HomeChanged, SqliteStandbyMethods, StandbyMethods
 from corral.objects import Cluster, Node
@@ -202,6 +202,12 @@ async def _stand_by_sqlite(
         await server.close()
 
 
+def _ip_deadline(keeper: MastershipKeeper) -> float:
+    """Seconds the master IP gets to go down: well within what is left of the
+    lease when it could not be renewed (a third of its time)."""
+    return min(master_ip.FORMER_DEADLINE, keeper.ttl / 6)
+
+
 def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
     """``handler`` while this masterd holds the mastership.  A master frozen
     past its lease (SIGSTOP, a VM paused) may find, once it runs again, that
@@ -228,24 +234,23 @@ def _while_leading(keeper: MastershipKeeper, handler: Handler) -> Handler:
     return handle
 
 
-async def _take_the_master_role(cfg: ConfigManager, holder: str) -> str | None:
+async def _take_the_master_role(cfg: ConfigManager, holder: str) -> Node | None:
     """The configuration names this node the master (after a failover); the
-    former master's name, if another node was."""
+    node it named before (None: none is known)."""
     node = cfg.find(Node, holder)
     if node is None:
         raise errors.ConfigurationError(f"This node ({holder}) is not in the configuration")
-    if cfg.cluster.master_node == node.uuid:
-        return None
     former = cfg.get(Node, cfg.cluster.master_node)
+    if cfg.cluster.master_node == node.uuid:
+        return former
     tx = cfg.transaction()
     cluster = cfg.cluster.copy_for_update()
     assert isinstance(cluster, Cluster)
     cluster.master_node = node.uuid
     tx.update(cluster)
     await tx.commit()
-    name = former.name if former else "?"
-    log.info("%s took the master role over from %s", holder, name)
-    return name
+    log.info("%s took the master role over from %s", holder, former.name if former else "?")
+    return former
 
 
 def _lease_end(keeper: MastershipKeeper) -> float:
@@ -322,7 +327,9 @@ async def _lead(
     cfg.add_listener(members.changed)
     queue.fence = lease.token
     await queue.recover(
-        records.moved_away(former, keeper.holder) if former else records.UNCLEAN_SHUTDOWN
+        records.moved_away(former.name, keeper.holder)
+        if former is not None and former.name != keeper.holder
+        else records.UNCLEAN_SHUTDOWN
     )
     server = opts.luxi_server(paths, _while_leading(keeper, LuxiMethods(master)))
     await server.start()
@@ -334,6 +341,7 @@ async def _lead(
     # What interrupted operations left on the nodes (see recover_job).
     intents.resolve_in_background(master)
     members.start()
+    taking_ip = asyncio.get_running_loop().create_task(master_ip.take(master, former))
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
     try:
@@ -345,6 +353,9 @@ async def _lead(
         # Lost, this master must stop acting at once (its writes are refused).
         deposed = keeper.lost.is_set() and keeper.handed_to is None
         await queue.shutdown(0.0 if deposed else SHUTDOWN_GRACE)
+        taking_ip.cancel()
+        await asyncio.gather(taking_ip, return_exceptions=True)
+        await master_ip.drop(master, _ip_deadline(keeper))
         await intents.stop_background(master)
         await members.stop()
         await distributor.stop()

@@ -63,7 +63,7 @@ class StandbyMethods:
         current = await self._mastership.current()
         master = current.holder if current is not None else "being chosen"
         raise errors.OpPrereqError(
-            f"This node ({self._holder}) is not the master; the master node is {master}"
+            f"This node ({self._holder}) {errors.NOT_MASTER} {master}"
             " (run the command there, or 'gnt-cluster master-failover' here)",
             C.ECODE_STATE,
         )
@@ -168,7 +168,7 @@ class SqliteStandbyMethods:
         if method == TAKE_MASTERSHIP:
             raise errors.OpPrereqError(f"Cannot take the mastership: {self.why}", C.ECODE_STATE)
         raise errors.OpPrereqError(
-            f"This node ({self._holder}) is not the master; the master node is"
+            f"This node ({self._holder}) {errors.NOT_MASTER}"
             f" {self.where.master} (run the command there): {self.why}",
             C.ECODE_STATE,
         )

@@ -21,7 +21,10 @@ class Cluster(ConfigObject):
     master_node: str
     master_ip: str
     master_netdev: str = "lo"
+    # Ganeti's default: the whole address (32 bits, 128 for IPv6; see bootstrap).
     master_netmask: int = 32
+    # Whether noded runs the site's master IP script instead of Corral's.
+    use_external_mip_script: bool = False
     noded_port: int = C.DEFAULT_NODED_PORT
     mac_prefix: str = C.DEFAULT_MAC_PREFIX
     file_storage_dir: str = ""

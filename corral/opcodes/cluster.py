@@ -57,6 +57,18 @@ class OpClusterRedistConf(OpCode):
     OP_ID = "OP_CLUSTER_REDIST_CONF"
 
 
+class OpClusterActivateMasterIp(OpCode):
+    """Bring the master IP up on the master node."""
+
+    OP_ID = "OP_CLUSTER_ACTIVATE_MASTER_IP"
+
+
+class OpClusterDeactivateMasterIp(OpCode):
+    """Bring the master IP down on the master node."""
+
+    OP_ID = "OP_CLUSTER_DEACTIVATE_MASTER_IP"
+
+
 class OpClusterRename(OpCode):
     """Rename the cluster (its master IP follows the new name)."""
 
@@ -173,7 +185,7 @@ class OpClusterSetParams(OpCode):
     reserved_lvs: list[NonEmptyStr] | None = not_built(None, [])
     hidden_os: OsListChanges | None = None
     blacklisted_os: OsListChanges | None = None
-    use_external_mip_script: bool | None = not_built(None, False)
+    use_external_mip_script: bool | None = None
     enabled_disk_templates: list[DiskTemplate] | None = None
     modify_etc_hosts: bool | None = None
     file_storage_dir: str | None = None

@@ -18,6 +18,7 @@ from corral.process.privileges import drop_privileges, lookup_user
 from corral.rapi.httpd.listener import Listener
 from corral.rapi.limits import RapiLimits
 from corral.rapi.luxi import LuxiPool
+from corral.rapi.master_ip import MasterIpListener, read_master_ip
 from corral.rapi.server import RapiServer
 from corral.rapi.throttle import LoginThrottle
 from corral.rapi.users import UsersFile
@@ -91,19 +92,26 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
         require_auth=settings.require_auth,
         throttle=LoginThrottle(base=settings.login_delay, cap=settings.max_login_delay),
     )
+    limits = settings.limits.within_fd_limit(fd_limit())
     listener = Listener(
-        rapi,
+        rapi, settings.address, settings.port, tls=tls, limits=limits, max_body=rapi.max_body
+    )
+    on_master_ip = MasterIpListener(
+        paths,
         settings.address,
         settings.port,
-        tls=tls,
-        limits=settings.limits.within_fd_limit(fd_limit()),
-        max_body=rapi.max_body,
+        lambda ip: Listener(
+            rapi, ip, settings.port, tls=tls, limits=limits, max_body=rapi.max_body, freebind=True
+        ),
     )
+    following: asyncio.Task[None] | None = None
     try:
         try:
             await listener.start()
         except OSError as err:
             raise listen_error(settings.address, settings.port, err) from None
+        master_ip = await asyncio.to_thread(read_master_ip, paths)  # still as root
+        following = asyncio.get_running_loop().create_task(on_master_ip.follow(master_ip))
         _become(paths, settings.user)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, users.reload)
         log.info("Listening on %s", listener.name)
@@ -111,4 +119,7 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
         await asyncio.Event().wait()
     finally:
         await listener.stop()
+        if following is not None:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
         await luxi.close()

@@ -43,12 +43,16 @@ def not_found(message: str | None = None) -> HttpError:
 def from_luxi(err: errors.GenericError) -> HttpError:
     """The answer for an error from masterd, with Ganeti's statuses.
 
-    Ganeti's RAPI answers 502 when masterd cannot be reached, 504 on a time-out,
+    Ganeti's RAPI answers 502 when masterd cannot be reached (as here when
+    this node's masterd stands by: its message names the master), 504 on a time-out,
     503 for a full or drained queue and 500 for any other error, whose text it
     passes on (an unknown name in an item's resource is a 404: see handlers).
     """
     if isinstance(err, errors.NoMasterError):
         return HttpError(502, f"Can't connect to master daemon: {err.message}")
+    if errors.not_master(err):
+        # This node's masterd stands by: the master IP reaches the master.
+        return HttpError(502, err.message)
     if isinstance(err, errors.JobQueueFull):
         return HttpError(503, "Job queue is full, needs archiving")
     if isinstance(err, errors.JobQueueDrainError):

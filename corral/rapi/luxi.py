@@ -78,7 +78,7 @@ class LuxiPool:
         return protocol.parse_response(answer)
 
     async def _exchange(self, request: bytes) -> bytes:
-        conn = self._idle.pop() if self._idle else await self._connect()
+        conn = self._idle_connection() or await self._connect()
         try:
             answer = await conn.call(request)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
@@ -93,6 +93,17 @@ class LuxiPool:
         else:
             conn.close()
         return answer
+
+    def _idle_connection(self) -> _Connection | None:
+        """An idle connection masterd has not closed: a masterd that stopped
+        leading (or restarted) closed them all, and its successor on the
+        socket must get the request."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.reader.at_eof() and not conn.writer.is_closing():
+                return conn
+            conn.close()
+        return None
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []

@@ -22,6 +22,7 @@ from corral.rpc import (
     calls_fanout,
     calls_impexp,
     calls_instance,
+    calls_master_ip,
     calls_membership,
     calls_migration,
     calls_node,
@@ -49,6 +50,7 @@ _MODULES: tuple[ModuleType, ...] = (
     calls_impexp,
     calls_operator,
     calls_etcd,
+    calls_master_ip,
 )
 
 CALLS: dict[str, NodeCall[..., Any]] = {

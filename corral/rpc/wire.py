@@ -199,3 +199,15 @@ class CommandResult(TypedDict):
     stdout: str
     stderr: str
     exit_code: int
+
+
+class MasterNetworkWire(TypedDict):
+    """The master's network parameters (Ganeti's MasterNetworkParameters):
+    the master node's uuid, the master IP, its netmask and device, and the
+    address family (``socket.AF_INET`` or ``AF_INET6``)."""
+
+    uuid: str
+    ip: str
+    netmask: int
+    netdev: str
+    ip_family: int

@@ -52,7 +52,6 @@ _GANETI_UNUSED: dict[str, Any] = {
     "rsahostkeypub": "",
     "dsahostkeypub": "",
     "tcpudp_port_pool": [],
-    "use_external_mip_script": False,
     "volume_group_name": "",
     "zeroing_image": "",
 }

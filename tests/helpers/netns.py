@@ -26,15 +26,18 @@ PREFIX = 24
 
 
 class NetnsBed:
-    """``count`` node namespaces (numbered from 1) joined by a bridge."""
+    """``count`` node namespaces (numbered from 1) joined by a bridge; each
+    node's interface is named ``ifname`` if given (the same in every
+    namespace, as a cluster's master_netdev is), else by the bed and node."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, ifname: str | None = None) -> None:
         if not 1 <= count <= 200:
             raise ValueError(f"A bed has 1 to 200 nodes, not {count}")
         self.count = count
         self.tag = secrets.token_hex(3)
         self.hub = f"crl{self.tag}hub"
         self._made: list[str] = []
+        self._ifname = ifname
 
     def namespace(self, node: int) -> str:
         """The name of node ``node``'s namespace."""
@@ -46,7 +49,7 @@ class NetnsBed:
 
     def interface(self, node: int) -> str:
         """The name of node ``node``'s veth, inside its namespace."""
-        return f"v{self.tag}n{node}"
+        return self._ifname or f"v{self.tag}n{node}"
 
     def wrap(self, node: int, argv: list[str]) -> list[str]:
         """``argv`` run inside node ``node``'s namespace."""

@@ -396,7 +396,7 @@ def test_drained_queue_refuses_jobs_until_undrained(
     "argv",
     [
         ["instance", "replace-disks", "inst1.example.com"],
-        ["cluster", "activate-master-ip", "--yes-do-it"],
+        ["cluster", "upgrade", "--to", "3.0"],
         ["debug", "allocator", "--mode", "relocate", "x"],
     ],
 )

@@ -12,6 +12,7 @@ gnt-cluster in tests/conformance/test_cluster_remote.py."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,6 +153,13 @@ def netns_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed.Test
         shutil.rmtree(hosts_dir)
 
 
+def on_lo(bed: testbed.Testbed) -> list[str]:
+    """The addresses on the master node's ``lo`` (the cluster's master_netdev)."""
+    argv = bed.network.wrap(1, ["ip", "-o", "-4", "addr", "show", "dev", "lo"])
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return [line.split()[3] for line in out.splitlines()]
+
+
 def test_the_master_ip_follows_a_name_that_resolves(netns_bed: testbed.Testbed) -> None:
     bed = netns_bed
     assert [ssconf(node, "master_ip") for node in bed.nodes] == [bed.master.address] * 2
@@ -161,6 +169,8 @@ def test_the_master_ip_follows_a_name_that_resolves(netns_bed: testbed.Testbed) 
     )
     assert [ssconf(node, "master_ip") for node in bed.nodes] == [RESOLVED_IP] * 2
     assert [ssconf(node, "cluster_name") for node in bed.nodes] == [RESOLVED] * 2
+    # As Ganeti's: the master IP came up at its new address.
+    assert f"{RESOLVED_IP}/32" in on_lo(bed)
     verify_clean(bed)
     # Node 2's address answers: it is another machine's.
     message = f"The given cluster IP address ({bed.nodes[1].address}) is reachable on the network"
@@ -168,4 +178,5 @@ def test_the_master_ip_follows_a_name_that_resolves(netns_bed: testbed.Testbed) 
     # Back to a name that does not resolve: the master node's address, as at init.
     assert gnt(bed, "rename", "-f", OLD)[0] == 0
     assert [ssconf(node, "master_ip") for node in bed.nodes] == [bed.master.address] * 2
+    assert f"{RESOLVED_IP}/32" not in on_lo(bed)  # down from the old address
     verify_clean(bed)

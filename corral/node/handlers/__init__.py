@@ -21,6 +21,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     impexp,
     info,
     instance,
+    master_ip,
     membership,
     migration,
     oob,

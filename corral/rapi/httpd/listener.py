@@ -34,6 +34,9 @@ from corral.rapi.limits import EVICTABLE_AFTER, STOP_GRACE, RapiLimits
 
 log = logging.getLogger(__name__)
 
+# Linux's IP_FREEBIND (not in Python 3.11's socket module).
+_IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
+
 # Connections accepted per readiness of the socket, before others get a turn.
 ACCEPT_BATCH = 64
 # Seconds between looks at the connections while accepting pauses with none
@@ -48,6 +51,21 @@ _Waiting = OrderedDict[HttpConnection, None]
 _CLASSES = ((False, False), (False, True), (True, False), (True, True))
 
 
+def _freebind_server(family: int, host: str, port: int) -> socket.socket:
+    """A listening socket on an address this machine may not have yet (Linux's
+    IP_FREEBIND): the master IP, which comes and goes with the mastership."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class Listener:
     """Serves ``app`` on ``host:port``, over TLS if ``tls`` is given."""
 
@@ -60,8 +78,10 @@ class Listener:
         tls: ssl.SSLContext | None,
         limits: RapiLimits,
         max_body: int,
+        freebind: bool = False,
     ) -> None:
         self._host = host
+        self._freebind = freebind
         self._port = port
         self._limits = limits
         self._settings = ConnectionSettings(app, self, limits, max_body, tls)
@@ -91,7 +111,12 @@ class Listener:
     async def start(self) -> None:
         """Listen (OSError if the address cannot be bound) and start accepting."""
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        self._sock = socket.create_server((self._host, self._port), family=family, backlog=BACKLOG)
+        if self._freebind:
+            self._sock = _freebind_server(family, self._host, self._port)
+        else:
+            self._sock = socket.create_server(
+                (self._host, self._port), family=family, backlog=BACKLOG
+            )
         self._sock.setblocking(False)
         self._resume()
         self._sweeper = self._loop.call_later(SWEEP, self._sweep)
