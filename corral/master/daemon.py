@@ -254,9 +254,12 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> Node | None:
 
 
 def _lease_end(keeper: MastershipKeeper) -> float:
-    """When the lease ends (0: it was lost): no other master leads before."""
+    """When the lease ends (0: it was taken over or released): no other master
+    leads before.  A master that stops leading before it ends (its renewals
+    fail, it hands over) may still call its nodes until then: it takes the
+    master IP down."""
     lease = keeper.lease
-    return 0.0 if lease is None or keeper.lost.is_set() else lease.expires
+    return 0.0 if lease is None else lease.expires
 
 
 async def _lead(
