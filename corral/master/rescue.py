@@ -21,8 +21,10 @@ tell it from a majority that died.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +38,14 @@ from corral.rpc.https import https_client
 from corral.rpc.result import NodeAddress
 from corral.state import home
 from corral.state.etcd import client as etcd
-from corral.state.etcd.client import EtcdClient, EtcdError, client_ssl_context, prefix_end
+from corral.state.etcd.client import (
+    CALL_DEADLINE,
+    EtcdClient,
+    EtcdError,
+    client_ssl_context,
+    prefix_end,
+)
+from corral.state.etcd.config import OBJECTS, SERIAL_KEY
 from corral.state.etcd.mastership import TOKEN_COUNTER
 
 log = logging.getLogger(__name__)
@@ -86,14 +95,24 @@ async def force_store(paths: Paths, holder: str) -> str:
     )
 
 
+@contextlib.asynccontextmanager
+async def _local(
+    paths: Paths, wish: MemberWish, deadline: float = CALL_DEADLINE
+) -> AsyncIterator[EtcdClient]:
+    """A client of this node's own member only."""
+    tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
+    local = EtcdClient([wish.member().client_url], tls, deadline=deadline)
+    try:
+        yield local
+    finally:
+        await local.close()
+
+
 async def _look(paths: Paths, wish: MemberWish, prefix: str, holder: str) -> LocalCopy:
     """This node's copy, read from its own member (refused while etcd has a quorum)."""
-    tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
-    local = EtcdClient([wish.member().client_url], tls, deadline=PROBE_DEADLINE)
-    try:
-        serial_key = prefix + "config/serial"
+    async with _local(paths, wish, PROBE_DEADLINE) as local:
         try:
-            await local.range(serial_key)
+            await local.range(prefix + SERIAL_KEY)
         except EtcdError:
             pass  # no quorum: as --no-voting is for
         else:
@@ -103,16 +122,14 @@ async def _look(paths: Paths, wish: MemberWish, prefix: str, holder: str) -> Loc
                 C.ECODE_STATE,
             )
         try:
-            serial, revision, _ = await local.range(serial_key, serializable=True)
-            cluster = await _table(local, prefix + f"config/objects/{Cluster.TABLE}/")
-            nodes = await _table(local, prefix + f"config/objects/{Node.TABLE}/")
+            serial, revision, _ = await local.range(prefix + SERIAL_KEY, serializable=True)
+            cluster = await _table(local, prefix + f"{OBJECTS}{Cluster.TABLE}/")
+            nodes = await _table(local, prefix + f"{OBJECTS}{Node.TABLE}/")
         except EtcdError as err:
             raise errors.OpExecError(
                 f"This node's etcd member does not answer ({err.message}); see its log"
                 f" under {wish.ip}'s data directory (etcd/etcd.log)"
             ) from None
-    finally:
-        await local.close()
     own = next((row["uuid"] for row in nodes if row.get("name") == holder), None)
     if not serial or not cluster or own is None:
         raise errors.OpExecError(
@@ -123,16 +140,13 @@ async def _look(paths: Paths, wish: MemberWish, prefix: str, holder: str) -> Loc
 
 async def _leap_tokens(paths: Paths, wish: MemberWish, prefix: str) -> None:
     """Raise the token counter of the forced store by TOKEN_LEAP, so that the
-    next master's token is newer than any the nodes may have seen."""
-    tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
-    local = EtcdClient([wish.member().client_url], tls)
+    next master's token is newer than any the nodes may have seen (the store
+    has no other writer now: the keeper is held off)."""
     counter = prefix + TOKEN_COUNTER
-    try:
+    async with _local(paths, wish) as local:
         found, _, _ = await local.range(counter)
         token = int(found[0].value) if found else 0
         await local.txn([], [etcd.put(counter, str(token + TOKEN_LEAP).encode())])
-    finally:
-        await local.close()
     log.warning("Mastership tokens leap from %d to %d", token, token + TOKEN_LEAP)
 
 

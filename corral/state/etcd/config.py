@@ -42,6 +42,11 @@ from corral.state.sqlite.config import KEPT_CHANGES, TABLES
 _WHAT = "the configuration"
 
 
+# Keys under the cluster's prefix: the cluster serial, and the objects by table.
+SERIAL_KEY = "config/serial"
+OBJECTS = "config/objects/"
+
+
 class _Index:
     """Name and serial of every object, per table, at one cluster serial."""
 
@@ -108,9 +113,9 @@ class EtcdConfigStore:
         self._space = Keyspace(client, prefix)
         self._client = client
         self._kept = kept_changes
-        self._serial_key = prefix + "config/serial"
+        self._serial_key = prefix + SERIAL_KEY
         self._version_key = prefix + "config/version"
-        self._objects = prefix + "config/objects/"
+        self._objects = prefix + OBJECTS
         self._changes = prefix + "config/changes/"
         self._index: _Index | None = None
 
