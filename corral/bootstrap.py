@@ -149,6 +149,12 @@ def _check_master_netmask(opts: InitOptions) -> None:
 
 
 def _validate(opts: InitOptions) -> None:
+    if opts.candidate_pool_size < 1:  # the opcode parameter's rule (a positive int)
+        raise errors.OpPrereqError(
+            f"Invalid candidate pool size {opts.candidate_pool_size}: at least one master"
+            " candidate is needed",
+            C.ECODE_INVAL,
+        )
     check_hostname(opts.cluster_name, "cluster name")
     check_hostname(opts.node_name, "node name")
     if opts.install_image:

@@ -65,6 +65,8 @@ def cmd_init(opts: argparse.Namespace) -> int:
         init.enabled_disk_templates = opts.enabled_disk_templates.split(",")
     if opts.max_running_jobs:
         init.max_running_jobs = opts.max_running_jobs
+    if opts.candidate_pool_size is not None:
+        init.candidate_pool_size = opts.candidate_pool_size
     if opts.uid_pool is not None:
         init.uid_pool = uidpool.parse(opts.uid_pool)
     if opts.enabled_user_shutdown is not None:
@@ -381,6 +383,7 @@ def _add_init(sub: Any) -> None:
     p.add_argument("--file-storage-dir")
     p.add_argument("--shared-file-storage-dir")
     p.add_argument("--max-running-jobs", type=int)
+    p.add_argument("-C", "--candidate-pool-size", type=int, help="Set the candidate pool size")
     p.add_argument("--install-image", help="The disk image helper VMs boot (a path or a URL)")
     p.add_argument("-B", "--backend-parameters", help="Default backend parameters")
     p.add_argument("-N", "--nic-parameters", help="Default NIC parameters")

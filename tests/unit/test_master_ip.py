@@ -238,3 +238,11 @@ def test_rapi_drops_connections_masterd_closed(tmp_path: Path) -> None:
         return [first, second]
 
     assert asyncio.run(scenario()) == ["first", "second"]
+
+
+def test_init_refuses_a_candidate_pool_without_candidates() -> None:
+    opts = _init_options(4, None)
+    opts.candidate_pool_size = 0
+    with pytest.raises(errors.OpPrereqError, match="at least one master candidate") as caught:
+        bootstrap._validate(opts)
+    assert caught.value.ecode == C.ECODE_INVAL
