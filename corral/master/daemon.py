@@ -262,20 +262,17 @@ def _lease_end(keeper: MastershipKeeper) -> float:
     return 0.0 if lease is None else lease.expires
 
 
-async def _lead(
+async def _master_of(
     paths: Paths,
     backend: Backend,
     relays: Relays,
     keeper: MastershipKeeper,
     lease: Lease,
-    follower: ConfigFollower,
+    cfg: ConfigManager,
     opts: Options,
-    ready: Callable[[], None],
-) -> None:
-    """Act as the master until the mastership is lost or handed over."""
-    cfg = await follower.take()
-    cfg.fence = lease.token
-    former = await _take_the_master_role(cfg, keeper.holder)
+) -> tuple[Master, MasterSsconf]:
+    """The master's parts (durable state, its ssconf files, node calls, the
+    queue) around ``cfg``, acting with ``lease``'s token; its ssconf files."""
     durable = await DurableState.open(relays.kv, lease.token)
     await legacy_state.move_into(durable, paths)
     ssconf = MasterSsconf(cfg, SsconfWriter(paths))  # the master's own ssconf files
@@ -320,6 +317,25 @@ async def _lead(
         keeper=keeper,
     )
     processor.bind(master)
+    return master, ssconf
+
+
+async def _lead(
+    paths: Paths,
+    backend: Backend,
+    relays: Relays,
+    keeper: MastershipKeeper,
+    lease: Lease,
+    follower: ConfigFollower,
+    opts: Options,
+    ready: Callable[[], None],
+) -> None:
+    """Act as the master until the mastership is lost or handed over."""
+    cfg = await follower.take()
+    cfg.fence = lease.token
+    former = await _take_the_master_role(cfg, keeper.holder)
+    master, ssconf = await _master_of(paths, backend, relays, keeper, lease, cfg, opts)
+    queue = master.queue
     distributor = SsconfDistributor(master)  # ssconf files on the other nodes
     cfg.add_listener(distributor.changed)
     await asyncio.to_thread(ensure_confd_hmac_key, paths)
@@ -364,9 +380,9 @@ async def _lead(
         await distributor.stop()
         await export.stop()
         await ssconf.stop()
-        await rpc.close()
-        await store.close()
+        await master.rpc.close()
+        await relays.jobs.close()
         await cfg.close()
-        await durable.close()
+        await master.durable.close()
         await keeper.release()
         await (master.backend or backend).close_rest()  # the stores may have moved
