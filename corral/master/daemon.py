@@ -253,11 +253,14 @@ async def _take_the_master_role(cfg: ConfigManager, holder: str) -> Node | None:
     return former
 
 
-def _lease_end(keeper: MastershipKeeper) -> float:
+def _lease_end(keeper: MastershipKeeper) -> float | None:
     """When the lease ends (0: it was taken over or released): no other master
     leads before.  A master that stops leading before it ends (its renewals
     fail, it hands over) may still call its nodes until then: it takes the
-    master IP down."""
+    master IP down.  None where no other node can lead (the stores in SQLite
+    on this node): a node whose clock is off must not refuse its only master."""
+    if not keeper.contested:
+        return None
     lease = keeper.lease
     return 0.0 if lease is None else lease.expires
 
