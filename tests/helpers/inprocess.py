@@ -20,6 +20,7 @@ Typical use::
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -184,12 +185,15 @@ class InProcessCluster:
 
     def disk_files(self, index: int) -> list[str]:
         """The disk files in node ``index``'s file storage directory (those
-        being freed after a removal are gone already)."""
+        being freed after a removal are gone already). ``os.walk`` skips a
+        directory the master's background settlement removes while it looks;
+        ``rglob`` would raise."""
         top = self.node(index).paths.file_storage_dir
         return sorted(
-            str(path.relative_to(top))
-            for path in top.rglob("*")
-            if path.is_file() and not path.name.startswith(REMOVING)
+            os.path.relpath(os.path.join(directory, name), top)
+            for directory, _, names in os.walk(top)
+            for name in names
+            if not name.startswith(REMOVING)
         )
 
     def running(self, index: int) -> list[str]:
