@@ -49,6 +49,7 @@ from bench.common import (
     write_results,
 )
 from corral.hvparams import DEFAULTS
+from corral.node import qemu_tls
 from corral.node.hypervisor.kvm import migration_tls as tls
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cluster import TestCluster, running_cluster
@@ -154,11 +155,11 @@ async def time_by_hand(
     async with by_hand_source(_with(argv, layout, source_dir), source_dir) as source:
         creds_dst, creds_src = target_dir / "creds", source_dir / "creds"
         target_dir.mkdir()
-        tls.write_creds(paths[1], creds_dst, tls.ENDPOINT_SERVER)
-        tls.write_creds(paths[0], creds_src, tls.ENDPOINT_CLIENT)
+        qemu_tls.write_creds(paths[1], creds_dst, qemu_tls.ENDPOINT_SERVER)
+        qemu_tls.write_creds(paths[0], creds_src, qemu_tls.ENDPOINT_CLIENT)
         target_argv = [
             *_with(argv, layout, target_dir),
-            "-object", tls.object_option(str(creds_dst), tls.ENDPOINT_SERVER),
+            "-object", tls.object_option(str(creds_dst), qemu_tls.ENDPOINT_SERVER),
             "-incoming", "defer",
         ]  # fmt: skip
         hvp = DEFAULTS["kvm"]

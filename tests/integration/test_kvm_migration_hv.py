@@ -16,9 +16,10 @@ from corral import constants as C
 from corral import errors
 from corral.crypto import certs
 from corral.node.hypervisor.kvm import KvmHypervisor
-from corral.node.hypervisor.kvm.migration_tls import ENDPOINT_CLIENT, object_props
+from corral.node.hypervisor.kvm.migration_tls import object_props
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.spec import STATE_RUNNING, InstanceSpec
+from corral.node.qemu_tls import ENDPOINT_CLIENT
 from tests.helpers.cluster import unique_loopback
 from tests.helpers.kvm_guest import MARKER, Serial, guest_spec, hypervisor_pair, serial
 

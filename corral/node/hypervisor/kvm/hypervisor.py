@@ -22,7 +22,7 @@ from typing import Any
 
 from corral import errors
 from corral import hypervisors as H
-from corral.node import netdev
+from corral.node import netdev, qemu_process
 from corral.node.communication import is_communication_nic
 from corral.node.hypervisor.base import REBOOT_SOFT, Hypervisor
 from corral.node.hypervisor.kvm import (
@@ -294,7 +294,7 @@ class KvmHypervisor(Hypervisor):
                         )
                     else:
                         argv = [*cmdline.build(spec, launch), *drive, *extra]
-                        await process.run_daemonized(name, argv, fds)
+                        await qemu_process.run_daemonized(f"instance {name}", argv, fds)
                         pid = None
                 finally:
                     for tap in taps:
@@ -386,7 +386,7 @@ class KvmHypervisor(Hypervisor):
         ``pid``: QEMU's, when not in its pidfile."""
         uid, rules_uid = uids
         if pid is None:
-            pid = process.read_pid(str(self.layout.pidfile(spec.name)))
+            pid = qemu_process.read_pid(str(self.layout.pidfile(spec.name)))
         start = process_start(pid) if pid is not None else None
         if pid is None or start is None:
             raise errors.OpExecError(f"Failed to start instance {spec.name}: QEMU is gone")
@@ -415,7 +415,7 @@ class KvmHypervisor(Hypervisor):
         try:
             return await self._attach(runtime)
         except errors.OpExecError:
-            process.kill(runtime.pid)
+            qemu_process.kill(runtime.pid)
             if not runtime.namespaces:
                 raise
             # QEMU answers on a socket the node bound: a QEMU that stopped
@@ -425,7 +425,7 @@ class KvmHypervisor(Hypervisor):
                 f"Failed to start instance {runtime.name}: QEMU exited: {text}"
             ) from None
         except BaseException:
-            process.kill(runtime.pid)
+            qemu_process.kill(runtime.pid)
             raise
 
     async def stop(self, name: str, timeout: int = 120, force: bool = False) -> None:
@@ -434,7 +434,7 @@ class KvmHypervisor(Hypervisor):
             if monitor is None:
                 runtime = self.layout.read_runtime(name)
                 if runtime is not None and alive(runtime):
-                    process.kill(runtime.pid)  # running, but its monitor is lost
+                    qemu_process.kill(runtime.pid)  # running, but its monitor is lost
                 await self._cleanup(name, runtime)
             else:
                 acpi = bool(self._hvparams(name).get("acpi", True))
@@ -460,7 +460,7 @@ class KvmHypervisor(Hypervisor):
             try:
                 await asyncio.wait_for(monitor.exited.wait(), _QUIT_GRACE)
             except TimeoutError:
-                process.kill(monitor.pid)
+                qemu_process.kill(monitor.pid)
                 await monitor.exited.wait()
         task = self._reaping.get(monitor.name)
         if task is not None:

@@ -28,7 +28,7 @@ from qemu.qmp import EventListener
 
 from corral import constants as C
 from corral import errors
-from corral.node import netdev
+from corral.node import netdev, qemu_tls
 from corral.node.hypervisor.kvm import migration_fd
 from corral.node.hypervisor.kvm import migration_tls as tls
 from corral.node.hypervisor.kvm.monitor import Monitor
@@ -130,7 +130,7 @@ class Migrations:
         creds = self.hv.layout.base / "ctrl" / f"{spec.name}.migtls"
         await asyncio.to_thread(_fresh_creds, self.hv, creds)
         try:
-            extra = ("-object", tls.object_option(str(creds), tls.ENDPOINT_SERVER))
+            extra = ("-object", tls.object_option(str(creds), qemu_tls.ENDPOINT_SERVER))
             monitor = await self.hv.start_with(
                 spec, True, (*extra, "-incoming", "defer"), binds=(creds,)
             )
@@ -228,7 +228,9 @@ class Migrations:
             await _drop_creds(monitor)  # a received guest's, or a failed migration's
             shared = self.hv.layout.chroot(spec.name) if runtime.namespaces else None
             with tls.client_creds(self.hv.paths, runtime.pid, runtime.chroot, shared) as creds:
-                await monitor.execute("object-add", tls.object_props(creds, tls.ENDPOINT_CLIENT))
+                await monitor.execute(
+                    "object-add", tls.object_props(creds, qemu_tls.ENDPOINT_CLIENT)
+                )
             caps = {"events": True, "pause-before-switchover": bool(disks)}
             await _set_caps(monitor, running, caps)
             await monitor.execute("migrate-set-parameters", _parameters(running, accepted))
@@ -389,7 +391,7 @@ def _check_bridges(spec: InstanceSpec) -> None:
 
 def _fresh_creds(hv: KvmHypervisor, directory: Path) -> None:
     _remove_tree(directory)
-    tls.write_creds(hv.paths, directory, tls.ENDPOINT_SERVER)
+    qemu_tls.write_creds(hv.paths, directory, qemu_tls.ENDPOINT_SERVER)
 
 
 def _remove_tree(directory: Path) -> None:

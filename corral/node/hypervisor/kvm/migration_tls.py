@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -20,32 +19,10 @@ from pathlib import Path
 
 from corral import errors
 from corral.crypto.certs import cert_info
+from corral.node import qemu_tls
 from corral.paths import Paths
 
 CREDS_ID = "corral-migtls"
-ENDPOINT_SERVER = "server"
-ENDPOINT_CLIENT = "client"
-# QEMU's file names per endpoint (its crypto/tlscredsx509.h).
-CA_FILE = "ca-cert.pem"
-ROLE_FILES = {
-    ENDPOINT_SERVER: ("server-cert.pem", "server-key.pem"),
-    ENDPOINT_CLIENT: ("client-cert.pem", "client-key.pem"),
-}
-_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----\n?", re.DOTALL)
-
-
-def split_pem(data: bytes) -> tuple[bytes, bytes]:
-    """``(certificates, key)`` of a PEM file holding both (the node's server.pem)."""
-    certs, keys = b"", b""
-    for match in _PEM_BLOCK.finditer(data):
-        block = match.group(0).rstrip(b"\n") + b"\n"
-        if b"PRIVATE KEY" in match.group(1):
-            keys += block
-        elif match.group(1) == b"CERTIFICATE":
-            certs += block
-    if not certs or not keys:
-        raise errors.OpExecError("The node's certificate file lacks a certificate or its key")
-    return certs, keys
 
 
 def node_identity(paths: Paths) -> str:
@@ -56,35 +33,10 @@ def node_identity(paths: Paths) -> str:
     return str(name)
 
 
-def write_creds(paths: Paths, directory: Path, endpoint: str, uid: int = 0) -> None:
-    """Fill the new directory ``directory`` (0700) for ``endpoint``, owned by ``uid``."""
-    certs, key = split_pem(paths.server_pem.read_bytes())
-    cert_name, key_name = ROLE_FILES[endpoint]
-    directory.mkdir(mode=0o700)
-    for name, data in (
-        (CA_FILE, paths.ca_cert.read_bytes()),
-        (cert_name, certs),
-        (key_name, key),
-    ):
-        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        if uid:
-            os.chown(directory / name, uid, uid)
-    if uid:
-        os.chown(directory, uid, uid)
-
-
 def object_props(seen_as: str, endpoint: str) -> dict[str, object]:
     """The QMP ``object-add`` arguments of the credentials (``seen_as``: the
     directory as the QEMU process sees it)."""
-    return {
-        "qom-type": "tls-creds-x509",
-        "id": CREDS_ID,
-        "dir": seen_as,
-        "endpoint": endpoint,
-        "verify-peer": True,
-    }
+    return qemu_tls.object_props(CREDS_ID, seen_as, endpoint)
 
 
 def object_option(seen_as: str, endpoint: str) -> str:
@@ -121,7 +73,7 @@ def client_creds(
     if uid:
         os.chown(base, uid, uid)
     try:
-        write_creds(paths, directory, ENDPOINT_CLIENT, uid)
+        qemu_tls.write_creds(paths, directory, qemu_tls.ENDPOINT_CLIENT, uid)
         if opened is not None and uid:
             os.chmod(opened, 0o711)
         yield seen_as
