@@ -221,3 +221,24 @@ async def test_probe_sees_a_live_export_a_stopped_one_and_none(bed: Bed) -> None
     assert not qsd.pidfile(bed.b, disk, qsd.ROLE_NBD).exists()
     assert not qsd.qmp_socket(bed.b, disk, qsd.ROLE_NBD).exists()
     assert _key_files(bed) == []
+
+
+async def test_a_killed_fuse_export_is_cleaned_up_and_starts_again(bed: Bed) -> None:
+    local = bed.image(bed.a, bed.disk)
+    mountpoint = bed.a.root / "killed disk.fuse"  # mountinfo escapes the space
+    pid = await qsd.start_fuse_export(bed.a, bed.disk, local, HOST, bed.port, mountpoint)
+    os.kill(pid, signal.SIGKILL)  # a crash: its mount stays, not connected
+    wait_until(lambda: not _alive(pid), what="the killed export's process to be gone")
+    assert qsd.running(bed.a, bed.disk, qsd.ROLE_FUSE) is None
+    with pytest.raises(OSError):
+        mountpoint.stat()
+    # Starting again over the dead mount works...
+    again = await qsd.start_fuse_export(bed.a, bed.disk, local, HOST, bed.port, mountpoint)
+    assert again != pid and mountpoint.stat().st_size == SIZE
+    os.kill(again, signal.SIGKILL)
+    wait_until(lambda: not _alive(again), what="the killed export's process to be gone")
+    # ... and stop of a dead one removes its mount, mountpoint and files.
+    await qsd.stop(bed.a, bed.disk, qsd.ROLE_FUSE)
+    assert not os.path.lexists(mountpoint)
+    assert str(mountpoint) not in Path("/proc/self/mounts").read_text().replace("\\040", " ")
+    assert list(qsd.mirror_dir(bed.a).iterdir()) == []

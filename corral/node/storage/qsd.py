@@ -195,6 +195,8 @@ async def _start(
             return pid
         directory = await asyncio.to_thread(_prepare_dir, paths)
         await asyncio.to_thread(_remove_files, paths, disk_uuid, role)
+        if mountpoint is not None:
+            await _unmount(mountpoint)
         made = mountpoint is not None and await asyncio.to_thread(
             _make_mountpoint, paths, disk_uuid, mountpoint
         )
@@ -307,12 +309,22 @@ def _remove_files(paths: Paths, disk_uuid: str, role: str) -> None:
         path.unlink(missing_ok=True)
 
 
-async def _unmount(mountpoint: Path) -> None:
-    # A killed q-s-d leaves its FUSE mount behind (not connected).
+def _mounted(mountpoint: Path) -> bool:
+    # mountinfo escapes these characters as octal (\040 for a space).
+    escaped = str(mountpoint)
+    for char in "\\ \t\n":
+        escaped = escaped.replace(char, f"\\{ord(char):03o}")
     with open("/proc/self/mountinfo") as mounts:
-        mounted = any(line.split()[4] == str(mountpoint) for line in mounts)
-    if mounted:
-        await qemu_process.output(["umount", "--lazy", str(mountpoint)])
+        return any(line.split()[4] == escaped for line in mounts)
+
+
+async def _unmount(mountpoint: Path) -> None:
+    """Detach a FUSE mount a killed q-s-d left behind (not connected: the
+    file can be neither used nor removed until then)."""
+    if await asyncio.to_thread(_mounted, mountpoint):
+        code, out = await qemu_process.output(["umount", "--lazy", str(mountpoint)])
+        if code != 0:
+            raise errors.OpExecError(f"Cannot unmount the stale FUSE export {mountpoint}: {out}")
 
 
 async def stop(paths: Paths, disk_uuid: str, role: str) -> None:
