@@ -183,7 +183,7 @@ async def time_by_hand(
                     "max-bandwidth": int(hvp["migration_bandwidth"]) * 2**20,
                     "downtime-limit": int(hvp["migration_downtime"]),
                     "tls-creds": tls.CREDS_ID,
-                    "tls-hostname": tls.node_identity(paths[1]),
+                    "tls-hostname": qemu_tls.node_identity(paths[1]),
                 },
             )
             # Paused, as Corral migrates a TCG guest (its live migration loses writes).

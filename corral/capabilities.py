@@ -16,6 +16,7 @@ from corral import constants as C
 from corral import errors
 from corral.hypervisors import GANETI_HYPERVISORS, HYPERVISORS, HypervisorKind
 from corral.storage import templates
+from corral.storage_names import DISK_TEMPLATE_NAMES
 
 # The keys of a node's capability report.
 REPORT_HYPERVISORS = "hypervisors"
@@ -40,7 +41,7 @@ def check_init_names(hypervisors: list[str], disk_templates: list[str]) -> None:
     empty lists and unknown names, then Corral's for names it does not implement."""
     for what, names, known in (
         ("Enabled hypervisors", hypervisors, GANETI_HYPERVISORS),
-        ("Enabled disk templates", disk_templates, templates.GANETI_DISK_TEMPLATES),
+        ("Enabled disk templates", disk_templates, DISK_TEMPLATE_NAMES),
     ):
         if not names:
             raise errors.OpPrereqError(

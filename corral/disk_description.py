@@ -5,7 +5,10 @@ noded rebuilds it with :meth:`DiskDescription.from_wire`, which refuses any
 malformed description, and resolves the disk's local path itself through the
 template's node-side class (:mod:`corral.node.storage.registry`).  A disk
 built on others (a mirrored disk on its per-node volumes) carries their
-descriptions as its ``children``, and the nodes holding it, the primary first.
+descriptions as its ``children``, and the nodes holding it, the primary first;
+where the nodes must reach each other (to assemble a mirrored disk), the
+master adds their ``addresses``: ``[name, secondary IP]`` per node, in the
+same order (the name is what the node's certificate says).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 # Keys a description of an older Corral lacks (an interrupted operation's
 # record written before them): missing means empty.
-_OPTIONAL: dict[str, type] = {"nodes": list, "children": list}
+_OPTIONAL: dict[str, type] = {"nodes": list, "children": list, "addresses": list}
 # A disk tree deeper than this is refused (Ganeti's deepest, drbd over plain, is 2).
 MAX_DEPTH = 4
 
@@ -49,10 +52,11 @@ class DiskDescription:
     mode: str = "rw"
     nodes: tuple[str, ...] = ()
     children: tuple[DiskDescription, ...] = ()
+    addresses: tuple[tuple[str, str], ...] = ()
 
     def to_wire(self) -> DiskWire:
         """The description as a JSON-ready dict."""
-        return {
+        wire: DiskWire = {
             "template": self.template,
             "logical_id": list(self.logical_id),
             "size": self.size,
@@ -63,6 +67,9 @@ class DiskDescription:
             "nodes": list(self.nodes),
             "children": [child.to_wire() for child in self.children],
         }
+        if self.addresses:
+            wire["addresses"] = [list(pair) for pair in self.addresses]
+        return wire
 
     @classmethod
     def from_wire(cls, data: object, depth: int = 0) -> DiskDescription:
@@ -76,6 +83,12 @@ class DiskDescription:
         for key in ("logical_id", "nodes"):
             if not all(isinstance(part, str) for part in data.get(key, [])):
                 raise errors.OpExecError(f"Invalid disk description: bad {key} {data[key]!r}")
+        addresses = data.get("addresses", [])
+        if not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+            for pair in addresses
+        ) or len(addresses) not in (0, len(data.get("nodes", []))):
+            raise errors.OpExecError(f"Invalid disk description: bad addresses {addresses!r}")
         if data["size"] < 0:
             raise errors.OpExecError(f"Invalid disk description: bad size {data['size']!r}")
         children = data.get("children", [])
@@ -86,6 +99,7 @@ class DiskDescription:
             logical_id=tuple(data["logical_id"]),
             nodes=tuple(data.get("nodes", [])),
             children=tuple(cls.from_wire(child, depth + 1) for child in children),
+            addresses=tuple((name, ip) for name, ip in addresses),
         )
 
     def with_logical_id(self, logical_id: list[str] | tuple[str, ...]) -> DiskDescription:

@@ -23,7 +23,12 @@ from collections.abc import Iterable, Sequence
 
 from corral import constants as C
 from corral import errors
-from corral.storage_names import DT_DISKLESS, GANETI_DISK_TEMPLATES
+from corral.storage_names import (
+    DT_DISKLESS,
+    DT_MIRRORED,
+    GANETI_DISK_TEMPLATES,
+    canonical_template,
+)
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -56,8 +61,8 @@ IPOLICY_ALL_KEYS = frozenset({ISPECS_MINMAX, ISPECS_STD, IPOLICY_DTS, *IPOLICY_P
 VALUE_DEFAULT = "default"
 VALUE_AUTO = "auto"
 
-# Every disk template Ganeti knows, in the order of its IPOLICY_DEFAULTS.
-DISK_TEMPLATES = tuple(sorted(GANETI_DISK_TEMPLATES))
+# Every disk template Ganeti knows, in the order of its IPOLICY_DEFAULTS, and Corral's own.
+DISK_TEMPLATES = (*sorted(GANETI_DISK_TEMPLATES), DT_MIRRORED)
 ISPECS_MINMAX_DEFAULTS: dict[str, dict[str, int]] = {
     ISPECS_MAX: {
         ISPEC_CPU_COUNT: 8,
@@ -273,7 +278,7 @@ def updated_ipolicy(
 
 def check_vs_disk_templates(policy: dict[str, Any], enabled: Sequence[str]) -> None:
     """Every template the policy allows must be enabled on the cluster."""
-    not_enabled = [dt for dt in policy[IPOLICY_DTS] if dt not in enabled]
+    not_enabled = [dt for dt in policy[IPOLICY_DTS] if canonical_template(dt) not in enabled]
     if not_enabled:
         raise errors.OpPrereqError(
             "The following disk templates are allowed by the ipolicy, but not enabled on"
@@ -315,7 +320,8 @@ def spec_violations(
         (ISPEC_SPINDLE_USE, "", spindle_use),
         *((ISPEC_DISK_SIZE, str(idx), size) for idx, size in enumerate(disk_sizes)),
     ]
-    allowed = list(policy[IPOLICY_DTS])
+    # A policy written by Ganeti's tools allows drbd: Corral's mirrored.
+    allowed = [canonical_template(dt) for dt in policy[IPOLICY_DTS]]
     out = []
     if disk_sizes:
         tests.append((ISPEC_DISK_COUNT, "", len(disk_sizes)))

@@ -13,6 +13,10 @@ DT_DRBD = "drbd"
 DT_EXT = "ext"
 DT_RBD = "rbd"
 DT_GLUSTER = "gluster"
+# Corral's own: every disk on two nodes, mirrored by QEMU (see
+# corral.storage.mirrored).  Ganeti's tools know only Ganeti's names: "drbd",
+# its internally mirrored template, asks for it (GANETI_ALIASES).
+DT_MIRRORED = "mirrored"
 
 # Ganeti 3.0.2's disk templates (constants.DISK_TEMPLATES), in the order its
 # messages list them.
@@ -27,6 +31,18 @@ GANETI_DISK_TEMPLATES = (
     DT_FILE,
     DT_GLUSTER,
 )
+
+# The templates Corral knows: Ganeti's and its own.
+DISK_TEMPLATE_NAMES = (*GANETI_DISK_TEMPLATES, DT_MIRRORED)
+# A Ganeti name Corral serves with a template of its own: what Ganeti's tools
+# and RAPI clients send (they cannot name Corral's) is taken as Corral's.
+GANETI_ALIASES = {DT_DRBD: DT_MIRRORED}
+
+
+def canonical_template(name: str) -> str:
+    """The template Corral serves for ``name`` (``drbd`` → ``mirrored``)."""
+    return GANETI_ALIASES.get(name, name)
+
 
 # The templates a cluster enables when init is given none (Corral's default:
 # Ganeti's would be drbd and plain, which this machine cannot serve).
@@ -63,4 +79,5 @@ STORAGE_TYPES = {
     DT_DRBD: ST_LVM_VG,
     DT_FILE: ST_FILE,
     DT_GLUSTER: ST_GLUSTER,
+    DT_MIRRORED: ST_FILE,  # each copy is a file in its node's file storage directory
 }

@@ -32,6 +32,7 @@ from corral.cli.optvalues import boolean, split_key_val
 from corral.cli.table import format_time
 from corral.nicesort import nice_sort
 from corral.paths import ES_SEARCH_PATH, Paths, os_search_names
+from corral.storage_names import canonical_template
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ def cmd_init(opts: argparse.Namespace) -> int:
     if opts.enabled_hypervisors:
         init.enabled_hypervisors = opts.enabled_hypervisors.split(",")
     if opts.enabled_disk_templates:
-        init.enabled_disk_templates = opts.enabled_disk_templates.split(",")
+        init.enabled_disk_templates = [
+            canonical_template(name) for name in opts.enabled_disk_templates.split(",")
+        ]
     if opts.max_running_jobs:
         init.max_running_jobs = opts.max_running_jobs
     if opts.candidate_pool_size is not None:

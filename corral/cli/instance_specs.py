@@ -12,14 +12,13 @@ from corral import errors
 from corral import paramtypes as T
 from corral.cli.optvalues import boolean, split_key_val
 from corral.osdef import install_settings
-from corral.storage_names import DT_DISKLESS, GANETI_DISK_TEMPLATES
+from corral.storage_names import DISK_TEMPLATE_NAMES, DT_DISKLESS
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
 if TYPE_CHECKING:
     from typing import Any
 
 parse_unit = T.parse_unit
-DISK_TEMPLATES = GANETI_DISK_TEMPLATES
 _DEVICE_ACTIONS = ("add", "attach", "remove", "detach", "modify")
 
 
@@ -64,7 +63,8 @@ def add_create_options(p: argparse.ArgumentParser, mode: str = "create") -> None
     p.add_argument("-B", "--backend-parameters", dest="beparams", type=key_val("-B"),
                    default={})  # fmt: skip
     p.add_argument("--disk", dest="disks", action="append", type=ident_key_val("--disk"))
-    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATES)
+    # Ganeti's names and Corral's own (Ganeti's drbd asks for mirrored).
+    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATE_NAMES)
     p.add_argument("--file-storage-dir")
     p.add_argument("--file-driver", choices=["loop", "blktap", "blktap2"])
     p.add_argument("-H", "--hypervisor-parameters", dest="hypervisor", type=ident_key_val("-H"))
@@ -130,7 +130,7 @@ def add_modify_options(p: argparse.ArgumentParser) -> None:
                    default={})  # fmt: skip
     p.add_argument("--net", dest="nics", action="append", type=ident_key_val("--net"),
                    default=[])  # fmt: skip
-    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATES)
+    p.add_argument("-t", "--disk-template", dest="disk_template", choices=DISK_TEMPLATE_NAMES)
     p.add_argument("-n", "--node")
     p.add_argument("-I", "--iallocator")
     p.add_argument("-o", "--os-type", dest="os")

@@ -27,8 +27,9 @@ from corral.storage import templates
 if TYPE_CHECKING:
     from corral.cmdlib.instance_set_params import LUInstanceSetParams
 
-NOT_CONVERTIBLE_FROM = frozenset({N.DT_DISKLESS})
-NOT_CONVERTIBLE_TO = frozenset({N.DT_DISKLESS, N.DT_BLOCK})
+# mirrored: conversions to and from it (a second copy made or dropped) are not built yet.
+NOT_CONVERTIBLE_FROM = frozenset({N.DT_DISKLESS, N.DT_MIRRORED})
+NOT_CONVERTIBLE_TO = frozenset({N.DT_DISKLESS, N.DT_BLOCK, N.DT_MIRRORED})
 
 
 def check_arguments(lu: LUInstanceSetParams) -> None:
@@ -66,7 +67,7 @@ async def check_prereq(lu: LUInstanceSetParams) -> None:
     await lu.check_state((ADMIN_DOWN,), "cannot change disk template")
     _, policy = node_group_policy(lu.cfg, inst.primary_node)
     allowed = policy["disk-templates"]
-    if target not in allowed:
+    if target not in map(N.canonical_template, allowed):
         raise errors.OpPrereqError(
             f"Disk template '{target}' in not allowed (allowed templates: {', '.join(allowed)})",
             C.ECODE_STATE,

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from corral import constants as C
 from corral import errors
 from corral import impexp_kinds as K
+from corral.cmdlib import instance_disks, os_media
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib import os_media
 from corral.cmdlib.helper_vm import HelperVM
 from corral.crypto import rie
 from corral.objects import Instance, Node
@@ -99,6 +99,8 @@ async def install(lu: LogicalUnit[Any], target: Target, kind: InstallKind) -> No
     """Fill ``target``'s disks as ``kind`` says (as Ganeti: nothing for a
     diskless instance)."""
     if target.inst.disks:
+        # A mirrored disk's writes reach its secondary's copy too.
+        await instance_disks.link_copies(lu, target.inst)
         await kind.fill(lu, target)
 
 
@@ -280,6 +282,11 @@ async def run_rename(
             f"Could not run OS rename script for instance {inst.name} on node"
             f" {node.name} (but the instance has been renamed in Ganeti)"
         )
+    try:
+        await instance_disks.link_copies(lu, inst)  # the script writes both copies
+    except errors.OpExecError as err:
+        lu.warn(f"{what}: {err.message}")
+        return
     request = instance_run_rename(target.descriptor(lu), old_name, lu.op.debug_level or 0)
     await lu.master.rpc.attempt(node, request, lu.warn, what)
 

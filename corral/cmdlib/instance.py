@@ -9,7 +9,7 @@ from corral import errors
 from corral.cmdlib import installer
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_create import check_hostname_syntax, ip_in_use, resolve_name
-from corral.objects import ADMIN_UP, Disk, Instance
+from corral.objects import ADMIN_UP, Disk, Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_instance import instance_rename, instance_shutdown
 from corral.rpc.calls_storage import blockdev_remove, blockdev_rename
@@ -29,9 +29,12 @@ class LUInstanceRemove(InstanceLU):
         master = self.master_node.uuid
         return [master], [master, *self.instance.all_nodes]
 
-    async def _try(self, request: Request[None], what: str) -> None:
+    async def _try(self, request: Request[None], what: str, node: Node | None = None) -> None:
+        node = node or self.pnode
         try:
-            await self.node_call(request, what)
+            await self.master.rpc.run(
+                node, request, f"{what} {self.instance.name} on node {node.name}"
+            )
         except NodeCallError as err:
             if not self.op.ignore_failures:
                 raise
@@ -44,9 +47,12 @@ class LUInstanceRemove(InstanceLU):
             "Could not shutdown instance",
         )
         for disk in inst.disks:
-            await self._try(
-                blockdev_remove(disk.description().to_wire()), "Could not remove a disk of"
-            )
+            for node in disk.holders(inst.primary_node):  # a mirrored disk's copies too
+                await self._try(
+                    blockdev_remove(disk.description().to_wire()),
+                    "Could not remove a disk of",
+                    self.cfg.lookup(Node, node),
+                )
         self.tx.remove(inst)
         return None
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from corral import capabilities, errors, hypervisors
 from corral import constants as C
 from corral import params as P
-from corral.cmdlib import communication, helper_vm, installer, intents, os_media
+from corral.cmdlib import communication, helper_vm, installer, instance_disks, intents, os_media
 from corral.cmdlib import instance_import as imp
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
@@ -27,7 +27,7 @@ from corral.cmdlib.instance_nics import (
 )
 from corral.cmdlib.ipolicy_checks import check_new_instance
 from corral.cmdlib.tags import check_tag
-from corral.objects import NIC, Instance, Network, Node
+from corral.objects import NIC, Disk, Instance, Network, Node
 from corral.opcodes import instance as opi
 from corral.osdef import guest_settings, install_settings, media
 from corral.osdef.definition import split_name
@@ -35,9 +35,8 @@ from corral.osdef.spec import OsSpec
 from corral.rpc.calls_instance import instance_start
 from corral.rpc.calls_storage import blockdev_create, blockdev_getdimensions
 from corral.rpc.declare import Request
-from corral.services import ports
 from corral.services.params import filled_beparams
-from corral.storage import templates
+from corral.storage import ports, templates
 from corral.storage_names import ADOPTABLE_BLOCKDEV_ROOT
 
 R = TypeVar("R")
@@ -270,8 +269,17 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         # Without a primary node, an allocator chooses one (check_prereq).
         self.allocator = placement.allocator_name(self)
         placement.check_opportunistic(self.op, self.allocator)
+        self.snodes: list[Node] = []
         if self.allocator is None:
             self.pnode = self.expand(Node, self.op.pnode_uuid or self.op.pnode or "")
+            if self.template.secondaries:
+                self.snodes = [self.expand(Node, self.op.snode_uuid or self.op.snode or "")]
+        elif self.template.secondaries:
+            raise errors.OpPrereqError(
+                f"An allocator cannot choose the secondary node of a {self.disk_template}"
+                " instance yet; give both nodes (-n PNODE:SNODE)",
+                C.ECODE_INVAL,
+            )
         elif self.template.adopts:
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script; give the node (-n)",
@@ -281,7 +289,9 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
     def declare_locks(self) -> None:
         self.needed_locks[C.LEVEL_INSTANCE] = [self.op.instance_name]
         # As Ganeti: every node while the allocator chooses (the others are released then).
-        nodes: list[str] | str = ALL_SET if self.allocator else [self.pnode.uuid]
+        nodes: list[str] | str = (
+            ALL_SET if self.allocator else [self.pnode.uuid, *(n.uuid for n in self.snodes)]
+        )
         self.needed_locks[C.LEVEL_NODE_RES] = nodes
         # An import reads from its source node too (Ganeti locks it).
         source = self.import_source.node.uuid if self.import_source else None
@@ -317,6 +327,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         if self.allocator is not None:
             await self._allocate(self.allocator)
         placement.check_primary(self.pnode)
+        for snode in self.snodes:
+            placement.check_secondary(snode, self.pnode)
         exclusive = U.exclusive_storage(self.cfg, [self.pnode.uuid])
         U.check_spindles([d for d in op.disks if isinstance(d, dict)], exclusive, required=True)
         address = await self._check_name()
@@ -329,17 +341,18 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             await self._check_os()
         await self._check_media_on_node()
         memory = filled_beparams(self.cfg.cluster, self.instance)["maxmem"] if op.start else 0
-        # Disks take space on the nodes holding them (none for shared storage).
-        disk_total = sum(d.size for d in self.instance.disks if self.pnode.uuid in d.nodes)
-        await U.check_node_resources(
-            self,
-            self.pnode,
-            self.hypervisor,
-            memory,
-            disk_total,
-            f"creating instance {op.instance_name}",
-            self.disk_template,
-        )
+        # Disks take space on the nodes holding them (none for shared storage);
+        # a secondary node needs no memory until the instance fails over.
+        for node, needed in ((self.pnode, memory), *((n, 0) for n in self.snodes)):
+            await U.check_node_resources(
+                self,
+                node,
+                self.hypervisor,
+                needed,
+                sum(d.size for d in self.instance.disks if node.uuid in d.nodes),
+                f"creating instance {op.instance_name}",
+                self.disk_template,
+            )
         await U.check_hvparams_on_nodes(self, [self.pnode], self.hypervisor, self.hvparams)
 
     async def _allocate(self, name: str) -> None:
@@ -378,7 +391,12 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
                 )
 
     def _placement(self) -> templates.Placement:
-        return templates.Placement(self.op.instance_name, self.pnode.uuid, self.cfg.cluster)
+        return templates.Placement(
+            self.op.instance_name,
+            self.pnode.uuid,
+            self.cfg.cluster,
+            tuple(n.uuid for n in self.snodes),
+        )
 
     async def _check_name(self) -> str | None:
         if not self.op.name_check:
@@ -430,6 +448,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         return Instance(
             name=name,
             primary_node=self.pnode.uuid,
+            secondary_nodes=[n.uuid for n in self.snodes],
             os=self.op.os_type or "",
             hypervisor=self.hypervisor,
             hvparams=self.hvparams,
@@ -570,12 +589,17 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
         """Disks, OS installation, start: what the intent record covers."""
         if inst.disks:
             self.feedback("* creating instance disks...")
-        # Shared templates' disks too are made once, by the primary node.
+        # Shared templates' disks too are made once, by the primary node; a
+        # mirrored disk on each of its nodes.
         for disk in inst.disks:
-            await self._node_call(
-                blockdev_create(disk.description().to_wire()),
-                "Could not create a disk for instance",
-            )
+            for node in self._holders(disk):
+                await self.master.rpc.run(
+                    node,
+                    blockdev_create(disk.description().to_wire()),
+                    f"Could not create a disk for instance {inst.name} on node {node.name}",
+                )
+        if self.snodes:
+            await instance_disks.link_copies(self, inst)
         # Said in Ganeti's order; the config is committed when the unit succeeds.
         self.feedback(f"adding instance {inst.name} to cluster config")
         kind = self._install_kind()
@@ -602,6 +626,11 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             helper=self.helper,
         )
         return None if kind.empty else kind
+
+    def _holders(self, disk: Disk) -> list[Node]:
+        """The nodes holding ``disk``: its own, or the primary (shared storage)."""
+        nodes = {n.uuid: n for n in (self.pnode, *self.snodes)}
+        return [nodes[uuid] for uuid in disk.holders(self.pnode.uuid)]
 
     async def _node_call(self, request: Request[R], what: str) -> R:
         what = f"{what} {self.instance.name} on node {self.pnode.name}"

@@ -17,8 +17,9 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_placement as placement
+from corral.cmdlib import instance_utils as U
 from corral.cmdlib.backup_common import check_node_online
-from corral.cmdlib.base import ALL_SET
+from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_OFFLINE, Instance, Node
 from corral.opcodes import instance as opi
@@ -57,7 +58,7 @@ async def _each_copy(
     done = []
     for node_uuid, idx in disk_node_order(inst):
         node = lu.cfg.lookup(Node, node_uuid)
-        request = request_of(inst.disks[idx].description().to_wire())
+        request = request_of(U.disk_wire(lu.cfg, inst.disks[idx]))
         result = (await lu.master.rpc.results([node], request))[node.uuid]
         done.append((node, idx, node_uuid == inst.primary_node, result))
     return done
@@ -96,6 +97,25 @@ async def shutdown_disks(lu: InstanceLU, inst: Instance) -> bool:
             if primary or not result.offline:
                 ok = False
     return ok
+
+
+async def link_copies(lu: LogicalUnit[Any], inst: Instance) -> None:
+    """Make every mirrored disk's secondary copies reachable from the primary
+    (their node exports them): what the primary's writes need, by the guest
+    or the OS scripts.  OpExecError naming the node that could not."""
+    for idx, disk in enumerate(inst.disks):
+        template = templates.DISK_TEMPLATES.get(disk.dev_type)
+        if template is None or template.mirroring is not templates.Mirroring.INTERNAL:
+            continue
+        wire = U.disk_wire(lu.cfg, disk)
+        for uuid in disk.nodes[1:]:
+            node = lu.cfg.lookup(Node, uuid)
+            await lu.master.rpc.run(
+                node,
+                blockdev_assemble(wire),
+                f"Could not prepare block device {disk.iv_name or idx} of {inst.name}"
+                f" on secondary node {node.name}",
+            )
 
 
 class LUInstanceActivateDisks(InstanceLU):

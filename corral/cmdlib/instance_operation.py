@@ -7,7 +7,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.cmdlib import helper_vm, installer, os_media
+from corral.cmdlib import helper_vm, installer, instance_disks, os_media
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.instance_base import InstanceLU
 from corral.objects import ADMIN_DOWN, ADMIN_UP
@@ -65,6 +65,7 @@ class LUInstanceStartup(InstanceLU):
         desc["beparams"] = P.fill(desc["beparams"], self.beparams)
         desc["hvparams"] = P.fill(desc["hvparams"], self.hvparams)
         desc["memory"], desc["vcpus"] = desc["beparams"]["maxmem"], desc["beparams"]["vcpus"]
+        await instance_disks.link_copies(self, inst)
         await self.node_call(
             instance_start(desc, self.op.startup_paused), "Could not start instance"
         )
@@ -151,6 +152,7 @@ class LUInstanceReboot(InstanceLU):
                     instance_shutdown(inst.hypervisor, inst.name, self.op.shutdown_timeout),
                     "Could not shutdown instance for full reboot",
                 )
+            await instance_disks.link_copies(self, self.instance)
             await self.node_call(
                 instance_start(desc, False), "Could not start instance for full reboot"
             )

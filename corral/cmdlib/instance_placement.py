@@ -62,13 +62,26 @@ def opportunistic_whitelist(lu: LogicalUnit[OpInstanceCreate]) -> list[str] | No
 
 def check_primary(node: Node) -> None:
     """Ganeti's refusals of a primary node that cannot take a new instance."""
-    if node.offline:
-        raise errors.OpPrereqError(f"Cannot use offline primary node '{node.name}'", C.ECODE_STATE)
-    if node.drained:
-        raise errors.OpPrereqError(f"Cannot use drained primary node '{node.name}'", C.ECODE_STATE)
+    _check_usable(node, "primary")
+
+
+def check_secondary(node: Node, primary: Node) -> None:
+    """Ganeti's refusals of a secondary node: another node than the primary,
+    usable as one (the instance runs there after a failover)."""
+    if node.uuid == primary.uuid:
+        raise errors.OpPrereqError("The secondary node cannot be the primary node", C.ECODE_INVAL)
+    _check_usable(node, "secondary")
+
+
+def _check_usable(node: Node, role: str) -> None:
+    for flag, state in ((node.offline, "offline"), (node.drained, "drained")):
+        if flag:
+            raise errors.OpPrereqError(
+                f"Cannot use {state} {role} node '{node.name}'", C.ECODE_STATE
+            )
     if not node.vm_capable:
         raise errors.OpPrereqError(
-            f"Cannot use non-vm_capable primary node '{node.name}'", C.ECODE_STATE
+            f"Cannot use non-vm_capable {role} node '{node.name}'", C.ECODE_STATE
         )
 
 

@@ -24,6 +24,7 @@ from corral.rpc.calls_instance import (
 from corral.rpc.calls_os import os_diagnose, os_validate
 from corral.rpc.wire import (
     DiskEntry,
+    DiskWire,
     InstanceWire,
     JsonObject,
     NetworkEntry,
@@ -185,7 +186,7 @@ def instance_descriptor(cfg: ConfigManager, inst: Instance) -> InstanceWire:
         "hvparams": filled_hvparams(cluster, inst),
         "memory": be["maxmem"],
         "vcpus": be["vcpus"],
-        "disks": [_disk_descriptor(d) for d in inst.disks],
+        "disks": [_disk_descriptor(cfg, d) for d in inst.disks],
         "nics": [_nic_descriptor(cfg, n) for n in inst.nics],
     }
     drive = config_drive.record(cfg, inst)
@@ -252,7 +253,17 @@ def _nic_descriptor(cfg: ConfigManager, nic: NIC) -> NicEntry:
     return entry
 
 
-def _disk_descriptor(disk: Disk) -> DiskEntry:
+def disk_wire(cfg: ConfigManager, disk: Disk) -> DiskWire:
+    """``disk`` as node calls take it; a disk whose copies link their nodes
+    (mirrored) with the nodes' names and secondary IPs."""
+    template = templates.DISK_TEMPLATES.get(disk.dev_type)
+    if template is None or template.mirroring is not templates.Mirroring.INTERNAL:
+        return disk.description().to_wire()
+    nodes = (cfg.lookup(Node, uuid) for uuid in disk.nodes)
+    return disk.description(tuple((n.name, n.secondary_ip) for n in nodes)).to_wire()
+
+
+def _disk_descriptor(cfg: ConfigManager, disk: Disk) -> DiskEntry:
     """A disk as the hypervisor and OS scripts see it; noded takes the path
     from ``description`` (its template checks it), never from the master."""
     template = templates.DISK_TEMPLATES.get(disk.dev_type)
@@ -261,7 +272,7 @@ def _disk_descriptor(disk: Disk) -> DiskEntry:
         "size": disk.size,
         "mode": disk.mode,
         "name": disk.name,
-        "description": disk.description().to_wire(),
+        "description": disk_wire(cfg, disk),
         "backend_type": "block" if template is None else template.backend_type(disk),
     }
 

@@ -242,6 +242,10 @@ async def _settle_add(master: Master, it: Intent, say: Say) -> bool:
     if node is None:
         return True  # the node left the cluster
     done = await _remove_disks(master, node, it.disks, it.name, say)
+    # A mirrored disk's other copies (on the secondary nodes).
+    for other in _other_holders(it):
+        mirrors = tuple(d for d in it.disks if other in d.get("nodes", []))
+        done = await _remove_disks(master, cfg.get(Node, other), mirrors, it.name, say) and done
     # The hypervisor's state is by name: leave it to an instance now owning the name.
     if cfg.find(Instance, it.name) is None:
         what = f"Could not remove hypervisor state of {it.name} on {node.name}"
@@ -250,6 +254,12 @@ async def _settle_add(master: Master, it: Intent, say: Say) -> bool:
         )
         done = done and not res.failed
     return done
+
+
+def _other_holders(it: Intent) -> list[str]:
+    """The nodes other than ``it.node`` holding a copy of the recorded disks."""
+    nodes = (node for disk in it.disks for node in disk.get("nodes", []))
+    return [node for node in dict.fromkeys(nodes) if node != it.node]
 
 
 async def _drop_copies(master: Master, it: Intent, say: Say) -> bool:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from corral import errors
+from corral.crypto.certs import cert_info
 from corral.paths import Paths
 
 ENDPOINT_SERVER = "server"
@@ -70,3 +71,16 @@ def object_props(creds_id: str, directory: str, endpoint: str) -> dict[str, obje
         "endpoint": endpoint,
         "verify-peer": True,
     }
+
+
+def object_option(creds_id: str, directory: str, endpoint: str) -> str:
+    """The same object as QEMU's ``-object`` command-line value."""
+    return f"tls-creds-x509,id={creds_id},dir={directory},endpoint={endpoint},verify-peer=on"
+
+
+def node_identity(paths: Paths) -> str:
+    """The name in this node's certificate (what the other end verifies)."""
+    name = cert_info(paths.server_pem)["subject"]
+    if not name:
+        raise errors.OpExecError(f"The node certificate {paths.server_pem} names no node")
+    return str(name)

@@ -41,8 +41,9 @@ class Disk(BaseModel):
         the instance's primary node ``primary`` (Ganeti's ``GetNodes``)."""
         return list(self.nodes) or [primary]
 
-    def description(self) -> DiskDescription:
-        """The disk as node RPCs take it, with its children."""
+    def description(self, addresses: tuple[tuple[str, str], ...] = ()) -> DiskDescription:
+        """The disk as node RPCs take it, with its children (and its nodes'
+        ``addresses`` where they must reach each other)."""
         return DiskDescription(
             self.dev_type,
             tuple(self.logical_id),
@@ -53,4 +54,5 @@ class Disk(BaseModel):
             self.mode,
             tuple(self.nodes),
             tuple(child.description() for child in self.children),
+            addresses,
         )

@@ -8,6 +8,7 @@ from pydantic import AfterValidator, Field
 
 from corral.opcodes.base import OpCode
 from corral.opcodes.types import (
+    DiskParamsTemplate,
     DiskTemplate,
     Hypervisor,
     IntPair,
@@ -164,7 +165,7 @@ class OpClusterSetParams(OpCode):
     os_hvp: OsNestedParams | None = None
     osparams: OsNestedParams | None = None
     osparams_private_cluster: OsNestedParams | None = None
-    diskparams: dict[DiskTemplate, Params] | None = None
+    diskparams: dict[DiskParamsTemplate, Params] | None = None
     candidate_pool_size: PositiveInt | None = None
     max_running_jobs: PositiveInt | None = None
     max_tracked_jobs: PositiveInt | None = None

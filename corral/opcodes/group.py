@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from corral.opcodes.base import OpCode
-from corral.opcodes.types import DiskTemplate, NonEmptyStr, Params, not_built
+from corral.opcodes.types import DiskParamsTemplate, NonEmptyStr, Params, not_built
 
 AllocPolicy = Literal["preferred", "last_resort", "unallocable"]
 
@@ -21,7 +21,7 @@ class _GroupParams(_GroupOp):
 
     alloc_policy: AllocPolicy | None = None
     ndparams: Params | None = None
-    diskparams: dict[DiskTemplate, Params] | None = None
+    diskparams: dict[DiskParamsTemplate, Params] | None = None
     hv_state: Params | None = not_built(None, {})
     disk_state: Params | None = not_built(None, {})
     ipolicy: Params | None = None

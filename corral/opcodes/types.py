@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 from corral import constants as C
 from corral.hypervisors import HypervisorName
 from corral.storage.templates import DiskTemplateName
+from corral.storage_names import canonical_template
 
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -40,11 +41,19 @@ def check_os_name(name: str) -> str:
     return name
 
 
+def _canonical_template(value: Any) -> Any:
+    return canonical_template(value) if isinstance(value, str) else value
+
+
 OsName = Annotated[str, AfterValidator(check_os_name)]
 # Parameter dicts keyed by OS name (os_hvp, osparams of the cluster).
 OsNestedParams = dict[OsName, dict[str, Any]]
 
-DiskTemplate = DiskTemplateName
+# A template an instance uses or a cluster enables: Ganeti's name of one that
+# Corral serves with its own (drbd) is taken as Corral's (mirrored).
+DiskTemplate = Annotated[DiskTemplateName, BeforeValidator(_canonical_template)]
+# The key of a template's disk parameters: as given (drbd's are DRBD's own).
+DiskParamsTemplate = DiskTemplateName
 Hypervisor = HypervisorName
 FileDriver = Literal["blktap2", "blktap", "loop"]
 TagKind = Literal["instance", "node", "cluster", "network", "nodegroup"]

@@ -38,6 +38,7 @@ class DiskWire(TypedDict):
     # An older Corral's record lacks them: missing means empty.
     nodes: NotRequired[list[str]]
     children: NotRequired[list[DiskWire]]
+    addresses: NotRequired[list[list[str]]]  # [name, secondary IP] per node (mirrored)
 
 
 class DiskEntry(TypedDict):

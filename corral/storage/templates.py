@@ -23,6 +23,7 @@ from corral.objects import Disk, Instance
 from corral.storage.blockdev import BlockDevTemplate
 from corral.storage.diskless import DisklessTemplate
 from corral.storage.file import FileTemplate, SharedFileTemplate
+from corral.storage.mirrored import MirroredTemplate
 from corral.storage.strategy import (
     RES_DEVICE,
     RES_PATH,
@@ -59,19 +60,25 @@ __all__ = [
 
 # The names as a type, for the opcodes' fields (a test checks it is the same list).
 DiskTemplateName = Literal[
-    "sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file", "gluster"
-]
+    "sharedfile", "diskless", "plain", "blockdev", "ext", "rbd", "drbd", "file", "gluster",
+    "mirrored",
+]  # fmt: skip
 
 DISK_TEMPLATES: Mapping[str, DiskTemplate] = {
     t.name: t
-    for t in (DisklessTemplate(), FileTemplate(), SharedFileTemplate(), BlockDevTemplate())
+    for t in (
+        DisklessTemplate(),
+        FileTemplate(),
+        SharedFileTemplate(),
+        BlockDevTemplate(),
+        MirroredTemplate(),
+    )
 }
 
 # Templates Corral cannot serve on a machine lacking what they are built on:
 # name → (what is missing, the file that shows it is there).
 _NEEDS_KERNEL: Mapping[str, tuple[str, str]] = {
     N.DT_PLAIN: ("device-mapper (LVM)", "/dev/mapper/control"),
-    N.DT_DRBD: ("DRBD", "/proc/drbd"),
 }
 
 
@@ -102,7 +109,7 @@ def implemented_names() -> str:
 
 
 def _missing_kernel_support(name: str, doing: str) -> errors.OpPrereqError | None:
-    """The refusal of ``plain``/``drbd`` on a machine without what they need."""
+    """The refusal of ``plain`` on a machine without what it needs."""
     need = _NEEDS_KERNEL.get(name)
     if need is None or os.path.exists(need[1]):
         return None
@@ -117,11 +124,12 @@ def _missing_kernel_support(name: str, doing: str) -> errors.OpPrereqError | Non
 def check_implemented(name: str, doing: str = "use") -> DiskTemplate:
     """The template ``name``, or OpPrereqError (ECODE_INVAL) saying why it cannot be used.
 
-    ``plain`` and ``drbd`` name what the machine lacks when it lacks it; any
-    other Ganeti template Corral lacks is "not implemented"; any other name
-    gets Ganeti's own "not a valid disk template" message.
+    ``drbd`` is served by ``mirrored`` (:data:`GANETI_ALIASES`); ``plain``
+    names what the machine lacks when it lacks it; any other Ganeti template
+    Corral lacks is "not implemented"; any other name gets Ganeti's own "not
+    a valid disk template" message.
     """
-    template = DISK_TEMPLATES.get(name)
+    template = DISK_TEMPLATES.get(N.canonical_template(name))
     if template is not None:
         return template
     if name in GANETI_DISK_TEMPLATES:
@@ -139,7 +147,8 @@ def capacity_units(dirs: ClusterDirs) -> list[StorageUnit]:
     """The storage units of the implemented templates whose space is counted,
     in the table's order: what a node must serve for them."""
     units = (template.capacity_unit(dirs) for template in DISK_TEMPLATES.values())
-    return [unit for unit in units if unit is not None]
+    # Each once: mirrored's copies take their space where file disks do.
+    return list(dict.fromkeys(unit for unit in units if unit is not None))
 
 
 def default_unit(dirs: ClusterDirs) -> StorageUnit:

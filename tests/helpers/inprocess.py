@@ -73,9 +73,14 @@ OS_NAME = "plain"
 JOB_TIMEOUT = 30.0
 
 
-def node_address(index: int) -> str:
-    """Node ``index``'s address: only a key of the in-process transport."""
-    return f"127.0.99.{index}"
+# The in-process nodes' addresses: only keys of the transport, unless a
+# mirrored disk's export listens on one (then give each cluster its own /24).
+DEFAULT_NET = "127.0.99"
+
+
+def node_address(index: int, net: str = DEFAULT_NET) -> str:
+    """Node ``index``'s address."""
+    return f"{net}.{index}"
 
 
 @dataclass
@@ -108,9 +113,10 @@ class InProcessCluster:
     export: ConfigExport
     ssconf: MasterSsconf
 
-    def __init__(self, root: Path, fenced: bool = False) -> None:
+    def __init__(self, root: Path, fenced: bool = False, net: str = DEFAULT_NET) -> None:
         self.root = root
         self.fenced = fenced
+        self.net = net
         self.paths = Paths(root / "node1")
         self.transport = LocalTransport()
         create_cluster(
@@ -118,8 +124,8 @@ class InProcessCluster:
             InitOptions(
                 cluster_name=CLUSTER_NAME,
                 node_name=testbed.node_name(1),
-                node_ip=node_address(1),
-                master_ip=node_address(1),
+                node_ip=node_address(1, net),
+                master_ip=node_address(1, net),
                 ipolicy=PERMISSIVE_IPOLICY,
             ),
         )
@@ -174,11 +180,11 @@ class InProcessCluster:
 
     def _serve(self, index: int, paths: Paths) -> LocalNode:
         make_os(paths, OS_NAME, variants=None)
-        return self.transport.add(paths, node_address(index))
+        return self.transport.add(paths, node_address(index, self.net))
 
     def node(self, index: int) -> LocalNode:
         """Node ``index`` as the transport serves it."""
-        return self.transport.nodes[node_address(index)]
+        return self.transport.nodes[node_address(index, self.net)]
 
     def config_node(self, index: int) -> Node:
         return self.cfg.lookup(Node, testbed.node_name(index))
@@ -220,7 +226,7 @@ class InProcessCluster:
             {
                 "OP_ID": "OP_NODE_ADD",
                 "node_name": testbed.node_name(index),
-                "primary_ip": node_address(index),
+                "primary_ip": node_address(index, self.net),
                 **fields,
             }
         )
@@ -267,11 +273,12 @@ class InProcessCluster:
 
 @asynccontextmanager
 async def in_process_cluster(
-    root: Path, nodes: int = 1, fenced: bool = False
+    root: Path, nodes: int = 1, fenced: bool = False, net: str = DEFAULT_NET
 ) -> AsyncIterator[InProcessCluster]:
     """A cluster of ``nodes`` nodes (the others joined through OP_NODE_ADD);
-    ``fenced``: its master holds the mastership, as masterd does."""
-    cluster = InProcessCluster(root, fenced)
+    ``fenced``: its master holds the mastership, as masterd does; ``net``:
+    the /24 of its nodes' addresses."""
+    cluster = InProcessCluster(root, fenced, net)
     try:
         await cluster.start()
         for index in range(2, nodes + 1):

@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import tempfile
 import uuid as uuid_module
 from collections.abc import AsyncIterator, Iterator
@@ -76,6 +77,24 @@ def kill_leftovers(run_dir: Path) -> None:
         runtime = layout.read_runtime(name)
         if runtime is not None and alive(runtime):
             os.kill(runtime.pid, signal.SIGKILL)
+    kill_mirror_daemons(run_dir)
+
+
+def kill_mirror_daemons(run_dir: Path) -> None:
+    """SIGKILL every qemu-storage-daemon of a mirrored disk recorded under
+    ``run_dir`` (its pidfile on its command line: ours, not a reused pid),
+    and detach the FUSE mounts they leave."""
+    mirror = run_dir / "mirror"
+    for pidfile in mirror.glob("*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if os.fsencode(str(pidfile)) in argv:
+            os.kill(pid, signal.SIGKILL)
+    for mountpoint in mirror.glob("*.fuse"):
+        subprocess.run(["umount", "--lazy", str(mountpoint)], capture_output=True, check=False)
 
 
 class Serial:

@@ -11,8 +11,10 @@ import pytest
 from corral import capabilities, errors, hvparams, hypervisors
 from corral import constants as C
 from corral import params as P
+from corral import storage_names as names
 from corral.node import capabilities as node_caps
 from corral.node.hypervisor import CLASSES, get_hypervisor
+from corral.node.storage import qsd
 from corral.opcodes.types import Hypervisor
 from corral.paths import Paths
 from corral.storage import templates
@@ -71,7 +73,20 @@ def test_every_implemented_template_has_a_node_probe(tmp_path: Path) -> None:
     report = node_caps.report(paths, templates.capacity_units(dirs))
     assert report[capabilities.REPORT_DISK_TEMPLATES] == dict.fromkeys(templates.DISK_TEMPLATES)
     assert report[capabilities.REPORT_HYPERVISORS] == dict.fromkeys(hypervisors.HYPERVISORS)
-    assert set(templates.DISK_TEMPLATES) <= set(templates.GANETI_DISK_TEMPLATES)
+    assert set(templates.DISK_TEMPLATES) <= set(names.DISK_TEMPLATE_NAMES)
+
+
+def test_a_node_without_qemus_storage_daemon_cannot_serve_mirrored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = Paths(tmp_path)
+    paths.file_storage_dir.mkdir(parents=True)
+    monkeypatch.setattr(qsd, "QSD", str(tmp_path / "qemu-storage-daemon"))
+    problem = node_caps.disk_template_problem(
+        paths, names.DT_MIRRORED, {names.ST_FILE: paths.to_wire(paths.file_storage_dir)}
+    )
+    missing = f"{tmp_path}/qemu-storage-daemon is missing"
+    assert problem == f"{missing} (Debian's package qemu-system-common)"
 
 
 def test_a_missing_file_storage_directory_is_reported(tmp_path: Path) -> None:
@@ -91,6 +106,7 @@ def test_a_missing_file_storage_directory_is_reported(tmp_path: Path) -> None:
         "file": "the file storage directory /srv/elsewhere does not exist",
         "sharedfile": "the shared file storage directory /srv/shared does not exist",
         "blockdev": None,
+        "mirrored": "the file storage directory /srv/elsewhere does not exist",
     }
 
 

@@ -26,14 +26,12 @@ from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
 from corral.objects import Cluster, Disk, Instance
 from corral.paths import Paths
-from corral.services import ports
 from corral.state.ports import ConfigSnapshot
 from corral.state.sqlite.config import SqliteConfigStore
-from corral.storage import reservations, templates
+from corral.storage import ports, reservations, templates
 from corral.storage.reservations import JobLedger, Reservations
 from corral.storage.strategy import Mirroring, Placement, Resource
 from corral.storage.units import StorageUnit
-from tests.helpers.mirrored import MirroredDouble
 from tests.helpers.source_literals import CORRAL, compared_outside, spelled_outside
 
 MIB = 1024 * 1024
@@ -44,6 +42,7 @@ TABLE = {CORRAL / "storage_names.py", CORRAL / "storage" / "templates.py"}
 # of an import/export stream, Ganeti's storage types on the command line.
 OTHER_NAMESPACES = {
     CORRAL / "impexp_kinds.py",
+    CORRAL / "node" / "storage" / "qsd.py",  # QEMU's "file" block driver
     CORRAL / "cli" / "gnt_node.py",
     CORRAL / "opcodes" / "node.py",
     CORRAL / "cli" / "cluster_opts.py",
@@ -54,7 +53,7 @@ OTHER_USES = {(CORRAL / "diskparams.py", "rbd")}
 
 def test_no_template_name_is_spelled_outside_the_table() -> None:
     allowed = TABLE | OTHER_NAMESPACES
-    assert spelled_outside(names.GANETI_DISK_TEMPLATES, allowed, OTHER_USES) == []
+    assert spelled_outside(names.DISK_TEMPLATE_NAMES, allowed, OTHER_USES) == []
 
 
 def test_no_behaviour_is_chosen_by_template_name() -> None:
@@ -63,23 +62,23 @@ def test_no_behaviour_is_chosen_by_template_name() -> None:
     # (Ganeti's checks of the allowed names) compare names.
     by_name = TABLE | {CORRAL / "cli" / "instance_specs.py", CORRAL / "ipolicy.py"}
     constants = [name for name in vars(names) if name.startswith("DT_")]
-    assert len(constants) == len(names.GANETI_DISK_TEMPLATES)
+    assert len(constants) == len(names.DISK_TEMPLATE_NAMES)
     assert compared_outside(constants, by_name) == []
 
 
 def test_the_tables_agree() -> None:
-    assert get_args(templates.DiskTemplateName) == names.GANETI_DISK_TEMPLATES
+    assert get_args(templates.DiskTemplateName) == names.DISK_TEMPLATE_NAMES
     assert set(registry.NODE_TEMPLATES) == set(templates.DISK_TEMPLATES)
-    assert set(templates.DISK_TEMPLATES) <= set(names.GANETI_DISK_TEMPLATES)
-    assert set(names.STORAGE_TYPES) == set(names.GANETI_DISK_TEMPLATES)
+    assert set(templates.DISK_TEMPLATES) <= set(names.DISK_TEMPLATE_NAMES)
+    assert set(names.STORAGE_TYPES) == set(names.DISK_TEMPLATE_NAMES)
     table = templates.DISK_TEMPLATES
     for name, template in table.items():
         # Both sides name the same template and storage type (Ganeti's).
         assert name == template.name == registry.NODE_TEMPLATES[name].NAME
         assert template.storage_type == names.STORAGE_TYPES[name]
         assert template.storage_type == registry.NODE_TEMPLATES[name].STORAGE_TYPE
-        # Corral's templates keep no copy on a secondary node (yet).
-        assert template.secondaries == 0
+        # Only the internally mirrored one keeps a copy on a secondary node.
+        assert template.secondaries == (template.mirroring is Mirroring.INTERNAL)
     # Ganeti's DTS_EXT_MIRROR, DTS_COPYABLE, DTS_GROWABLE and DTS_MUST_ADOPT,
     # for what Corral has.
     mirroring = {n: t.mirroring for n, t in table.items()}
@@ -88,14 +87,16 @@ def test_the_tables_agree() -> None:
         "file": Mirroring.NONE,
         "sharedfile": Mirroring.EXTERNAL,
         "blockdev": Mirroring.EXTERNAL,
+        "mirrored": Mirroring.INTERNAL,
     }
     assert {n for n, t in table.items() if t.moves.copy} == {"file"}
+    # mirrored's failover and migration are not built yet (refused).
     assert {n for n, t in table.items() if t.moves.failover} == {
-        n for n, m in mirroring.items() if m is not Mirroring.NONE
+        n for n, m in mirroring.items() if m is Mirroring.EXTERNAL
     }
     assert {n for n, t in table.items() if t.growable} == {"file", "sharedfile"}
     assert {n for n, t in table.items() if t.adopts} == {"blockdev"}
-    assert {n for n, t in table.items() if t.counts_space} == {"file", "sharedfile"}
+    assert {n for n, t in table.items() if t.counts_space} == {"file", "sharedfile", "mirrored"}
 
 
 DIRS = templates.StorageDirs("/srv/files", "/srv/shared")
@@ -171,6 +172,7 @@ def test_a_new_disk_may_not_hold_what_another_holds() -> None:
         "file": {templates.RES_PATH},
         "sharedfile": {templates.RES_PATH},
         "blockdev": {templates.RES_DEVICE},
+        "mirrored": {templates.RES_PORT, templates.RES_PATH},
     }
 
 
@@ -262,8 +264,9 @@ def test_capacity_units_are_the_templates_directories() -> None:
             StorageUnit.from_wire(bad)
 
 
-def test_a_mirrored_template_fits_the_seams() -> None:
-    template = MirroredDouble()
+def test_the_mirrored_template_places_a_copy_on_each_node() -> None:
+    template = templates.get(names.DT_MIRRORED)
+    assert templates.check_implemented(names.DT_DRBD) is template  # Ganeti's name for it
     template.check_secondaries(1)
     with pytest.raises(errors.OpPrereqError, match="needs 1 secondary node\\(s\\), 0 given"):
         template.check_secondaries(0)
@@ -275,17 +278,27 @@ def test_a_mirrored_template_fits_the_seams() -> None:
     assert disk.nodes == ["node-a", "node-b"]
     # Its port comes from the cluster's one range, reserved until the job ends.
     assert disk.logical_id == ["node-a", "node-b", "11000"]
-    assert template.held(disk, "node-a") == [Resource(templates.RES_PORT, 11000)]
     assert ports.allocate_port(JobLedger(shared, "2", "inst2", list)) == 11001
-    assert [child.nodes for child in disk.children] == [["node-a"], ["node-b"]]
-    # The tree reaches the nodes whole, and comes back the same.
-    wire = disk.description().to_wire()
-    assert wire["nodes"] == ["node-a", "node-b"]
-    assert [c["logical_id"] for c in wire["children"]] == [
-        ["loop", "/d/node-a"],
-        ["loop", "/d/node-b"],
+    # Its data: one file at the same path on both nodes, which it holds on each.
+    [child] = disk.children
+    assert child.dev_type == names.DT_FILE and child.nodes == ["node-a", "node-b"]
+    path = child.logical_id[1]
+    assert path.startswith("/srv/files/inst1/") and path.endswith(".mirrored.disk0")
+    assert template.held(disk, "node-a") == [
+        Resource(templates.RES_PORT, 11000),
+        Resource(templates.RES_PATH, path, "node-a"),
+        Resource(templates.RES_PATH, path, "node-b"),
     ]
-    assert DiskDescription.from_wire(wire) == disk.description()
+    # The tree reaches the nodes whole with their addresses, and comes back the same.
+    described = disk.description((("a", "10.0.0.1"), ("b", "10.0.0.2")))
+    wire = described.to_wire()
+    assert wire["nodes"] == ["node-a", "node-b"]
+    assert wire["addresses"] == [["a", "10.0.0.1"], ["b", "10.0.0.2"]]
+    assert DiskDescription.from_wire(wire) == described
+    assert "addresses" not in disk.description().to_wire()
+    for bad in ([["a", "10.0.0.1"]], [["a"], ["b"]], [["a", 1], ["b", "x"]]):
+        with pytest.raises(errors.OpExecError, match="bad addresses"):
+            DiskDescription.from_wire({**wire, "addresses": bad})
 
 
 def test_disks_of_an_older_configuration_get_their_nodes(tmp_path: Path) -> None:
@@ -343,12 +356,6 @@ def test_descriptions_round_trip_and_refuse_bad_shapes() -> None:
 def test_plain_names_the_missing_device_mapper() -> None:
     with pytest.raises(errors.OpPrereqError, match="this machine has no device-mapper"):
         templates.check_implemented("plain", "enable")
-
-
-@pytest.mark.skipif(os.path.exists("/proc/drbd"), reason="DRBD present")
-def test_drbd_names_the_missing_drbd() -> None:
-    with pytest.raises(errors.OpPrereqError, match=r"Cannot use disk template 'drbd': .* DRBD"):
-        templates.check_implemented("drbd")
 
 
 # The node side, on a node root in tmp_path.
@@ -453,14 +460,14 @@ def test_blockdev_names_are_checked_before_any_device_is_touched(paths: Paths) -
         node.remove(DiskDescription("blockdev", ("manual", "/etc/passwd"), 1, "u"))
 
 
-def test_file_disks_assemble_shut_down_and_report_their_state(paths: Paths) -> None:
+async def test_file_disks_assemble_shut_down_and_report_their_state(paths: Paths) -> None:
     node = FileTemplate(paths)
     disk = file_disk("d0", 4)
     assert node.sync_status(disk) == SyncStatus(present=False)
     node.create(disk)
     # A file is ready as it is: assembling names it, shutting down keeps it.
-    assert node.assemble(disk) == paths.file_storage_dir / "inst1" / "d0"
-    node.shutdown(disk)
+    assert await node.assemble(disk) == paths.file_storage_dir / "inst1" / "d0"
+    await node.shutdown(disk)
     assert node.attach(disk).exists()
     assert node.sync_status(disk) == SyncStatus(present=True)
     assert node.sync_status(file_disk("d0", 8)) == SyncStatus(
@@ -468,8 +475,10 @@ def test_file_disks_assemble_shut_down_and_report_their_state(paths: Paths) -> N
     )
     # The path is checked as for every other operation.
     with pytest.raises(errors.OpExecError, match="outside the file storage directory"):
-        node.assemble(disk.with_logical_id(("loop", "/etc/passwd")))
-    assert registry.local_path(paths, disk.to_wire()) == node.attach(disk)
+        await node.assemble(disk.with_logical_id(("loop", "/etc/passwd")))
+    async with registry.local_path(paths, disk.to_wire()) as path:
+        assert path == node.attach(disk)
+    assert registry.plain_path(paths, disk.to_wire()) == node.attach(disk)
 
 
 def test_capacity_is_asked_by_storage_unit(paths: Paths) -> None:

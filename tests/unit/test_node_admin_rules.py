@@ -13,7 +13,6 @@ from corral.cmdlib.node_roles import Role, candidate_stats, fill_candidate_pool
 from corral.config.manager import ConfigManager, ConfigTransaction, initial_change
 from corral.objects import Cluster, Instance, Node, NodeGroup
 from corral.state.sqlite.config import SqliteConfigStore
-from tests.helpers.mirrored import mirrored_in_table
 
 
 async def _config(
@@ -62,11 +61,10 @@ async def test_demoting_a_candidate_needs_another(tmp_path: Path) -> None:
 async def test_assigning_a_mirrored_instances_node_splits_it(tmp_path: Path) -> None:
     default, rack = NodeGroup(name="default"), NodeGroup(name="rack")
     n1, n2 = _node("n1", default), _node("n2", default)
-    with mirrored_in_table() as template:
-        mirrored = Instance(name="db", primary_node=n1.uuid, secondary_nodes=[n2.uuid],
-                            os="x", hypervisor="fake", disk_template=template)  # fmt: skip
-        shared = Instance(name="web", primary_node=n2.uuid, os="x", hypervisor="fake",
-                          disk_template=N.DT_FILE)  # fmt: skip
-        cfg = await _config(tmp_path, n1, n2, groups=[default, rack], instances=(mirrored, shared))
-        assert split_instances(cfg, {n2.uuid: rack.uuid}) == (["db"], [])
-        assert split_instances(cfg, {n1.uuid: rack.uuid, n2.uuid: rack.uuid}) == ([], [])
+    mirrored = Instance(name="db", primary_node=n1.uuid, secondary_nodes=[n2.uuid],
+                        os="x", hypervisor="fake", disk_template=N.DT_MIRRORED)  # fmt: skip
+    shared = Instance(name="web", primary_node=n2.uuid, os="x", hypervisor="fake",
+                      disk_template=N.DT_FILE)  # fmt: skip
+    cfg = await _config(tmp_path, n1, n2, groups=[default, rack], instances=(mirrored, shared))
+    assert split_instances(cfg, {n2.uuid: rack.uuid}) == (["db"], [])
+    assert split_instances(cfg, {n1.uuid: rack.uuid, n2.uuid: rack.uuid}) == ([], [])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +32,42 @@ def node_os(ctx: NodeContext, full_name: str) -> OSDefinition:
         raise errors.OpExecError(f"OS '{name}' is not valid on this node: {err}") from None
 
 
+def _descriptions(inst: Mapping[str, Any]) -> list[dict[str, Any]]:
+    disks = []
+    for index, disk in enumerate(inst["disks"]):
+        if not isinstance(disk, dict) or disk.get("description") is None:
+            raise errors.OpExecError(f"Disk {index} of {inst['name']} has no description")
+        disks.append(disk)
+    return disks
+
+
 def local_disks(ctx: NodeContext, inst: Mapping[str, Any]) -> dict[str, Any]:
     """The descriptor with each disk's local path, resolved from its description.
 
     The scripts write to the disks as root: the disk's template checks the
     path (inside its storage directories; an adoptable block device); a path
-    the master may have put in the descriptor is not used.
+    the master may have put in the descriptor is not used.  A disk whose
+    writes must go through a mirror is refused (see :func:`opened_disks`).
     """
     disks = []
-    for index, disk in enumerate(inst["disks"]):
-        if not isinstance(disk, dict) or disk.get("description") is None:
-            raise errors.OpExecError(f"Disk {index} of {inst['name']} has no description")
-        path = registry.local_path(ctx.paths, disk["description"])
+    for disk in _descriptions(inst):
+        path = registry.plain_path(ctx.paths, disk["description"])
         disks.append({**disk, "path": str(path)})
     return {**inst, "disks": disks}
+
+
+@contextlib.asynccontextmanager
+async def opened_disks(ctx: NodeContext, inst: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """As :func:`local_disks`, each disk opened for the scripts' writes while
+    the block runs (a mirrored disk's reach both its copies)."""
+    async with contextlib.AsyncExitStack() as stack:
+        disks = []
+        for disk in _descriptions(inst):
+            path = await stack.enter_async_context(
+                registry.local_path(ctx.paths, disk["description"])
+            )
+            disks.append({**disk, "path": str(path)})
+        yield {**inst, "disks": disks}
 
 
 def instance_spec(inst: Mapping[str, Any]) -> OsSpec:
@@ -101,12 +124,12 @@ async def instance_os_add(
     """Run the OS ``create`` script for an instance (a reinstall when asked)."""
     spec = instance_spec(inst)
     osdef = node_os(ctx, spec.name)
-    env = instance_env(osdef, local_disks(ctx, inst), spec, debug)
-    if reinstall:
-        env["INSTANCE_REINSTALL"] = "1"
-    kind = "add"
-    path = log_file(ctx.paths.log_dir, kind, osdef.name, inst["name"])
-    code, tail = await run_script(osdef, "create", [], env, path, spec.hidden_values())
+    async with opened_disks(ctx, inst) as local:
+        env = instance_env(osdef, local, spec, debug)
+        if reinstall:
+            env["INSTANCE_REINSTALL"] = "1"
+        path = log_file(ctx.paths.log_dir, "add", osdef.name, inst["name"])
+        code, tail = await run_script(osdef, "create", [], env, path, spec.hidden_values())
     if code != 0:
         raise _failure("create", code, path, tail)
     return True
@@ -119,10 +142,11 @@ async def instance_run_rename(
     """Run the OS ``rename`` script: INSTANCE_NAME is new, OLD_INSTANCE_NAME old."""
     spec = instance_spec(inst)
     osdef = node_os(ctx, spec.name)
-    env = instance_env(osdef, local_disks(ctx, inst), spec, debug)
-    env["OLD_INSTANCE_NAME"] = old_name
-    path = log_file(ctx.paths.log_dir, "rename", osdef.name, f"{old_name}-{inst['name']}")
-    code, tail = await run_script(osdef, "rename", [], env, path, spec.hidden_values())
+    async with opened_disks(ctx, inst) as local:
+        env = instance_env(osdef, local, spec, debug)
+        env["OLD_INSTANCE_NAME"] = old_name
+        path = log_file(ctx.paths.log_dir, "rename", osdef.name, f"{old_name}-{inst['name']}")
+        code, tail = await run_script(osdef, "rename", [], env, path, spec.hidden_values())
     if code != 0:
         raise _failure("rename", code, path, tail)
     return True

@@ -43,13 +43,15 @@ async def os_image_probe(ctx: NodeContext, image: str) -> ImageProbe:
 async def blockdev_image(ctx: NodeContext, disk: DiskWire, image: str, token: str) -> ImageWritten:
     """Write ``image`` onto the disk (checked to fit first)."""
     check_image(image)
-    path = registry.local_path(ctx.paths, disk)
-    size = await asyncio.to_thread(_disk_bytes, path)
-    progress = _WRITES[token] = osimage.Progress()
-    try:
-        await asyncio.to_thread(osimage.write, image, path, size, progress, ctx.paths.os_media_dir)
-    finally:
-        del _WRITES[token]
+    async with registry.local_path(ctx.paths, disk) as path:
+        size = await asyncio.to_thread(_disk_bytes, path)
+        progress = _WRITES[token] = osimage.Progress()
+        try:
+            await asyncio.to_thread(
+                osimage.write, image, path, size, progress, ctx.paths.os_media_dir
+            )
+        finally:
+            del _WRITES[token]
     return {"size": progress.total, "written": progress.written}
 
 
@@ -71,10 +73,10 @@ async def instance_os_package(
     ctx: NodeContext, disk: DiskWire, source: PackageWire
 ) -> dict[str, int]:
     """Unpack the package over the disk's filesystem."""
-    path = registry.local_path(ctx.paths, disk)
-    return await asyncio.to_thread(
-        package.overlay, PackageSource.from_wire(source), path, ctx.paths.os_media_dir
-    )
+    async with registry.local_path(ctx.paths, disk) as path:
+        return await asyncio.to_thread(
+            package.overlay, PackageSource.from_wire(source), path, ctx.paths.os_media_dir
+        )
 
 
 @rpc_handler(calls.helper_vm_start)

@@ -33,7 +33,9 @@ async def blockdev_create(ctx: NodeContext, disk: DiskWire) -> None:
 
 @rpc_handler(calls.blockdev_remove)
 async def blockdev_remove(ctx: NodeContext, disk: DiskWire) -> None:
+    """Shut the disk down here (a mirrored disk's exports), then remove it."""
     template, desc = registry.resolve(ctx.paths, disk)
+    await template.shutdown(desc)
     await asyncio.to_thread(template.remove, desc)
 
 
@@ -66,22 +68,22 @@ async def blockdev_assemble(ctx: NodeContext, disk: DiskWire) -> str:
     if not status.present:
         path = ctx.paths.to_wire(template.attach(desc))
         raise errors.OpExecError(f"Disk {desc.iv_name or desc.uuid} does not exist ({path})")
-    return ctx.paths.to_wire(await asyncio.to_thread(template.assemble, desc))
+    return ctx.paths.to_wire(await template.assemble(desc))
 
 
 @rpc_handler(calls.blockdev_shutdown)
 async def blockdev_shutdown(ctx: NodeContext, disk: DiskWire) -> None:
     template, desc = registry.resolve(ctx.paths, disk)
-    await asyncio.to_thread(template.shutdown, desc)
+    await template.shutdown(desc)
 
 
 @rpc_handler(calls.blockdev_convert)
 async def blockdev_convert(ctx: NodeContext, src: DiskWire, dst: DiskWire) -> None:
     src_template, src_desc = registry.resolve(ctx.paths, src)
     dst_template, dst_desc = registry.resolve(ctx.paths, dst)
-    source = await asyncio.to_thread(src_template.assemble, src_desc)
-    target = await asyncio.to_thread(dst_template.assemble, dst_desc)
-    await asyncio.to_thread(copy_disk, source, target)
+    source = await src_template.assemble(src_desc)
+    async with dst_template.opened(dst_desc) as target:
+        await asyncio.to_thread(copy_disk, source, target)
 
 
 @rpc_handler(calls.blockdev_getdimensions)

@@ -16,7 +16,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral.disk_description import DiskDescription
-from corral.node.storage import registry
+from corral.node.storage import mirrored, registry
 from corral.paths import Paths
 from corral.rpc.wire import RunningInstance
 from corral.storage import templates
@@ -43,6 +43,9 @@ class DiskSpec:
     # a live migration needs no copy of it.
     shared: bool
     name: str | None = None
+    # A mirrored disk: the primary writes through a quorum over ``path`` (its
+    # copy) and this link to the secondary's.
+    mirror: mirrored.Link | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,14 @@ def _disk(paths: Paths, index: int, data: Mapping[str, Any]) -> DiskSpec:
     description = DiskDescription.from_wire(data["description"])
     node_template = registry.template_of(paths, description)
     template = templates.DISK_TEMPLATES.get(description.template)
+    link = None
+    if node_template.MIRRORED:
+        if mirrored.role(paths, description) != 0:
+            raise errors.OpExecError(
+                f"Disk {index} is mirrored with this node as its secondary: the instance"
+                " runs on its primary node only"
+            )
+        link = mirrored.link(description)
     return DiskSpec(
         index=index,
         uuid=description.uuid,
@@ -126,6 +137,7 @@ def _disk(paths: Paths, index: int, data: Mapping[str, Any]) -> DiskSpec:
         template=description.template,
         shared=template is not None and template.mirroring is templates.Mirroring.EXTERNAL,
         name=description.name,
+        mirror=link,
     )
 
 

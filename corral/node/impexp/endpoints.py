@@ -53,13 +53,16 @@ def _index(inst: object, args: object) -> tuple[dict[str, Any], int]:
     return inst, index
 
 
-def _disk(ctx: NodeContext, inst: dict[str, Any], index: int) -> tuple[Path, int, bool]:
+def _disk(
+    ctx: NodeContext, inst: dict[str, Any], index: int, writing: bool = False
+) -> tuple[Path, int, bool]:
     """The disk's local path, its size in bytes, whether it reads as zeros (fresh, sparse)."""
     disk = inst["disks"][index]
     if not isinstance(disk, dict) or disk.get("description") is None:
         raise errors.OpExecError(f"Disk {index} of the instance has no description")
     template, desc = registry.resolve(ctx.paths, disk["description"])
-    return template.attach(desc), template.size(desc), template.SPARSE_WRITES
+    path = registry.plain_path(ctx.paths, disk["description"]) if writing else template.attach(desc)
+    return path, template.size(desc), template.SPARSE_WRITES
 
 
 def _script(ctx: NodeContext, inst: dict[str, Any], index: int, kind: str) -> ScriptRun | None:
@@ -121,7 +124,7 @@ def sink_opener(ctx: NodeContext, inst: object, kind: object, args: object) -> O
     """Check and resolve a destination of ``import_start``."""
     if kind in (K.DISK, K.SCRIPT):
         desc, index = _index(inst, args)
-        path, disk_size, sparse = _disk(ctx, desc, index)
+        path, disk_size, sparse = _disk(ctx, desc, index, writing=True)
         script = _script(ctx, desc, index, "import") if kind == K.SCRIPT else None
         if script is not None:
             return _script_sink(script)

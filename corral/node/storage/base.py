@@ -18,6 +18,7 @@ type: whether the node can serve a storage unit of it, and its capacity.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator
@@ -64,6 +65,8 @@ class NodeTemplate(ABC):
     STORAGE_TYPE: ClassVar[str]
     # Writing a run of zeros may skip it (the disk is a fresh sparse file).
     SPARSE_WRITES = False
+    # Writes must go through a mirror to both copies, never to the local path alone.
+    MIRRORED = False
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
@@ -111,14 +114,21 @@ class NodeTemplate(ABC):
             return f"disk {disk.iv_name or disk.uuid} has {actual // MIB} MiB, not {disk.size} MiB"
         return None
 
-    def assemble(self, disk: DiskDescription) -> Path:
+    async def assemble(self, disk: DiskDescription) -> Path:
         """Make the disk ready for use on this node; its local path.  A disk
         that is a plain file or device needs nothing: its path."""
-        return self.attach(disk)
+        return await asyncio.to_thread(self.attach, disk)
 
-    def shutdown(self, disk: DiskDescription) -> None:
+    async def shutdown(self, disk: DiskDescription) -> None:
         """Undo :meth:`assemble` (the data stays); nothing for a plain disk."""
-        self.attach(disk)
+        await asyncio.to_thread(self.attach, disk)
+
+    @contextlib.asynccontextmanager
+    async def opened(self, disk: DiskDescription) -> AsyncIterator[Path]:
+        """The disk for this node's own writes (OS scripts, images) while the
+        block runs: a plain disk's path; a mirrored disk's writes must reach
+        both copies."""
+        yield await self.assemble(disk)
 
     def sync_status(self, disk: DiskDescription) -> SyncStatus:
         """The disk's state here: missing, faulty, or there (a plain disk is

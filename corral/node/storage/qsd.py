@@ -76,14 +76,30 @@ def _node_tag(export: str) -> str:
 
 
 def quorum_blockdev(
-    image: Path, peer_host: str, peer_port: int, export: str, creds_id: str
+    image: Path,
+    peer_host: str,
+    peer_port: int,
+    export: str,
+    creds_id: str,
+    tls_hostname: str | None = None,
 ) -> dict[str, Any]:
     """The QEMU block graph (JSON for --blockdev / -blockdev): quorum
     "mirror-<tag>" over the local file and the peer's NBD export, node names
     derived from ``export`` so two disks never clash; a read is served by the
     local file (fifo), a write completes once both children have it.  The kvm
-    hypervisor uses the same graph (with werror=stop on its device)."""
+    hypervisor uses the same graph (with werror=stop on its device).
+    ``tls_hostname``: the name the peer's certificate must carry (its node
+    name; without it, its address)."""
     tag = _node_tag(export)
+    peer: dict[str, Any] = {
+        "driver": "nbd",
+        "node-name": f"peer-{tag}",
+        "server": {"type": "inet", "host": peer_host, "port": str(peer_port)},
+        "export": export,
+        "tls-creds": creds_id,
+    }
+    if tls_hostname is not None:
+        peer["tls-hostname"] = tls_hostname
     return {
         "driver": "quorum",
         "node-name": f"mirror-{tag}",
@@ -96,13 +112,7 @@ def quorum_blockdev(
                 "filename": str(image),
                 "aio": "threads",
             },
-            {
-                "driver": "nbd",
-                "node-name": f"peer-{tag}",
-                "server": {"type": "inet", "host": peer_host, "port": str(peer_port)},
-                "export": export,
-                "tls-creds": creds_id,
-            },
+            peer,
         ],
     }
 
@@ -153,9 +163,14 @@ def _nbd_argv(image: Path, disk_uuid: str, host: str, port: int) -> list[str]:
 
 
 def _fuse_argv(
-    image: Path, disk_uuid: str, peer_host: str, peer_port: int, mountpoint: Path
+    image: Path,
+    disk_uuid: str,
+    peer_host: str,
+    peer_port: int,
+    mountpoint: Path,
+    tls_hostname: str | None,
 ) -> list[str]:
-    graph = quorum_blockdev(image, peer_host, peer_port, disk_uuid, CREDS_ID)
+    graph = quorum_blockdev(image, peer_host, peer_port, disk_uuid, CREDS_ID, tls_hostname)
     export = {
         "type": "fuse",
         "id": "export0",
@@ -255,12 +270,13 @@ async def start_fuse_export(
     peer_host: str,
     peer_port: int,
     mountpoint: Path,
+    tls_hostname: str | None = None,
 ) -> int:
     """On the primary: the quorum over ``image`` and the peer's export,
     exported by FUSE at ``mountpoint`` (created as an empty regular file 0600
     if missing).  Idempotent.  Returns the pid."""
     what = f"the FUSE export of disk {disk_uuid}"
-    argv = _fuse_argv(image, disk_uuid, peer_host, peer_port, mountpoint)
+    argv = _fuse_argv(image, disk_uuid, peer_host, peer_port, mountpoint, tls_hostname)
     return await _start(paths, disk_uuid, ROLE_FUSE, what, argv, mountpoint)
 
 

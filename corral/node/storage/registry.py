@@ -7,7 +7,8 @@ test checks both tables hold the same templates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from corral import errors
@@ -16,6 +17,7 @@ from corral.disk_description import DiskDescription
 from corral.node.storage.base import Capacity, NodeTemplate, refuse
 from corral.node.storage.blockdev import BlockDevTemplate
 from corral.node.storage.file import FileTemplate, SharedFileTemplate
+from corral.node.storage.mirrored import MirroredTemplate
 from corral.paths import Paths
 from corral.storage.units import StorageUnit
 
@@ -47,10 +49,12 @@ NODE_TEMPLATES: Mapping[str, type[NodeTemplate]] = {
     N.DT_FILE: FileTemplate,
     N.DT_SHARED_FILE: SharedFileTemplate,
     N.DT_BLOCK: BlockDevTemplate,
+    N.DT_MIRRORED: MirroredTemplate,
 }
-# Storage type → the template answering for its units.
+# Storage type → the template answering for its units (a mirrored disk's
+# copies are files: the file template answers for their unit).
 UNIT_TEMPLATES: Mapping[str, type[NodeTemplate]] = {
-    cls.STORAGE_TYPE: cls for cls in NODE_TEMPLATES.values()
+    cls.STORAGE_TYPE: cls for cls in NODE_TEMPLATES.values() if cls is not MirroredTemplate
 }
 
 
@@ -69,10 +73,24 @@ def resolve(paths: Paths, data: object) -> tuple[NodeTemplate, DiskDescription]:
     return template_of(paths, disk), disk
 
 
-def local_path(paths: Paths, data: object) -> Path:
-    """The local path of the disk sent as ``data``, assembled (for OS scripts)."""
+def plain_path(paths: Paths, data: object) -> Path:
+    """The local path of the disk sent as ``data``, for callers that write it
+    directly; a disk whose writes must go through its mirror is refused."""
     template, disk = resolve(paths, data)
-    return template.assemble(disk)
+    if template.MIRRORED:
+        raise errors.OpExecError(
+            f"Disks of the {template.NAME} template cannot be written by this operation yet"
+        )
+    return template.attach(disk)
+
+
+@contextlib.asynccontextmanager
+async def local_path(paths: Paths, data: object) -> AsyncIterator[Path]:
+    """The local path of the disk sent as ``data`` for this node's own writes
+    (OS scripts, images) while the block runs."""
+    template, disk = resolve(paths, data)
+    async with template.opened(disk) as path:
+        yield path
 
 
 def unit_template(paths: Paths, unit: StorageUnit) -> NodeTemplate:

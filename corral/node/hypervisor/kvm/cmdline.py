@@ -8,6 +8,7 @@ current option spellings are used (``server=on``, ``-accel``, ``-device``).
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,10 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.node import qemu_tls
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
+from corral.node.storage import qsd
+from corral.node.storage.mirrored import Link
 
 VNC_BASE_PORT = 5900
 VNC_TLS_ID = "vnctls0"
@@ -71,6 +75,9 @@ class Launch:
     # PID 1 there) and gets its QMP and serial sockets bound by the node, as
     # descriptors (QMP's, the serial console's or None).
     socket_fds: tuple[int, int | None] | None = None
+    # The directory of the client credentials the mirrored disks' NBD links
+    # use (None: no mirrored disk); QEMU loads them at its start.
+    mirror_creds: str | None = None
 
 
 def build(spec: InstanceSpec, launch: Launch) -> list[str]:
@@ -99,6 +106,7 @@ def build(spec: InstanceSpec, launch: Launch) -> list[str]:
     argv += _boot(hvp)
     argv += _sockets(hvp, launch)
     argv += _display(spec, launch)
+    argv += _mirror_creds(launch)
     argv += _disks(spec.disks, hvp, unprivileged=bool(launch.runas))
     argv += _nics(spec.nics, launch.taps, hvp)
     if any(_communication(nic) for nic in spec.nics):
@@ -275,6 +283,9 @@ def _disks(
         argv += ["-device", f"{hvp.get('scsi_controller_type') or 'lsi'},id=scsi"]
     for disk in disks:
         drive = f"disk{disk.index}"
+        if disk.mirror is not None:
+            argv += _mirrored_disk(disk, disk.mirror, device, drive)
+            continue
         options = f"file={disk.path},format=raw,if=none,id={drive},{disk_cache(disk, hvp)}"
         if disk.mode != "rw":
             options += ",readonly=on"
@@ -285,6 +296,30 @@ def _disks(
             options += ",auto-read-only=off"
         argv += ["-drive", options, "-device", f"{device},drive={drive},id={drive}-dev"]
     return argv
+
+
+def _mirror_creds(launch: Launch) -> list[str]:
+    if launch.mirror_creds is None:
+        return []
+    creds = qemu_tls.object_option(qsd.CREDS_ID, launch.mirror_creds, qemu_tls.ENDPOINT_CLIENT)
+    return ["-object", creds]
+
+
+def _mirrored_disk(disk: DiskSpec, link: Link, device: str, drive: str) -> list[str]:
+    """A mirrored disk: the quorum over the local copy and the secondary's
+    export; a failed write pauses the guest (werror=stop) rather than
+    failing in it, until the node decides what follows."""
+    graph = qsd.quorum_blockdev(
+        disk.path, link.host, link.port, link.export, qsd.CREDS_ID, link.peer_name
+    )
+    graph["read-only"] = disk.mode != "rw"
+    node = str(graph["node-name"])
+    return [
+        "-blockdev",
+        json.dumps(graph, separators=(",", ":")),
+        "-device",
+        f"{device},drive={node},id={drive}-dev,werror=stop,rerror=stop",
+    ]
 
 
 def _nics(

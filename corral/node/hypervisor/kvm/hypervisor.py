@@ -35,6 +35,7 @@ from corral.node.hypervisor.kvm import (
 )
 from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.migration import Migrations
+from corral.node.hypervisor.kvm.mirror_creds import mirror_creds
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
 from corral.node.hypervisor.kvm.vnc_listener import VncListener
@@ -293,8 +294,10 @@ class KvmHypervisor(Hypervisor):
                             spec, launch, (*drive, *extra), own, fds
                         )
                     else:
-                        argv = [*cmdline.build(spec, launch), *drive, *extra]
-                        await qemu_process.run_daemonized(f"instance {name}", argv, fds)
+                        with mirror_creds(self.paths, spec) as creds:
+                            launch = dataclasses.replace(launch, mirror_creds=creds)
+                            argv = [*cmdline.build(spec, launch), *drive, *extra]
+                            await qemu_process.run_daemonized(f"instance {name}", argv, fds)
                         pid = None
                 finally:
                     for tap in taps:
@@ -586,6 +589,12 @@ def _check_start(spec: InstanceSpec) -> str | None:
             raise errors.OpExecError(
                 f"Cannot start instance {spec.name}: {key} '{path}' does not exist on this node"
             )
+    if hvp.get("use_namespaces") and any(disk.mirror is not None for disk in spec.disks):
+        # QEMU in namespaces of its own has no network to reach the secondary.
+        raise errors.OpExecError(
+            f"Cannot start instance {spec.name}: its mirrored disks need the network, which"
+            " QEMU in namespaces of its own lacks (use_namespaces); set use_namespaces=false"
+        )
     password_file = str(hvp.get("vnc_password_file") or "")
     if not password_file:
         return None

@@ -155,7 +155,7 @@ class Migrations:
         answer: dict[str, Any] = {
             "address": address,
             "port": port,
-            "tls_hostname": tls.node_identity(self.hv.paths),
+            "tls_hostname": qemu_tls.node_identity(self.hv.paths),
         }
         disks = mirrored(spec)
         if disks:

@@ -18,19 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from corral import errors
-from corral.crypto.certs import cert_info
 from corral.node import qemu_tls
 from corral.paths import Paths
 
 CREDS_ID = "corral-migtls"
-
-
-def node_identity(paths: Paths) -> str:
-    """The name in this node's certificate (what the other end verifies)."""
-    name = cert_info(paths.server_pem)["subject"]
-    if not name:
-        raise errors.OpExecError(f"The node certificate {paths.server_pem} names no node")
-    return str(name)
 
 
 def object_props(seen_as: str, endpoint: str) -> dict[str, object]:
@@ -41,7 +32,7 @@ def object_props(seen_as: str, endpoint: str) -> dict[str, object]:
 
 def object_option(seen_as: str, endpoint: str) -> str:
     """The same object as QEMU's ``-object`` command-line value."""
-    return f"tls-creds-x509,id={CREDS_ID},dir={seen_as},endpoint={endpoint},verify-peer=on"
+    return qemu_tls.object_option(CREDS_ID, seen_as, endpoint)
 
 
 @contextlib.contextmanager

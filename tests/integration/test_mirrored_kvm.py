@@ -1,0 +1,104 @@
+"""A kvm guest on a mirrored disk (issue 26): a real two-node cluster, Ganeti's
+``gnt-instance add -t drbd -n PNODE:SNODE``, the ``corral-tiny`` OS writing
+the disk through the primary's quorum (FUSE), a QEMU guest under TCG counting
+its boots in a file on that disk through its own quorum; every write on both
+nodes' copies, and the link between them TLS under the cluster CA."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.node.hypervisor.kvm.runtime import Layout
+from tests.helpers.cluster import TestCluster
+from tests.helpers.instances import add, ok, query
+from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
+from tests.helpers.multinode import add_node
+from tests.helpers.noded import Noded
+from tests.helpers.serial_console import SerialConsole
+from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
+
+pytestmark = pytest.mark.slow
+
+NODE1, NODE2 = "node1.example.com", "node2.example.com"
+MARKER = "on-two-nodes"
+SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[tuple[TestCluster, Noded]]:
+    """A kvm cluster of two nodes with ``corral-tiny``, mirrored enabled;
+    its guests count their boots on their disk (direct kernel boot)."""
+    with kvm_cluster("kvmmir", "corral.reboot=1") as cl:
+        node2 = add_node(cl, cl.paths.root / "n2", NODE2)
+        try:
+            make_tiny_os(cl.paths)
+            make_tiny_os(node2.paths)
+            ok(
+                cl.gnt(
+                    "cluster", "modify", "--enabled-disk-templates=diskless,file,mirrored",
+                    "--ipolicy-disk-templates=diskless,file,drbd",
+                )
+            )  # fmt: skip
+            yield cl, node2
+        finally:
+            node2.stop()
+            kill_leftovers(node2.paths.run_dir)
+
+
+def boots(cl: TestCluster, name: str) -> list[str]:
+    """Start ``name``, stop it once its guest is ready; what the guest said."""
+    ok(cl.gnt("instance", "startup", name))
+    console = SerialConsole(Layout(cl.paths.run_dir).serial(name))
+    try:
+        console.wait_for("CORRAL-GUEST-READY")  # after the disk's lines
+    finally:
+        console.close()
+    ok(cl.gnt("instance", "shutdown", "--timeout=60", name))
+    return SAID.findall(console.seen())
+
+
+def copies(cl: TestCluster, node2: Noded, name: str) -> list[Path]:
+    """The instance's disk file on node1 and on node2 (the same path on both)."""
+    found = []
+    for paths in (cl.paths, node2.paths):
+        [path] = (paths.file_storage_dir / name).glob("*.mirrored.disk0")
+        found.append(path)
+    return found
+
+
+def test_every_write_reaches_both_copies(two_nodes: tuple[TestCluster, Noded]) -> None:
+    cl, node2 = two_nodes
+    ok(
+        add(
+            cl, "db", "-t", "drbd", f"--disk=0:size={MIN_DISK_MIB}m", "-o", f"{TINY_OS}+default",
+            "-O", f"marker={MARKER}", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
+            "--no-start",
+        )
+    )  # fmt: skip
+    assert query(cl, ["disk_template", "pnode", "snodes"], "db")["db"] == {
+        "disk_template": "mirrored",
+        "pnode": NODE1,
+        "snodes": [NODE2],
+    }
+    primary, secondary = copies(cl, node2, "db")
+    assert primary.read_bytes() == secondary.read_bytes()  # the OS scripts' writes
+    assert MARKER.encode() in secondary.read_bytes()
+    written = primary.read_bytes()
+
+    for count in (1, 2):
+        assert boots(cl, "db") == [
+            "CORRAL-GUEST-UP corral-guest",
+            f"CORRAL-GUEST-DISK {MARKER}",
+            f"CORRAL-GUEST-BOOT {count}",
+        ]
+        data = primary.read_bytes()
+        assert data != written  # the guest wrote its count
+        assert secondary.read_bytes() == data
+        written = data
+
+    ok(cl.gnt("instance", "remove", "-f", "db"))
+    assert not primary.exists() and not secondary.exists()

@@ -1,0 +1,268 @@
+"""The mirrored template through the real logical units, on real nodes
+in-process (issue 26): an instance's disk made on its primary and its
+secondary node, the OS scripts' writes reaching both copies (a real
+qemu-storage-daemon on each node, NBD over TLS under the cluster CA between
+them), Ganeti's ``drbd`` asking for it, what is refused (and changes
+nothing), and an add its secondary fails half-way rolled back on both nodes.
+See tests/helpers/inprocess.py."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import constants as C
+from corral import testbed
+from corral.cmdlib import intents
+from corral.node.storage import qsd
+from corral.objects import Instance
+from corral.rpc.calls_storage import blockdev_create
+from tests.helpers.inprocess import OS_NAME, InProcessCluster, in_process_cluster, node_address
+from tests.helpers.kvm_guest import kill_mirror_daemons
+from tests.helpers.osdef import make_os
+from tests.helpers.waiting import wait_until_async
+
+INST = "db.example.com"
+NODE1, NODE2, NODE3 = (testbed.node_name(i) for i in (1, 2, 3))
+SUCCESS, ERROR = C.JOB_STATUS_SUCCESS, C.JOB_STATUS_ERROR
+MIB = 1024 * 1024
+# The create script writes a mark at the start and 1 MiB of the instance's
+# bytes at 3 MiB: what both copies must then hold.
+CREATE = """#!/bin/sh
+set -e
+printf 'MIRROR %s' "$INSTANCE_NAME" | dd of="$DISK_0_PATH" conv=notrunc,fsync 2>/dev/null
+head -c 1048576 /dev/urandom | dd of="$DISK_0_PATH" bs=1M seek=3 conv=notrunc,fsync 2>/dev/null
+"""
+
+RENAME = """#!/bin/sh
+printf 'RENAMED %s' "$INSTANCE_NAME" | dd of="$DISK_0_PATH" conv=notrunc,fsync 2>/dev/null
+"""
+
+
+@pytest.fixture
+async def cl() -> AsyncIterator[InProcessCluster]:
+    """Three nodes on a /24 of their own (the secondaries' exports listen on
+    it: a concurrent run of these tests must not share it), mirrored enabled;
+    in a short root (the exports' QMP sockets are named by disk uuid)."""
+    root = Path(tempfile.mkdtemp(prefix="mir", dir="/tmp"))
+    net = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}"
+    try:
+        async with _cluster(root, net) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def _cluster(root: Path, net: str) -> AsyncIterator[InProcessCluster]:
+    async with in_process_cluster(root, nodes=3, net=net) as cluster:
+        for index in (2, 3):
+            make_os(cluster.node(index).paths, OS_NAME, variants=None, scripts={"create": CREATE})
+        job = await cluster.run(
+            {
+                "OP_ID": "OP_CLUSTER_SET_PARAMS",
+                "enabled_disk_templates": ["file", "mirrored", "diskless"],
+                "ipolicy": {"disk-templates": ["file", "drbd", "diskless"]},
+            }
+        )
+        assert job.status == SUCCESS, job.error
+        try:
+            yield cluster
+        finally:
+            for index in (1, 2, 3):  # what a failing test may have left running
+                kill_mirror_daemons(cluster.node(index).paths.run_dir)
+
+
+def create(name: str = INST, template: str = "mirrored", **fields: Any) -> dict[str, Any]:
+    """OP_INSTANCE_CREATE of a started instance, one 8 MiB disk on node2:node3."""
+    return {
+        "OP_ID": "OP_INSTANCE_CREATE",
+        "instance_name": name,
+        "mode": "create",
+        "disk_template": template,
+        "disks": [{"size": 8}],
+        "nics": [],
+        "os_type": OS_NAME,
+        "pnode": NODE2,
+        "snode": NODE3,
+        "name_check": False,
+        "ip_check": False,
+        **fields,
+    }
+
+
+def copies(cl: InProcessCluster, inst: Instance) -> list[Path]:
+    """The disk's file on each of its nodes (node2's, then node3's)."""
+    [disk] = inst.disks
+    [data] = disk.children
+    return [cl.node(i).paths.from_wire(data.logical_id[1]) for i in (2, 3)]
+
+
+def state(cl: InProcessCluster) -> dict[str, Any]:
+    """What "nothing changed" compares."""
+    return {
+        "serial": cl.cfg.serial,
+        "instances": sorted(i.name for i in cl.cfg.instances()),
+        "disks": [cl.disk_files(i) for i in (1, 2, 3)],
+        "running": [cl.running(i) for i in (1, 2, 3)],
+        "records": intents.pending(cl.durable),
+    }
+
+
+async def test_the_os_writes_both_copies_and_remove_takes_both(cl: InProcessCluster) -> None:
+    job = await cl.run(create(template="drbd"))  # Ganeti's name for it
+    assert job.status == SUCCESS, job.error
+    inst = cl.instance(INST)
+    assert inst is not None and inst.disk_template == "mirrored"
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    assert (inst.primary_node, inst.secondary_nodes) == (n2, [n3])
+    [disk] = inst.disks
+    assert disk.nodes == [n2, n3] and disk.logical_id[:2] == [n2, n3]
+    primary, secondary = copies(cl, inst)
+    data = primary.read_bytes()
+    assert data.startswith(f"MIRROR {INST}".encode()) and len(data) == 8 * MIB
+    assert data[3 * MIB : 4 * MIB] != bytes(MIB)
+    assert secondary.read_bytes() == data
+    # The secondary exports its copy while the instance is up; the
+    # primary's scripts' export is gone with them.
+    assert qsd.running(cl.node(3).paths, disk.uuid, "nbd") is not None
+    assert qsd.running(cl.node(2).paths, disk.uuid, "fuse") is None
+    assert cl.running(2) == [INST] and cl.running(3) == []
+
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert not primary.exists() and not secondary.exists()
+    assert qsd.running(cl.node(3).paths, disk.uuid, "nbd") is None
+    assert cl.disk_files(2) == cl.disk_files(3) == []
+
+
+async def test_each_disk_takes_its_own_port(cl: InProcessCluster) -> None:
+    for name in ("a.example.com", "b.example.com"):
+        job = await cl.run(create(name, start=False, disks=[{"size": 4}, {"size": 4}]))
+        assert job.status == SUCCESS, job.error
+    ports = [int(d.logical_id[2]) for i in cl.cfg.instances() for d in i.disks]
+    assert len(set(ports)) == 4 and min(ports) >= 11000
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {"snode": None},
+            "The mirrored template needs 1 secondary node(s), 0 given (-n PNODE:SNODE)",
+        ),
+        ({"snode": NODE2}, "The secondary node cannot be the primary node"),
+        ({"snode": "nonexisting"}, "Node 'nonexisting' not known"),
+        (
+            {"pnode": None, "snode": None, "iallocator": "hail"},
+            "An allocator cannot choose the secondary node of a mirrored instance yet;"
+            " give both nodes (-n PNODE:SNODE)",
+        ),
+        (
+            {"template": "file"},
+            "The file template keeps its disks on the primary node only: give no secondary"
+            " node (-n PNODE, not -n PNODE:SNODE)",
+        ),
+    ],
+)
+async def test_bad_placements_are_refused_and_change_nothing(
+    cl: InProcessCluster, fields: dict[str, Any], error: str
+) -> None:
+    before = state(cl)
+    template = fields.pop("template", "mirrored")
+    job = await cl.run(create(template=template, **fields))
+    assert job.status == ERROR
+    assert job.error == error
+    assert state(cl) == before
+
+
+async def test_an_offline_secondary_is_refused(cl: InProcessCluster) -> None:
+    job = await cl.run({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": NODE3, "offline": True})
+    assert job.status == SUCCESS, job.error
+    before = state(cl)
+    job = await cl.run(create())
+    assert job.status == ERROR
+    assert job.error == f"Cannot use offline secondary node '{NODE3}'"
+    assert state(cl) == before
+
+
+async def test_an_add_its_secondary_fails_is_undone_on_both_nodes(cl: InProcessCluster) -> None:
+    before = state(cl)
+    cl.node(3).go_down_at(blockdev_create, ran=True)
+    job = await cl.run(create())
+    assert job.status == ERROR
+    refused = f"Cannot connect to {node_address(3, cl.net)}: Connection refused"
+    assert job.error == f"Could not create a disk for instance {INST} on node {NODE3}: {refused}"
+    # The primary's copy went at once; the secondary's once it answers again.
+    assert cl.disk_files(2) == [] and len(cl.disk_files(3)) == 1
+    cl.node(3).reachable = True
+    await wait_until_async(
+        lambda: not cl.disk_files(3) and not intents.pending(cl.durable),
+        timeout=20,
+        what="the background settlement on the secondary",
+    )
+    assert state(cl) == {**before, "serial": cl.cfg.serial}
+
+
+async def test_what_is_not_built_for_it_is_refused(cl: InProcessCluster) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    before = state(cl)
+    for op, error in (
+        (
+            {"OP_ID": "OP_INSTANCE_SET_PARAMS", "disk_template": "file"},
+            "Conversion from the 'mirrored' disk template is not supported",
+        ),
+        (
+            {"OP_ID": "OP_INSTANCE_FAILOVER"},
+            "Instance's disk layout 'mirrored' does not allow failovers",  # not built yet
+        ),
+    ):
+        job = await cl.run({**op, "instance_name": INST})
+        assert job.status == ERROR
+        assert job.error == error
+    assert state(cl) == before
+
+
+async def test_a_reinstall_and_a_rename_write_both_copies(cl: InProcessCluster) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    inst = cl.instance(INST)
+    assert inst is not None
+    primary, secondary = copies(cl, inst)
+    first = primary.read_bytes()
+    # The secondary's export stopped (deactivate-disks): a reinstall starts it again.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_DEACTIVATE_DISKS", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert qsd.running(cl.node(3).paths, inst.disks[0].uuid, "nbd") is None
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    again = primary.read_bytes()
+    assert again != first and secondary.read_bytes() == again
+    for index in (2, 3):
+        make_os(
+            cl.node(index).paths,
+            OS_NAME,
+            variants=None,
+            scripts={"create": CREATE, "rename": RENAME},
+        )
+    job = await cl.run(
+        {
+            "OP_ID": "OP_INSTANCE_RENAME",
+            "instance_name": INST,
+            "new_name": "db2.example.com",
+            "name_check": False,
+            "ip_check": False,
+        }
+    )
+    assert job.status == SUCCESS, job.error
+    assert not any("WARNING" in line for line in job.log), job.log
+    data = primary.read_bytes()
+    assert data.startswith(b"RENAMED db2.example.com") and secondary.read_bytes() == data
