@@ -5,4 +5,10 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
 # Two workers, each taking whole modules (their shared fixtures stay shared):
 # most tests wait on daemons and guests, so two at once fill the two cores.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+# A short temporary root of this run's own: xdist puts each worker's below
+# it, and the daemons' unix socket paths must stay under 108 bytes.
+basetemp=$(mktemp -d /tmp/ctXXXXXX)
+rc=0
+.venv/bin/python -m pytest -n 2 --dist loadfile --basetemp="$basetemp" "$@" || rc=$?
+rm -rf "$basetemp"
+exit "$rc"

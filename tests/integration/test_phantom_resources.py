@@ -22,12 +22,12 @@ from tests.helpers.noded import daemon_env
 from tests.helpers.offline_config import change_offline
 from tests.helpers.osdef import make_os
 
-PHANTOM_TEMPLATES = ("plain", "drbd", "rbd", "ext", "gluster")
-IMPLEMENTED = "diskless, file, sharedfile, blockdev"
-# plain and drbd name what the machine lacks, when it lacks it.
+# (Ganeti's drbd asks for Corral's mirrored: tests/unit/test_lu_mirrored.py.)
+PHANTOM_TEMPLATES = ("plain", "rbd", "ext", "gluster")
+IMPLEMENTED = "diskless, file, sharedfile, blockdev, mirrored"
+# plain names what the machine lacks, when it lacks it.
 _KERNEL_NEEDS = {
     "plain": ("/dev/mapper/control", "this machine has no device-mapper (LVM)"),
-    "drbd": ("/proc/drbd", "this machine has no DRBD"),
 }
 
 
