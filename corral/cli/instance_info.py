@@ -64,6 +64,9 @@ def _disk(index: int, disk: dict[str, Any], top_level: bool = True) -> list[tupl
         # As Ganeti for file-based disks: the logical id as Python shows a list.
         data.append(("logical_id", str(disk["logical_id"])))
     data += [("name", disk["name"]), ("UUID", disk["uuid"])]
+    if disk.get("copies"):  # Corral's: a mirrored disk's copies
+        copies = ", ".join(f"{node} ({state})" for node, state in disk["copies"])
+        data.append(("copies", f"{copies}; sync generation {disk['generation']}"))
     children = disk.get("children") or []
     if children:
         data.append(("child devices", [_disk(i, child, False) for i, child in enumerate(children)]))

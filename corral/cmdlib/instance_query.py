@@ -8,7 +8,7 @@ from corral import constants as C
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib.base import LogicalUnit
 from corral.netpool import network_dict
-from corral.objects import NIC, Instance, Network, Node, NodeGroup
+from corral.objects import NIC, Disk, Instance, Network, Node, NodeGroup
 from corral.opcodes import instance as opi
 from corral.services.params import filled_beparams, filled_hvparams, filled_nicparams, os_spec
 from corral.services.running import Running, running_instances
@@ -84,7 +84,7 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
             "snodes_group_names": [],
             "os": inst.os,
             "network_port": inst.network_port,
-            "disks": [_disk(d) for d in inst.disks],
+            "disks": [_disk(self.cfg, d) for d in inst.disks],
             "hypervisor": inst.hypervisor,
             "hv_instance": inst.hvparams,
             "hv_actual": filled_hvparams(cluster, inst),
@@ -105,8 +105,8 @@ class LUInstanceQueryData(LogicalUnit[opi.OpInstanceQueryData]):
         }
 
 
-def _disk(disk: Any) -> dict[str, Any]:
-    return {
+def _disk(cfg: ConfigManager, disk: Disk) -> dict[str, Any]:
+    out = {
         "dev_type": disk.dev_type,
         "logical_id": disk.logical_id,
         "iv_name": disk.iv_name,
@@ -117,8 +117,17 @@ def _disk(disk: Any) -> dict[str, Any]:
         "spindles": disk.spindles,
         "pstatus": None,
         "sstatus": None,
-        "children": [_disk(child) for child in disk.children],
+        "children": [_disk(cfg, child) for child in disk.children],
     }
+    if len(disk.nodes) > 1:
+        # Corral's own keys (Ganeti's tools show none of them): a mirrored
+        # disk's copies, each current or outdated, and its sync generation.
+        out["copies"] = [
+            [U.node_name(cfg, node), "outdated" if node in disk.outdated else "current"]
+            for node in disk.nodes
+        ]
+        out["generation"] = disk.generation
+    return out
 
 
 def _nic(cfg: ConfigManager, nic: NIC) -> list[Any]:

@@ -24,6 +24,7 @@ from corral.luxi import protocol
 from corral.luxi.server import Handler, LuxiServer
 from corral.master import legacy_state, master_ip, resources
 from corral.master.luxi_methods import LuxiMethods
+from corral.master.mirror_watch import MirrorWatch
 from corral.master.standby import HomeChanged, SqliteStandbyMethods, StandbyMethods
 from corral.objects import Cluster, Node
 from corral.objects.filter_rule import FilterRule
@@ -347,6 +348,8 @@ async def _lead(
     cfg.add_listener(export.changed)
     members = master.etcd_members = EtcdMembers(master, opts.etcd_check_interval)
     cfg.add_listener(members.changed)
+    mirrors = MirrorWatch(master)  # mirrored disks whose secondary failed
+    cfg.add_listener(mirrors.changed)
     queue.fence = lease.token
     await queue.recover(
         records.moved_away(former.name, keeper.holder)
@@ -363,6 +366,7 @@ async def _lead(
     # What interrupted operations left on the nodes (see recover_job).
     intents.resolve_in_background(master)
     members.start()
+    mirrors.follow()
     taking_ip = asyncio.get_running_loop().create_task(master_ip.take(master, former))
     log.info("corral-masterd ready on %s (config serial %s)", paths.master_socket, cfg.serial)
     ready()
@@ -379,6 +383,7 @@ async def _lead(
         await asyncio.gather(taking_ip, return_exceptions=True)
         await master_ip.drop(master, _ip_deadline(keeper))
         await intents.stop_background(master)
+        await mirrors.stop()
         await members.stop()
         await distributor.stop()
         await export.stop()

@@ -35,6 +35,11 @@ class Disk(BaseModel):
     serial_no: int = 1
     nodes: list[str] = Field(default_factory=list)
     children: list[Disk] = Field(default_factory=list)
+    # Corral's own, of a mirrored disk: the nodes whose copy missed writes
+    # (DRBD's "outdated": never to be taken for a current copy), and the sync
+    # generation, one more each time the set of current copies changes.
+    outdated: list[str] = Field(default_factory=list)
+    generation: int = 0
 
     def holders(self, primary: str) -> list[str]:
         """The nodes that hold this disk: its own, or (every node seeing it)

@@ -25,6 +25,7 @@ from corral.rpc import (
     calls_master_ip,
     calls_membership,
     calls_migration,
+    calls_mirror,
     calls_node,
     calls_operator,
     calls_os,
@@ -51,6 +52,7 @@ _MODULES: tuple[ModuleType, ...] = (
     calls_operator,
     calls_etcd,
     calls_master_ip,
+    calls_mirror,
 )
 
 CALLS: dict[str, NodeCall[..., Any]] = {

@@ -129,6 +129,15 @@ class StorageSpace(TypedDict):
     free: int
 
 
+class MirrorFaultWire(TypedDict):
+    """A mirrored disk whose secondary failed under a running guest (mirror_faults)."""
+
+    instance: str
+    disk: str  # the disk's uuid
+    reason: str
+    since: float  # when the primary's QEMU reported it (seconds since the epoch)
+
+
 class NodeInfo(TypedDict):
     """``node_info``: the boot id, memory (MiB) and CPUs of the node."""
 

@@ -135,9 +135,13 @@ def _group(group: NodeGroup) -> dict[str, Any]:
     return values
 
 
+# A mirrored disk's state: Corral's alone (Ganeti's Disk has no such slots).
+_DISK_CORRAL_ONLY = frozenset({"outdated", "generation"})
+
+
 def _disk(disk: Disk, holder: ConfigObject) -> dict[str, Any]:
     """A disk; ``holder``: its instance, or its detached disk's row."""
-    values = _set(disk.model_dump(exclude={"children"}))
+    values = _set(disk.model_dump(exclude={"children", *_DISK_CORRAL_ONLY}))
     if disk.children:
         values["children"] = [_disk(child, holder) for child in disk.children]
     # Corral's disks keep no times of their own: their holder's.

@@ -15,9 +15,12 @@ from typing import Any
 
 from corral import errors
 from corral import ipolicy as IP
+from corral import storage_names as N
 from tests.conformance.ganeti import ganeti_library
 
-DEFAULT = IP.fill_ipolicy(IP.IPOLICY_DEFAULTS, {})
+# Ganeti's library knows only Ganeti's templates: the default policy without
+# Corral's own (mirrored), whose policy checks are Ganeti's for drbd.
+DEFAULT = IP.fill_ipolicy(IP.IPOLICY_DEFAULTS, {"disk-templates": sorted(N.GANETI_DISK_TEMPLATES)})
 MIN = DEFAULT["minmax"][0]["min"]
 MAX = DEFAULT["minmax"][0]["max"]
 TWO_PAIRS = {

@@ -6,13 +6,16 @@ nodes' copies, and the link between them TLS under the cluster CA."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from corral.node.hypervisor.kvm.runtime import Layout
+from corral.node.storage import qsd
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
@@ -20,6 +23,7 @@ from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
+from tests.helpers.writer_guest import WRITER_ARGS, last_written, sector_count
 
 pytestmark = pytest.mark.slow
 
@@ -101,4 +105,38 @@ def test_every_write_reaches_both_copies(two_nodes: tuple[TestCluster, Noded]) -
         written = data
 
     ok(cl.gnt("instance", "remove", "-f", "db"))
+    assert not primary.exists() and not secondary.exists()
+
+
+def test_a_dead_secondary_is_recorded_outdated_before_the_guest_goes_on(
+    two_nodes: tuple[TestCluster, Noded],
+) -> None:
+    cl, node2 = two_nodes
+    ok(
+        add(
+            cl, "w1", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
+            "-H", f"kvm:kernel_args={WRITER_ARGS}",
+        )
+    )  # fmt: skip
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w1"))
+    try:
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+        primary, secondary = copies(cl, node2, "w1")
+        [disk] = query(cl, ["disk.uuids"], "w1")["w1"]["disk.uuids"]
+        export = qsd.running(node2.paths, disk, "nbd")
+        assert export is not None
+        os.kill(export, signal.SIGKILL)
+        # The guest paused on the failed write; the master recorded node2's
+        # copy as outdated and had the guest go on: it counts on.
+        acknowledged = last_written(console.seen())
+        console.wait_for(f"CORRAL-GUEST-WROTE {acknowledged + 5}\\b", timeout=60)
+        assert "WRITE-FAILED" not in console.seen()
+    finally:
+        console.close()
+    info = ok(cl.gnt("instance", "info", "w1"))
+    assert f"copies: {NODE1} (current), {NODE2} (outdated); sync generation 1" in info, info
+    assert sector_count(primary) >= acknowledged + 5
+    assert sector_count(secondary) <= acknowledged + 1  # nothing reached it since
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w1"))
     assert not primary.exists() and not secondary.exists()

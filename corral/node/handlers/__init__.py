@@ -24,6 +24,7 @@ from corral.node.handlers import (  # noqa: F401  (registration)
     master_ip,
     membership,
     migration,
+    mirror,
     oob,
     operator,
     osdef,

@@ -16,7 +16,7 @@ from typing import Any
 
 from corral import errors
 from corral import hvparams as hvparams_table
-from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec
+from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec, MirrorFault
 from corral.paths import Paths
 
 # Ganeti's reboot types (INSTANCE_REBOOT_*).
@@ -95,6 +95,19 @@ class Hypervisor(ABC):
         """What is wrong with the filled ``hvparams`` on this node (Ganeti's
         ValidateParameters: files, users, what the hypervisor program offers)."""
         return await asyncio.to_thread(hvparams_table.node_problems, self.NAME, hvparams)
+
+    # Mirrored disks (corral.node.hypervisor.kvm.guest_mirrors): only guests
+    # writing through QEMU's quorum have them.
+    MIRRORS = False
+
+    async def mirror_faults(self, wait: float) -> list[MirrorFault]:
+        """The guests' mirrored disks whose secondary failed; waits up to
+        ``wait`` seconds for one."""
+        return []
+
+    async def mirror_degrade(self, name: str, disk: str) -> None:
+        """Guest ``name`` goes on without disk ``disk``'s secondary copy."""
+        raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def balloon(self, spec: InstanceSpec, memory: int) -> None:
         """Change the memory of the running instance to ``memory`` MiB."""

@@ -155,6 +155,16 @@ def _nic(index: int, data: Mapping[str, Any]) -> NicSpec:
 
 
 @dataclass(frozen=True)
+class MirrorFault:
+    """A mirrored disk whose secondary failed under a running guest."""
+
+    instance: str
+    disk: str  # the disk's uuid (its export's name)
+    reason: str
+    since: float  # time.time() when the hypervisor saw it
+
+
+@dataclass(frozen=True)
 class InstanceInfo:
     """A running (or guest-stopped) instance as the hypervisor sees it."""
 

@@ -34,6 +34,7 @@ from corral.node.hypervisor.kvm import (
     vnc_listener,
 )
 from corral.node.hypervisor.kvm.console import console_info
+from corral.node.hypervisor.kvm.guest_mirrors import GuestMirrors
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.mirror_creds import mirror_creds
 from corral.node.hypervisor.kvm.monitor import Monitor
@@ -44,6 +45,7 @@ from corral.node.hypervisor.spec import (
     ConsoleInfo,
     InstanceInfo,
     InstanceSpec,
+    MirrorFault,
     NicSpec,
 )
 from corral.node.meminfo import memory_info
@@ -86,6 +88,7 @@ class KvmHypervisor(Hypervisor):
         self.migrations = Migrations(self)
         self.metad = MetadFeed(paths)
         self.netrules = NetRules(paths)
+        self.mirrors = GuestMirrors()
 
     @classmethod
     def problem(cls, paths: Paths) -> str | None:
@@ -148,7 +151,14 @@ class KvmHypervisor(Hypervisor):
         self.monitors.clear()
 
     async def _attach(self, runtime: Runtime) -> Monitor:
-        monitor = Monitor(runtime.name, self.layout.qmp(runtime.name), runtime.pid, self._exited)
+        self.mirrors.follow(runtime.name, runtime.argv)
+        monitor = Monitor(
+            runtime.name,
+            self.layout.qmp(runtime.name),
+            runtime.pid,
+            self._exited,
+            self.mirrors.io_error,
+        )
         await monitor.connect()
         self.monitors[runtime.name] = monitor
         return monitor
@@ -157,6 +167,7 @@ class KvmHypervisor(Hypervisor):
         """The guest's QEMU is gone: clean up after it (from the monitor)."""
         if self.monitors.get(monitor.name) is monitor:
             del self.monitors[monitor.name]
+            self.mirrors.forget(monitor.name)
         task = asyncio.create_task(self._reap(monitor), name=f"kvm-reap-{monitor.name}")
         self._reaping[monitor.name] = task
         task.add_done_callback(lambda _: self._reaping.pop(monitor.name, None))
@@ -184,6 +195,19 @@ class KvmHypervisor(Hypervisor):
             if runtime.uid is not None:
                 await asyncio.to_thread(UidPool(self.paths).release, runtime.uid)
         self.layout.remove(name)
+
+    # Mirrored disks
+    MIRRORS = True
+
+    async def mirror_faults(self, wait: float) -> list[MirrorFault]:
+        return await self.mirrors.faults(wait)
+
+    async def mirror_degrade(self, name: str, disk: str) -> None:
+        async with self._lock(name):
+            monitor = self.monitors.get(name)
+            if monitor is None:
+                raise errors.OpExecError(f"Instance {name} is not running on this node")
+            await self.mirrors.degrade(name, disk, monitor)
 
     # Life cycle
     async def start(self, spec: InstanceSpec, paused: bool = False) -> None:

@@ -26,7 +26,9 @@ from corral.node.hypervisor.spec import STATE_PAUSED, STATE_RUNNING
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("STOP", "RESUME", "SHUTDOWN", "RESET", "POWERDOWN")
+EVENTS = ("STOP", "RESUME", "SHUTDOWN", "RESET", "POWERDOWN", "BLOCK_IO_ERROR")
+# Told of a BLOCK_IO_ERROR: the guest's name and the event's data.
+IoErrorHandler = Callable[[str, Mapping[str, Any]], None]
 # After the process is gone, how long its last messages may take to be read.
 _DRAIN_TIMEOUT = 5.0
 
@@ -39,7 +41,12 @@ class Monitor:
     """
 
     def __init__(
-        self, name: str, socket: Path, pid: int, on_exit: Callable[[Monitor], None]
+        self,
+        name: str,
+        socket: Path,
+        pid: int,
+        on_exit: Callable[[Monitor], None],
+        on_io_error: IoErrorHandler | None = None,
     ) -> None:
         self.name = name
         self.socket = socket
@@ -53,6 +60,7 @@ class Monitor:
         self.user_shutdown = False
         self.exited = asyncio.Event()
         self._on_exit = on_exit
+        self._on_io_error = on_io_error
         self._client = QMPClient(name)
         self._listener = EventListener(EVENTS)
         self._events: asyncio.Task[None] | None = None
@@ -126,6 +134,8 @@ class Monitor:
         elif kind == "SHUTDOWN":
             by_guest = data.get("guest") is True and data.get("reason") == "guest-shutdown"
             self.user_shutdown = by_guest and not (self.stopping or self.powerdown_seen)
+        elif kind == "BLOCK_IO_ERROR" and self._on_io_error is not None:
+            self._on_io_error(self.name, data)
         log.debug("%s: QMP event %s %s", self.name, kind, data)
 
     # The process's exit

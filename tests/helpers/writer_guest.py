@@ -1,0 +1,24 @@
+"""A guest booted with ``corral.writer=1`` (tests/data/guest/init): it writes
+an increasing counter to the first sector of its first disk, each write
+flushed before it prints the value; what tests read back of it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+WRITER_ARGS = "corral.writer=1"
+# A value the guest's disk acknowledged.
+WROTE = re.compile(r"CORRAL-GUEST-WROTE (\d+)")
+
+
+def sector_count(path: Path) -> int:
+    """The counter the guest last wrote to this copy of its disk."""
+    with path.open("rb") as handle:
+        return int(handle.read(512).decode().strip() or 0)
+
+
+def last_written(text: str) -> int:
+    """The last value the guest printed as written (0: none yet)."""
+    found = [int(value) for value in WROTE.findall(text)]
+    return found[-1] if found else 0

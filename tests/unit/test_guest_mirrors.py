@@ -1,0 +1,45 @@
+"""The primary node's record of its guests' mirrored disks (issue 26): which
+disks a QEMU command line mirrors, which I/O errors are faults of theirs, and
+a master's call waiting for the next one.  The QMP side (degrading a guest) is
+tests/integration/test_mirrored_guest.py, on a real QEMU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from corral.node.hypervisor.kvm.guest_mirrors import GuestMirrors, Link, quorums
+from corral.node.storage import qsd
+
+DISK = "0b7a8f3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+
+
+def argv() -> list[str]:
+    graph = qsd.quorum_blockdev(Path("/srv/d"), "127.0.0.1", 9, DISK, "creds", "node2")
+    return ["kvm", "-drive", "file=/other,if=none", "-blockdev", json.dumps(graph)]
+
+
+def test_a_command_line_names_its_mirrored_disks() -> None:
+    graph = json.loads(argv()[-1])
+    quorum = graph["node-name"]
+    assert quorums(argv()) == {quorum: Link(quorum, DISK, "127.0.0.1", 9)}
+    assert quorums(["kvm", "-blockdev", '{"driver": "file", "node-name": "x"}']) == {}
+
+
+async def test_only_a_mirrored_disks_io_error_is_a_fault() -> None:
+    mirrors = GuestMirrors()
+    mirrors.follow("vm1", argv())
+    quorum = next(iter(quorums(argv())))
+    mirrors.io_error("vm1", {"node-name": "disk1", "reason": "No space left"})
+    mirrors.io_error("vm2", {"node-name": quorum, "reason": "x"})  # not a guest it knows
+    assert await mirrors.faults(0) == []
+    waiting = asyncio.create_task(mirrors.faults(30))
+    await asyncio.sleep(0)  # the call waits for a fault
+    assert not waiting.done()
+    mirrors.io_error("vm1", {"node-name": quorum, "reason": "Connection reset by peer"})
+    mirrors.io_error("vm1", {"node-name": quorum, "reason": "again"})  # the same fault
+    [fault] = await waiting
+    assert (fault.instance, fault.disk, fault.reason) == ("vm1", DISK, "Connection reset by peer")
+    mirrors.forget("vm1")  # the guest is gone: its faults too
+    assert await mirrors.faults(0) == []
