@@ -6,7 +6,9 @@ flushed.  The secondary's daemon is killed, or stopped (SIGSTOP: the
 primary's watchdog cuts the link off): the guest pauses (no write fails
 in it), the primary's node reports the fault; once told to go on without the
 secondary (what the master says after recording the copy outdated), the
-guest continues where it was, its writes on the primary's copy alone."""
+guest continues where it was, its writes on the primary's copy alone.  The
+secondary back, a resync copies what it missed (from the dirty bitmap) while
+the guest writes on, and both copies end equal."""
 
 from __future__ import annotations
 
@@ -93,7 +95,22 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             # Going on alone: the primary's copy moves on, the secondary's stays.
             assert sector_count(mine) >= acknowledged + 5
             assert sector_count(theirs) <= acknowledged + 1
+
+            # The secondary comes back: what it missed is copied while the
+            # guest writes, then the guest writes both copies again.
+            if failure == signal.SIGSTOP:
+                os.kill(export, signal.SIGCONT)
+            await qsd.stop(secondary.paths, disk, "nbd")
+            export = await qsd.start_nbd_export(secondary.paths, disk, theirs, ADDRESS, PORT)
+            seen: list[tuple[int, int]] = []
+            await primary.mirror_resync("w1", disk, "node2.example.com", lambda *p: seen.append(p))
+            assert seen and seen[-1][0] == seen[-1][1] > 0
+            resynced = last_written("\n".join(console.lines))
+            await console.wait_for(f"CORRAL-GUEST-WROTE {resynced + 5}", timeout=60)
+            assert sector_count(theirs) >= resynced + 5
+        await primary.stop("w1", timeout=0, force=True)
+        assert mine.read_bytes() == theirs.read_bytes()
     finally:
         if failure == signal.SIGSTOP:
-            os.kill(export, signal.SIGCONT)
+            os.kill(export, signal.SIGCONT)  # a stopped process ignores SIGTERM
         await qsd.stop(secondary.paths, disk, "nbd")

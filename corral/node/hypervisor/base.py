@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,14 @@ class Hypervisor(ABC):
 
     async def mirror_degrade(self, name: str, disk: str) -> None:
         """Guest ``name`` goes on without disk ``disk``'s secondary copy."""
+        raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
+
+    async def mirror_resync(
+        self, name: str, disk: str, peer_name: str, progress: Callable[[int, int], None]
+    ) -> None:
+        """Bring disk ``disk``'s secondary copy (its node ``peer_name``) up to
+        date under guest ``name`` and write both again; ``progress`` is told
+        the bytes copied and in all as it goes."""
         raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def balloon(self, spec: InstanceSpec, memory: int) -> None:

@@ -36,6 +36,8 @@ ROLE_FUSE = "fuse"
 ROLES = (ROLE_NBD, ROLE_FUSE)
 # Not the migration's id: a guest's QEMU holds both objects at once.
 CREDS_ID = "corral-mirtls"
+# The node names of a mirrored disk's block graph: each prefix and the disk's tag.
+QUORUM_PREFIX, LOCAL_PREFIX, PEER_PREFIX = "mirror-", "local-", "peer-"
 NBD_MAGIC = b"NBDMAGIC"
 # SIGTERM lets q-s-d unmount its FUSE export and flush; one that does not
 # exit by then (stopped, hung on its peer) is killed.
@@ -93,7 +95,7 @@ def quorum_blockdev(
     tag = _node_tag(export)
     peer: dict[str, Any] = {
         "driver": "nbd",
-        "node-name": f"peer-{tag}",
+        "node-name": PEER_PREFIX + tag,
         "server": {"type": "inet", "host": peer_host, "port": str(peer_port)},
         "export": export,
         "tls-creds": creds_id,
@@ -102,13 +104,13 @@ def quorum_blockdev(
         peer["tls-hostname"] = tls_hostname
     return {
         "driver": "quorum",
-        "node-name": f"mirror-{tag}",
+        "node-name": QUORUM_PREFIX + tag,
         "vote-threshold": 2,
         "read-pattern": "fifo",
         "children": [
             {
                 "driver": "file",
-                "node-name": f"local-{tag}",
+                "node-name": LOCAL_PREFIX + tag,
                 "filename": str(image),
                 "aio": "threads",
             },

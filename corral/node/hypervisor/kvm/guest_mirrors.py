@@ -44,7 +44,9 @@ RESYNC_BITMAP = "corral-resync"
 # The watchdog: seconds between probes, each one's time-out, misses tolerated.
 WATCHDOG_PERIOD = 1.0
 WATCHDOG_MISSES = 3
-_QUORUM_PREFIX, _LOCAL_PREFIX, _PEER_PREFIX, _NULL_PREFIX = "mirror-", "local-", "peer-", "null-"
+QUORUM_PREFIX, LOCAL_PREFIX, PEER_PREFIX = qsd.QUORUM_PREFIX, qsd.LOCAL_PREFIX, qsd.PEER_PREFIX
+# The child that takes a failed secondary's place in the quorum.
+NULL_PREFIX = "null-"
 
 
 class Qmp(Protocol):
@@ -71,7 +73,7 @@ def quorums(argv: Sequence[str]) -> dict[str, Link]:
             continue
         graph = json.loads(value)
         if graph.get("driver") == "quorum" and str(graph.get("node-name", "")).startswith(
-            _QUORUM_PREFIX
+            QUORUM_PREFIX
         ):
             peers = [c for c in graph.get("children", []) if c.get("driver") == "nbd"]
             if peers:
@@ -89,6 +91,7 @@ class GuestMirrors:
     def __init__(self) -> None:
         self._disks: dict[str, dict[str, Link]] = {}  # instance → {quorum: link}
         self._faults: dict[tuple[str, str], MirrorFault] = {}
+        self._alone: set[tuple[str, str]] = set()  # (instance, disk) gone on alone
         self._new_fault = asyncio.Event()
         self._watchdogs: dict[str, asyncio.Task[None]] = {}
 
@@ -108,6 +111,7 @@ class GuestMirrors:
         self._disks.pop(name, None)
         for key in [key for key in self._faults if key[0] == name]:
             del self._faults[key]
+        self._alone = {key for key in self._alone if key[0] != name}
         watchdog = self._watchdogs.pop(name, None)
         if watchdog is not None:
             watchdog.cancel()
@@ -116,6 +120,8 @@ class GuestMirrors:
         misses: dict[str, int] = {}
         while self._disks.get(name):
             for link in list(self._disks[name].values()):
+                if (name, link.disk) in self._alone:
+                    continue
                 if await qsd.probe(link.host, link.port, WATCHDOG_PERIOD):
                     misses[link.disk] = 0
                     continue
@@ -149,15 +155,27 @@ class GuestMirrors:
                 await asyncio.wait_for(self._new_fault.wait(), wait)
         return sorted(self._faults.values(), key=lambda fault: fault.since)
 
+    def link(self, name: str, disk: str) -> Link:
+        """Disk ``disk`` of guest ``name`` as its command line has it."""
+        found = [link for link in self._disks.get(name, {}).values() if link.disk == disk]
+        if not found:
+            raise errors.OpExecError(f"Instance {name} runs no mirrored disk {disk} here")
+        return found[0]
+
+    def alone(self, name: str, disk: str) -> bool:
+        """Whether the guest writes disk ``disk`` without its secondary."""
+        return (name, disk) in self._alone
+
+    def linked(self, name: str, disk: str) -> None:
+        """A resync joined the secondary again (:mod:`.mirror_resync`)."""
+        self._alone.discard((name, disk))
+
     async def degrade(self, name: str, disk: str, qmp: Qmp) -> None:
         """Guest ``name`` goes on without disk ``disk``'s secondary copy (see
         the module's docstring); resumed once no fault of it is left."""
-        links = self._disks.get(name, {})
-        quorum = next((q for q, link in links.items() if link.disk == disk), None)
-        if quorum is None:
-            raise errors.OpExecError(f"Instance {name} runs no mirrored disk {disk} here")
-        tag = quorum.removeprefix(_QUORUM_PREFIX)
-        local, null = _LOCAL_PREFIX + tag, _NULL_PREFIX + tag
+        quorum = self.link(name, disk).quorum
+        tag = quorum.removeprefix(QUORUM_PREFIX)
+        local, null = LOCAL_PREFIX + tag, NULL_PREFIX + tag
         nodes = {
             n["node-name"]: n for n in await qmp.execute("query-named-block-nodes", {"flat": True})
         }
@@ -170,9 +188,9 @@ class GuestMirrors:
             )
             # Added before the link goes: a quorum may not have fewer children than votes.
             await qmp.execute("x-blockdev-change", {"parent": quorum, "node": null})
-        for child in await _children(qmp, quorum, _PEER_PREFIX):
+        for child in await children(qmp, quorum, PEER_PREFIX):
             await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
-        del links[quorum]  # no link left to watch
+        self._alone.add((name, disk))  # no link left to watch
         self._faults.pop((name, disk), None)
         if any(key[0] == name for key in self._faults):
             return  # another disk of the guest waits for the master still
@@ -190,7 +208,7 @@ async def _close_link(link: Link) -> None:
         log.error("Cannot close the link to %s:%s: %s", link.host, link.port, out.strip())
 
 
-async def _children(qmp: Qmp, quorum: str, prefix: str) -> list[str]:
+async def children(qmp: Qmp, quorum: str, prefix: str) -> list[str]:
     """The names (``children.N``) under which ``quorum`` holds nodes named ``prefix...``."""
     graph = await qmp.execute("x-debug-query-block-graph")
     names = {node["id"]: node.get("name", "") for node in graph["nodes"]}

@@ -29,6 +29,7 @@ from corral.node.hypervisor.kvm import (
     cmdline,
     config_drive,
     isolation,
+    mirror_resync,
     process,
     security,
     vnc_listener,
@@ -37,6 +38,7 @@ from corral.node.hypervisor.kvm.console import console_info
 from corral.node.hypervisor.kvm.guest_mirrors import GuestMirrors
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.mirror_creds import mirror_creds
+from corral.node.hypervisor.kvm.mirror_resync import Progress
 from corral.node.hypervisor.kvm.monitor import Monitor
 from corral.node.hypervisor.kvm.runtime import Layout, Runtime, alive, process_start
 from corral.node.hypervisor.kvm.vnc_listener import VncListener
@@ -201,6 +203,15 @@ class KvmHypervisor(Hypervisor):
 
     async def mirror_faults(self, wait: float) -> list[MirrorFault]:
         return await self.mirrors.faults(wait)
+
+    async def mirror_resync(self, name: str, disk: str, peer_name: str, progress: Progress) -> None:
+        monitor = self.monitors.get(name)
+        if monitor is None:
+            raise errors.OpExecError(f"Instance {name} is not running on this node")
+        if not self.mirrors.alone(name, disk):
+            raise errors.OpExecError(f"Disk {disk} of {name} is written to both copies already")
+        await mirror_resync.resync(monitor, self.mirrors.link(name, disk), peer_name, progress)
+        self.mirrors.linked(name, disk)
 
     async def mirror_degrade(self, name: str, disk: str) -> None:
         async with self._lock(name):
