@@ -18,6 +18,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import mirror_sync
 from corral.cmdlib.backup_common import check_node_online
 from corral.cmdlib.base import ALL_SET, LogicalUnit
 from corral.cmdlib.instance_base import InstanceLU
@@ -133,6 +134,10 @@ class LUInstanceActivateDisks(InstanceLU):
             raise errors.OpExecError("Cannot activate block devices")
         inst = self.updated()
         inst.disks_active = True
+        # As Ganeti's wait for DRBD's sync: outdated mirrored copies resynced
+        # (under the running guest: its QEMU holds the dirty bitmap).
+        if any(disk.outdated for disk in inst.disks) and await self.is_running():
+            await mirror_sync.resync_outdated(self, inst)
         self.tx.update(inst)
         return info
 

@@ -26,3 +26,14 @@ def mirror_faults(wait: float) -> list[MirrorFaultWire]:
 def mirror_degrade(hypervisor: str, instance: str, disk: str) -> None:
     """The guest goes on without disk ``disk``'s (uuid) secondary copy: its
     writes recorded for a resync; resumed once none of its disks waits."""
+
+
+@node_call(C.RPC_TMO_1DAY, effect=CHANGES)
+def mirror_resync(hypervisor: str, instance: str, disk: str, peer: str) -> None:
+    """Copy to disk ``disk``'s secondary copy (on node ``peer``, whose export
+    runs) what it missed while the guest wrote alone, then write both again."""
+
+
+@node_call(C.RPC_TMO_URGENT, effect=READS)
+def mirror_resync_progress(instance: str, disk: str) -> list[int] | None:
+    """``[bytes copied, bytes in all]`` of a running mirror_resync (None: none runs)."""

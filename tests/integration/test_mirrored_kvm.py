@@ -23,7 +23,7 @@ from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
-from tests.helpers.writer_guest import WRITER_ARGS, last_written, sector_count
+from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_count
 
 pytestmark = pytest.mark.slow
 
@@ -138,5 +138,19 @@ def test_a_dead_secondary_is_recorded_outdated_before_the_guest_goes_on(
     assert f"copies: {NODE1} (current), {NODE2} (outdated); sync generation 1" in info, info
     assert sector_count(primary) >= acknowledged + 5
     assert sector_count(secondary) <= acknowledged + 1  # nothing reached it since
+
+    # activate-disks brings the export back and resyncs it while the guest writes.
+    out = ok(cl.gnt("instance", "activate-disks", "w1"))
+    assert "* Instance w1's disks are in sync" in out, out
+    info = ok(cl.gnt("instance", "info", "w1"))
+    assert f"copies: {NODE1} (current), {NODE2} (current); sync generation 2" in info, info
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w1"))
+    try:
+        resynced = last_written(console.wait_for(WROTE).group(0))
+        console.wait_for(f"CORRAL-GUEST-WROTE {resynced + 5}\\b", timeout=60)
+    finally:
+        console.close()
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "w1"))
+    assert primary.read_bytes() == secondary.read_bytes()
     ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w1"))
     assert not primary.exists() and not secondary.exists()

@@ -29,3 +29,34 @@ async def mirror_faults(ctx: NodeContext, wait: float) -> list[MirrorFaultWire]:
 async def mirror_degrade(ctx: NodeContext, hypervisor: str, instance: str, disk: str) -> None:
     """The guest goes on without the disk's secondary copy."""
     await get_hypervisor(hypervisor, ctx.paths).mirror_degrade(instance, disk)
+
+
+# The resyncs running here: (root, instance, disk) → [copied, in all].
+_RESYNCS: dict[tuple[str, str, str], list[int]] = {}
+
+
+@rpc_handler(calls.mirror_resync)
+async def mirror_resync(
+    ctx: NodeContext, hypervisor: str, instance: str, disk: str, peer: str
+) -> None:
+    """Bring the secondary copy up to date; its progress meanwhile in
+    mirror_resync_progress."""
+    key = (str(ctx.paths.root), instance, disk)
+    if key in _RESYNCS:
+        raise errors.OpExecError(f"Disk {disk} of {instance} is being resynced already")
+    progress = _RESYNCS[key] = [0, 0]
+
+    def told(done: int, total: int) -> None:
+        progress[:] = [done, total]
+
+    try:
+        await get_hypervisor(hypervisor, ctx.paths).mirror_resync(instance, disk, peer, told)
+    finally:
+        del _RESYNCS[key]
+
+
+@rpc_handler(calls.mirror_resync_progress)
+async def mirror_resync_progress(ctx: NodeContext, instance: str, disk: str) -> list[int] | None:
+    """How far the resync of the disk is."""
+    progress = _RESYNCS.get((str(ctx.paths.root), instance, disk))
+    return None if progress is None else list(progress)

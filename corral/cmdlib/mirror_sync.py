@@ -1,0 +1,67 @@
+"""Resyncing an instance's outdated mirrored copies (issue 26), as Ganeti's
+activate-disks waits for DRBD to sync: the secondary's export assembled
+(activate-disks did), the primary copies what the copy missed while the guest
+runs (:mod:`corral.node.hypervisor.kvm.mirror_resync`), the job log shows the
+progress in Ganeti's words, and once the copy is current the configuration
+says so, a new sync generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from corral.objects import Instance, Node
+from corral.rpc.calls_mirror import mirror_resync, mirror_resync_progress
+
+if TYPE_CHECKING:
+    from corral.cmdlib.instance_base import InstanceLU
+
+# Seconds between the progress lines in the job log.
+PROGRESS_EVERY = 2.0
+
+
+async def resync_outdated(lu: InstanceLU, inst: Instance) -> None:
+    """Bring every outdated copy of the disks of ``inst`` (the unit's copy of
+    the running instance, to commit) up to date; each disk marked current."""
+    pnode = lu.cfg.lookup(Node, inst.primary_node)
+    for disk in inst.disks:
+        for uuid in disk.outdated:
+            peer = lu.cfg.lookup(Node, uuid)
+            request = mirror_resync(inst.hypervisor, inst.name, disk.uuid, peer.name)
+            what = f"Could not resync disk {disk.iv_name} of {inst.name} on node {pnode.name}"
+            copying = asyncio.create_task(lu.master.rpc.run(pnode, request, what))
+            try:
+                await _report(lu, pnode, inst, disk.iv_name, disk.uuid, copying)
+            finally:
+                if not copying.done():
+                    copying.cancel()
+            await copying
+        if disk.outdated:
+            disk.outdated = []
+            disk.generation += 1
+    lu.feedback(f"* Instance {inst.name}'s disks are in sync")
+
+
+async def _report(
+    lu: InstanceLU,
+    pnode: Node,
+    inst: Instance,
+    iv_name: str,
+    disk: str,
+    copying: asyncio.Task[None],
+) -> None:
+    """Ganeti's WaitForSync lines until the copy ends."""
+    started = time.monotonic()
+    while not copying.done():
+        await asyncio.wait({copying}, timeout=PROGRESS_EVERY)
+        result = await lu.master.rpc.result(pnode, mirror_resync_progress(inst.name, disk))
+        if result.failed or not result.value or not result.value[1]:
+            continue
+        done, total = result.value
+        percent = 100.0 * done / total
+        elapsed = time.monotonic() - started
+        left = elapsed * (total - done) / done if done else None
+        estimate = "no time estimate" if left is None else f"{int(left)}s remaining (estimated)"
+        lu.feedback(f"- device {iv_name}: {percent:5.2f}% done, {estimate}")
