@@ -35,15 +35,16 @@ RETRY_AFTER = 2.0
 
 def watched_nodes(cfg: ConfigManager) -> set[str]:
     """The primary nodes of the instances that should run with mirrored disks."""
-    out = set()
-    for inst in cfg.instances():
-        if inst.admin_state != ADMIN_UP:
-            continue
-        for disk in inst.disks:
-            template = templates.DISK_TEMPLATES.get(disk.dev_type)
-            if template is not None and template.mirroring is templates.Mirroring.INTERNAL:
-                out.add(inst.primary_node)
-    return out
+    mirrored = {
+        name
+        for name, template in templates.DISK_TEMPLATES.items()
+        if template.mirroring is templates.Mirroring.INTERNAL
+    }
+    return {
+        inst.primary_node
+        for inst in cfg.instances()
+        if inst.admin_state == ADMIN_UP and inst.disk_template in mirrored
+    }
 
 
 class MirrorWatch:
@@ -53,14 +54,17 @@ class MirrorWatch:
         self._master = master
         self._loop = asyncio.get_running_loop()
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._due = False  # a follow() is scheduled: commits in a burst make one
 
     def changed(self, cfg: ConfigManager, tables: set[str]) -> None:
         """The config listener (from any thread): watch the nodes it now names."""
-        if tables & {"instances", "nodes"}:
+        if tables & {"instances", "nodes"} and not self._due:
+            self._due = True
             self._loop.call_soon_threadsafe(self.follow)
 
     def follow(self) -> None:
         """Start and stop the nodes' tasks as the configuration says."""
+        self._due = False
         wanted = watched_nodes(self._master.cfg)
         for uuid in set(self._tasks) - wanted:
             self._tasks.pop(uuid).cancel()
