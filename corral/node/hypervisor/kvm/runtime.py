@@ -127,7 +127,10 @@ class Layout:
             return None  # half-written by a crash: the instance is treated as gone
 
     def remove(self, name: str) -> None:
-        """Everything of ``name`` but its user-shutdown mark."""
+        """Everything of ``name`` but its user-shutdown mark.  The runtime
+        file goes last: while it is there the instance is known, so a crash
+        halfway leaves it to be cleaned up again, and once it is gone nothing
+        else of the instance is left."""
         for path in (
             self.pidfile(name),
             self.uidfile(name),
@@ -135,13 +138,13 @@ class Layout:
             self.serial(name),
             self.config_drive(name),
             self.log(name),
-            self.runtime_file(name),
         ):
             path.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.nsroot(name).rmdir()
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.chroot(name))
+        self.runtime_file(name).unlink(missing_ok=True)
 
 
 def _checked(name: str) -> str:
