@@ -78,7 +78,7 @@ class Processor:
         owner = str(ctx.job_id)
         try:
             await self._acquire_locks(lu, owner, ctx)
-            ctx.notify_start()
+            await ctx.notify_start()
             return await self._run(lu)
         finally:
             # Committed or not, the unit's instances no longer need reserving.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from corral import errors
@@ -50,6 +50,8 @@ class Journal:
         self._finishing: set[int] = set()  # finished in memory, final state not on disk
         self._flush_task: asyncio.Task[None] | None = None
         self._retry: asyncio.TimerHandle | None = None
+        # Jobs someone waits to see on disk (see durable).
+        self._waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.write_error: errors.JobQueueError | None = None
 
     async def insert(
@@ -80,6 +82,29 @@ class Journal:
     def unreleased(self) -> int:
         """Finished jobs still waiting for their final state to be on disk."""
         return len(self._finishing)
+
+    async def durable(self, job_id: int) -> None:
+        """Until the job's state queued so far is in the store; the store's
+        JobQueueError if it cannot be written."""
+        if not self.pending(job_id):
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(job_id, []).append(waiter)
+        self.kick()
+        await waiter
+
+    def _wake(self, job_ids: Iterable[int], err: errors.JobQueueError | None = None) -> None:
+        """Answer the waiters of these jobs (see durable)."""
+        for job_id in job_ids:
+            if err is None and self.pending(job_id):
+                continue  # a newer state is queued: it is waited for too
+            for waiter in self._waiters.pop(job_id, []):
+                if waiter.done():
+                    continue
+                if err is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(err)
 
     def pending(self, job_id: int) -> bool:
         """Whether the store may not hold the job's latest state yet."""
@@ -116,6 +141,7 @@ class Journal:
                     self._write_failed(err)
                     return
                 self._inflight = {}
+                self._wake(rows)
                 if self.write_error is not None:
                     log.warning("The job queue can be written again")
                     self.write_error = None
@@ -132,6 +158,7 @@ class Journal:
         if self.write_error is None:
             log.error("%s", err.message)
         self.write_error = err
+        self._wake(list(self._waiters), err)
         if self._retry is None or self._retry.cancelled():
             self._retry = asyncio.get_running_loop().call_later(WRITE_RETRY, self._retry_write)
         self._failed(err, list(self._dirty))

@@ -157,6 +157,10 @@ class JobQueue:
         self._journal.save(records.job_row(job))
         job.notify_change()
 
+    async def durable(self, job: Job) -> None:
+        """Until the job's state saved so far is in the store (see Journal.durable)."""
+        await self._journal.durable(job.id)
+
     def add_log(self, job: Job, op: QueuedOpCode, kind: str, message: Any) -> None:
         job.log_serial += 1
         entry = LogEntry(job.log_serial, time.time(), kind, message)

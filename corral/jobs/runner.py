@@ -52,11 +52,14 @@ class OpContext:
     def priority(self) -> int:
         return self.op.priority
 
-    def notify_start(self) -> None:
-        """The opcode holds its locks and starts executing."""
+    async def notify_start(self) -> None:
+        """The opcode holds its locks and starts executing, once that is in
+        the store: a master taking over must never run it again (as Ganeti,
+        which writes the job before the opcode's Exec)."""
         advance(self.op, C.OP_STATUS_RUNNING)
         self.op.exec_timestamp = time.time()
         self._queue.save(self.job)
+        await self._queue.durable(self.job)
 
     def notify_retry(self) -> None:
         """The opcode goes back to waiting for locks (more of them: Ganeti's

@@ -44,6 +44,7 @@ class QueueHarness:
         self.store = SqliteJobStore(self.db_path)
         self.gates: dict[str, asyncio.Event] = {}
         self.started: list[int] = []
+        self.running: list[int] = []  # jobs past notify_start
         self.seen: list[tuple[int, OpCode]] = []
         self.cancelled: list[int] = []
         self.active = 0
@@ -73,7 +74,8 @@ class QueueHarness:
             comment = op.comment or ""
             if comment.startswith("wait:"):
                 await self.gate(comment[5:]).wait()
-            ctx.notify_start()
+            await ctx.notify_start()
+            self.running.append(ctx.job_id)
             if comment.startswith("run:"):
                 await self.gate(comment[4:]).wait()
             if isinstance(op, OpTestDelay):

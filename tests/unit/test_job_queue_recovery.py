@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,6 +56,34 @@ def db_bytes(db_path: Path) -> bytes:
         if path.exists():
             data += path.read_bytes()
     return data
+
+
+async def test_an_opcode_runs_only_once_the_store_holds_it_running(tmp_path: Path) -> None:
+    """A master taking over never runs again an opcode that had started."""
+    h = QueueHarness(tmp_path)
+    held, release = asyncio.Event(), asyncio.Event()
+    write_batch = h.store.write_batch
+
+    async def held_write(rows: Sequence[dict[str, Any]], logs: Any, fence: int) -> None:
+        if any(row["status"] == "running" for row in rows):
+            held.set()
+            await release.wait()
+        await write_batch(rows, logs, fence)
+
+    h.store.write_batch = held_write  # type: ignore[method-assign]
+    try:
+        job = await h.queue.submit([gated("a", running=True)])
+        await held.wait()
+        await settle()
+        assert h.running == [] and stored_statuses(h.db_path)[job] in ("queued", "waiting")
+        release.set()
+        await h.wait_status(job, {"running"})
+        while not h.running:
+            await asyncio.sleep(0.002)
+        assert stored_statuses(h.db_path) == {job: "running"}
+    finally:
+        release.set()
+        await h.close()
 
 
 async def test_recover_fails_running_jobs_and_requeues_the_others(tmp_path: Path) -> None:
