@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from corral import testbed
+from corral.node.etcd_member import etcd_root
 from corral.paths import Paths
 from corral.process.daemons import start_daemon, stop_daemon
 from corral.state.etcd.client import EtcdClient, client_ssl_context
@@ -128,17 +129,34 @@ class NetBed:
         wait_until(lambda: etcd_pid(node.paths) is not None, 30, f"etcd of {name}")
         self.start_masterd(name)
 
-    def healthy(self, where: str) -> bool:
-        """Whether every candidate's etcd member serves, as seen from node ``where``."""
+    def serving(self, where: str) -> list[bool]:
+        """Whether each candidate's etcd member serves, as seen from node ``where``."""
 
-        async def ask() -> bool:
+        async def ask() -> list[bool]:
             etcd = self.etcd()
             try:
-                return all([await etcd.healthy(n.client_url) for n in self.nodes])
+                return [await etcd.healthy(n.client_url) for n in self.nodes]
             finally:
                 await etcd.close()
 
         return in_namespace(self.namespace(where), lambda: asyncio.run(ask()))
+
+    def healthy(self, where: str) -> bool:
+        """Whether every candidate's etcd member serves, as seen from node ``where``."""
+        return all(self.serving(where))
+
+    def members_report(self, where: str) -> str:
+        """Each candidate's member as seen from node ``where``: serving or
+        not, its pid, the end of its log (for a test that failed waiting)."""
+        lines = []
+        for node, ok in zip(self.nodes, self.serving(where), strict=True):
+            paths = self.paths(node.name)
+            log_file = etcd_root(paths) / "etcd.log"
+            text = log_file.read_text(errors="replace") if log_file.exists() else ""
+            tail = text.splitlines()[-15:]
+            lines.append(f"{node.name}: serving={ok} pid={etcd_pid(paths)}")
+            lines.extend(f"  {line}" for line in tail)
+        return "\n".join(lines)
 
     def logs(self, daemon: str) -> dict[str, Path]:
         """``daemon``'s log on every node (that has one)."""
@@ -197,7 +215,10 @@ def netns_etcd_bed(root: Path) -> Iterator[NetBed]:
 def back_in_service(net: NetBed, name: str) -> None:
     """Until node ``name``'s masterd stands by and every member serves again."""
     wait_until(lambda: _stands_by(net, name), TAKEOVER, f"{name}'s masterd standing by")
-    wait_until(lambda: net.healthy(name), TAKEOVER, "every etcd member serving")
+    try:
+        wait_until(lambda: net.healthy(name), TAKEOVER, "every etcd member serving")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{net.members_report(name)}") from None
 
 
 def _stands_by(net: NetBed, name: str) -> bool:

@@ -164,6 +164,7 @@ def _all_known_and_succeeded(bed: Bed, clients: Clients) -> None:
     """Every acknowledged job is known to the master, and succeeded."""
     ids = sorted(clients.jobs_accepted)
     assert ids
-    rows = call(bed, bed.cl.node_name, "QueryJobs", ids, ["id", "status"])
+    rows = call(bed, bed.cl.node_name, "QueryJobs", ids, ["id", "status", "opresult"])
     assert [row[0] if row else None for row in rows] == ids
-    assert {row[1] for row in rows} == {"success"}, rows
+    failed = [row for row in rows if row[1] != "success"]
+    assert not failed, failed
