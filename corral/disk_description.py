@@ -8,7 +8,8 @@ built on others (a mirrored disk on its per-node volumes) carries their
 descriptions as its ``children``, and the nodes holding it, the primary first;
 where the nodes must reach each other (to assemble a mirrored disk), the
 master adds their ``addresses``: ``[name, secondary IP]`` per node, in the
-same order (the name is what the node's certificate says).
+same order (the name is what the node's certificate says), and which of
+them hold a copy that is behind (``outdated``: uuids, as ``nodes``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 # Keys a description of an older Corral lacks (an interrupted operation's
 # record written before them): missing means empty.
-_OPTIONAL: dict[str, type] = {"nodes": list, "children": list, "addresses": list}
+_OPTIONAL: dict[str, type] = {
+    "nodes": list,
+    "children": list,
+    "addresses": list,
+    "outdated": list,
+}
 # A disk tree deeper than this is refused (Ganeti's deepest, drbd over plain, is 2).
 MAX_DEPTH = 4
 
@@ -53,6 +59,7 @@ class DiskDescription:
     nodes: tuple[str, ...] = ()
     children: tuple[DiskDescription, ...] = ()
     addresses: tuple[tuple[str, str], ...] = ()
+    outdated: tuple[str, ...] = ()
 
     def to_wire(self) -> DiskWire:
         """The description as a JSON-ready dict."""
@@ -69,6 +76,8 @@ class DiskDescription:
         }
         if self.addresses:
             wire["addresses"] = [list(pair) for pair in self.addresses]
+        if self.outdated:
+            wire["outdated"] = list(self.outdated)
         return wire
 
     @classmethod
@@ -80,7 +89,7 @@ class DiskDescription:
             value = data.get(key, [])
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise errors.OpExecError(f"Invalid disk description: bad {key} {value!r}")
-        for key in ("logical_id", "nodes"):
+        for key in ("logical_id", "nodes", "outdated"):
             if not all(isinstance(part, str) for part in data.get(key, [])):
                 raise errors.OpExecError(f"Invalid disk description: bad {key} {data[key]!r}")
         addresses = data.get("addresses", [])
@@ -89,6 +98,10 @@ class DiskDescription:
             for pair in addresses
         ) or len(addresses) not in (0, len(data.get("nodes", []))):
             raise errors.OpExecError(f"Invalid disk description: bad addresses {addresses!r}")
+        if not set(data.get("outdated", [])) <= set(data.get("nodes", [])):
+            raise errors.OpExecError(
+                f"Invalid disk description: outdated {data['outdated']!r} not among its nodes"
+            )
         if data["size"] < 0:
             raise errors.OpExecError(f"Invalid disk description: bad size {data['size']!r}")
         children = data.get("children", [])
@@ -100,6 +113,7 @@ class DiskDescription:
             nodes=tuple(data.get("nodes", [])),
             children=tuple(cls.from_wire(child, depth + 1) for child in children),
             addresses=tuple((name, ip) for name, ip in addresses),
+            outdated=tuple(data.get("outdated", [])),
         )
 
     def with_logical_id(self, logical_id: list[str] | tuple[str, ...]) -> DiskDescription:

@@ -103,7 +103,9 @@ async def shutdown_disks(lu: InstanceLU, inst: Instance) -> bool:
 async def link_copies(lu: LogicalUnit[Any], inst: Instance) -> None:
     """Make every mirrored disk's secondary copies reachable from the primary
     (their node exports them): what the primary's writes need, by the guest
-    or the OS scripts.  OpExecError naming the node that could not."""
+    or the OS scripts.  OpExecError naming the node that could not; a copy
+    that is behind is not written (the primary writes its own alone until a
+    resync), so its node failing is only a warning."""
     for idx, disk in enumerate(inst.disks):
         template = templates.DISK_TEMPLATES.get(disk.dev_type)
         if template is None or template.mirroring is not templates.Mirroring.INTERNAL:
@@ -111,12 +113,15 @@ async def link_copies(lu: LogicalUnit[Any], inst: Instance) -> None:
         wire = U.disk_wire(lu.cfg, disk)
         for uuid in disk.nodes[1:]:
             node = lu.cfg.lookup(Node, uuid)
-            await lu.master.rpc.run(
-                node,
-                blockdev_assemble(wire),
+            what = (
                 f"Could not prepare block device {disk.iv_name or idx} of {inst.name}"
-                f" on secondary node {node.name}",
+                f" on secondary node {node.name}"
             )
+            result = await lu.master.rpc.result(node, blockdev_assemble(wire))
+            if result.failed and not result.deposed and uuid in disk.outdated:
+                lu.warn(f"{what} (its copy is outdated): {result.fail_msg}")
+                continue
+            result.get(what)
 
 
 class LUInstanceActivateDisks(InstanceLU):

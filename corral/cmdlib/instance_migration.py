@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from corral import constants as C
 from corral import errors, hypervisors
 from corral.cmdlib import instance_utils as U
-from corral.cmdlib import intents
+from corral.cmdlib import intents, mirror_failover
 from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import INSTANCE_NODES, InstanceLU
 from corral.cmdlib.instance_move_steps import Mover
@@ -109,7 +109,11 @@ class _MoveLU(InstanceLU):
             self.failover = True
 
     async def _choose_target(self) -> None:
-        if self.target is None:
+        if mirror_failover.mirrored(self.instance):
+            self.target = mirror_failover.the_secondary(
+                self, self.instance, self.target, self.failover
+            )
+        elif self.target is None:
             self.target = await self._run_allocator()
         else:
             self.target = self.cfg.lookup(Node, self.target.uuid)  # as it is under its lock

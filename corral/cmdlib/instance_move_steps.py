@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from corral import constants as C
 from corral import errors
-from corral.cmdlib import intents
+from corral.cmdlib import intents, mirror_failover
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_migrate_disks import MigratedDisks, copied_disks
 from corral.objects import ADMIN_UP, Instance, Node
@@ -129,9 +129,12 @@ class Mover:
 
     async def _failover(self, shutdown_timeout: int, ignore_consistency: bool) -> None:
         inst, target = self.instance, self._target()
+        mirrored = mirror_failover.mirrored(inst)
+        forced = ignore_consistency or self.source.offline
         self.feedback(f"Failover instance {inst.name}")
-        if inst.admin_state == ADMIN_UP:
+        if inst.admin_state == ADMIN_UP or mirrored:
             self.feedback("* checking disk consistency between source and target")
+            mirror_failover.check_current(self.lu, inst, target, ignore_consistency)
         else:
             self.feedback("* not checking disk consistency as instance is not running")
         self.feedback("* shutting down instance on source node")
@@ -142,7 +145,7 @@ class Mover:
                 f"Could not shutdown instance {inst.name} on node {self.source.name}",
             )
         except NodeCallError as err:
-            if not (ignore_consistency or self.source.offline):
+            if not forced:
                 raise
             self.lu.warn(
                 f"Could not shutdown instance {inst.name} on node {self.source.name},"
@@ -150,10 +153,14 @@ class Mover:
                 f" error details: {err.fail_msg}"
             )
         self.feedback("* deactivating the instance's disks on source node")
+        if mirrored:
+            await mirror_failover.release(self.lu, inst, forced)
         self._set_primary(target)
         if inst.admin_state != ADMIN_UP:
             return
         self.feedback(f"* activating the instance's disks on target node {target.name}")
+        if mirrored:
+            self.instance = await mirror_failover.link_or_outdate(self.lu, self.instance, forced)
         self.feedback(f"* starting the instance on the target node {target.name}")
         assert self.record is not None
         self.intent = dataclasses.replace(self.intent, phase=intents.STARTING)

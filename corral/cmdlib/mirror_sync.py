@@ -12,6 +12,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from corral.cmdlib import instance_utils as U
 from corral.objects import Instance, Node
 from corral.rpc.calls_mirror import mirror_resync, mirror_resync_progress
 
@@ -27,20 +28,19 @@ async def resync_outdated(lu: InstanceLU, inst: Instance) -> None:
     the running instance, to commit) up to date; each disk marked current."""
     pnode = lu.cfg.lookup(Node, inst.primary_node)
     for disk in inst.disks:
-        for uuid in disk.outdated:
-            peer = lu.cfg.lookup(Node, uuid)
-            request = mirror_resync(inst.hypervisor, inst.name, disk.uuid, peer.name)
-            what = f"Could not resync disk {disk.iv_name} of {inst.name} on node {pnode.name}"
-            copying = asyncio.create_task(lu.master.rpc.run(pnode, request, what))
-            try:
-                await _report(lu, pnode, inst, disk.iv_name, disk.uuid, copying)
-            finally:
-                if not copying.done():
-                    copying.cancel()
-            await copying
-        if disk.outdated:
-            disk.outdated = []
-            disk.generation += 1
+        if not disk.outdated:
+            continue
+        request = mirror_resync(inst.hypervisor, inst.name, U.disk_wire(lu.cfg, disk))
+        what = f"Could not resync disk {disk.iv_name} of {inst.name} on node {pnode.name}"
+        copying = asyncio.create_task(lu.master.rpc.run(pnode, request, what))
+        try:
+            await _report(lu, pnode, inst, disk.iv_name, disk.uuid, copying)
+        finally:
+            if not copying.done():
+                copying.cancel()
+        await copying
+        disk.outdated = []
+        disk.generation += 1
     lu.feedback(f"* Instance {inst.name}'s disks are in sync")
 
 

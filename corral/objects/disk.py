@@ -47,8 +47,9 @@ class Disk(BaseModel):
         return list(self.nodes) or [primary]
 
     def description(self, addresses: tuple[tuple[str, str], ...] = ()) -> DiskDescription:
-        """The disk as node RPCs take it, with its children (and its nodes'
-        ``addresses`` where they must reach each other)."""
+        """The disk as node RPCs take it, with its children, the nodes whose
+        copy is behind (and its nodes' ``addresses`` where they must reach
+        each other)."""
         return DiskDescription(
             self.dev_type,
             tuple(self.logical_id),
@@ -60,4 +61,5 @@ class Disk(BaseModel):
             tuple(self.nodes),
             tuple(child.description() for child in self.children),
             addresses,
+            tuple(self.outdated),
         )

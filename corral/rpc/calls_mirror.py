@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from corral import constants as C
 from corral.rpc.declare import CHANGES, READS, node_call
-from corral.rpc.wire import MirrorFaultWire
+from corral.rpc.wire import DiskWire, MirrorFaultWire
 
 # The longest a mirror_faults call waits for a fault (its time-out is longer).
 FAULTS_WAIT_MAX = 30.0
@@ -29,9 +29,9 @@ def mirror_degrade(hypervisor: str, instance: str, disk: str) -> None:
 
 
 @node_call(C.RPC_TMO_1DAY, effect=CHANGES)
-def mirror_resync(hypervisor: str, instance: str, disk: str, peer: str) -> None:
-    """Copy to disk ``disk``'s secondary copy (on node ``peer``, whose export
-    runs) what it missed while the guest wrote alone, then write both again."""
+def mirror_resync(hypervisor: str, instance: str, disk: DiskWire) -> None:
+    """Copy to the disk's secondary copy (its node's export runs) what it
+    missed while the guest wrote alone, then write both again."""
 
 
 @node_call(C.RPC_TMO_URGENT, effect=READS)

@@ -39,6 +39,7 @@ class DiskWire(TypedDict):
     nodes: NotRequired[list[str]]
     children: NotRequired[list[DiskWire]]
     addresses: NotRequired[list[list[str]]]  # [name, secondary IP] per node (mirrored)
+    outdated: NotRequired[list[str]]  # the nodes whose copy is behind (mirrored)
 
 
 class DiskEntry(TypedDict):

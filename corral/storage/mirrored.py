@@ -55,9 +55,9 @@ class MirroredTemplate(DiskTemplate):
     )
     storage_type: ClassVar[str] = N.ST_FILE
     mirroring: ClassVar[Mirroring] = Mirroring.INTERNAL
-    # Failover, migration and the rest of Ganeti's operations on internally
-    # mirrored disks are not built yet: refused by the units that check this.
-    moves: ClassVar[Moves] = Moves()
+    # A failover to the secondary (the roles swap); live migration is not
+    # built yet: refused by the units that check this.
+    moves: ClassVar[Moves] = Moves(failover=True)
     secondaries: ClassVar[int] = 1
     unit_setting: ClassVar[UnitSetting | None] = "file_storage_dir"
     holds: ClassVar[frozenset[str]] = frozenset({RES_PORT, RES_PATH})
@@ -81,6 +81,13 @@ class MirroredTemplate(DiskTemplate):
                 nodes=self.disk_nodes(where.primary, where.secondaries),
             )
         ]
+
+    def nodes_changed(self, disk: Disk) -> None:
+        """The logical_id and the data child name the nodes as ``nodes`` does,
+        the primary first."""
+        disk.logical_id = [*disk.nodes, *disk.logical_id[LID_PORT:]]
+        for child in disk.children:
+            child.nodes = list(disk.nodes)
 
     def reserve(self, disk: Disk, primary: str, ledger: Ledger) -> None:
         """Nothing more to reserve: the port was allocated (and so reserved)

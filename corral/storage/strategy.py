@@ -189,6 +189,11 @@ class DiskTemplate(ABC):
             return [primary, *secondaries]
         return [primary]
 
+    def nodes_changed(self, disk: Disk) -> None:
+        """The disk's nodes changed (a failover swapped its primary and
+        secondary): what of it names them follows (most templates: nothing)."""
+        return None
+
     @abstractmethod
     def logical_id(
         self, where: Placement, index: int, spec: Mapping[str, Any], ledger: Ledger

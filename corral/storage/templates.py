@@ -174,10 +174,16 @@ def disk_path(disk: Disk) -> str | None:
 
 def set_primary(instance: Instance, node: str) -> None:
     """Make ``node`` (a uuid) the primary node of ``instance`` (a failover,
-    migration or move); the disks follow, as their template places them."""
+    migration or move); the disks follow, as their template places them.
+    A secondary made the primary swaps roles with it (mirrored disks)."""
+    former = instance.primary_node
+    instance.secondary_nodes = [former if n == node else n for n in instance.secondary_nodes]
     instance.primary_node = node
     for disk in instance.disks:
         disk.nodes = _disk_nodes(disk, node, instance.secondary_nodes)
+        template = DISK_TEMPLATES.get(disk.dev_type)
+        if template is not None:
+            template.nodes_changed(disk)
 
 
 def fill_disk_nodes(instance: Instance) -> None:

@@ -103,7 +103,9 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             await qsd.stop(secondary.paths, disk, "nbd")
             export = await qsd.start_nbd_export(secondary.paths, disk, theirs, ADDRESS, PORT)
             seen: list[tuple[int, int]] = []
-            await primary.mirror_resync("w1", disk, "node2.example.com", lambda *p: seen.append(p))
+            link = spec.disks[0].mirror
+            assert link is not None
+            await primary.mirror_resync("w1", link, lambda *p: seen.append(p))
             assert seen and seen[-1][0] == seen[-1][1] > 0
             resynced = last_written("\n".join(console.lines))
             await console.wait_for(f"CORRAL-GUEST-WROTE {resynced + 5}", timeout=60)

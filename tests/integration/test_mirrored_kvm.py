@@ -20,7 +20,7 @@ from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
 from tests.helpers.multinode import add_node
-from tests.helpers.noded import Noded
+from tests.helpers.noded import Noded, start_noded
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
 from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_count
@@ -154,3 +154,97 @@ def test_a_dead_secondary_is_recorded_outdated_before_the_guest_goes_on(
     assert primary.read_bytes() == secondary.read_bytes()
     ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w1"))
     assert not primary.exists() and not secondary.exists()
+
+
+def test_a_failover_boots_the_guest_on_the_secondary_with_every_acknowledged_write(
+    two_nodes: tuple[TestCluster, Noded],
+) -> None:
+    cl, node2 = two_nodes
+    ok(
+        add(
+            cl, "w2", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
+            "-H", f"kvm:kernel_args={WRITER_ARGS}",
+        )
+    )  # fmt: skip
+    on1, on2 = copies(cl, node2, "w2")
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w2"))
+    try:
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+        # The guest is cut off mid-write (no clean shutdown), as by a crash.
+        out = ok(cl.gnt("instance", "failover", "-f", "--shutdown-timeout=0", "w2"))
+        acknowledged = last_written(console.seen())
+    finally:
+        console.close()
+    assert "* checking disk consistency between source and target" in out, out
+    assert query(cl, ["pnode", "snodes"], "w2")["w2"] == {"pnode": NODE2, "snodes": [NODE1]}
+    console = SerialConsole(Layout(node2.paths.run_dir).serial("w2"))
+    try:
+        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        assert int(found.group(1)) >= acknowledged > 0
+        console.wait_for("CORRAL-GUEST-WROTE 5")  # through node2's quorum now
+    finally:
+        console.close()
+    info = ok(cl.gnt("instance", "info", "w2"))
+    assert f"copies: {NODE2} (current), {NODE1} (current)" in info, info
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "w2"))
+    assert on1.read_bytes() == on2.read_bytes()
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w2"))
+    assert not on1.exists() and not on2.exists()
+
+
+def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
+    two_nodes: tuple[TestCluster, Noded],
+) -> None:
+    cl, node2 = two_nodes
+    ok(
+        add(
+            cl, "w3", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+            "--no-install", "--no-nics", "-n", f"{NODE2}:{NODE1}", "-B", "memory=128",
+            "-H", f"kvm:kernel_args={WRITER_ARGS}",
+        )
+    )  # fmt: skip
+    on1, on2 = copies(cl, node2, "w3")
+    console = SerialConsole(Layout(node2.paths.run_dir).serial("w3"))
+    try:
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+        # Node2 dies: its noded, the guest's QEMU, everything of it.
+        pid = node2.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        kill_leftovers(node2.paths.run_dir)
+        console.wait_for("CORRAL-GUEST-WROTE|$", timeout=5)  # what was printed, read
+        acknowledged = last_written(console.seen())
+    finally:
+        console.close()
+    assert acknowledged >= 5
+    failed = cl.gnt("instance", "failover", "-f", "w3")
+    assert failed.rc != 0 and f"Could not shutdown instance w3 on node {NODE2}" in failed.stderr
+    # As Ganeti's procedure: the dead node marked offline, then the failover.
+    ok(cl.gnt("node", "modify", "-O", "yes", NODE2))
+    out = ok(cl.gnt("instance", "failover", "-f", "w3"))
+    assert f"please make sure node {NODE2} is down" in out, out
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w3"))
+    try:
+        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        assert int(found.group(1)) >= acknowledged
+        console.wait_for("CORRAL-GUEST-WROTE 5")  # node1's copy alone
+    finally:
+        console.close()
+    info = ok(cl.gnt("instance", "info", "w3"))
+    assert f"copies: {NODE1} (current), {NODE2} (outdated); sync generation 1" in info, info
+    # Node2 comes back: back to its copy is refused; a resync (a full copy:
+    # the dead primary's copy may hold writes never acknowledged) makes it current.
+    start_noded(node2.paths, node2.address, node2.port)
+    ok(cl.gnt("node", "modify", "--force", "-O", "no", NODE2))
+    refused = cl.gnt("instance", "failover", "-f", "w3")
+    assert refused.rc != 0
+    assert "Disk 0 is degraded on target node, aborting failover" in refused.stderr
+    out = ok(cl.gnt("instance", "activate-disks", "w3"))
+    assert "* Instance w3's disks are in sync" in out, out
+    info = ok(cl.gnt("instance", "info", "w3"))
+    assert f"copies: {NODE1} (current), {NODE2} (current); sync generation 2" in info, info
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "w3"))
+    assert on1.read_bytes() == on2.read_bytes()
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w3"))
+    assert not on1.exists() and not on2.exists()

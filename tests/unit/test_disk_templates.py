@@ -90,8 +90,11 @@ def test_the_tables_agree() -> None:
         "mirrored": Mirroring.INTERNAL,
     }
     assert {n for n, t in table.items() if t.moves.copy} == {"file"}
-    # mirrored's failover and migration are not built yet (refused).
+    # Ganeti's DTS_MIRRORED fail over (mirrored's migration is not built yet).
     assert {n for n, t in table.items() if t.moves.failover} == {
+        n for n, m in mirroring.items() if m is not Mirroring.NONE
+    }
+    assert {n for n, t in table.items() if t.moves.migrate} == {
         n for n, m in mirroring.items() if m is Mirroring.EXTERNAL
     }
     assert {n for n, t in table.items() if t.growable} == {"file", "sharedfile"}

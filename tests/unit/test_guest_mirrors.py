@@ -23,14 +23,28 @@ def argv() -> list[str]:
 def test_a_command_line_names_its_mirrored_disks() -> None:
     graph = json.loads(argv()[-1])
     quorum = graph["node-name"]
-    assert quorums(argv()) == {quorum: Link(quorum, DISK, "127.0.0.1", 9)}
-    assert quorums(["kvm", "-blockdev", '{"driver": "file", "node-name": "x"}']) == {}
+    assert quorum == qsd.quorum_name(DISK)
+    assert quorums(argv()) == ({quorum: Link(quorum, DISK, "127.0.0.1", 9)}, set())
+    assert quorums(["kvm", "-blockdev", '{"driver": "file", "node-name": "x"}']) == ({}, set())
+    # Started with the secondary's copy behind: a stand-in, no link.
+    alone = qsd.quorum_blockdev(Path("/srv/d"), "127.0.0.1", 9, DISK, "creds", "node2", 1 << 20)
+    assert [c["driver"] for c in alone["children"]] == ["file", "null-co"]
+    assert quorums(["kvm", "-blockdev", json.dumps(alone)]) == ({}, {quorum})
+
+
+async def test_a_guest_started_alone_is_known_alone() -> None:
+    mirrors = GuestMirrors()
+    alone = qsd.quorum_blockdev(Path("/srv/d"), "127.0.0.1", 9, DISK, "creds", "node2", 1 << 20)
+    mirrors.follow("vm1", ["kvm", "-blockdev", json.dumps(alone)])
+    assert mirrors.alone("vm1", DISK)
+    mirrors.forget("vm1")
+    assert not mirrors.alone("vm1", DISK)
 
 
 async def test_only_a_mirrored_disks_io_error_is_a_fault() -> None:
     mirrors = GuestMirrors()
     mirrors.follow("vm1", argv())
-    quorum = next(iter(quorums(argv())))
+    quorum = next(iter(quorums(argv())[0]))
     mirrors.io_error("vm1", {"node-name": "disk1", "reason": "No space left"})
     mirrors.io_error("vm2", {"node-name": quorum, "reason": "x"})  # not a guest it knows
     assert await mirrors.faults(0) == []

@@ -221,8 +221,8 @@ async def test_what_is_not_built_for_it_is_refused(cl: InProcessCluster) -> None
             "Conversion from the 'mirrored' disk template is not supported",
         ),
         (
-            {"OP_ID": "OP_INSTANCE_FAILOVER"},
-            "Instance's disk layout 'mirrored' does not allow failovers",  # not built yet
+            {"OP_ID": "OP_INSTANCE_MIGRATE"},
+            "Instance's disk layout 'mirrored' does not allow migrations",  # not built yet
         ),
     ):
         job = await cl.run({**op, "instance_name": INST})
@@ -266,3 +266,109 @@ async def test_a_reinstall_and_a_rename_write_both_copies(cl: InProcessCluster) 
     assert not any("WARNING" in line for line in job.log), job.log
     data = primary.read_bytes()
     assert data.startswith(b"RENAMED db2.example.com") and secondary.read_bytes() == data
+
+
+def failover(**fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": INST, **fields}
+
+
+async def test_a_failover_swaps_the_roles_and_both_copies_stay_written(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create())
+    assert job.status == SUCCESS, job.error
+    inst = cl.instance(INST)
+    assert inst is not None
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    [disk] = inst.disks
+    job = await cl.run(failover())
+    assert job.status == SUCCESS, job.error
+    assert "* checking disk consistency between source and target" in job.log
+    inst = cl.instance(INST)
+    assert inst is not None
+    assert (inst.primary_node, inst.secondary_nodes) == (n3, [n2])
+    [moved] = inst.disks
+    assert moved.nodes == [n3, n2] and moved.logical_id == [n3, n2, disk.logical_id[2]]
+    assert moved.children[0].nodes == [n3, n2] and moved.outdated == []
+    assert cl.running(3) == [INST] and cl.running(2) == []
+    # Node2 exports its copy now, node3's export is gone.
+    assert qsd.running(cl.node(2).paths, disk.uuid, "nbd") is not None
+    assert qsd.running(cl.node(3).paths, disk.uuid, "nbd") is None
+    # The OS scripts on node3 write both copies.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    on2, on3 = copies(cl, inst)
+    data = on3.read_bytes()
+    assert data.startswith(f"MIRROR {INST}".encode()) and on2.read_bytes() == data
+
+
+async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_copy(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create())
+    assert job.status == SUCCESS, job.error
+    before = state(cl)
+    job = await cl.run(failover(target_node=NODE1))
+    assert job.status == ERROR
+    assert job.error == (
+        "Instances with disk types mirrored cannot be failed over to arbitrary nodes"
+        " (neither an iallocator nor a target node can be passed)"
+    )
+    # The secondary's copy outdated (as the master records a failed secondary).
+    inst = cl.instance(INST)
+    assert inst is not None
+    behind = inst.copy_for_update()
+    assert isinstance(behind, Instance)
+    behind.disks[0].outdated = [cl.config_node(3).uuid]
+    tx = cl.cfg.transaction()
+    tx.update(behind)
+    await tx.commit()
+    before = state(cl)
+    job = await cl.run(failover())
+    assert job.status == ERROR
+    assert job.error == "Disk 0 is degraded on target node, aborting failover"
+    assert state(cl) == before
+    assert cl.running(2) == [INST]
+
+
+async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create())
+    assert job.status == SUCCESS, job.error
+    inst = cl.instance(INST)
+    assert inst is not None
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    generation = inst.disks[0].generation
+    cl.node(2).reachable = False
+    before = state(cl)
+    job = await cl.run(failover())
+    assert job.status == ERROR
+    assert job.error.startswith(f"Could not shutdown instance {INST} on node {NODE2}")
+    # Nothing changed (but the record of the failover that did not start,
+    # kept until node2 answers: the instance must run there again).
+    assert {**state(cl), "records": []} == {**before, "records": []}
+    job = await cl.run(failover(ignore_consistency=True))
+    assert job.status == SUCCESS, job.error
+    assert any(f"please make sure node {NODE2} is down" in line for line in job.log), job.log
+    inst = cl.instance(INST)
+    assert inst is not None
+    [disk] = inst.disks
+    assert (inst.primary_node, disk.nodes, disk.outdated) == (n3, [n3, n2], [n2])
+    assert disk.generation == generation + 1
+    assert cl.running(3) == [INST]
+    # The OS scripts write node3's copy alone; node2's stays as it was.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    on2, on3 = copies(cl, inst)
+    old = on2.read_bytes()
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert on3.read_bytes() != old and on2.read_bytes() == old
+    # Back to node2 is refused: its copy is behind.
+    cl.node(2).reachable = True
+    job = await cl.run(failover())
+    assert job.status == ERROR
+    assert job.error == "Disk 0 is degraded on target node, aborting failover"

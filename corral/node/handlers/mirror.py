@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from corral import errors
+from corral.disk_description import DiskDescription
 from corral.node.context import NodeContext
 from corral.node.handlers.base import rpc_handler
 from corral.node.hypervisor import CLASSES, get_hypervisor
+from corral.node.storage import mirrored
 from corral.rpc import calls_mirror as calls
-from corral.rpc.wire import MirrorFaultWire
+from corral.rpc.wire import DiskWire, MirrorFaultWire
 
 
 @rpc_handler(calls.mirror_faults)
@@ -36,12 +38,17 @@ _RESYNCS: dict[tuple[str, str, str], list[int]] = {}
 
 
 @rpc_handler(calls.mirror_resync)
-async def mirror_resync(
-    ctx: NodeContext, hypervisor: str, instance: str, disk: str, peer: str
-) -> None:
+async def mirror_resync(ctx: NodeContext, hypervisor: str, instance: str, disk: DiskWire) -> None:
     """Bring the secondary copy up to date; its progress meanwhile in
     mirror_resync_progress."""
-    key = (str(ctx.paths.root), instance, disk)
+    description = DiskDescription.from_wire(disk)
+    if mirrored.role(ctx.paths, description) != 0:
+        raise errors.OpExecError(
+            f"Disk {description.iv_name or description.uuid} of {instance} is resynced by"
+            " its primary node"
+        )
+    peer = mirrored.link(description)
+    key = (str(ctx.paths.root), instance, description.uuid)
     if key in _RESYNCS:
         raise errors.OpExecError(f"Disk {disk} of {instance} is being resynced already")
     progress = _RESYNCS[key] = [0, 0]
@@ -50,7 +57,7 @@ async def mirror_resync(
         progress[:] = [done, total]
 
     try:
-        await get_hypervisor(hypervisor, ctx.paths).mirror_resync(instance, disk, peer, told)
+        await get_hypervisor(hypervisor, ctx.paths).mirror_resync(instance, peer, told)
     finally:
         del _RESYNCS[key]
 

@@ -17,6 +17,7 @@ from typing import Any
 from corral import errors
 from corral import hvparams as hvparams_table
 from corral.node.hypervisor.spec import ConsoleInfo, InstanceInfo, InstanceSpec, MirrorFault
+from corral.node.storage.mirrored import Link as MirrorLink
 from corral.paths import Paths
 
 # Ganeti's reboot types (INSTANCE_REBOOT_*).
@@ -110,11 +111,11 @@ class Hypervisor(ABC):
         raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def mirror_resync(
-        self, name: str, disk: str, peer_name: str, progress: Callable[[int, int], None]
+        self, name: str, peer: MirrorLink, progress: Callable[[int, int], None]
     ) -> None:
-        """Bring disk ``disk``'s secondary copy (its node ``peer_name``) up to
-        date under guest ``name`` and write both again; ``progress`` is told
-        the bytes copied and in all as it goes."""
+        """Bring the secondary copy ``peer`` reaches up to date under guest
+        ``name`` and write both again; ``progress`` is told the bytes copied
+        and in all as it goes."""
         raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def balloon(self, spec: InstanceSpec, memory: int) -> None:

@@ -35,6 +35,7 @@ from corral.paths import Paths
 
 ROLE_NBD, ROLE_FUSE = "nbd", "fuse"
 FUSE_DEVICE = "/dev/fuse"
+MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Link:
     host: str  # the secondary's secondary IP
     port: int
     peer_name: str  # the name its certificate carries (TLS checks it)
+    # The secondary's copy is behind (the master says so): the primary writes
+    # its own copy alone, a stand-in in the quorum, until a resync.
+    alone: bool = False
 
 
 def _port(disk: DiskDescription) -> int:
@@ -76,7 +80,14 @@ def role(paths: Paths, disk: DiskDescription) -> int:
 def link(disk: DiskDescription) -> Link:
     """How the primary reaches the secondary's copy of ``disk``."""
     peer_name, host = disk.addresses[1]
-    return Link(export=disk.uuid, host=host, port=_port(disk), peer_name=peer_name)
+    alone = len(disk.nodes) == 2 and disk.nodes[1] in disk.outdated
+    return Link(export=disk.uuid, host=host, port=_port(disk), peer_name=peer_name, alone=alone)
+
+
+def alone_size(size: int, peer: Link) -> int | None:
+    """The stand-in's size in bytes (of a disk of ``size`` MiB) when the
+    secondary's copy is behind (see :func:`qsd.quorum_blockdev`)."""
+    return size * MIB if peer.alone else None
 
 
 class MirroredTemplate(NodeTemplate):
@@ -144,7 +155,14 @@ class MirroredTemplate(NodeTemplate):
         image, peer = self.attach(disk), link(disk)
         mountpoint = qsd.mirror_dir(self.paths) / f"{disk.uuid}.fuse"
         await qsd.start_fuse_export(
-            self.paths, disk.uuid, image, peer.host, peer.port, mountpoint, peer.peer_name
+            self.paths,
+            disk.uuid,
+            image,
+            peer.host,
+            peer.port,
+            mountpoint,
+            peer.peer_name,
+            alone_size(disk.size, peer),
         )
         try:
             yield mountpoint

@@ -38,6 +38,8 @@ ROLES = (ROLE_NBD, ROLE_FUSE)
 CREDS_ID = "corral-mirtls"
 # The node names of a mirrored disk's block graph: each prefix and the disk's tag.
 QUORUM_PREFIX, LOCAL_PREFIX, PEER_PREFIX = "mirror-", "local-", "peer-"
+# The child that takes the place of a secondary whose copy is behind.
+NULL_PREFIX = "null-"
 NBD_MAGIC = b"NBDMAGIC"
 # SIGTERM lets q-s-d unmount its FUSE export and flush; one that does not
 # exit by then (stopped, hung on its peer) is killed.
@@ -77,6 +79,11 @@ def _node_tag(export: str) -> str:
     return kept + hashlib.sha256(export.encode()).hexdigest()[:_TAG_HASH]
 
 
+def quorum_name(export: str) -> str:
+    """The node name of the quorum of the disk exported as ``export``."""
+    return QUORUM_PREFIX + _node_tag(export)
+
+
 def quorum_blockdev(
     image: Path,
     peer_host: str,
@@ -84,6 +91,7 @@ def quorum_blockdev(
     export: str,
     creds_id: str,
     tls_hostname: str | None = None,
+    alone_size: int | None = None,
 ) -> dict[str, Any]:
     """The QEMU block graph (JSON for --blockdev / -blockdev): quorum
     "mirror-<tag>" over the local file and the peer's NBD export, node names
@@ -91,7 +99,9 @@ def quorum_blockdev(
     local file (fifo), a write completes once both children have it.  The kvm
     hypervisor uses the same graph (with werror=stop on its device).
     ``tls_hostname``: the name the peer's certificate must carry (its node
-    name; without it, its address)."""
+    name; without it, its address).  ``alone_size``: the peer's copy is
+    behind, and a ``null-co`` child of that many bytes takes its place (the
+    local copy is written alone, the link is not opened)."""
     tag = _node_tag(export)
     peer: dict[str, Any] = {
         "driver": "nbd",
@@ -102,9 +112,11 @@ def quorum_blockdev(
     }
     if tls_hostname is not None:
         peer["tls-hostname"] = tls_hostname
+    if alone_size is not None:
+        peer = {"driver": "null-co", "node-name": NULL_PREFIX + tag, "size": alone_size}
     return {
         "driver": "quorum",
-        "node-name": QUORUM_PREFIX + tag,
+        "node-name": quorum_name(export),
         "vote-threshold": 2,
         "read-pattern": "fifo",
         "children": [
@@ -171,8 +183,11 @@ def _fuse_argv(
     peer_port: int,
     mountpoint: Path,
     tls_hostname: str | None,
+    alone_size: int | None,
 ) -> list[str]:
-    graph = quorum_blockdev(image, peer_host, peer_port, disk_uuid, CREDS_ID, tls_hostname)
+    graph = quorum_blockdev(
+        image, peer_host, peer_port, disk_uuid, CREDS_ID, tls_hostname, alone_size
+    )
     export = {
         "type": "fuse",
         "id": "export0",
@@ -273,12 +288,14 @@ async def start_fuse_export(
     peer_port: int,
     mountpoint: Path,
     tls_hostname: str | None = None,
+    alone_size: int | None = None,
 ) -> int:
-    """On the primary: the quorum over ``image`` and the peer's export,
-    exported by FUSE at ``mountpoint`` (created as an empty regular file 0600
-    if missing).  Idempotent.  Returns the pid."""
+    """On the primary: the quorum over ``image`` and the peer's export (or,
+    with ``alone_size``, a stand-in: see :func:`quorum_blockdev`), exported by
+    FUSE at ``mountpoint`` (created as an empty regular file 0600 if
+    missing).  Idempotent.  Returns the pid."""
     what = f"the FUSE export of disk {disk_uuid}"
-    argv = _fuse_argv(image, disk_uuid, peer_host, peer_port, mountpoint, tls_hostname)
+    argv = _fuse_argv(image, disk_uuid, peer_host, peer_port, mountpoint, tls_hostname, alone_size)
     return await _start(paths, disk_uuid, ROLE_FUSE, what, argv, mountpoint)
 
 

@@ -19,7 +19,7 @@ from corral import errors
 from corral.node import qemu_tls
 from corral.node.hypervisor.spec import DiskSpec, InstanceSpec, NicSpec
 from corral.node.storage import qsd
-from corral.node.storage.mirrored import Link
+from corral.node.storage.mirrored import Link, alone_size
 
 VNC_BASE_PORT = 5900
 VNC_TLS_ID = "vnctls0"
@@ -310,7 +310,13 @@ def _mirrored_disk(disk: DiskSpec, link: Link, device: str, drive: str) -> list[
     export; a failed write pauses the guest (werror=stop) rather than
     failing in it, until the node decides what follows."""
     graph = qsd.quorum_blockdev(
-        disk.path, link.host, link.port, link.export, qsd.CREDS_ID, link.peer_name
+        disk.path,
+        link.host,
+        link.port,
+        link.export,
+        qsd.CREDS_ID,
+        link.peer_name,
+        alone_size(disk.size, link),
     )
     graph["read-only"] = disk.mode != "rw"
     node = str(graph["node-name"])

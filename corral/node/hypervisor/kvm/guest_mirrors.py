@@ -46,7 +46,7 @@ WATCHDOG_PERIOD = 1.0
 WATCHDOG_MISSES = 3
 QUORUM_PREFIX, LOCAL_PREFIX, PEER_PREFIX = qsd.QUORUM_PREFIX, qsd.LOCAL_PREFIX, qsd.PEER_PREFIX
 # The child that takes a failed secondary's place in the quorum.
-NULL_PREFIX = "null-"
+NULL_PREFIX = qsd.NULL_PREFIX
 
 
 class Qmp(Protocol):
@@ -65,24 +65,26 @@ class Link:
     port: int
 
 
-def quorums(argv: Sequence[str]) -> dict[str, Link]:
-    """``{quorum node name: link}`` of the mirrored disks on a QEMU command line."""
-    found = {}
+def quorums(argv: Sequence[str]) -> tuple[dict[str, Link], set[str]]:
+    """The mirrored disks on a QEMU command line: ``{quorum node name: link}``
+    of those written to both copies, and the quorums started alone (their
+    secondary's copy behind, a stand-in in its place)."""
+    linked, alone = {}, set()
     for option, value in itertools.pairwise(argv):
         if option != "-blockdev" or not value.startswith("{"):
             continue
         graph = json.loads(value)
-        if graph.get("driver") == "quorum" and str(graph.get("node-name", "")).startswith(
-            QUORUM_PREFIX
-        ):
-            peers = [c for c in graph.get("children", []) if c.get("driver") == "nbd"]
-            if peers:
-                quorum, peer = str(graph["node-name"]), peers[0]
-                server = peer["server"]
-                found[quorum] = Link(
-                    quorum, str(peer["export"]), server["host"], int(server["port"])
-                )
-    return found
+        quorum = str(graph.get("node-name", ""))
+        if graph.get("driver") != "quorum" or not quorum.startswith(QUORUM_PREFIX):
+            continue
+        drivers = {c.get("driver"): c for c in graph.get("children", [])}
+        if "nbd" in drivers:
+            peer = drivers["nbd"]
+            server = peer["server"]
+            linked[quorum] = Link(quorum, str(peer["export"]), server["host"], int(server["port"]))
+        elif "null-co" in drivers:
+            alone.add(quorum)
+    return linked, alone
 
 
 class GuestMirrors:
@@ -91,7 +93,7 @@ class GuestMirrors:
     def __init__(self) -> None:
         self._disks: dict[str, dict[str, Link]] = {}  # instance → {quorum: link}
         self._faults: dict[tuple[str, str], MirrorFault] = {}
-        self._alone: set[tuple[str, str]] = set()  # (instance, disk) gone on alone
+        self._alone: set[tuple[str, str]] = set()  # (instance, quorum) written alone
         self._new_fault = asyncio.Event()
         self._watchdogs: dict[str, asyncio.Task[None]] = {}
 
@@ -99,9 +101,15 @@ class GuestMirrors:
         """Know the mirrored disks of guest ``name`` (from its command line)
         and watch their secondaries."""
         self.forget(name)
-        disks = quorums(argv)
+        disks, alone = quorums(argv)
+        self._alone |= {(name, quorum) for quorum in alone}
         if disks:
             self._disks[name] = disks
+            self._watch(name)
+
+    def _watch(self, name: str) -> None:
+        watchdog = self._watchdogs.get(name)
+        if watchdog is None or watchdog.done():
             self._watchdogs[name] = asyncio.get_running_loop().create_task(
                 self._watchdog(name), name=f"mirror-watchdog-{name}"
             )
@@ -120,7 +128,7 @@ class GuestMirrors:
         misses: dict[str, int] = {}
         while self._disks.get(name):
             for link in list(self._disks[name].values()):
-                if (name, link.disk) in self._alone:
+                if (name, link.quorum) in self._alone:
                     continue
                 if await qsd.probe(link.host, link.port, WATCHDOG_PERIOD):
                     misses[link.disk] = 0
@@ -163,12 +171,15 @@ class GuestMirrors:
         return found[0]
 
     def alone(self, name: str, disk: str) -> bool:
-        """Whether the guest writes disk ``disk`` without its secondary."""
-        return (name, disk) in self._alone
+        """Whether the guest writes disk ``disk`` (uuid) without its secondary."""
+        return (name, qsd.quorum_name(disk)) in self._alone
 
-    def linked(self, name: str, disk: str) -> None:
-        """A resync joined the secondary again (:mod:`.mirror_resync`)."""
-        self._alone.discard((name, disk))
+    def linked(self, name: str, link: Link) -> None:
+        """A resync joined the secondary again (:mod:`.mirror_resync`): it is
+        watched from now on."""
+        self._alone.discard((name, link.quorum))
+        self._disks.setdefault(name, {})[link.quorum] = link
+        self._watch(name)
 
     async def degrade(self, name: str, disk: str, qmp: Qmp) -> None:
         """Guest ``name`` goes on without disk ``disk``'s secondary copy (see
@@ -190,7 +201,7 @@ class GuestMirrors:
             await qmp.execute("x-blockdev-change", {"parent": quorum, "node": null})
         for child in await children(qmp, quorum, PEER_PREFIX):
             await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
-        self._alone.add((name, disk))  # no link left to watch
+        self._alone.add((name, quorum))  # no link left to watch
         self._faults.pop((name, disk), None)
         if any(key[0] == name for key in self._faults):
             return  # another disk of the guest waits for the master still

@@ -35,7 +35,7 @@ from corral.node.hypervisor.kvm import (
     vnc_listener,
 )
 from corral.node.hypervisor.kvm.console import console_info
-from corral.node.hypervisor.kvm.guest_mirrors import GuestMirrors
+from corral.node.hypervisor.kvm.guest_mirrors import GuestMirrors, Link
 from corral.node.hypervisor.kvm.migration import Migrations
 from corral.node.hypervisor.kvm.mirror_creds import mirror_creds
 from corral.node.hypervisor.kvm.mirror_resync import Progress
@@ -54,6 +54,8 @@ from corral.node.meminfo import memory_info
 from corral.node.metad_feed import MetadFeed
 from corral.node.netdev import dhcp
 from corral.node.netrules import NetRules
+from corral.node.storage import qsd
+from corral.node.storage.mirrored import Link as MirrorLink
 from corral.node.uidpool import UidPool
 from corral.paths import Paths
 
@@ -204,14 +206,16 @@ class KvmHypervisor(Hypervisor):
     async def mirror_faults(self, wait: float) -> list[MirrorFault]:
         return await self.mirrors.faults(wait)
 
-    async def mirror_resync(self, name: str, disk: str, peer_name: str, progress: Progress) -> None:
+    async def mirror_resync(self, name: str, peer: MirrorLink, progress: Progress) -> None:
         monitor = self.monitors.get(name)
         if monitor is None:
             raise errors.OpExecError(f"Instance {name} is not running on this node")
+        disk = peer.export
         if not self.mirrors.alone(name, disk):
             raise errors.OpExecError(f"Disk {disk} of {name} is written to both copies already")
-        await mirror_resync.resync(monitor, self.mirrors.link(name, disk), peer_name, progress)
-        self.mirrors.linked(name, disk)
+        link = Link(qsd.quorum_name(disk), disk, peer.host, peer.port)
+        await mirror_resync.resync(monitor, link, peer.peer_name, progress)
+        self.mirrors.linked(name, link)
 
     async def mirror_degrade(self, name: str, disk: str) -> None:
         async with self._lock(name):

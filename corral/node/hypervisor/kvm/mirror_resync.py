@@ -81,7 +81,10 @@ async def _copy(qmp: Qmp, tag: str, local: str, peer: str, progress: Progress) -
         await qmp.execute("x-blockdev-change", {"parent": quorum, "node": peer})
         for child in await children(qmp, quorum, NULL_PREFIX):
             await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
-        await qmp.execute("blockdev-del", {"node-name": NULL_PREFIX + tag})
+        if await _exists(qmp, NULL_PREFIX + tag):
+            # Added by a degrade; one of the command line (started alone)
+            # went with its parent's link.
+            await qmp.execute("blockdev-del", {"node-name": NULL_PREFIX + tag})
         await qmp.execute("block-dirty-bitmap-remove", {"node": local, "name": RESYNC_BITMAP})
     finally:
         if running:
@@ -118,6 +121,12 @@ async def _round(
         with contextlib.suppress(errors.OpExecError):
             await qmp.execute("job-cancel", {"id": job, "force": True})
         raise
+
+
+async def _exists(qmp: Qmp, name: str) -> bool:
+    """Whether a block node of that name is there."""
+    nodes = await qmp.execute("query-named-block-nodes", {"flat": True})
+    return any(node["node-name"] == name for node in nodes)
 
 
 async def _dirty(qmp: Qmp, local: str) -> int | None:
