@@ -4,9 +4,12 @@ options and output."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from corral import constants as C
+from corral import errors
 from corral.cli import common
+from corral.cli.errors_fmt import format_error
 from corral.cli.jobexec import JobExecutor
 
 TYPE_CHECKING = False  # not typing's: see corral/cli/__init__.py
@@ -27,14 +30,33 @@ def cmd_verify_disks(opts: argparse.Namespace) -> int:
         if not ok:
             print(f"Job failed: {job_result}")
             continue
-        # Corral's disks need no activation: the list of instances that need it is empty.
-        ((bad_nodes, _, missing),) = job_result
+        ((bad_nodes, instances, missing),) = job_result
         code |= _report(bad_nodes, missing)
+        code |= _activate(opts, client, [name for name in instances if name not in missing])
+        if not missing and not instances:
+            print("No disks need to be activated.")
+    return code
+
+
+def _activate(opts: argparse.Namespace, client: Any, names: list[str]) -> int:
+    """activate-disks for each instance that needs it (mirrored copies to resync)."""
+    code = C.EXIT_SUCCESS
+    for name in names:
+        print(f"Activating disks for instance '{name}'")
+        try:
+            common.submit_or_send(
+                opts, {"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": name}, client
+            )
+        except errors.GenericError as err:
+            failed, message = format_error(err)
+            code |= failed
+            print(f"Error activating disks for instance {name}: {message}", file=sys.stderr)
     return code
 
 
 def _report(bad_nodes: dict[str, str], missing: dict[str, list[list[str]]]) -> int:
-    """One group's findings, as Ganeti's VerifyDisks prints them."""
+    """One group's node errors and missing volumes, as Ganeti's VerifyDisks
+    prints them."""
     code = C.EXIT_SUCCESS
     for node, text in bad_nodes.items():
         print(f"Error gathering data on node {node}: {text[-400:]}")
@@ -54,8 +76,6 @@ def _report(bad_nodes: dict[str, str], missing: dict[str, list[list[str]]]) -> i
             " message persists after fixing broken nodes."
         )
         code = C.EXIT_FAILURE
-    else:
-        print("No disks need to be activated.")
     return code
 
 

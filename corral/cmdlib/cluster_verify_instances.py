@@ -4,8 +4,9 @@ From the nodes' node_verify answers: instances running where the config says
 and nowhere else (EINSTANCEWRONGNODE, ENODEORPHANINSTANCE, EINSTANCEDOWN),
 their disks present and as large as configured (EINSTANCEMISSINGDISK,
 EINSTANCEFAULTYDISK), files in the storage directories no instance owns
-(ENODEORPHANLV, a warning as Ganeti's unknown volumes), and Ganeti's closing
-notes.  Ganeti's texts (cmdlib/cluster/verify.py).
+(ENODEORPHANLV, a warning as Ganeti's unknown volumes), mirrored disks with
+an outdated copy (EINSTANCEFAULTYDISK, as Ganeti's degraded DRBD), and
+Ganeti's closing notes.  Ganeti's texts (cmdlib/cluster/verify.py).
 """
 
 from __future__ import annotations
@@ -131,6 +132,23 @@ class InstanceChecks:
             self.report("EINSTANCEBADNODE", "instance", inst.name, text)
         for node in disk_nodes(inst):
             self._disks(inst, node, wanted.get(node, []))
+        if inst.disks_active:
+            self._degraded(inst)
+
+    def _degraded(self, inst: Instance) -> None:
+        """Mirrored disks with a copy behind, as Ganeti's degraded DRBD: the
+        current copies degraded with a sound local disk (a warning), the
+        outdated ones faulty (an error)."""
+        for idx, disk in enumerate(inst.disks):
+            if not disk.outdated:
+                continue
+            for node in disk.nodes:
+                faulty = node in disk.outdated
+                text = (
+                    f"disk/{idx} on {self.node_name(node)} is degraded; local disk state"
+                    f" is '{'faulty' if faulty else 'ok'}'"
+                )
+                self.report("EINSTANCEFAULTYDISK", "instance", inst.name, text, not faulty)
 
     def _disks(self, inst: Instance, node: str, wanted: list[tuple[Instance, int]]) -> None:
         img = self.images.get(node)

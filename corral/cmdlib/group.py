@@ -313,8 +313,12 @@ class LUGroupAssignNodes(_GroupLU):
 
 
 class LUGroupVerifyDisks(_GroupLU):
-    """Ganeti checks only DRBD disks here, which Corral has none of: nothing
-    to report (no node errors, no degraded instances, no missing volumes)."""
+    """Ganeti's ``[node errors, instances needing activate-disks, missing
+    volumes]`` of the group.  Corral's disks that can need activate-disks are
+    mirrored ones, Ganeti's DRBD: an instance with active disks of which a
+    copy is outdated (the configuration says so: the master records a failed
+    secondary before the guest goes on) needs its resync.  Corral has no
+    logical volumes to miss."""
 
     OPCODE = opg.OpGroupVerifyDisks
 
@@ -323,4 +327,9 @@ class LUGroupVerifyDisks(_GroupLU):
         self.share_locks[C.LEVEL_NODEGROUP] = True
 
     async def exec(self) -> Any:
-        return [{}, [], {}]
+        behind = [
+            inst.name
+            for inst in group_instances(self.cfg, self.group)
+            if inst.disks_active and any(disk.outdated for disk in inst.disks)
+        ]
+        return [{}, sorted(behind), {}]

@@ -611,6 +611,7 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             desc = U.first_boot(U.start_descriptor(self.cfg, inst, self.ctx.hide), inst)
             await self._node_call(instance_start(desc, False), "Could not start instance")
             inst.self_install = False  # its first start is done: back to run mode
+            inst.disks_active = True  # as a startup's (Ganeti's create records it so too)
 
     def _install_kind(self) -> installer.InstallKind | None:
         """Where the new disks' data comes from, by the opcode's mode."""

@@ -140,9 +140,10 @@ class LUInstanceActivateDisks(InstanceLU):
         inst = self.updated()
         inst.disks_active = True
         # As Ganeti's wait for DRBD's sync: outdated mirrored copies resynced
-        # (under the running guest: its QEMU holds the dirty bitmap).
-        if any(disk.outdated for disk in inst.disks) and await self.is_running():
-            await mirror_sync.resync_outdated(self, inst)
+        # (under the running guest, its QEMU holding the dirty bitmap; else
+        # copied whole).
+        if any(disk.outdated for disk in inst.disks):
+            await mirror_sync.resync_outdated(self, inst, await self.is_running())
         self.tx.update(inst)
         return info
 

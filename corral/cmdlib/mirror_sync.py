@@ -1,9 +1,10 @@
 """Resyncing an instance's outdated mirrored copies (issue 26), as Ganeti's
 activate-disks waits for DRBD to sync: the secondary's export assembled
 (activate-disks did), the primary copies what the copy missed while the guest
-runs (:mod:`corral.node.hypervisor.kvm.mirror_resync`), the job log shows the
-progress in Ganeti's words, and once the copy is current the configuration
-says so, a new sync generation.
+runs (:mod:`corral.node.hypervisor.kvm.mirror_resync`) or, the instance
+stopped, all of its copy (:mod:`corral.node.storage.mirror_copy`); the job
+log shows the progress in Ganeti's words, and once the copy is current the
+configuration says so, a new sync generation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from corral.cmdlib import instance_utils as U
 from corral.objects import Instance, Node
-from corral.rpc.calls_mirror import mirror_resync, mirror_resync_progress
+from corral.rpc.calls_mirror import mirror_copy, mirror_resync, mirror_resync_progress
 
 if TYPE_CHECKING:
     from corral.cmdlib.instance_base import InstanceLU
@@ -23,14 +24,20 @@ if TYPE_CHECKING:
 PROGRESS_EVERY = 2.0
 
 
-async def resync_outdated(lu: InstanceLU, inst: Instance) -> None:
+async def resync_outdated(lu: InstanceLU, inst: Instance, running: bool) -> None:
     """Bring every outdated copy of the disks of ``inst`` (the unit's copy of
-    the running instance, to commit) up to date; each disk marked current."""
+    the instance, to commit; ``running`` or not) up to date; each disk marked
+    current."""
     pnode = lu.cfg.lookup(Node, inst.primary_node)
     for disk in inst.disks:
         if not disk.outdated:
             continue
-        request = mirror_resync(inst.hypervisor, inst.name, U.disk_wire(lu.cfg, disk))
+        wire = U.disk_wire(lu.cfg, disk)
+        request = (
+            mirror_resync(inst.hypervisor, inst.name, wire)
+            if running
+            else mirror_copy(inst.name, wire)
+        )
         what = f"Could not resync disk {disk.iv_name} of {inst.name} on node {pnode.name}"
         copying = asyncio.create_task(lu.master.rpc.run(pnode, request, what))
         try:

@@ -34,6 +34,12 @@ def mirror_resync(hypervisor: str, instance: str, disk: DiskWire) -> None:
     missed while the guest wrote alone, then write both again."""
 
 
+@node_call(C.RPC_TMO_1DAY, effect=CHANGES)
+def mirror_copy(instance: str, disk: DiskWire) -> None:
+    """Copy all of the stopped instance's copy of the disk to its secondary
+    copy (its node's export runs)."""
+
+
 @node_call(C.RPC_TMO_URGENT, effect=READS)
 def mirror_resync_progress(instance: str, disk: str) -> list[int] | None:
     """``[bytes copied, bytes in all]`` of a running mirror_resync (None: none runs)."""

@@ -240,8 +240,11 @@ def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     refused = cl.gnt("instance", "failover", "-f", "w3")
     assert refused.rc != 0
     assert "Disk 0 is degraded on target node, aborting failover" in refused.stderr
-    out = ok(cl.gnt("instance", "activate-disks", "w3"))
-    assert "* Instance w3's disks are in sync" in out, out
+    # Ganeti's way to find and repair them: verify-disks activates the disks.
+    out = ok(cl.gnt("cluster", "verify-disks"))
+    assert "Activating disks for instance 'w3'" in out, out
+    again = ok(cl.gnt("cluster", "verify-disks"))
+    assert "No disks need to be activated." in again and "Activating" not in again, again
     info = ok(cl.gnt("instance", "info", "w3"))
     assert f"copies: {NODE1} (current), {NODE2} (current); sync generation 2" in info, info
     ok(cl.gnt("instance", "shutdown", "--timeout=0", "w3"))

@@ -331,6 +331,18 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
     assert job.error == "Disk 0 is degraded on target node, aborting failover"
     assert state(cl) == before
     assert cl.running(2) == [INST]
+    # verify-disks names it (its disks need activate-disks: a resync), and
+    # cluster verify says it is degraded (Ganeti's words for DRBD's).
+    job = await cl.run({"OP_ID": "OP_GROUP_VERIFY_DISKS", "group_name": "default"})
+    assert job.status == SUCCESS, job.error
+    assert job.result == [{}, [INST], {}]
+    job = await cl.run({"OP_ID": "OP_CLUSTER_VERIFY_GROUP", "group_name": "default"})
+    assert job.status == SUCCESS, job.error
+    degraded = [line for line in job.log if "is degraded" in line]
+    assert degraded == [
+        f"  - WARNING: instance {INST}: disk/0 on {NODE2} is degraded; local disk state is 'ok'",
+        f"  - ERROR: instance {INST}: disk/0 on {NODE3} is degraded; local disk state is 'faulty'",
+    ], job.log
 
 
 async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
@@ -372,3 +384,14 @@ async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
     job = await cl.run(failover())
     assert job.status == ERROR
     assert job.error == "Disk 0 is degraded on target node, aborting failover"
+    # activate-disks copies the stopped instance's copy whole; then it may.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert f"* Instance {INST}'s disks are in sync" in job.log
+    assert on2.read_bytes() == on3.read_bytes()
+    inst = cl.instance(INST)
+    assert inst is not None
+    assert (inst.disks[0].outdated, inst.disks[0].generation) == ([], generation + 2)
+    job = await cl.run(failover())
+    assert job.status == SUCCESS, job.error
+    assert cl.instance(INST).primary_node == n2  # type: ignore[union-attr]
