@@ -245,6 +245,13 @@ HV_MIGRATION_ACTIVE: Final = "active"
 HV_MIGRATION_COMPLETED: Final = "completed"
 HV_MIGRATION_FAILED_STATUSES: Final = frozenset(("cancelled", "failed"))
 
+# replace-disks' modes (Ganeti's REPLACE_DISK_*).
+REPLACE_DISK_PRI: Final = "replace_on_primary"
+REPLACE_DISK_SEC: Final = "replace_on_secondary"
+REPLACE_DISK_CHG: Final = "replace_new_secondary"
+REPLACE_DISK_AUTO: Final = "replace_auto"
+REPLACE_MODES: Final = (REPLACE_DISK_PRI, REPLACE_DISK_SEC, REPLACE_DISK_CHG, REPLACE_DISK_AUTO)
+
 # Exports and inter-cluster moves (Ganeti's EXPORT_MODE_*, IEC_*, RIE_*).
 EXPORT_MODE_LOCAL: Final = "local"
 EXPORT_MODE_REMOTE: Final = "remote"

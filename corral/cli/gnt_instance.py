@@ -355,7 +355,6 @@ def build_parser() -> common.Parser:
         [
             "batch-create",
             "change-group",
-            "replace-disks",
         ],
     )
     return parser

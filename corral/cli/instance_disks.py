@@ -1,5 +1,5 @@
-"""gnt-instance activate-disks, deactivate-disks and recreate-disks, with
-Ganeti 3.0.2's options and output."""
+"""gnt-instance activate-disks, deactivate-disks, recreate-disks and
+replace-disks, with Ganeti 3.0.2's options and output."""
 
 from __future__ import annotations
 
@@ -86,8 +86,52 @@ def cmd_recreate_disks(opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
+def _replace_mode(opts: argparse.Namespace, disks: list[int]) -> str:
+    """The replacement mode the options ask for (Ganeti's checks and words)."""
+    given = [opts.on_primary, opts.on_secondary, opts.auto, opts.dst_node is not None,
+             opts.iallocator is not None]  # fmt: skip
+    if given.count(True) != 1:
+        raise errors.OpPrereqError(
+            "One and only one of the -p, -s, -a, -n and -I options must be passed",
+            C.ECODE_INVAL,
+        )
+    if opts.on_primary:
+        return C.REPLACE_DISK_PRI
+    if opts.on_secondary:
+        return C.REPLACE_DISK_SEC
+    if opts.auto:
+        if disks:
+            raise errors.OpPrereqError(
+                "Cannot specify disks when using automatic mode", C.ECODE_INVAL
+            )
+        return C.REPLACE_DISK_AUTO
+    return C.REPLACE_DISK_CHG
+
+
+def cmd_replace_disks(opts: argparse.Namespace) -> int:
+    """Replace the copies of a mirrored instance's disks."""
+    disks: list[int] = []
+    if opts.disks is not None:
+        try:
+            disks = [int(index) for index in opts.disks.split(",")]
+        except ValueError as err:
+            raise errors.OpPrereqError(f"Invalid disk index passed: {err}", C.ECODE_INVAL) from None
+    op = {
+        "OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+        "instance_name": opts.instance[0],
+        "disks": disks,
+        "remote_node": opts.dst_node,
+        "mode": _replace_mode(opts, disks),
+        "iallocator": opts.iallocator,
+        "early_release": opts.early_release,
+        "ignore_ipolicy": opts.ignore_ipolicy,
+    }
+    common.submit_or_send(opts, op)
+    return C.EXIT_SUCCESS
+
+
 def add_commands(sub: Any) -> None:
-    """Register the three commands with Ganeti's options."""
+    """Register the four commands with Ganeti's options."""
     p = common.add_command(
         sub, "activate-disks", cmd_activate_disks, "Activate an instance's disks"
     )
@@ -109,3 +153,20 @@ def add_commands(sub: Any) -> None:
     p.add_argument("-I", "--iallocator", help="Select nodes for the instance automatically")
     common.add_submit_options(p)
     common.add_args(p, "instance", "<instance-name>", 1, 1)
+    p = common.add_command(
+        sub, "replace-disks", cmd_replace_disks, "Replaces disks for the instance"
+    )
+    on = " (applies only to internally mirrored disk templates, e.g. mirrored)"
+    for flags, text in (
+        (("-a", "--auto"), "Automatically replace faulty disks" + on),
+        (("--early-release",), "Release the locks on the secondary node(s) early"),
+        (("-p", "--on-primary"), "Replace the disk(s) on the primary node" + on),
+        (("-s", "--on-secondary"), "Replace the disk(s) on the secondary node" + on),
+        (("--ignore-ipolicy",), "Ignore instance policy violations"),
+    ):
+        p.add_argument(*flags, action="store_true", help=text)
+    p.add_argument("--disks", help="Comma-separated list of disks indices to act on")
+    p.add_argument("-I", "--iallocator", help="Select new secondary for the instance")
+    p.add_argument("-n", "--new-secondary", dest="dst_node", help="Specifies the new secondary")
+    common.add_submit_options(p)
+    common.add_args(p, "instance", "[-s|-p|-a|-n NODE|-I NAME] <instance-name>", 1, 1)

@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 PROGRESS_EVERY = 2.0
 
 
-async def resync_outdated(lu: InstanceLU, inst: Instance, running: bool) -> None:
+async def resync_outdated(
+    lu: InstanceLU, inst: Instance, running: bool, full: bool = False
+) -> None:
     """Bring every outdated copy of the disks of ``inst`` (the unit's copy of
-    the instance, to commit; ``running`` or not) up to date; each disk marked
+    the instance, to commit; ``running`` or not) up to date, copying all of
+    them when ``full`` (new copies) or the guest is stopped; each disk marked
     current."""
     pnode = lu.cfg.lookup(Node, inst.primary_node)
     for disk in inst.disks:
@@ -34,7 +37,7 @@ async def resync_outdated(lu: InstanceLU, inst: Instance, running: bool) -> None
             continue
         wire = U.disk_wire(lu.cfg, disk)
         request = (
-            mirror_resync(inst.hypervisor, inst.name, wire)
+            mirror_resync(inst.hypervisor, inst.name, wire, full)
             if running
             else mirror_copy(inst.name, wire)
         )

@@ -158,10 +158,22 @@ class LUNodeEvacuate(_NodeJobsLU):
         if not self.names:
             return await self.submit([])
         if self.remote is not None:
-            # Secondary instances to a new secondary: replace-disks, which
-            # Corral lacks with its templates (none has secondaries).
-            raise errors.OpPrereqError(
-                "Changing secondary nodes is not built in Corral", C.ECODE_INVAL
+            # As Ganeti's: the secondary instances to the given new secondary,
+            # a replace-disks job each.
+            remote = self.remote.name
+            return await self.submit(
+                [
+                    [
+                        opi.OpInstanceReplaceDisks(
+                            instance_name=name,
+                            remote_node=remote,
+                            disks=[],
+                            mode=C.REPLACE_DISK_CHG,
+                            early_release=self.op.early_release,
+                        )
+                    ]
+                    for name in self.names
+                ]
             )
         return await self.submit(await self._allocate())
 

@@ -53,6 +53,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "OP_INSTANCE_RECREATE_DISKS",
     ),
     "instance_migration": ("OP_INSTANCE_FAILOVER", "OP_INSTANCE_MIGRATE"),
+    "mirror_replace": ("OP_INSTANCE_REPLACE_DISKS",),
     "instance_move": ("OP_INSTANCE_MOVE",),
     "instance_operation": (
         "OP_INSTANCE_REBOOT",

@@ -208,6 +208,20 @@ class OpInstanceRecreateDisks(_InstanceOp):
     iallocator: NonEmptyStr | None = None
 
 
+class OpInstanceReplaceDisks(_InstanceOp):
+    OP_ID = "OP_INSTANCE_REPLACE_DISKS"
+
+    mode: Literal[
+        "replace_on_primary", "replace_on_secondary", "replace_new_secondary", "replace_auto"
+    ]
+    disks: list[NonNegInt] = Field(default_factory=list)
+    remote_node: NonEmptyStr | None = None
+    remote_node_uuid: NonEmptyStr | None = None
+    iallocator: NonEmptyStr | None = None
+    early_release: bool = False
+    ignore_ipolicy: bool = False
+
+
 class OpInstanceFailover(_InstanceOp):
     OP_ID = "OP_INSTANCE_FAILOVER"
 

@@ -114,6 +114,28 @@ async def console(call: Call) -> Any:
     return description
 
 
+def replace_disks_inputs(call: Call) -> tuple[Any, dict[str, Any]]:
+    """Ganeti's: the body, or (its legacy interface) the query arguments; the
+    disks a list of indexes or a string "0, 1"."""
+    if call.body:
+        data = dict(check_type(call.body, dict, "Body"))
+    elif call.query:
+        names = ("remote_node", "mode", "disks", "iallocator")
+        data = {name: call.str_arg(name) for name in names}
+    else:
+        data = {}
+    raw = data.pop("disks", None)
+    if raw:
+        if isinstance(raw, list) and all(type(part) is int for part in raw):
+            data["disks"] = raw
+        else:
+            try:
+                data["disks"] = [int(part) for part in str(raw).split(",")]
+            except ValueError as err:
+                raise bad_request(f"Invalid disk index passed: {err}") from None
+    return data, {_NAME: call.items[0]}
+
+
 def _instance(suffix: str, name: str, methods: dict[str, Any]) -> Resource:
     return Resource(f"instances_name{name}", f"/2/instances/{{instance_name}}{suffix}", methods)
 
@@ -223,7 +245,7 @@ RESOURCES = [
     _instance(
         "/replace-disks",
         "_replace_disks",
-        {"POST": opcode("OP_INSTANCE_REPLACE_DISKS", "Replace disks", on_item(_NAME))},
+        {"POST": opcode("OP_INSTANCE_REPLACE_DISKS", "Replace disks", replace_disks_inputs)},
     ),
     _instance(
         "/activate-disks",

@@ -29,9 +29,10 @@ def mirror_degrade(hypervisor: str, instance: str, disk: str) -> None:
 
 
 @node_call(C.RPC_TMO_1DAY, effect=CHANGES)
-def mirror_resync(hypervisor: str, instance: str, disk: DiskWire) -> None:
+def mirror_resync(hypervisor: str, instance: str, disk: DiskWire, full: bool) -> None:
     """Copy to the disk's secondary copy (its node's export runs) what it
-    missed while the guest wrote alone, then write both again."""
+    missed while the guest wrote alone (all of it when ``full``: a new
+    copy), then write both again."""
 
 
 @node_call(C.RPC_TMO_1DAY, effect=CHANGES)

@@ -456,6 +456,7 @@ node, inst = A["node"], I3
 job("moves/redist-conf", W.RedistributeConfig)
 job("moves/migrate", W.MigrateInstance, inst)
 job("moves/failover", W.FailoverInstance, inst)
+job("moves/replace-disks", W.ReplaceInstanceDisks, inst)  # Ganeti's legacy query arguments
 job("moves/migrate-node", W.MigrateNode, node)
 # Exports: prepare (nothing to do for a local one); the export of the running
 # file instance reaches the LU, which refuses it as Ganeti's does (no snapshots,
@@ -467,7 +468,6 @@ job("export/local", W.ExportInstance, inst, "local", node, shutdown=True)
 missing = [
     ("InstancesMultiAlloc", W.InstancesMultiAlloc,
      [[W.InstanceAllocation("create", "m.example.com", "diskless", [], [], os=A["os"])]], {}),
-    ("ReplaceInstanceDisks", W.ReplaceInstanceDisks, [inst], {}),
 ]
 for name, fn, args, kwargs in missing:
     call("missing/" + name, fn, *args, **kwargs)
@@ -592,6 +592,9 @@ def test_moves_run_as_jobs(instance_answers: dict[str, Any]) -> None:
         # Submitted and followed through Ganeti's client; refused as Ganeti would.
         assert a[key]["completed"] is False, a[key]
         assert "does not allow" in a[key]["failed"], a[key]
+    replaced = a["moves/replace-disks"]
+    assert replaced["completed"] is False, replaced
+    assert "Can only run replace disks for mirrored instances" in replaced["failed"], replaced
     # The node migration submits one job per instance (which fail the same way).
     assert "jobs" in done(a, "moves/migrate-node")[0], a["moves/migrate-node"]
 
@@ -607,7 +610,7 @@ def test_local_export(instance_answers: dict[str, Any]) -> None:
 def test_missing_operations_are_501(instance_answers: dict[str, Any]) -> None:
     a = instance_answers
     missing = sorted(key for key in a if key.startswith("missing/") and key != "missing/read-only")
-    assert len(missing) == 2
+    assert len(missing) == 1
     for key in missing:
         # Once Corral has the operation, the call belongs in a test of its own.
         assert refused(a, key) == 501, (key, a[key])

@@ -395,7 +395,7 @@ def test_drained_queue_refuses_jobs_until_undrained(
 @pytest.mark.parametrize(
     "argv",
     [
-        ["instance", "replace-disks", "inst1.example.com"],
+        ["instance", "change-group", "inst1.example.com"],
         ["cluster", "upgrade", "--to", "3.0"],
         ["debug", "allocator", "--mode", "relocate", "x"],
     ],
@@ -405,6 +405,13 @@ def test_ganeti_commands_not_built_say_so(
 ) -> None:
     name = f"gnt-{argv[0]} {argv[1]}"
     failed(cl.gnt(*argv), 1, f"Failure: '{name}' is not built in Corral yet\n")
+    assert cluster_state(cl) == before
+
+
+def test_replace_disks_needs_one_mode(cl: TestCluster, before: dict[str, Any]) -> None:
+    result = cl.gnt("instance", "replace-disks", "-s", "-p", "inst1.example.com")
+    assert result.rc == 1, result
+    assert "One and only one of the -p, -s, -a, -n and -I options must be passed" in result.stderr
     assert cluster_state(cl) == before
 
 

@@ -27,7 +27,7 @@ from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_
 
 pytestmark = pytest.mark.slow
 
-NODE1, NODE2 = "node1.example.com", "node2.example.com"
+NODE1, NODE2, NODE3 = "node1.example.com", "node2.example.com", "node3.example.com"
 MARKER = "on-two-nodes"
 SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
 
@@ -51,6 +51,18 @@ def two_nodes() -> Iterator[tuple[TestCluster, Noded]]:
         finally:
             node2.stop()
             kill_leftovers(node2.paths.run_dir)
+
+
+@pytest.fixture(scope="module")
+def node3(two_nodes: tuple[TestCluster, Noded]) -> Iterator[Noded]:
+    """A third node of the cluster (a new secondary's)."""
+    cl, _ = two_nodes
+    node = add_node(cl, cl.paths.root / "n3", NODE3)
+    try:
+        yield node
+    finally:
+        node.stop()
+        kill_leftovers(node.paths.run_dir)
 
 
 def boots(cl: TestCluster, name: str) -> list[str]:
@@ -251,3 +263,48 @@ def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     assert on1.read_bytes() == on2.read_bytes()
     ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w3"))
     assert not on1.exists() and not on2.exists()
+
+
+def test_replace_disks_to_a_new_node_while_the_guest_writes_then_failover_to_it(
+    two_nodes: tuple[TestCluster, Noded], node3: Noded
+) -> None:
+    cl, node2 = two_nodes
+    ok(
+        add(
+            cl, "w4", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
+            "-H", f"kvm:kernel_args={WRITER_ARGS}",
+        )
+    )  # fmt: skip
+    on1, on2 = copies(cl, node2, "w4")
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w4"))
+    try:
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+        out = ok(cl.gnt("instance", "replace-disks", "-n", NODE3, "w4"))
+        written = last_written(console.seen())
+        console.wait_for(f"CORRAL-GUEST-WROTE {written + 5}\\b", timeout=60)
+        assert "WRITE-FAILED" not in console.seen()
+        out += ok(cl.gnt("instance", "shutdown", "--timeout=0", "w4"))
+        acknowledged = last_written(console.seen())
+    finally:
+        console.close()
+    assert "Replacing disk(s) 0 for instance 'w4'" in out, out
+    assert query(cl, ["pnode", "snodes"], "w4")["w4"] == {"pnode": NODE1, "snodes": [NODE3]}
+    info = ok(cl.gnt("instance", "info", "w4"))
+    assert f"copies: {NODE1} (current), {NODE3} (current)" in info, info
+    [on3] = (node3.paths.file_storage_dir / "w4").glob("*.mirrored.disk0")
+    assert not on2.exists()
+    assert on3.read_bytes() == on1.read_bytes()
+    assert sector_count(on3) >= acknowledged
+    # Its data is intact where it now fails over to.
+    ok(cl.gnt("instance", "failover", "-f", "w4"))
+    ok(cl.gnt("instance", "startup", "w4"))
+    console = SerialConsole(Layout(node3.paths.run_dir).serial("w4"))
+    try:
+        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        assert int(found.group(1)) >= acknowledged
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+    finally:
+        console.close()
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w4"))
+    assert not on1.exists() and not on3.exists()

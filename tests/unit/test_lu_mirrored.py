@@ -21,6 +21,7 @@ import pytest
 from corral import constants as C
 from corral import testbed
 from corral.cmdlib import intents
+from corral.hook_scripts import hooks_subdir
 from corral.node.storage import qsd
 from corral.objects import Instance
 from corral.rpc.calls_storage import blockdev_create
@@ -395,3 +396,148 @@ async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
     job = await cl.run(failover())
     assert job.status == SUCCESS, job.error
     assert cl.instance(INST).primary_node == n2  # type: ignore[union-attr]
+
+
+def replace(mode: str, **fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": INST, "mode": mode, **fields}
+
+
+async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    inst = cl.instance(INST)
+    assert inst is not None
+    n1, n2 = cl.config_node(1).uuid, cl.config_node(2).uuid
+    [disk] = inst.disks
+    on2, on3 = copies(cl, inst)
+    data = on2.read_bytes()
+    on3.write_bytes(bytes(len(data)))  # node3's copy lost its data
+    job = await cl.run(replace("replace_on_secondary"))
+    assert job.status == SUCCESS, job.error
+    assert job.log[:3] == [
+        f"Replacing disk(s) 0 for instance '{INST}'",
+        f"Current primary node: {NODE2}",
+        f"Current secondary node: {NODE3}",
+    ]
+    assert on3.read_bytes() == data
+    assert cl.instance(INST).disks[0].generation == disk.generation + 2  # type: ignore[union-attr]
+
+    # The hooks as Ganeti's for replace-disks (here node1's, the master's and the new secondary's).
+    hooks = cl.node(1).paths.hooks_dir / hooks_subdir("mirrors-replace", C.HOOKS_PHASE_PRE)
+    hooks.mkdir(parents=True)
+    seen = cl.node(1).paths.root / "hook-env"
+    (hooks / "10-env").write_text(f"#!/bin/sh\nenv > {seen}\n")
+    (hooks / "10-env").chmod(0o755)
+    job = await cl.run(replace("replace_new_secondary", remote_node=NODE1))
+    assert job.status == SUCCESS, job.error
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert {key: env.get(key) for key in ("GANETI_OP_CODE", "GANETI_HOOKS_PATH", "GANETI_MODE",
+            "GANETI_NEW_SECONDARY", "GANETI_OLD_SECONDARY", "GANETI_INSTANCE_NAME")} == {
+        "GANETI_OP_CODE": "OP_INSTANCE_REPLACE_DISKS",
+        "GANETI_HOOKS_PATH": "mirrors-replace",
+        "GANETI_MODE": "replace_new_secondary",
+        "GANETI_NEW_SECONDARY": NODE1,
+        "GANETI_OLD_SECONDARY": NODE3,
+        "GANETI_INSTANCE_NAME": INST,
+    }  # fmt: skip
+    inst = cl.instance(INST)
+    assert inst is not None
+    [moved] = inst.disks
+    assert (inst.primary_node, inst.secondary_nodes) == (n2, [n1])
+    assert moved.nodes == [n2, n1] and moved.logical_id == [n2, n1, disk.logical_id[2]]
+    assert moved.outdated == []
+    on1 = cl.node(1).paths.from_wire(moved.children[0].logical_id[1])
+    assert on1.read_bytes() == data and not on3.exists()
+    assert cl.disk_files(3) == []
+    # The new secondary exports its copy; the old one nothing.
+    assert qsd.running(cl.node(1).paths, disk.uuid, "nbd") is not None
+    assert qsd.running(cl.node(3).paths, disk.uuid, "nbd") is None
+    # And the OS scripts now write node2's and node1's copies.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert on1.read_bytes() == on2.read_bytes() != data
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {"mode": "replace_new_secondary", "remote_node": NODE2},
+            "The specified node is the primary node of the instance",
+        ),
+        (
+            {"mode": "replace_new_secondary", "remote_node": NODE3},
+            "The specified node is already the secondary node of the instance",
+        ),
+        (
+            {"mode": "replace_new_secondary"},
+            "When changing the secondary either an iallocator script must be used or the new"
+            " node given",
+        ),
+        (
+            {"mode": "replace_new_secondary", "iallocator": "hail"},
+            "An allocator cannot choose the new secondary node of a mirrored instance yet;"
+            " give it (-n NODE)",
+        ),
+        (
+            {"mode": "replace_on_secondary", "remote_node": NODE1},
+            "The iallocator and new node options can only be used when changing the secondary node",
+        ),
+        (
+            {"mode": "replace_on_primary"},
+            "Replacing the primary node's copies of a mirrored instance is not supported yet;"
+            " fail it over and replace them on its secondary (-s)",
+        ),
+        (
+            {"mode": "replace_on_secondary", "disks": [1]},
+            "Invalid disk index 1 (the instance has 1)",
+        ),
+        (
+            {"mode": "replace_auto"},
+            f"Please run activate-disks on instance {INST} first",
+        ),
+    ],
+)
+async def test_bad_replace_disks_are_refused_and_change_nothing(
+    cl: InProcessCluster, fields: dict[str, Any], error: str
+) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    before = state(cl)
+    job = await cl.run(replace(**fields))
+    assert job.status == ERROR
+    assert job.error == error
+    assert state(cl) == before
+
+
+async def test_replace_disks_of_a_file_instance_is_refused(cl: InProcessCluster) -> None:
+    job = await cl.run(create(template="file", snode=None, start=False))
+    assert job.status == SUCCESS, job.error
+    job = await cl.run(replace("replace_on_secondary"))
+    assert job.status == ERROR
+    assert job.error == "Can only run replace disks for mirrored instances"
+
+
+async def test_evacuating_a_secondary_node_replaces_its_copies_on_the_new_one(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    job = await cl.run(
+        {
+            "OP_ID": "OP_NODE_EVACUATE",
+            "node_name": NODE3,
+            "mode": "secondary-only",
+            "remote_node": NODE1,
+        }
+    )
+    assert job.status == SUCCESS, job.error
+    [[submitted, job_id]] = job.result["jobs"]
+    assert submitted
+    replaced = await cl.wait(job_id)
+    assert replaced.status == SUCCESS, replaced.error
+    inst = cl.instance(INST)
+    assert inst is not None and inst.secondary_nodes == [cl.config_node(1).uuid]
+    assert cl.disk_files(3) == [] and len(cl.disk_files(1)) == 1

@@ -75,11 +75,13 @@ def _resyncing(
 
 
 @rpc_handler(calls.mirror_resync)
-async def mirror_resync(ctx: NodeContext, hypervisor: str, instance: str, disk: DiskWire) -> None:
+async def mirror_resync(
+    ctx: NodeContext, hypervisor: str, instance: str, disk: DiskWire, full: bool
+) -> None:
     """Bring the secondary copy up to date under the running guest; its
     progress meanwhile in mirror_resync_progress."""
     with _resyncing(ctx, instance, disk) as (_, peer, told):
-        await get_hypervisor(hypervisor, ctx.paths).mirror_resync(instance, peer, told)
+        await get_hypervisor(hypervisor, ctx.paths).mirror_resync(instance, peer, told, full)
 
 
 @rpc_handler(calls.mirror_copy)

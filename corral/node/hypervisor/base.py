@@ -111,11 +111,15 @@ class Hypervisor(ABC):
         raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def mirror_resync(
-        self, name: str, peer: MirrorLink, progress: Callable[[int, int], None]
+        self,
+        name: str,
+        peer: MirrorLink,
+        progress: Callable[[int, int], None],
+        full: bool = False,
     ) -> None:
         """Bring the secondary copy ``peer`` reaches up to date under guest
-        ``name`` and write both again; ``progress`` is told the bytes copied
-        and in all as it goes."""
+        ``name`` (all of it when ``full``) and write both again; ``progress``
+        is told the bytes copied and in all as it goes."""
         raise errors.OpExecError(f"The {self.NAME} hypervisor runs no mirrored disks")
 
     async def balloon(self, spec: InstanceSpec, memory: int) -> None:

@@ -206,7 +206,9 @@ class KvmHypervisor(Hypervisor):
     async def mirror_faults(self, wait: float) -> list[MirrorFault]:
         return await self.mirrors.faults(wait)
 
-    async def mirror_resync(self, name: str, peer: MirrorLink, progress: Progress) -> None:
+    async def mirror_resync(
+        self, name: str, peer: MirrorLink, progress: Progress, full: bool = False
+    ) -> None:
         monitor = self.monitors.get(name)
         if monitor is None:
             raise errors.OpExecError(f"Instance {name} is not running on this node")
@@ -214,7 +216,7 @@ class KvmHypervisor(Hypervisor):
         if not self.mirrors.alone(name, disk):
             raise errors.OpExecError(f"Disk {disk} of {name} is written to both copies already")
         link = Link(qsd.quorum_name(disk), disk, peer.host, peer.port)
-        await mirror_resync.resync(monitor, link, peer.peer_name, progress)
+        await mirror_resync.resync(monitor, link, peer.peer_name, progress, full)
         self.mirrors.linked(name, link)
 
     async def mirror_degrade(self, name: str, disk: str) -> None:

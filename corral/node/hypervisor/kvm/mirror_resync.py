@@ -42,8 +42,11 @@ _POLL = 0.05
 Progress = Callable[[int, int], None]
 
 
-async def resync(qmp: Qmp, link: Link, peer_name: str, progress: Progress) -> None:
-    """Copy to the secondary what it missed and join it to the quorum again."""
+async def resync(
+    qmp: Qmp, link: Link, peer_name: str, progress: Progress, full: bool = False
+) -> None:
+    """Copy to the secondary what it missed (all of it when ``full``: a new
+    copy) and join it to the quorum again."""
     tag = link.quorum.removeprefix(QUORUM_PREFIX)
     local, peer = LOCAL_PREFIX + tag, PEER_PREFIX + tag
     node = {
@@ -56,6 +59,8 @@ async def resync(qmp: Qmp, link: Link, peer_name: str, progress: Progress) -> No
     }
     await qmp.execute("blockdev-add", node)
     try:
+        if full and await _dirty(qmp, local) is not None:
+            await qmp.execute("block-dirty-bitmap-remove", {"node": local, "name": RESYNC_BITMAP})
         await _copy(qmp, tag, local, peer, progress)
     except BaseException:
         await _drop(qmp, peer)
