@@ -1,0 +1,207 @@
+"""The mirrored template's block-layer costs (issue 26), against a ``file``
+disk measured in the same run, on the same host disk.
+
+Two node roots under one cluster CA on loopback: node B exports its copy
+over NBD with TLS (Corral's ``qemu-storage-daemon`` export, as a secondary
+runs it); node A writes through Corral's quorum graph (vote threshold two:
+its own copy and B's), exactly the graph a mirrored guest's QEMU opens.
+``qemu-io`` drives QEMU's block layer at queue depth 1 with 4 KiB requests
+(``cache=none``, native AIO), on the quorum and on A's file alone (each
+figure the time N more requests add, so start-up and connecting cancel):
+
+- 4 KiB QD1 write latency, quorum / file (target at most 2x);
+- 4 KiB QD1 write followed by a flush, quorum / file (target at most 2.5x);
+- the same quorum without TLS (how much of the cost the TLS link is);
+- a full resync, as ``activate-disks`` runs it for a stopped instance:
+  ``qemu-img convert`` of A's copy (random data) to B's export (≥ 150 MiB/s).
+
+    .venv/bin/python -m bench.bench_mirrored --runs 5
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import Figure, arg_parser, median, write_results
+from corral.crypto.certs import make_ca, write_node_cert, write_pem
+from corral.node import qemu_tls
+from corral.node.storage import mirror_copy, qsd
+from corral.node.storage.mirrored import Link
+from corral.paths import Paths
+from tests.helpers.noded import free_port
+
+HOST = "127.0.0.1"
+MIB = 1024 * 1024
+IMAGE_MIB = 256
+WRITES = 4000
+FLUSHED_WRITES = 2000
+
+
+@dataclass
+class Pair:
+    """Node A (the primary: its copy), node B (the secondary: its export)."""
+
+    a: Paths
+    b: Paths
+    disk: str
+    port: int
+    mine: Path
+    theirs: Path
+
+
+def _node(root: Path, ca: tuple[bytes, bytes], name: str) -> Paths:
+    paths = Paths(root / name)
+    write_pem(paths.ca_cert, ca[0], private=False)
+    write_node_cert(paths, ca[0], ca[1], f"{name}.example.com", HOST)
+    return paths
+
+
+@contextmanager
+def pair() -> Iterator[Pair]:
+    # Not /tmp (it may be a tmpfs, where a flush costs nothing): the disk
+    # the nodes' storage would be on.
+    root = Path(tempfile.mkdtemp(prefix="benchmir", dir="/var/tmp"))
+    ca = make_ca("bench-mirrored", 2)
+    a, b = _node(root, ca, "a"), _node(root, ca, "b")
+    disk = str(uuid.uuid4())
+    mine, theirs = root / "a.img", root / "b.img"
+    for path in (mine, theirs):
+        with path.open("wb") as out:
+            out.truncate(IMAGE_MIB * MIB)
+    port = free_port(HOST)
+    asyncio.run(qsd.start_nbd_export(b, disk, theirs, HOST, port))
+    try:
+        yield Pair(a, b, disk, port, mine, theirs)
+    finally:
+        asyncio.run(qsd.stop(b, disk, qsd.ROLE_NBD))
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _quorum(p: Pair, port: int, creds: Path | None) -> tuple[list[str], str]:
+    """qemu-img's --object options and image of the quorum over A's copy and
+    the export on ``port`` (TLS if ``creds``)."""
+    graph = qsd.quorum_blockdev(p.mine, HOST, port, p.disk, qsd.CREDS_ID, "b.example.com")
+    graph["children"][0]["aio"] = "native"
+    graph["children"][0]["cache"] = {"direct": True}
+    objects: list[str] = []
+    if creds is None:
+        del graph["children"][1]["tls-creds"], graph["children"][1]["tls-hostname"]
+    else:
+        option = qemu_tls.object_option(qsd.CREDS_ID, str(creds), qemu_tls.ENDPOINT_CLIENT)
+        objects = ["--object", option]
+    return objects, "json:" + json.dumps(graph)
+
+
+def _run_io(objects: list[str], image: str, ops: int, flush: bool) -> float:
+    """Seconds ``qemu-io`` takes for ``ops`` 4 KiB writes, one at a time
+    (each followed by a flush if ``flush``), start-up included."""
+    argv = ["qemu-io", *objects]
+    argv += [] if image.startswith("json:") else ["-f", "raw", "-t", "none", "-n"]
+    lines = []
+    for index in range(ops):
+        lines.append(f"write -q {index % 4096 * 4096} 4k")
+        if flush:
+            lines.append("flush")
+    started = time.monotonic()
+    subprocess.run(
+        [*argv, image], input="\n".join(lines) + "\n", text=True, check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return time.monotonic() - started
+
+
+def _bench(objects: list[str], image: str, count: int, flush: bool) -> float:
+    """Seconds per request (4 KiB writes at QD1, each flushed if ``flush``):
+    the time ``count`` more requests add (start-up and connection cancel)."""
+    return (
+        _run_io(objects, image, 2 * count, flush) - _run_io(objects, image, count, flush)
+    ) / count
+
+
+def _plain_export(p: Pair) -> tuple[int, int]:
+    """An NBD export of B's copy without TLS (the comparison's only): its
+    pid and port."""
+    port = free_port(HOST)
+    blockdev = {"driver": "file", "node-name": "disk", "filename": str(p.theirs), "aio": "threads"}
+    export = {"type": "nbd", "id": "e", "node-name": "disk", "name": p.disk, "writable": True}
+    server = {"addr": {"type": "inet", "host": HOST, "port": str(port)}}
+    pidfile = p.b.root / "plain.pid"
+    subprocess.run(
+        [qsd.QSD, "--blockdev", json.dumps(blockdev), "--nbd-server", json.dumps(server),
+         "--export", json.dumps(export), "--pidfile", str(pidfile), "--daemonize"],
+        check=True,
+    )  # fmt: skip
+    return int(pidfile.read_text()), port
+
+
+def _full_copy(p: Pair) -> float:
+    """MiB/s of a stopped instance's full resync (random data)."""
+    with p.mine.open("r+b") as out:
+        for _ in range(IMAGE_MIB):
+            out.write(os.urandom(MIB))
+    peer = Link(export=p.disk, host=HOST, port=p.port, peer_name="b.example.com")
+    started = time.monotonic()
+    asyncio.run(mirror_copy.copy_all(p.a, p.mine, peer, IMAGE_MIB * MIB, lambda *_: None))
+    elapsed = time.monotonic() - started
+    assert p.theirs.read_bytes()[:MIB] == p.mine.read_bytes()[:MIB]
+    return IMAGE_MIB / elapsed
+
+
+def main() -> None:
+    args = arg_parser(__doc__ or "").parse_args()
+    write = Figure("write_ratio", "4 KiB QD1 write, mirrored / file", "x", 2.0, "max", "n/a (DRBD)")
+    flushed = Figure(
+        "write_flush_ratio", "4 KiB QD1 write+flush, mirrored / file", "x", 2.5, "max", "n/a"
+    )
+    copy = Figure("full_resync", "Full resync (stopped instance)", "MiB/s", 150, "min", "n/a")
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("file", "file_flush", "quorum", "quorum_flush", "plain", "plain_flush")
+    }
+    with pair() as p:
+        creds_dir = Path(tempfile.mkdtemp(prefix="creds", dir=p.a.root))
+        qemu_tls.write_creds(p.a, creds_dir / "c", qemu_tls.ENDPOINT_CLIENT)
+        tls = _quorum(p, p.port, creds_dir / "c")
+        plain_pid, plain_port = _plain_export(p)
+        plain = _quorum(p, plain_port, None)
+        try:
+            for _ in range(args.runs):
+                for key, (objects, image), count, flush in (
+                    ("file", ([], str(p.mine)), WRITES, False),
+                    ("file_flush", ([], str(p.mine)), FLUSHED_WRITES, True),
+                    ("quorum", tls, WRITES, False),
+                    ("quorum_flush", tls, FLUSHED_WRITES, True),
+                    ("plain", plain, WRITES, False),
+                    ("plain_flush", plain, FLUSHED_WRITES, True),
+                ):
+                    samples[key].append(_bench(objects, image, count, flush))
+                write.runs.append(samples["quorum"][-1] / samples["file"][-1])
+                flushed.runs.append(samples["quorum_flush"][-1] / samples["file_flush"][-1])
+                copy.runs.append(_full_copy(p))
+        finally:
+            os.kill(plain_pid, 15)
+    extra = {k: [round(v * 1e6, 1) for v in vs] for k, vs in samples.items() if vs}
+    medians = {f"{k}_median_us": round(median(vs) * 1e6, 1) for k, vs in samples.items() if vs}
+    write_results(
+        "mirrored",
+        [write, flushed, copy],
+        {"runs": args.runs, "writes": WRITES, "flushed_writes": FLUSHED_WRITES,
+         "image_mib": IMAGE_MIB},
+        {"latency_us": extra, **medians},
+    )  # fmt: skip
+    for key, value in medians.items():
+        print(f"{key}: {value}")
+
+
+if __name__ == "__main__":
+    main()
