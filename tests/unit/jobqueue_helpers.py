@@ -118,6 +118,15 @@ class QueueHarness:
                 raise AssertionError(f"job {job_id} stuck in {status}, wanted {sorted(wanted)}")
             await asyncio.sleep(0.002)
 
+    async def wait_opstatus(self, job_id: int, wanted: list[str], timeout: float = 3.0) -> None:
+        """Poll the queue until the job's opcodes have these statuses."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (found := await self.row(job_id, "opstatus")) != [wanted]:
+            if loop.time() > deadline:
+                raise AssertionError(f"job {job_id}'s opcodes are {found}, wanted {wanted}")
+            await asyncio.sleep(0.002)
+
     async def close(self) -> None:
         if self.closed:
             return
