@@ -77,6 +77,17 @@ def boots(cl: TestCluster, name: str) -> list[str]:
     return SAID.findall(console.seen())
 
 
+def add_writer(cl: TestCluster, name: str, primary: str, secondary: str) -> None:
+    """A started guest counting on its 16 MiB mirrored disk (see writer_guest)."""
+    ok(
+        add(
+            cl, name, "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+            "--no-install", "--no-nics", "-n", f"{primary}:{secondary}", "-B", "memory=128",
+            "-H", f"kvm:kernel_args={WRITER_ARGS}",
+        )
+    )  # fmt: skip
+
+
 def copies(cl: TestCluster, node2: Noded, name: str) -> list[Path]:
     """The instance's disk file on node1 and on node2 (the same path on both)."""
     found = []
@@ -124,13 +135,7 @@ def test_a_dead_secondary_is_recorded_outdated_before_the_guest_goes_on(
     two_nodes: tuple[TestCluster, Noded],
 ) -> None:
     cl, node2 = two_nodes
-    ok(
-        add(
-            cl, "w1", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
-            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
-            "-H", f"kvm:kernel_args={WRITER_ARGS}",
-        )
-    )  # fmt: skip
+    add_writer(cl, "w1", NODE1, NODE2)
     console = SerialConsole(Layout(cl.paths.run_dir).serial("w1"))
     try:
         console.wait_for("CORRAL-GUEST-WROTE 5")
@@ -172,13 +177,7 @@ def test_a_failover_boots_the_guest_on_the_secondary_with_every_acknowledged_wri
     two_nodes: tuple[TestCluster, Noded],
 ) -> None:
     cl, node2 = two_nodes
-    ok(
-        add(
-            cl, "w2", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
-            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
-            "-H", f"kvm:kernel_args={WRITER_ARGS}",
-        )
-    )  # fmt: skip
+    add_writer(cl, "w2", NODE1, NODE2)
     on1, on2 = copies(cl, node2, "w2")
     console = SerialConsole(Layout(cl.paths.run_dir).serial("w2"))
     try:
@@ -209,13 +208,7 @@ def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     two_nodes: tuple[TestCluster, Noded],
 ) -> None:
     cl, node2 = two_nodes
-    ok(
-        add(
-            cl, "w3", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
-            "--no-install", "--no-nics", "-n", f"{NODE2}:{NODE1}", "-B", "memory=128",
-            "-H", f"kvm:kernel_args={WRITER_ARGS}",
-        )
-    )  # fmt: skip
+    add_writer(cl, "w3", NODE2, NODE1)
     on1, on2 = copies(cl, node2, "w3")
     console = SerialConsole(Layout(node2.paths.run_dir).serial("w3"))
     try:
@@ -269,13 +262,7 @@ def test_replace_disks_to_a_new_node_while_the_guest_writes_then_failover_to_it(
     two_nodes: tuple[TestCluster, Noded], node3: Noded
 ) -> None:
     cl, node2 = two_nodes
-    ok(
-        add(
-            cl, "w4", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
-            "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
-            "-H", f"kvm:kernel_args={WRITER_ARGS}",
-        )
-    )  # fmt: skip
+    add_writer(cl, "w4", NODE1, NODE2)
     on1, on2 = copies(cl, node2, "w4")
     console = SerialConsole(Layout(cl.paths.run_dir).serial("w4"))
     try:

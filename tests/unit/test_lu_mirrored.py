@@ -269,6 +269,20 @@ async def test_a_reinstall_and_a_rename_write_both_copies(cl: InProcessCluster) 
     assert data.startswith(b"RENAMED db2.example.com") and secondary.read_bytes() == data
 
 
+def committed(cl: InProcessCluster) -> Instance:
+    """The instance as committed now (it must exist)."""
+    inst = cl.instance(INST)
+    assert inst is not None
+    return inst
+
+
+async def created(cl: InProcessCluster, **fields: Any) -> Instance:
+    """The instance :func:`create` makes, as committed."""
+    job = await cl.run(create(**fields))
+    assert job.status == SUCCESS, job.error
+    return committed(cl)
+
+
 def failover(**fields: Any) -> dict[str, Any]:
     return {"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": INST, **fields}
 
@@ -276,17 +290,13 @@ def failover(**fields: Any) -> dict[str, Any]:
 async def test_a_failover_swaps_the_roles_and_both_copies_stay_written(
     cl: InProcessCluster,
 ) -> None:
-    job = await cl.run(create())
-    assert job.status == SUCCESS, job.error
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = await created(cl)
     n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
     [disk] = inst.disks
     job = await cl.run(failover())
     assert job.status == SUCCESS, job.error
     assert "* checking disk consistency between source and target" in job.log
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     assert (inst.primary_node, inst.secondary_nodes) == (n3, [n2])
     [moved] = inst.disks
     assert moved.nodes == [n3, n2] and moved.logical_id == [n3, n2, disk.logical_id[2]]
@@ -318,8 +328,7 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
         " (neither an iallocator nor a target node can be passed)"
     )
     # The secondary's copy outdated (as the master records a failed secondary).
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     behind = inst.copy_for_update()
     assert isinstance(behind, Instance)
     behind.disks[0].outdated = [cl.config_node(3).uuid]
@@ -349,10 +358,7 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
 async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
     cl: InProcessCluster,
 ) -> None:
-    job = await cl.run(create())
-    assert job.status == SUCCESS, job.error
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = await created(cl)
     n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
     generation = inst.disks[0].generation
     cl.node(2).reachable = False
@@ -366,8 +372,7 @@ async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
     job = await cl.run(failover(ignore_consistency=True))
     assert job.status == SUCCESS, job.error
     assert any(f"please make sure node {NODE2} is down" in line for line in job.log), job.log
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     [disk] = inst.disks
     assert (inst.primary_node, disk.nodes, disk.outdated) == (n3, [n3, n2], [n2])
     assert disk.generation == generation + 1
@@ -390,12 +395,11 @@ async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(
     assert job.status == SUCCESS, job.error
     assert f"* Instance {INST}'s disks are in sync" in job.log
     assert on2.read_bytes() == on3.read_bytes()
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     assert (inst.disks[0].outdated, inst.disks[0].generation) == ([], generation + 2)
     job = await cl.run(failover())
     assert job.status == SUCCESS, job.error
-    assert cl.instance(INST).primary_node == n2  # type: ignore[union-attr]
+    assert committed(cl).primary_node == n2
 
 
 def replace(mode: str, **fields: Any) -> dict[str, Any]:
@@ -407,8 +411,7 @@ async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
 ) -> None:
     job = await cl.run(create(start=False))
     assert job.status == SUCCESS, job.error
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     n1, n2 = cl.config_node(1).uuid, cl.config_node(2).uuid
     [disk] = inst.disks
     on2, on3 = copies(cl, inst)
@@ -422,7 +425,7 @@ async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
         f"Current secondary node: {NODE3}",
     ]
     assert on3.read_bytes() == data
-    assert cl.instance(INST).disks[0].generation == disk.generation + 2  # type: ignore[union-attr]
+    assert committed(cl).disks[0].generation == disk.generation + 2
 
     # The hooks as Ganeti's for replace-disks (here node1's, the master's and the new secondary's).
     hooks = cl.node(1).paths.hooks_dir / hooks_subdir("mirrors-replace", C.HOOKS_PHASE_PRE)
@@ -442,8 +445,7 @@ async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
         "GANETI_OLD_SECONDARY": NODE3,
         "GANETI_INSTANCE_NAME": INST,
     }  # fmt: skip
-    inst = cl.instance(INST)
-    assert inst is not None
+    inst = committed(cl)
     [moved] = inst.disks
     assert (inst.primary_node, inst.secondary_nodes) == (n2, [n1])
     assert moved.nodes == [n2, n1] and moved.logical_id == [n2, n1, disk.logical_id[2]]
