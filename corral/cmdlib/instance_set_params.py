@@ -142,9 +142,10 @@ class LUInstanceSetParams(InstanceLU):
         self.new_pnode = None if self.op.pnode is None else self.expand(Node, self.op.pnode)
         if self.new_pnode is not None:
             self.op.pnode, self.op.pnode_uuid = self.new_pnode.name, self.new_pnode.uuid
+        self.new_snode = conversion.expand_secondary(self)
 
     def node_locks(self) -> list[str]:
-        new = [] if self.new_pnode is None else [self.new_pnode.uuid]
+        new = [node.uuid for node in (self.new_pnode, self.new_snode) if node is not None]
         return [*super().node_locks(), *new]
 
     async def check_prereq(self) -> None:

@@ -160,8 +160,8 @@ class OpInstanceSetParams(_InstanceOp):
     file_storage_dir: NonEmptyStr | None = not_built()
     pnode: NonEmptyStr | None = None
     pnode_uuid: NonEmptyStr | None = None
-    remote_node: NonEmptyStr | None = not_built()
-    remote_node_uuid: NonEmptyStr | None = not_built()
+    remote_node: NonEmptyStr | None = None
+    remote_node_uuid: NonEmptyStr | None = None
     iallocator: NonEmptyStr | None = not_built()
     os_name: NonEmptyStr | None = None
     osparams: Params = Field(default_factory=dict)

@@ -9,6 +9,7 @@ See tests/helpers/inprocess.py."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import tempfile
@@ -217,10 +218,6 @@ async def test_what_is_not_built_for_it_is_refused(cl: InProcessCluster) -> None
     assert job.status == SUCCESS, job.error
     before = state(cl)
     for op, error in (
-        (
-            {"OP_ID": "OP_INSTANCE_SET_PARAMS", "disk_template": "file"},
-            "Conversion from the 'mirrored' disk template is not supported",
-        ),
         (
             {"OP_ID": "OP_INSTANCE_MIGRATE"},
             "Instance's disk layout 'mirrored' does not allow migrations",  # not built yet
@@ -543,3 +540,60 @@ async def test_evacuating_a_secondary_node_replaces_its_copies_on_the_new_one(
     inst = cl.instance(INST)
     assert inst is not None and inst.secondary_nodes == [cl.config_node(1).uuid]
     assert cl.disk_files(3) == [] and len(cl.disk_files(1)) == 1
+
+
+def modify(**fields: Any) -> dict[str, Any]:
+    return {"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": INST, **fields}
+
+
+async def test_a_file_instance_converted_to_mirrored_and_back_keeps_its_data(
+    cl: InProcessCluster,
+) -> None:
+    inst = await created(cl, template="file", snode=None, start=False)
+    [old] = inst.disks
+    data = cl.node(2).paths.from_wire(old.logical_id[1]).read_bytes()
+    assert data.startswith(f"MIRROR {INST}".encode())
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    job = await cl.run(modify(disk_template="drbd", remote_node=NODE3))  # Ganeti's name
+    assert job.status == SUCCESS, job.error
+    inst = committed(cl)
+    assert (inst.disk_template, inst.primary_node, inst.secondary_nodes) == ("mirrored", n2, [n3])
+    on2, on3 = copies(cl, inst)
+    assert on2.read_bytes() == on3.read_bytes() == data
+    assert cl.disk_files(2) == [os.path.relpath(on2, cl.node(2).paths.file_storage_dir)]
+    # And back: one copy on the primary, the secondary's gone.
+    job = await cl.run(modify(disk_template="file", remote_node=NODE3))
+    assert job.status == SUCCESS, job.error
+    assert any("the secondary node will be ignored" in line for line in job.log), job.log
+    inst = committed(cl)
+    assert (inst.disk_template, inst.secondary_nodes) == ("file", [])
+    [back] = inst.disks
+    assert cl.node(2).paths.from_wire(back.logical_id[1]).read_bytes() == data
+    assert cl.disk_files(3) == [] and len(cl.disk_files(2)) == 1
+    assert qsd.running(cl.node(3).paths, inst.disks[0].uuid, "nbd") is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {},
+            "Changing the disk template to a mirrored one needs its secondary node (-n NODE):"
+            " an allocator cannot choose it yet",
+        ),
+        (
+            {"remote_node": NODE2},
+            f"Given new secondary node {NODE2} is the same as the primary node of the instance",
+        ),
+        ({"remote_node": "nonexisting"}, "Node 'nonexisting' not known"),
+    ],
+)
+async def test_bad_conversions_to_mirrored_change_nothing(
+    cl: InProcessCluster, fields: dict[str, Any], error: str
+) -> None:
+    await created(cl, template="file", snode=None, start=False)
+    before = state(cl)
+    job = await cl.run(modify(disk_template="mirrored", **fields))
+    assert job.status == ERROR
+    assert job.error == error
+    assert state(cl) == before
