@@ -169,7 +169,10 @@ class LUInstanceDeactivateDisks(InstanceLU):
 
 class LUInstanceRecreateDisks(InstanceLU):
     """``gnt-instance recreate-disks``: new, empty disks where they are missing,
-    optionally changed (size, mode) or on other nodes (-n, or an allocator)."""
+    optionally changed (size, mode) or on other nodes (-n, or an allocator).
+    A mirrored disk is made anew on each of its nodes (all its copies
+    missing: one that is left refuses, and replace-disks makes the others),
+    its empty copies current."""
 
     OPCODE = opi.OpInstanceRecreateDisks
     HPATH = "instance-recreate-disks"
@@ -281,21 +284,26 @@ class LUInstanceRecreateDisks(InstanceLU):
             inst.secondary_nodes = secondaries
             for disk in inst.disks:
                 disk.nodes = template.disk_nodes(primary, secondaries)
-        node = self.cfg.lookup(Node, inst.primary_node)
-        created: list[int] = []
+                template.nodes_changed(disk)
+        created: list[tuple[int, Node]] = []
         try:
             for idx in sorted(self.wanted):
-                await self.master.rpc.run(
-                    node,
-                    blockdev_create(inst.disks[idx].description().to_wire()),
-                    f"Could not create disk {idx} of instance {inst.name} on node {node.name}",
-                )
-                created.append(idx)
+                disk = inst.disks[idx]
+                for node in (self.cfg.lookup(Node, n) for n in disk.holders(inst.primary_node)):
+                    await self.master.rpc.run(
+                        node,
+                        blockdev_create(U.disk_wire(self.cfg, disk)),
+                        f"Could not create disk {idx} of instance {inst.name} on node {node.name}",
+                    )
+                    created.append((idx, node))
+                if disk.outdated:  # every copy new, and empty: all current
+                    disk.outdated = []
+                    disk.generation += 1
         except BaseException:
             # Nothing is recorded: what this run made goes, so that a retry can.
-            for idx in created:
+            for idx, node in created:
                 what = f"Could not remove the new disk {idx} of {inst.name} on {node.name}"
-                request = blockdev_remove(inst.disks[idx].description().to_wire())
+                request = blockdev_remove(U.disk_wire(self.cfg, inst.disks[idx]))
                 await asyncio.shield(self.master.rpc.attempt(node, request, self.warn, what))
             raise
         self.tx.update(inst)

@@ -597,3 +597,24 @@ async def test_bad_conversions_to_mirrored_change_nothing(
     assert job.status == ERROR
     assert job.error == error
     assert state(cl) == before
+
+
+async def test_recreate_disks_makes_each_copy_anew_only_when_all_are_gone(
+    cl: InProcessCluster,
+) -> None:
+    inst = await created(cl, start=False)
+    on2, on3 = copies(cl, inst)
+    on3.unlink()
+    recreate = {"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": INST}
+    before = state(cl)
+    job = await cl.run(recreate)
+    assert job.status == ERROR
+    assert job.error == (
+        f"Could not create disk 0 of instance {INST} on node {NODE2}: Disk file {on2} already"
+        " exists"
+    )
+    assert state(cl) == before
+    on2.unlink()
+    job = await cl.run(recreate)
+    assert job.status == SUCCESS, job.error
+    assert on2.read_bytes() == on3.read_bytes() == bytes(8 * MIB)
