@@ -274,12 +274,6 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             self.pnode = self.expand(Node, self.op.pnode_uuid or self.op.pnode or "")
             if self.template.secondaries:
                 self.snodes = [self.expand(Node, self.op.snode_uuid or self.op.snode or "")]
-        elif self.template.secondaries:
-            raise errors.OpPrereqError(
-                f"An allocator cannot choose the secondary node of a {self.disk_template}"
-                " instance yet; give both nodes (-n PNODE:SNODE)",
-                C.ECODE_INVAL,
-            )
         elif self.template.adopts:
             raise errors.OpPrereqError(
                 "Disk adoption not allowed with an iallocator script; give the node (-n)",
@@ -364,8 +358,8 @@ class LUInstanceCreate(LogicalUnit[opi.OpInstanceCreate]):
             self.disk_specs,
             self.nic_specs,
         )
-        self.pnode = await placement.choose_primary(self, name, request)
-        placement.release_other_nodes(self, self.pnode.uuid)
+        self.pnode, *self.snodes = await placement.choose_nodes(self, name, request)
+        placement.release_other_nodes(self, *(n.uuid for n in (self.pnode, *self.snodes)))
 
     async def _read_adopted_sizes(self) -> None:
         """Each adopted disk's size, read from the device on the primary node

@@ -244,9 +244,9 @@ class LUInstanceRecreateDisks(InstanceLU):
             )
         self.wanted = wanted
         if self.op.iallocator:
-            self.new_nodes = [await self._allocate(self.op.iallocator)]
+            self.new_nodes = await self._allocate(self.op.iallocator)
 
-    async def _allocate(self, name: str) -> Node:
+    async def _allocate(self, name: str) -> list[Node]:
         inst = self.instance
         be = filled_beparams(self.cfg.cluster, inst)
         request = InstanceAlloc(
@@ -262,10 +262,11 @@ class LUInstanceRecreateDisks(InstanceLU):
             nics=[{}],
             group_name=None,
             start=False,
+            required_nodes=1 + templates.check_implemented(inst.disk_template).secondaries,
         )
-        node = await placement.choose_primary(self, name, request)
-        placement.release_other_nodes(self, node.uuid)
-        return node
+        nodes = await placement.choose_nodes(self, name, request)
+        placement.release_other_nodes(self, *(node.uuid for node in nodes))
+        return nodes
 
     async def exec(self) -> Any:
         inst = self.updated()

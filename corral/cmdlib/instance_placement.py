@@ -12,6 +12,7 @@ from corral.cmdlib.instance_nics import lookup_network
 from corral.objects import Node, NodeGroup
 from corral.services import allocator
 from corral.services.allocator.requests import InstanceAlloc
+from corral.storage import templates
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
@@ -110,6 +111,7 @@ def alloc_request(
         group_name=op.group_name,
         node_whitelist=opportunistic_whitelist(lu),
         start=op.start,
+        required_nodes=1 + templates.check_implemented(disk_template).secondaries,
     )
 
 
@@ -121,10 +123,11 @@ def _alloc_nic(lu: LogicalUnit[Any], spec: dict[str, Any]) -> dict[str, Any]:
     return nic
 
 
-async def choose_primary(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) -> Node:
-    """Run the allocator ``name``; its node, checked, with the choice in the job
-    log.  A failure among some nodes only (opportunistic locking) is temporary:
-    the unit tries again with all of them."""
+async def choose_nodes(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) -> list[Node]:
+    """Run the allocator ``name``; its nodes (as many as the request needs,
+    the primary first), checked, with the choice in the job log.  A failure
+    among some nodes only (opportunistic locking) is temporary: the unit
+    tries again with all of them."""
     answer = await allocator.run(
         lu.master, name, request, hypervisor=request.hypervisor, disk_template=request.disk_template
     )
@@ -138,21 +141,24 @@ async def choose_primary(lu: LogicalUnit[Any], name: str, request: InstanceAlloc
         raise errors.OpPrereqError(
             f"Can't compute nodes using iallocator '{name}': {answer.info}", ecode
         )
-    node = lu.cfg.find(Node, answer.result[0])
-    if node is None:
-        raise errors.OpExecError(
-            f"iallocator '{name}' chose node '{answer.result[0]}', which is not in the cluster"
-        )
+    nodes = []
+    for chosen in answer.result:
+        node = lu.cfg.find(Node, chosen)
+        if node is None:
+            raise errors.OpExecError(
+                f"iallocator '{name}' chose node '{chosen}', which is not in the cluster"
+            )
+        nodes.append(node)
     lu.log_info(
         f"Selected nodes for instance {request.name} via iallocator {name}:"
         f" {', '.join(answer.result)}"
     )
-    return node
+    return nodes
 
 
-def release_other_nodes(lu: LogicalUnit[Any], keep: str) -> None:
+def release_other_nodes(lu: LogicalUnit[Any], *keep: str) -> None:
     """Give back the node locks taken for the allocation, but ``keep``'s."""
     locks = lu.master.locks
     owner = str(lu.ctx.job_id)
     for level in (C.LEVEL_NODE, C.LEVEL_NODE_RES):
-        locks.release(owner, level, [n for n in locks.owned(owner, level) if n != keep])
+        locks.release(owner, level, [n for n in locks.owned(owner, level) if n not in keep])

@@ -199,3 +199,45 @@ def test_a_node_short_of_one_mib_is_refused_with_the_reason() -> None:
     assert not refused["success"]
     assert "node0: Not enough memory (needed 1000 MiB, free 999 MiB)" in refused["info"]
     assert hail.run(_data([node(1000)], _alloc("x", need)))["result"] == ["node0"]
+
+
+def _roomy(free_disk: int, group: str = "g-pref", used_memory: int = 0) -> dict[str, Any]:
+    return {"group": group, "offline": False, "drained": False, "vm_capable": True,
+            "total_memory": 4096, "used_memory": used_memory, "total_disk": 10240,
+            "used_disk": 10240 - free_disk, "total_cpus": 4, "vcpus_used": 0}  # fmt: skip
+
+
+def _mirrored(disk: int) -> dict[str, Any]:
+    req = R.InstanceAlloc(
+        name="db", memory=512, vcpus=1, disks=[{"size": disk, "mode": "rw"}],
+        disk_template="mirrored", hypervisor="fake", required_nodes=2,
+    )  # fmt: skip
+    return req.to_dict()
+
+
+def test_a_mirrored_instance_gets_a_secondary_with_room_for_its_copy() -> None:
+    policy = initial_ipolicy({}, ["file", "mirrored"])
+    # node0: most memory but no room for the copy; node1: the primary's
+    # group but short of room; node2: another group; node3 has the room.
+    nodes = [_roomy(100), _roomy(9000, used_memory=1000), _roomy(9000, "g-last"),
+             _roomy(5000, used_memory=2000)]  # fmt: skip
+    data = _data(nodes, _mirrored(4000))
+    for group in data["nodegroups"].values():
+        group["ipolicy"] = policy
+    answer = hail.run(data)
+    assert answer["success"], answer
+    R.InstanceAlloc("db", 1, 1, [], "mirrored", "fake", required_nodes=2).check_result(
+        answer["result"]
+    )
+    assert answer["result"] == ["node1", "node3"]
+    # No second node with room: refused, saying why.
+    data = _data([_roomy(9000), _roomy(100), _roomy(9000, "g-last")], _mirrored(4000))
+    for group in data["nodegroups"].values():
+        group["ipolicy"] = policy
+    refused = hail.run(data)
+    assert not refused["success"]
+    assert refused["info"] == (
+        "No secondary node fits instance db beside node0: node0: the primary node; node1: Not"
+        " enough disk space (needed 4000 MiB, free 100 MiB); node2: in another group than the"
+        " primary node"
+    )

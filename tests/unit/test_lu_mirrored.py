@@ -163,11 +163,6 @@ async def test_each_disk_takes_its_own_port(cl: InProcessCluster) -> None:
         ({"snode": NODE2}, "The secondary node cannot be the primary node"),
         ({"snode": "nonexisting"}, "Node 'nonexisting' not known"),
         (
-            {"pnode": None, "snode": None, "iallocator": "hail"},
-            "An allocator cannot choose the secondary node of a mirrored instance yet;"
-            " give both nodes (-n PNODE:SNODE)",
-        ),
-        (
             {"template": "file"},
             "The file template keeps its disks on the primary node only: give no secondary"
             " node (-n PNODE, not -n PNODE:SNODE)",
@@ -618,3 +613,15 @@ async def test_recreate_disks_makes_each_copy_anew_only_when_all_are_gone(
     job = await cl.run(recreate)
     assert job.status == SUCCESS, job.error
     assert on2.read_bytes() == on3.read_bytes() == bytes(8 * MIB)
+
+
+async def test_the_allocator_chooses_both_nodes(cl: InProcessCluster) -> None:
+    inst = await created(cl, pnode=None, snode=None, iallocator="hail", start=False)
+    assert len(inst.secondary_nodes) == 1 and inst.primary_node not in inst.secondary_nodes
+    [disk] = inst.disks
+    assert disk.nodes == [inst.primary_node, *inst.secondary_nodes]
+    names = {cl.config_node(i).uuid: i for i in (1, 2, 3)}
+    primary, secondary = (
+        cl.node(names[uuid]).paths.from_wire(disk.children[0].logical_id[1]) for uuid in disk.nodes
+    )
+    assert primary.read_bytes() == secondary.read_bytes()  # what the OS wrote, on both

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corral import ipolicy as IP
+from corral import storage_names as N
 from corral.services.allocator.model import reports_storage
 
 # Group allocation policies, in the order they are tried (Ganeti's).
@@ -111,7 +112,8 @@ def cluster_state(data: dict[str, Any]) -> dict[str, NodeState]:
             free_disk=int(node.get("free_disk", 0)),
             cpu_limit=float(node.get("total_cpus", 0)) * float(policy[IP.IPOLICY_VCPU_RATIO]),
             used_vcpus=used.get(name, 0),
-            templates=list(policy.get("disk-templates", [])),
+            # Ganeti's names (drbd) as Corral's (mirrored): a request names Corral's.
+            templates=[N.canonical_template(t) for t in policy.get("disk-templates", [])],
         )
     return out
 

@@ -67,19 +67,43 @@ def _alloc_filter(data: dict[str, Any], req: dict[str, Any]) -> Callable[[NodeSt
 
 def _place_one(
     data: dict[str, Any], nodes: dict[str, NodeState], req: dict[str, Any]
-) -> tuple[str | None, str]:
-    """Place one new instance; its node (capacity taken) or None and why."""
+) -> tuple[list[str], str]:
+    """Place one new instance; its nodes, the primary first (capacity
+    taken), or none and why.  A second node (``required_nodes`` 2: a
+    mirrored template) holds a copy of the disks only: it needs their space,
+    in the primary's group."""
     spec = _request_spec(req)
-    node, refused = best_node(nodes, spec, _alloc_filter(data, req))
+    allowed = _alloc_filter(data, req)
+    node, refused = best_node(nodes, spec, allowed)
     if node is None:
-        return None, f"No node fits instance {req['name']}: {describe_refusals(refused)}"
+        return [], f"No node fits instance {req['name']}: {describe_refusals(refused)}"
+    chosen = [node]
+    if int(req.get("required_nodes", 1)) == 2:
+        copy = Spec(memory=0, vcpus=0, disk=spec.disk, template=spec.template)
+
+        def beside(other: NodeState) -> str | None:
+            if other is node:
+                return "the primary node"
+            if other.group != node.group:
+                return "in another group than the primary node"
+            return allowed(other)
+
+        second, refused = best_node(nodes, copy, beside)
+        if second is None:
+            return [], (
+                f"No secondary node fits instance {req['name']} beside {node.name}:"
+                f" {describe_refusals(refused)}"
+            )
+        chosen.append(second)
+        second.place(copy)
     node.place(spec)
-    return node.name, f"Instance {req['name']} goes to {node.name}"
+    names = [n.name for n in chosen]
+    return names, f"Instance {req['name']} goes to {', '.join(names)}"
 
 
 def allocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
-    node, info = _place_one(data, cluster_state(data), req)
-    return _answer(node is not None, info, [node] if node else [])
+    nodes, info = _place_one(data, cluster_state(data), req)
+    return _answer(bool(nodes), info, nodes)
 
 
 def multi_allocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
@@ -89,12 +113,12 @@ def multi_allocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
     failed: list[str] = []
     reasons = []
     for entry in req["instances"]:
-        node, info = _place_one(data, nodes, entry)
-        if node is None:
+        chosen, info = _place_one(data, nodes, entry)
+        if not chosen:
             failed.append(entry["name"])
             reasons.append(info)
         else:
-            placed.append([entry["name"], [node]])
+            placed.append([entry["name"], chosen])
     return _answer(True, "; ".join(reasons) or "All instances placed", [placed, failed])
 
 

@@ -57,6 +57,8 @@ class InstanceAlloc:
     node_whitelist: list[str] | None = None
     # Whether the instance starts once created (its memory is then needed).
     start: bool = True
+    # The nodes its disks need: 2 for a template with a secondary (mirrored).
+    required_nodes: int = 1
 
     MODE = ALLOCATE
 
@@ -74,8 +76,7 @@ class InstanceAlloc:
             "disks": [{**d, "dev_type": self.disk_template} for d in self.disks],
             "disk_space_total": disk_space_total(self.disks),
             "nics": list(self.nics),
-            # Corral's templates keep their disks on one node.
-            "required_nodes": 1,
+            "required_nodes": self.required_nodes,
             "hypervisor": self.hypervisor,
             # Corral's addition; scripts written for Ganeti ignore it.
             "start": self.start,
@@ -86,7 +87,9 @@ class InstanceAlloc:
 
     def check_result(self, result: Any) -> None:
         _check(_is_names(result), "a list of node names", result)
-        _check(len(result) == 1, "exactly 1 node (the instance's primary)", result)
+        roles = "the instance's primary" if self.required_nodes == 1 else "primary, then secondary"
+        count = self.required_nodes
+        _check(len(result) == count, f"exactly {count} node(s) ({roles})", result)
 
 
 @dataclass
