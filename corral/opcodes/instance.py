@@ -8,6 +8,7 @@ from pydantic import Field
 
 from corral.opcodes.base import OpCode
 from corral.opcodes.types import (
+    DiskIndex,
     DiskMods,
     DiskParams,
     DiskTemplate,
@@ -214,7 +215,7 @@ class OpInstanceReplaceDisks(_InstanceOp):
     mode: Literal[
         "replace_on_primary", "replace_on_secondary", "replace_new_secondary", "replace_auto"
     ]
-    disks: list[NonNegInt] = Field(default_factory=list)
+    disks: list[DiskIndex] = Field(default_factory=list)
     remote_node: NonEmptyStr | None = None
     remote_node_uuid: NonEmptyStr | None = None
     iallocator: NonEmptyStr | None = None

@@ -20,6 +20,8 @@ from corral.storage_names import canonical_template
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# A disk's index, as Ganeti's (its instances have at most 16 disks).
+DiskIndex = Annotated[int, Field(ge=0, lt=16)]
 Params = dict[str, Any]
 # A dict of parameter dicts keyed by a name (hypervisor, OS, disk template).
 NestedParams = dict[str, dict[str, Any]]

@@ -42,6 +42,7 @@ REQUIRED_FOR: dict[str, dict[str, Any]] = {
     "OP_NODE_EVACUATE": {"mode": "all"},
     "OP_NODE_MIGRATE": {"mode": "live"},
     "OP_INSTANCE_MIGRATE": {"mode": "live"},
+    "OP_INSTANCE_REPLACE_DISKS": {"mode": "replace_auto"},
     "OP_INSTANCE_MOVE": {"target_node": "node2.example.com"},
     "OP_BACKUP_PREPARE": {"mode": "local"},
     "OP_BACKUP_EXPORT": {"target_node": "node2.example.com", "mode": "local"},

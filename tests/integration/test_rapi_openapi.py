@@ -84,6 +84,7 @@ SAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
         {"amount": 1, "dry_run": True},
     ),
     ("post", "/2/instances/{instance_name}/reinstall"): ("", {"start": True}),
+    ("post", "/2/instances/{instance_name}/replace-disks"): ("mode=replace_auto", None),
     ("put", "/2/instances/{instance_name}/prepare-export"): ("mode=local", None),
     ("put", "/2/instances/{instance_name}/export"): (
         "",

@@ -256,7 +256,7 @@ class EtcdClient:
         if "error" not in answer and "code" not in answer:
             return answer
         code, message = int(answer.get("code", 2)), str(answer.get("message", answer))
-        if code in (4, 14):  # deadline exceeded, unavailable: proposal fate unknown
+        if fate_unknown(code, message):
             raise _Unavailable(message)
         raise EtcdError(f"etcd refused the call: {message}")
 
@@ -398,6 +398,21 @@ class EtcdClient:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return False
         return bool(answer.get("health") == "true")
+
+
+# gRPC's codes after which a call may or may not have been carried out:
+# canceled, deadline exceeded, unavailable; and unknown or internal when the
+# transport under the gateway failed.
+_UNKNOWN_FATE = frozenset({1, 4, 14})
+_TRANSPORT_FAILED = frozenset({2, 13})
+
+
+def fate_unknown(code: int, message: str) -> bool:
+    """Whether an error answer leaves the call's outcome unknown (it is made
+    again): the member gave up waiting, is shutting down, or its gateway lost
+    its own gRPC connection to it (a member being stopped answers "transport:
+    missing content-type field")."""
+    return code in _UNKNOWN_FATE or (code in _TRANSPORT_FAILED and "transport" in message)
 
 
 class _Unavailable(Exception):
