@@ -31,7 +31,7 @@ from corral.node.hypervisor.kvm.guest_mirrors import WATCHDOG_MISSES, WATCHDOG_P
 from corral.node.hypervisor.kvm.runtime import Layout
 from corral.node.storage import qsd
 from tests.helpers.cluster import TestCluster
-from tests.helpers.instances import ok, query
+from tests.helpers.instances import add, ok, query
 from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded
@@ -125,10 +125,9 @@ def main() -> None:
                 )
             )  # fmt: skip
             ok(
-                cl.gnt(
-                    "instance", "add", "-t", "mirrored", "--disk=0:size=16m", "-o",
-                    f"{TINY_OS}+default", "--no-install", "--no-nics", "-n",
-                    f"{NODE1}:{NODE2}", "-B", "memory=128", "w1",
+                add(
+                    cl, "w1", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+                    "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
                 )
             )  # fmt: skip
             [disk] = query(cl, ["disk.uuids"], "w1")["w1"]["disk.uuids"]

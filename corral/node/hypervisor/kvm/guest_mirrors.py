@@ -127,6 +127,9 @@ class GuestMirrors:
     async def _watchdog(self, name: str) -> None:
         misses: dict[str, int] = {}
         while self._disks.get(name):
+            # A probe of a frozen export takes its whole time-out: the period
+            # counts from the round's start, so that misses come a second apart.
+            started = time.monotonic()
             for link in list(self._disks[name].values()):
                 if (name, link.quorum) in self._alone:
                     continue
@@ -141,7 +144,7 @@ class GuestMirrors:
                         link.disk,
                     )
                     await _close_link(link)
-            await asyncio.sleep(WATCHDOG_PERIOD)
+            await asyncio.sleep(max(0.0, started + WATCHDOG_PERIOD - time.monotonic()))
 
     def io_error(self, name: str, data: Mapping[str, Any]) -> None:
         """QEMU's BLOCK_IO_ERROR of guest ``name``: a fault if it names a
@@ -201,6 +204,10 @@ class GuestMirrors:
             await qmp.execute("x-blockdev-change", {"parent": quorum, "node": null})
         for child in await children(qmp, quorum, PEER_PREFIX):
             await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
+        if await node_exists(qmp, PEER_PREFIX + tag):
+            # A link a resync added lives on outside the quorum (one of the
+            # command line went with it): gone, so that the next resync can.
+            await qmp.execute("blockdev-del", {"node-name": PEER_PREFIX + tag})
         self._alone.add((name, quorum))  # no link left to watch
         self._faults.pop((name, disk), None)
         if any(key[0] == name for key in self._faults):
@@ -217,6 +224,12 @@ async def _close_link(link: Link) -> None:
     code, out = await qemu_process.output(argv)
     if code != 0:
         log.error("Cannot close the link to %s:%s: %s", link.host, link.port, out.strip())
+
+
+async def node_exists(qmp: Qmp, name: str) -> bool:
+    """Whether a block node of that name is there."""
+    nodes = await qmp.execute("query-named-block-nodes", {"flat": True})
+    return any(node["node-name"] == name for node in nodes)
 
 
 async def children(qmp: Qmp, quorum: str, prefix: str) -> list[str]:

@@ -29,6 +29,7 @@ from corral.node.hypervisor.kvm.guest_mirrors import (
     Link,
     Qmp,
     children,
+    node_exists,
 )
 from corral.node.storage import qsd
 
@@ -86,7 +87,7 @@ async def _copy(qmp: Qmp, tag: str, local: str, peer: str, progress: Progress) -
         await qmp.execute("x-blockdev-change", {"parent": quorum, "node": peer})
         for child in await children(qmp, quorum, NULL_PREFIX):
             await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
-        if await _exists(qmp, NULL_PREFIX + tag):
+        if await node_exists(qmp, NULL_PREFIX + tag):
             # Added by a degrade; one of the command line (started alone)
             # went with its parent's link.
             await qmp.execute("blockdev-del", {"node-name": NULL_PREFIX + tag})
@@ -126,12 +127,6 @@ async def _round(
         with contextlib.suppress(errors.OpExecError):
             await qmp.execute("job-cancel", {"id": job, "force": True})
         raise
-
-
-async def _exists(qmp: Qmp, name: str) -> bool:
-    """Whether a block node of that name is there."""
-    nodes = await qmp.execute("query-named-block-nodes", {"flat": True})
-    return any(node["node-name"] == name for node in nodes)
 
 
 async def _dirty(qmp: Qmp, local: str) -> int | None:
