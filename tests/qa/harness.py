@@ -162,7 +162,9 @@ def run_burnin(config: dict[str, Any], work: Path, *extra: str) -> dict[str, Any
     options, disks = config["options"], config["disks"]
     share = f"/usr/share/ganeti/{VERSION.rpartition('.')[0]}"  # /usr/share/ganeti/3.0
     command = [
-        "env", f"PYTHONPATH={share}", f"{share}/burnin", f"--os={config['os']}",
+        # Unbuffered: its errors (stderr) land in the log where they happened.
+        "env", f"PYTHONPATH={share}", "PYTHONUNBUFFERED=1", f"{share}/burnin",
+        f"--os={config['os']}",
         f"--minmem-size={config['minmem']}", f"--maxmem-size={config['maxmem']}",
         f"--disk-size={','.join(d['size'] for d in disks)}",
         f"--disk-growth={','.join(d['growth'] for d in disks)}",
@@ -179,11 +181,12 @@ def run_burnin(config: dict[str, Any], work: Path, *extra: str) -> dict[str, Any
             [str(work / "bin" / "ssh"), master, shlex.join(command)], env=env, stdout=log,
             stderr=subprocess.STDOUT, timeout=900, check=False,
         )  # fmt: skip
-    last = [f"exit {proc.returncode}", *(work / "burnin.log").read_text().splitlines()][-1]
+    lines = [line.strip() for line in (work / "burnin.log").read_text().splitlines()]
+    tail = " | ".join([f"exit {proc.returncode}", *filter(None, lines)][-8:])
     return {
         "test": f"burnin {' '.join(extra)}".strip(),
         "outcome": "PASS" if proc.returncode == 0 else "FAIL",
-        "reason": "" if proc.returncode == 0 else last.strip(),
+        "reason": "" if proc.returncode == 0 else tail,
         "seconds": round(time.monotonic() - start, 2),
         "block": "harness",
     }
