@@ -78,8 +78,9 @@ async def test_an_opcode_runs_only_once_the_store_holds_it_running(tmp_path: Pat
         assert h.running == [] and stored_statuses(h.db_path)[job] in ("queued", "waiting")
         release.set()
         await h.wait_status(job, {"running"})
-        while not h.running:
-            await asyncio.sleep(0.002)
+        async with asyncio.timeout(3):  # past notify_start: a poll with a deadline
+            while not h.running:
+                await asyncio.sleep(0.002)
         assert stored_statuses(h.db_path) == {job: "running"}
     finally:
         release.set()
