@@ -173,11 +173,16 @@ class _MoveLU(InstanceLU):
         post phase both name the new primary, as Ganeti rebuilds them."""
         current = self.cfg.get(Instance, self.instance.uuid) or self.instance
         target = self.target.name if self.target is not None else ""
+        old_secondary = new_secondary = ""
+        if mirror_failover.mirrored(current) and current.secondary_nodes:
+            # As Ganeti's: the secondary, and the primary that takes its place.
+            old_secondary = U.node_name(self.cfg, current.secondary_nodes[0])
+            new_secondary = U.node_name(self.cfg, current.primary_node)
         return {
             "OLD_PRIMARY": U.node_name(self.cfg, current.primary_node),
             "NEW_PRIMARY": target,
-            "OLD_SECONDARY": "",
-            "NEW_SECONDARY": "",
+            "OLD_SECONDARY": old_secondary,
+            "NEW_SECONDARY": new_secondary,
         }
 
 

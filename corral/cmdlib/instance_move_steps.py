@@ -203,6 +203,9 @@ class Mover:
         inst, target = self.instance, self._target()
         self.feedback(f"Migrating instance {inst.name}")
         self.feedback("* checking disk consistency between source and target")
+        mirrored = mirror_failover.mirrored(inst)
+        if mirrored:
+            mirror_failover.check_migratable(inst, target)
         await self._check_target_memory(current_memory, allow_runtime_changes)
         await self._fetch_migration_info()
         live = self._check_live(live)
@@ -234,8 +237,11 @@ class Mover:
             await self._abort_after("Migration failed, aborting")
             raise
         await self._wait_transfer()
-        await self._finalize(live)
-        self._set_primary(target)
+        if mirrored:
+            await self._finalize_mirrored(live)
+        else:
+            await self._finalize(live)
+            self._set_primary(target)
         if self.disks is not None:
             # The configuration names the target before the source's disks go.
             await self.lu.checkpoint()
@@ -334,6 +340,27 @@ class Mover:
         if failed:
             raise errors.OpExecError(f"Could not finalize instance migration: {' '.join(failed)}")
 
+    async def _finalize_mirrored(self, live: bool) -> None:
+        """Mirrored disks change roles between the guests: the source's guest
+        stops (its copy is current: it wrote both until the switch-over), the
+        target's export ends and the source exports its copy, the target's
+        guest links to it and runs.  If the source cannot export, its copies
+        are committed as outdated before the guest runs without them."""
+        target = self._target()
+        await self._run(
+            self.source,
+            instance_finalize_migration_src(self._desc(), True, live),
+            "Could not finalize instance migration",
+        )
+        await mirror_failover.release(self.lu, self.instance, forced=False)
+        self._set_primary(target)
+        self.instance = await mirror_failover.link_or_outdate(self.lu, self.instance, True)
+        await self._run(
+            target,
+            instance_finalize_migration_dst(self._desc(), self.migration_info, True),
+            "Could not finalize instance migration",
+        )
+
     async def _abort(self) -> tuple[RpcResult[None], RpcResult[None]]:
         """Ganeti's _AbortMigration: drop what the target received, keep the source."""
         target = self._target()
@@ -426,7 +453,13 @@ class Mover:
             return
         target = self._target()
         self.feedback(f"* instance running on secondary node ({target.name}), updating config")
-        self._set_primary(target)
+        if mirror_failover.mirrored(self.instance):
+            # Its copies change roles as a migration's end has them do.
+            await mirror_failover.release(self.lu, self.instance, forced=False)
+            self._set_primary(target)
+            self.instance = await mirror_failover.link_or_outdate(self.lu, self.instance, True)
+        else:
+            self._set_primary(target)
         # What the target received is its running instance now.
         res = await self._call(target, instance_finalize_migration_dst(self._desc(), None, True))
         res.report(self.lu.warn, f"Could not finalize the instance on node {target.name}")

@@ -64,6 +64,17 @@ def check_current(lu: InstanceLU, inst: Instance, target: Node, ignore_consisten
         )
 
 
+def check_migratable(inst: Instance, target: Node) -> None:
+    """A live migration goes to current copies only (Ganeti's words; no
+    ``--ignore-consistency`` for a migration)."""
+    for idx, disk in enumerate(inst.disks):
+        if target.uuid in disk.outdated:
+            raise errors.OpExecError(
+                f"Disk {idx} is degraded or not fully synchronized on target node,"
+                " aborting migration"
+            )
+
+
 async def release(lu: InstanceLU, inst: Instance, forced: bool) -> None:
     """The copies shut down on both nodes before the roles swap; a node that
     cannot (dead) only when the failover is ``forced`` past its source."""

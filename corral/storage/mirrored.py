@@ -57,7 +57,7 @@ class MirroredTemplate(DiskTemplate):
     mirroring: ClassVar[Mirroring] = Mirroring.INTERNAL
     # A failover to the secondary (the roles swap); live migration is not
     # built yet: refused by the units that check this.
-    moves: ClassVar[Moves] = Moves(failover=True)
+    moves: ClassVar[Moves] = Moves(failover=True, migrate=True)
     secondaries: ClassVar[int] = 1
     unit_setting: ClassVar[UnitSetting | None] = "file_storage_dir"
     holds: ClassVar[frozenset[str]] = frozenset({RES_PORT, RES_PATH})

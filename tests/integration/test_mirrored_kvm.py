@@ -204,6 +204,43 @@ def test_a_failover_boots_the_guest_on_the_secondary_with_every_acknowledged_wri
     assert not on1.exists() and not on2.exists()
 
 
+def counts_on(run_dir: Path, name: str, moved: bool = True) -> int:
+    """The running guest ``name`` (on the node of that run directory) counts
+    on, five more writes (``moved`` there: without booting again); the last
+    value it wrote."""
+    console = SerialConsole(Layout(run_dir).serial(name))
+    try:
+        seen = last_written(console.wait_for(WROTE).group(0))
+        console.wait_for(f"CORRAL-GUEST-WROTE {seen + 5}\\b", timeout=60)
+        assert "WRITE-FAILED" not in console.seen()
+        assert not moved or "CORRAL-GUEST-WRITER" not in console.seen()
+        return last_written(console.seen())
+    finally:
+        console.close()
+
+
+def test_a_live_migration_to_the_secondary_and_back_keeps_every_write(
+    two_nodes: tuple[TestCluster, Noded],
+) -> None:
+    cl, node2 = two_nodes
+    add_writer(cl, "w5", NODE1, NODE2)
+    on1, on2 = copies(cl, node2, "w5")
+    before = counts_on(cl.paths.run_dir, "w5", moved=False)
+    out = ok(cl.gnt("instance", "migrate", "-f", "w5"))
+    assert "* checking disk consistency between source and target" in out, out
+    assert query(cl, ["pnode", "snodes"], "w5")["w5"] == {"pnode": NODE2, "snodes": [NODE1]}
+    info = ok(cl.gnt("instance", "info", "w5"))
+    assert f"copies: {NODE2} (current), {NODE1} (current)" in info, info
+    moved = counts_on(node2.paths.run_dir, "w5")  # through node2's quorum now
+    assert moved > before
+    ok(cl.gnt("instance", "migrate", "-f", "w5"))
+    assert query(cl, ["pnode", "snodes"], "w5")["w5"] == {"pnode": NODE1, "snodes": [NODE2]}
+    assert counts_on(cl.paths.run_dir, "w5") > moved
+    ok(cl.gnt("instance", "shutdown", "--timeout=0", "w5"))
+    assert on1.read_bytes() == on2.read_bytes()
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w5"))
+
+
 def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     two_nodes: tuple[TestCluster, Noded],
 ) -> None:

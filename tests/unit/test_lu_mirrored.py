@@ -208,22 +208,6 @@ async def test_an_add_its_secondary_fails_is_undone_on_both_nodes(cl: InProcessC
     assert state(cl) == {**before, "serial": cl.cfg.serial}
 
 
-async def test_what_is_not_built_for_it_is_refused(cl: InProcessCluster) -> None:
-    job = await cl.run(create(start=False))
-    assert job.status == SUCCESS, job.error
-    before = state(cl)
-    for op, error in (
-        (
-            {"OP_ID": "OP_INSTANCE_MIGRATE"},
-            "Instance's disk layout 'mirrored' does not allow migrations",  # not built yet
-        ),
-    ):
-        job = await cl.run({**op, "instance_name": INST})
-        assert job.status == ERROR
-        assert job.error == error
-    assert state(cl) == before
-
-
 async def test_a_reinstall_and_a_rename_write_both_copies(cl: InProcessCluster) -> None:
     job = await cl.run(create(start=False))
     assert job.status == SUCCESS, job.error
@@ -319,14 +303,7 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
         "Instances with disk types mirrored cannot be failed over to arbitrary nodes"
         " (neither an iallocator nor a target node can be passed)"
     )
-    # The secondary's copy outdated (as the master records a failed secondary).
-    inst = committed(cl)
-    behind = inst.copy_for_update()
-    assert isinstance(behind, Instance)
-    behind.disks[0].outdated = [cl.config_node(3).uuid]
-    tx = cl.cfg.transaction()
-    tx.update(behind)
-    await tx.commit()
+    await outdate_secondary(cl)
     before = state(cl)
     job = await cl.run(failover())
     assert job.status == ERROR
@@ -345,6 +322,52 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
         f"  - WARNING: instance {INST}: disk/0 on {NODE2} is degraded; local disk state is 'ok'",
         f"  - ERROR: instance {INST}: disk/0 on {NODE3} is degraded; local disk state is 'faulty'",
     ], job.log
+
+
+async def outdate_secondary(cl: InProcessCluster) -> None:
+    """Commit the secondary's copy as outdated (as the master records a failed secondary)."""
+    behind = committed(cl).copy_for_update()
+    assert isinstance(behind, Instance)
+    behind.disks[0].outdated = list(behind.secondary_nodes)
+    tx = cl.cfg.transaction()
+    tx.update(behind)
+    await tx.commit()
+
+
+async def test_a_migration_swaps_the_roles_and_goes_to_a_current_copy_only(
+    cl: InProcessCluster,
+) -> None:
+    inst = await created(cl)
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    [disk] = inst.disks
+    migrate = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": INST}
+    before = state(cl)
+    job = await cl.run({**migrate, "target_node": NODE1})
+    assert job.status == ERROR
+    assert job.error == (
+        "Instances with disk types mirrored cannot be migrated to arbitrary nodes"
+        " (neither an iallocator nor a target node can be passed)"
+    )
+    assert state(cl) == before
+    job = await cl.run(migrate)
+    assert job.status == SUCCESS, job.error
+    inst = committed(cl)
+    assert (inst.primary_node, inst.secondary_nodes) == (n3, [n2])
+    [moved] = inst.disks
+    assert moved.nodes == [n3, n2] and moved.logical_id == [n3, n2, disk.logical_id[2]]
+    assert moved.outdated == [] and moved.generation == disk.generation
+    assert cl.running(3) == [INST] and cl.running(2) == []
+    assert qsd.running(cl.node(2).paths, disk.uuid, "nbd") is not None
+    assert qsd.running(cl.node(3).paths, disk.uuid, "nbd") is None
+    # Never to a copy that is behind (Ganeti's words for DRBD's).
+    await outdate_secondary(cl)
+    before = state(cl)
+    job = await cl.run(migrate)
+    assert job.status == ERROR
+    assert job.error == (
+        "Disk 0 is degraded or not fully synchronized on target node, aborting migration"
+    )
+    assert state(cl) == before and cl.running(3) == [INST]
 
 
 async def test_a_failover_from_a_dead_primary_outdates_its_copy_first(

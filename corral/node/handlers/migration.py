@@ -14,8 +14,10 @@ from corral.rpc import calls_migration as calls
 from corral.rpc.wire import InstanceWire, JsonObject
 
 
-def _typed(ctx: NodeContext, inst: InstanceWire) -> tuple[Hypervisor, InstanceSpec]:
-    spec = InstanceSpec.from_wire(ctx.paths, inst)
+def _typed(
+    ctx: NodeContext, inst: InstanceWire, incoming: bool = False
+) -> tuple[Hypervisor, InstanceSpec]:
+    spec = InstanceSpec.from_wire(ctx.paths, inst, incoming)
     return get_hypervisor(spec.hypervisor, ctx.paths), spec
 
 
@@ -34,13 +36,13 @@ async def migration_info(ctx: NodeContext, instance: InstanceWire) -> Any:
 
 @rpc_handler(calls.accept_instance)
 async def accept_instance(ctx: NodeContext, instance: InstanceWire, info: Any, target: str) -> Any:
-    hv, spec = _typed(ctx, instance)
+    hv, spec = _typed(ctx, instance, incoming=True)
     return await hv.accept_instance(spec, info, target)
 
 
 @rpc_handler(calls.instance_finalize_migration_dst)
 async def finalize_dst(ctx: NodeContext, instance: InstanceWire, info: Any, success: bool) -> None:
-    hv, spec = _typed(ctx, instance)
+    hv, spec = _typed(ctx, instance, incoming=True)
     await hv.finalize_migration_dst(spec, info, success)
 
 

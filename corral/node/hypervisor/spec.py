@@ -15,6 +15,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral import storage_names as N
 from corral.disk_description import DiskDescription
 from corral.node.storage import mirrored, registry
 from corral.paths import Paths
@@ -80,10 +81,14 @@ class InstanceSpec:
     wire: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_wire(cls, paths: Paths, data: Any) -> InstanceSpec:
-        """The instance sent by the master as ``data``; OpExecError if malformed."""
+    def from_wire(cls, paths: Paths, data: Any, incoming: bool = False) -> InstanceSpec:
+        """The instance sent by the master as ``data``; OpExecError if
+        malformed.  ``incoming``: as the target of a live migration starts
+        it (see :func:`mirrored.migrating_in`)."""
         if not isinstance(data, dict):
             raise errors.OpExecError("Invalid instance description: a dict is needed")
+        if incoming:
+            data = {**data, "disks": [_incoming(paths, d) for d in data.get("disks") or []]}
         try:
             return cls(
                 name=_text(data, "name"),
@@ -114,6 +119,18 @@ def _number(data: Mapping[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key} must be a non-negative integer")
     return value
+
+
+def _incoming(paths: Paths, disk: Any) -> Any:
+    """A disk of the source's description as this node, the migration's
+    target, starts it: a mirrored one whose secondary this node is with
+    the roles swapped."""
+    if not isinstance(disk, dict) or not isinstance(disk.get("description"), dict):
+        return disk  # refused by _disk
+    description = DiskDescription.from_wire(disk["description"])
+    if description.template != N.DT_MIRRORED or mirrored.role(paths, description) == 0:
+        return disk
+    return {**disk, "description": mirrored.migrating_in(description).to_wire()}
 
 
 def _disk(paths: Paths, index: int, data: Mapping[str, Any]) -> DiskSpec:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corral import errors
@@ -82,6 +82,27 @@ def link(disk: DiskDescription) -> Link:
     peer_name, host = disk.addresses[1]
     alone = len(disk.nodes) == 2 and disk.nodes[1] in disk.outdated
     return Link(export=disk.uuid, host=host, port=_port(disk), peer_name=peer_name, alone=alone)
+
+
+def migrating_in(disk: DiskDescription) -> DiskDescription:
+    """``disk`` as the target of a live migration (its secondary) starts the
+    guest: the roles swapped, and the source's copy not linked yet (a
+    stand-in takes its place).  The guest runs there only once the source's
+    guest is gone and its node exports that copy, linked then
+    (:func:`corral.node.hypervisor.kvm.mirror_resync.join`)."""
+    if len(disk.nodes) != 2 or len(disk.addresses) != 2:
+        raise errors.OpExecError(
+            f"The master sent mirrored disk {disk.iv_name or disk.uuid} without its two nodes"
+        )
+    source, target = disk.nodes
+    primary, secondary, port = disk.logical_id
+    return replace(
+        disk,
+        nodes=(target, source),
+        addresses=(disk.addresses[1], disk.addresses[0]),
+        logical_id=(secondary, primary, port),
+        outdated=(source,),
+    )
 
 
 def alone_size(size: int, peer: Link) -> int | None:

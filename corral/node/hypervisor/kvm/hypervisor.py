@@ -219,6 +219,21 @@ class KvmHypervisor(Hypervisor):
         await mirror_resync.resync(monitor, link, peer.peer_name, progress, full)
         self.mirrors.linked(name, link)
 
+    async def mirror_join(self, spec: InstanceSpec) -> None:
+        """Link each mirrored disk of a guest received here (paused, not run
+        yet) to its secondary's copy, the source's: current, as the guest
+        has written nothing since it left the source."""
+        monitor = self.monitors.get(spec.name)
+        if monitor is None:
+            raise errors.OpExecError(f"Instance {spec.name} is not running on this node")
+        for disk in spec.disks:
+            peer = disk.mirror
+            if peer is None or peer.alone or not self.mirrors.alone(spec.name, peer.export):
+                continue
+            link = Link(qsd.quorum_name(peer.export), peer.export, peer.host, peer.port)
+            await mirror_resync.join(monitor, link, peer.peer_name)
+            self.mirrors.linked(spec.name, link)
+
     async def mirror_degrade(self, name: str, disk: str) -> None:
         async with self._lock(name):
             monitor = self.monitors.get(name)

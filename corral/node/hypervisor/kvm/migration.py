@@ -59,9 +59,16 @@ def _export(disk: DiskSpec) -> str:
     return f"disk{disk.index}"
 
 
-def mirrored(spec: InstanceSpec) -> list[DiskSpec]:
-    """The disks only the source has: copied through NBD before the memory."""
-    return [d for d in spec.disks if not d.shared]
+def copied(spec: InstanceSpec) -> list[DiskSpec]:
+    """The disks only the source has: copied through NBD before the memory
+    (a mirrored disk's secondary, the target, has its own copy)."""
+    return [d for d in spec.disks if not d.shared and d.mirror is None]
+
+
+def linked(spec: InstanceSpec) -> bool:
+    """Whether the guest has mirrored disks (on the target, linked to the
+    source's copies once the source's guest is gone)."""
+    return any(d.mirror is not None for d in spec.disks)
 
 
 @dataclass
@@ -136,7 +143,9 @@ class Migrations:
             )
         finally:
             await asyncio.to_thread(_remove_tree, creds)
-        await _set_caps(monitor, spec, {"events": True})
+        # Mirrored disks: the local copy, exported to the source until it is
+        # done, is taken for writing only when the guest runs here.
+        await _set_caps(monitor, spec, {"events": True, "late-block-activate": linked(spec)})
         await monitor.execute("migrate-set-parameters", {"tls-creds": tls.CREDS_ID})
         # Ganeti's migration_port: the port the target listens on (one incoming
         # migration at a time per node and address, as in Ganeti).
@@ -157,7 +166,7 @@ class Migrations:
             "port": port,
             "tls_hostname": qemu_tls.node_identity(self.hv.paths),
         }
-        disks = mirrored(spec)
+        disks = copied(spec)
         if disks:
             answer["nbd_port"] = await _export_disks(monitor, address, disks)
         return answer
@@ -183,8 +192,9 @@ class Migrations:
                     f"Instance {spec.name} was not received completely: migration {status}"
                 )
         with contextlib.suppress(errors.OpExecError):
-            await monitor.execute("nbd-server-stop")  # none when no disk was mirrored
+            await monitor.execute("nbd-server-stop")  # none when no disk was copied
         await _drop_creds(monitor)
+        await self.hv.mirror_join(spec)
         await monitor.execute("cont")
         marker.unlink(missing_ok=True)
 
@@ -217,7 +227,7 @@ class Migrations:
         if runtime is None:
             raise errors.OpExecError(f"Instance {spec.name} has no runtime file")
         running = InstanceSpec.from_wire(self.hv.paths, runtime.spec)
-        disks = mirrored(running)
+        disks = copied(running)
         out = Outgoing(monitor.state == STATE_RUNNING, [f"mig-{_export(d)}" for d in disks])
         out.namespaces = runtime.namespaces
         monitor.listen(out.listener)
@@ -368,7 +378,7 @@ def _received_spec(hv: KvmHypervisor, spec: InstanceSpec, info: Any) -> Instance
     """The guest as it runs on the source (its disks resolved here), on its machine."""
     if not isinstance(info, dict) or not isinstance(info.get("spec"), dict):
         raise errors.OpExecError(f"Invalid migration information for {spec.name}")
-    received = InstanceSpec.from_wire(hv.paths, info["spec"])
+    received = InstanceSpec.from_wire(hv.paths, info["spec"], incoming=True)
     if received.name != spec.name:
         raise errors.OpExecError(f"Migration information of {received.name}, not {spec.name}")
     machine = info.get("machine")

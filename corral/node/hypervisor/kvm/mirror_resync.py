@@ -50,15 +50,7 @@ async def resync(
     copy) and join it to the quorum again."""
     tag = link.quorum.removeprefix(QUORUM_PREFIX)
     local, peer = LOCAL_PREFIX + tag, PEER_PREFIX + tag
-    node = {
-        "driver": "nbd",
-        "node-name": peer,
-        "server": {"type": "inet", "host": link.host, "port": str(link.port)},
-        "export": link.disk,
-        "tls-creds": qsd.CREDS_ID,
-        "tls-hostname": peer_name,
-    }
-    await qmp.execute("blockdev-add", node)
+    await _add_peer(qmp, link, peer_name)
     try:
         if full and await _dirty(qmp, local) is not None:
             await qmp.execute("block-dirty-bitmap-remove", {"node": local, "name": RESYNC_BITMAP})
@@ -66,6 +58,44 @@ async def resync(
     except BaseException:
         await _drop(qmp, peer)
         raise
+
+
+async def join(qmp: Qmp, link: Link, peer_name: str) -> None:
+    """Join a secondary whose copy is known to be current to the quorum of a
+    guest that has not written since it was left out (a migrated guest
+    before it runs on its new node: the copy is the source's)."""
+    tag = link.quorum.removeprefix(QUORUM_PREFIX)
+    await _add_peer(qmp, link, peer_name)
+    try:
+        await _take_in(qmp, tag)
+    except BaseException:
+        await _drop(qmp, PEER_PREFIX + tag)
+        raise
+
+
+async def _add_peer(qmp: Qmp, link: Link, peer_name: str) -> None:
+    """The link to the secondary's export, outside the quorum so far."""
+    node = {
+        "driver": "nbd",
+        "node-name": PEER_PREFIX + link.quorum.removeprefix(QUORUM_PREFIX),
+        "server": {"type": "inet", "host": link.host, "port": str(link.port)},
+        "export": link.disk,
+        "tls-creds": qsd.CREDS_ID,
+        "tls-hostname": peer_name,
+    }
+    await qmp.execute("blockdev-add", node)
+
+
+async def _take_in(qmp: Qmp, tag: str) -> None:
+    """The link takes the stand-in's place in the quorum."""
+    quorum = QUORUM_PREFIX + tag
+    await qmp.execute("x-blockdev-change", {"parent": quorum, "node": PEER_PREFIX + tag})
+    for child in await children(qmp, quorum, NULL_PREFIX):
+        await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
+    if await node_exists(qmp, NULL_PREFIX + tag):
+        # Added by a degrade; one of the command line (started alone) went
+        # with its parent's link.
+        await qmp.execute("blockdev-del", {"node-name": NULL_PREFIX + tag})
 
 
 async def _copy(qmp: Qmp, tag: str, local: str, peer: str, progress: Progress) -> None:
@@ -83,14 +113,7 @@ async def _copy(qmp: Qmp, tag: str, local: str, peer: str, progress: Progress) -
         await qmp.execute("stop")
     try:
         copied += await _round(qmp, tag, local, peer, "incremental", progress, copied)
-        quorum = QUORUM_PREFIX + tag
-        await qmp.execute("x-blockdev-change", {"parent": quorum, "node": peer})
-        for child in await children(qmp, quorum, NULL_PREFIX):
-            await qmp.execute("x-blockdev-change", {"parent": quorum, "child": child})
-        if await node_exists(qmp, NULL_PREFIX + tag):
-            # Added by a degrade; one of the command line (started alone)
-            # went with its parent's link.
-            await qmp.execute("blockdev-del", {"node-name": NULL_PREFIX + tag})
+        await _take_in(qmp, tag)
         await qmp.execute("block-dirty-bitmap-remove", {"node": local, "name": RESYNC_BITMAP})
     finally:
         if running:
