@@ -347,12 +347,17 @@ class Mover:
         guest links to it and runs.  If the source cannot export, its copies
         are committed as outdated before the guest runs without them."""
         target = self._target()
-        await self._run(
-            self.source,
-            instance_finalize_migration_src(self._desc(), True, live),
-            "Could not finalize instance migration",
+        # The target's export is idle once the transfer completed (the
+        # source flushed its last writes then): it ends while the source's
+        # guest stops, whose copy its node exports only after.
+        await asyncio.gather(
+            self._run(
+                self.source,
+                instance_finalize_migration_src(self._desc(), True, live),
+                "Could not finalize instance migration",
+            ),
+            mirror_failover.release(self.lu, self.instance, forced=False),
         )
-        await mirror_failover.release(self.lu, self.instance, forced=False)
         self._set_primary(target)
         self.instance = await mirror_failover.link_or_outdate(self.lu, self.instance, True)
         await self._run(
