@@ -89,6 +89,11 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             assert sector_count(theirs) >= acknowledged  # every acknowledged write is there
 
             await primary.mirror_degrade("w1", disk)
+            # noded restarts: it knows the guest writes alone now (its command
+            # line has the link), and watches no link.
+            await primary.close()
+            await primary.resume()
+            assert primary.mirrors.alone("w1", disk)
             index = await console.wait_for(f"CORRAL-GUEST-WROTE {acknowledged + 5}", timeout=60)
             assert not any("WRITE-FAILED" in line for line in console.lines[: index + 1])
             assert await primary.mirror_faults(0) == []
@@ -110,6 +115,11 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             resynced = last_written("\n".join(console.lines))
             await console.wait_for(f"CORRAL-GUEST-WROTE {resynced + 5}", timeout=60)
             assert sector_count(theirs) >= resynced + 5
+        # And again: the link the resync joined is known and watched.
+        await primary.close()
+        await primary.resume()
+        assert not primary.mirrors.alone("w1", disk)
+        assert primary.mirrors.link("w1", disk).port == PORT
         await primary.stop("w1", timeout=0, force=True)
         assert mine.read_bytes() == theirs.read_bytes()
     finally:

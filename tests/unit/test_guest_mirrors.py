@@ -57,3 +57,43 @@ async def test_only_a_mirrored_disks_io_error_is_a_fault() -> None:
     assert (fault.instance, fault.disk, fault.reason) == ("vm1", DISK, "Connection reset by peer")
     mirrors.forget("vm1")  # the guest is gone: its faults too
     assert await mirrors.faults(0) == []
+
+
+class CannedQmp:
+    """A guest's QEMU answering what it runs, as QEMU 7.2 answers (the shape
+    tests/integration/test_mirrored_guest.py sees on a real one)."""
+
+    def __init__(self, peer: bool) -> None:
+        tag = qsd.quorum_name(DISK).removeprefix(qsd.QUORUM_PREFIX)
+        self.nodes = [
+            {"node-name": qsd.QUORUM_PREFIX + tag, "file": "json:{}"},
+            {"node-name": qsd.LOCAL_PREFIX + tag, "file": "/srv/d"},
+        ]
+        child = qsd.NULL_PREFIX + tag
+        if peer:
+            child = qsd.PEER_PREFIX + tag
+            self.nodes.append({"node-name": child, "file": f"nbd://127.0.0.1:9/{DISK}"})
+        self.graph = {
+            "nodes": [{"id": 1, "name": qsd.QUORUM_PREFIX + tag}, {"id": 2, "name": child}],
+            "edges": [{"parent": 1, "child": 2, "name": "children.1"}],
+        }
+
+    async def execute(self, command: str, arguments: object = None) -> object:
+        return {"query-named-block-nodes": self.nodes, "x-debug-query-block-graph": self.graph}[
+            command
+        ]
+
+
+async def test_a_restarted_node_knows_the_links_as_qemu_has_them() -> None:
+    mirrors = GuestMirrors()
+    alone = qsd.quorum_blockdev(Path("/srv/d"), "127.0.0.1", 9, DISK, "creds", "node2", 1 << 20)
+    # Started alone, joined since (a resync, a migration's target).
+    mirrors.follow("vm1", ["kvm", "-blockdev", json.dumps(alone)])
+    await mirrors.refresh("vm1", CannedQmp(peer=True))
+    assert not mirrors.alone("vm1", DISK)
+    assert mirrors.link("vm1", DISK) == Link(qsd.quorum_name(DISK), DISK, "127.0.0.1", 9)
+    # Started linked, left alone since (a degrade).
+    mirrors.follow("vm1", argv())
+    await mirrors.refresh("vm1", CannedQmp(peer=False))
+    assert mirrors.alone("vm1", DISK)
+    mirrors.forget("vm1")

@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -146,6 +147,27 @@ class GuestMirrors:
                     await _close_link(link)
             await asyncio.sleep(max(0.0, started + WATCHDOG_PERIOD - time.monotonic()))
 
+    async def refresh(self, name: str, qmp: Qmp) -> None:
+        """Guest ``name``'s links as its QEMU has them now, not as its command
+        line started them: a resync or a migration may have joined a copy
+        since, a degrade left one (what noded, restarted, must know)."""
+        known = [q for guest, q in self._alone if guest == name]
+        known += list(self._disks.get(name, {}))
+        if not known:
+            return
+        nodes = {
+            n["node-name"]: n for n in await qmp.execute("query-named-block-nodes", {"flat": True})
+        }
+        for quorum in known:
+            tag = quorum.removeprefix(QUORUM_PREFIX)
+            peer = nodes.get(PEER_PREFIX + tag)
+            link = _link_of(quorum, peer) if peer is not None else None
+            if link is not None and await children(qmp, quorum, PEER_PREFIX):
+                self.linked(name, link)
+            else:
+                self._disks.get(name, {}).pop(quorum, None)
+                self._alone.add((name, quorum))
+
     def io_error(self, name: str, data: Mapping[str, Any]) -> None:
         """QEMU's BLOCK_IO_ERROR of guest ``name``: a fault if it names a
         mirrored disk's quorum (others are the guest's own business)."""
@@ -216,6 +238,14 @@ class GuestMirrors:
         if status.get("status") == "io-error":
             await qmp.execute("cont")
         log.info("Instance %s goes on without the secondary copy of disk %s", name, disk)
+
+
+def _link_of(quorum: str, peer: Mapping[str, Any]) -> Link | None:
+    """The link of a secondary's NBD node as QEMU names it (``nbd://host:port/export``)."""
+    url = urllib.parse.urlsplit(str(peer.get("file") or ""))
+    if url.scheme != "nbd" or url.hostname is None or url.port is None:
+        return None
+    return Link(quorum, url.path.lstrip("/"), url.hostname, url.port)
 
 
 async def _close_link(link: Link) -> None:

@@ -164,6 +164,7 @@ class KvmHypervisor(Hypervisor):
             self.mirrors.io_error,
         )
         await monitor.connect()
+        await self.mirrors.refresh(runtime.name, monitor)
         self.monitors[runtime.name] = monitor
         return monitor
 
