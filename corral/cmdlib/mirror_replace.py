@@ -22,6 +22,7 @@ from corral import errors
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib import mirror_sync
+from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import InstanceLU
 from corral.cmdlib.instance_targets import check_target_ipolicy
 from corral.cmdlib.mirror_failover import mirrored
@@ -29,6 +30,8 @@ from corral.objects import Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_mirror import mirror_degrade
 from corral.rpc.calls_storage import blockdev_assemble, blockdev_create, blockdev_remove
+from corral.services import allocator
+from corral.services.allocator.requests import Relocate
 from corral.storage import templates
 
 
@@ -52,12 +55,6 @@ class LUInstanceReplaceDisks(InstanceLU):
                 raise errors.OpPrereqError(
                     "Give either the iallocator or the new node, not both", C.ECODE_INVAL
                 )
-            if op.iallocator is not None:
-                raise errors.OpPrereqError(
-                    "An allocator cannot choose the new secondary node of a mirrored instance"
-                    " yet; give it (-n NODE)",
-                    C.ECODE_INVAL,
-                )
         elif op.remote_node is not None or op.iallocator is not None:
             raise errors.OpPrereqError(
                 "The iallocator and new node options can only be used when changing the"
@@ -76,6 +73,11 @@ class LUInstanceReplaceDisks(InstanceLU):
     def declare_locks(self) -> None:
         super().declare_locks()
         self.share_locks[C.LEVEL_NODE] = False
+        if self.op.iallocator is not None:
+            # The allocator looks at every node; the others are let go once
+            # it has chosen.
+            self.needed_locks[C.LEVEL_NODE] = ALL_SET
+            self.needed_locks[C.LEVEL_NODE_RES] = ALL_SET
 
     def node_locks(self) -> list[str]:
         extra = [self.new_node.uuid] if self.new_node is not None else []
@@ -101,10 +103,34 @@ class LUInstanceReplaceDisks(InstanceLU):
                     f"Invalid disk index {index} (the instance has {len(inst.disks)})",
                     C.ECODE_INVAL,
                 )
+        if self.op.iallocator is not None:
+            self.new_node = await self._run_allocator()
+            placement.release_other_nodes(
+                self, inst.primary_node, self.old_secondary.uuid, self.new_node.uuid
+            )
         if self.new_node is not None:
             await self._check_new_node(self.cfg.lookup(Node, self.new_node.uuid))
         self.indexes = self._indexes()
         self.running = await self.is_running() if self.indexes else False
+
+    async def _run_allocator(self) -> Node:
+        """The new secondary the allocator chooses (Ganeti's words)."""
+        inst = self.instance
+        name = allocator.default_name(self.cfg.cluster, self.op.iallocator)
+        allocator.check_exists(self.master.paths, name)
+        request = Relocate(inst.name, sum(d.size for d in inst.disks), [self.old_secondary.name])
+        answer = await allocator.run(
+            self.master, name, request, hypervisor=inst.hypervisor, disk_template=inst.disk_template
+        )
+        if not answer.success:
+            raise errors.OpPrereqError(
+                f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
+            )
+        [chosen] = answer.result
+        self.log_info(f"Selected new secondary for instance '{inst.name}': {chosen}")
+        node = self.cfg.lookup(Node, chosen)
+        self.op.remote_node, self.op.remote_node_uuid = node.name, node.uuid
+        return node
 
     async def _check_new_node(self, node: Node) -> None:
         inst = self.instance

@@ -90,12 +90,12 @@ def test_the_tables_agree() -> None:
         "mirrored": Mirroring.INTERNAL,
     }
     assert {n for n, t in table.items() if t.moves.copy} == {"file"}
-    # Ganeti's DTS_MIRRORED fail over (mirrored's migration is not built yet).
+    # Ganeti's DTS_MIRRORED fail over and migrate.
     assert {n for n, t in table.items() if t.moves.failover} == {
         n for n, m in mirroring.items() if m is not Mirroring.NONE
     }
     assert {n for n, t in table.items() if t.moves.migrate} == {
-        n for n, m in mirroring.items() if m is Mirroring.EXTERNAL
+        n for n, m in mirroring.items() if m is not Mirroring.NONE
     }
     assert {n for n, t in table.items() if t.growable} == {"file", "sharedfile"}
     assert {n for n, t in table.items() if t.adopts} == {"blockdev"}

@@ -494,11 +494,6 @@ async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
             " node given",
         ),
         (
-            {"mode": "replace_new_secondary", "iallocator": "hail"},
-            "An allocator cannot choose the new secondary node of a mirrored instance yet;"
-            " give it (-n NODE)",
-        ),
-        (
             {"mode": "replace_on_secondary", "remote_node": NODE1},
             "The iallocator and new node options can only be used when changing the secondary node",
         ),
@@ -558,6 +553,40 @@ async def test_evacuating_a_secondary_node_replaces_its_copies_on_the_new_one(
     inst = cl.instance(INST)
     assert inst is not None and inst.secondary_nodes == [cl.config_node(1).uuid]
     assert cl.disk_files(3) == [] and len(cl.disk_files(1)) == 1
+
+
+async def test_the_allocator_chooses_a_new_secondary_and_evacuates_one(
+    cl: InProcessCluster,
+) -> None:
+    job = await cl.run(create(start=False))
+    assert job.status == SUCCESS, job.error
+    # -I: the one node left, in the primary's group with room for the copies.
+    job = await cl.run(replace("replace_new_secondary", iallocator="hail"))
+    assert job.status == SUCCESS, job.error
+    assert f" - INFO: Selected new secondary for instance '{INST}': {NODE1}" in job.log
+    inst = committed(cl)
+    assert inst.secondary_nodes == [cl.config_node(1).uuid]
+    assert cl.disk_files(3) == [] and len(cl.disk_files(1)) == 1
+    # gnt-node evacuate -s without a node: the allocator's replace-disks job.
+    job = await cl.run({"OP_ID": "OP_NODE_EVACUATE", "node_name": NODE1, "mode": "secondary-only"})
+    assert job.status == SUCCESS, job.error
+    [[submitted, job_id]] = job.result["jobs"]
+    assert submitted
+    replaced = await cl.wait(job_id)
+    assert replaced.status == SUCCESS, replaced.error
+    assert committed(cl).secondary_nodes == [cl.config_node(3).uuid]
+    assert cl.disk_files(1) == [] and len(cl.disk_files(3)) == 1
+    # Its primary evacuated: to its secondary (which keeps a copy).
+    job = await cl.run({"OP_ID": "OP_NODE_EVACUATE", "node_name": NODE2, "mode": "primary-only"})
+    assert job.status == SUCCESS, job.error
+    [[submitted, job_id]] = job.result["jobs"]
+    moved = await cl.wait(job_id)
+    assert moved.status == SUCCESS, moved.error
+    inst = committed(cl)
+    assert (inst.primary_node, inst.secondary_nodes) == (
+        cl.config_node(3).uuid,
+        [cl.config_node(2).uuid],
+    )
 
 
 def modify(**fields: Any) -> dict[str, Any]:

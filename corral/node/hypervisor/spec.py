@@ -15,7 +15,6 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
-from corral import storage_names as N
 from corral.disk_description import DiskDescription
 from corral.node.storage import mirrored, registry
 from corral.paths import Paths
@@ -128,7 +127,8 @@ def _incoming(paths: Paths, disk: Any) -> Any:
     if not isinstance(disk, dict) or not isinstance(disk.get("description"), dict):
         return disk  # refused by _disk
     description = DiskDescription.from_wire(disk["description"])
-    if description.template != N.DT_MIRRORED or mirrored.role(paths, description) == 0:
+    template = registry.template_of(paths, description)
+    if not template.MIRRORED or mirrored.role(paths, description) == 0:
         return disk
     return {**disk, "description": mirrored.migrating_in(description).to_wire()}
 

@@ -23,6 +23,8 @@ import re
 import shutil
 import signal
 import tempfile
+import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,15 @@ def quorum_blockdev(
             peer,
         ],
     }
+
+
+def peer_address(node: Mapping[str, Any]) -> tuple[str, int, str] | None:
+    """The host, port and export of a peer's NBD block node as QEMU reports
+    it (``query-named-block-nodes``: ``file`` is ``nbd://host:port/export``)."""
+    url = urllib.parse.urlsplit(str(node.get("file") or ""))
+    if url.scheme != "nbd" or url.hostname is None or url.port is None:
+        return None
+    return url.hostname, url.port, url.path.lstrip("/")
 
 
 def _comma_escaped(text: str) -> str:

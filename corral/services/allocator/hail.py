@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from corral import constants as C
 from corral.services.allocator import requests as R
 from corral.services.allocator.builtin import (
     NodeState,
@@ -132,8 +133,23 @@ def _instance_spec(inst: dict[str, Any]) -> Spec:
     )
 
 
+def _mirrored(inst: dict[str, Any]) -> bool:
+    """Whether the instance keeps copies on secondary nodes (Ganeti's DTS_INT_MIRROR)."""
+    template = templates.DISK_TEMPLATES.get(inst["disk_template"])
+    return template is not None and template.mirroring is templates.Mirroring.INTERNAL
+
+
+def _copy_spec(inst: dict[str, Any]) -> Spec:
+    """What a secondary node holds of an instance: a copy of its disks."""
+    return Spec(
+        memory=0, vcpus=0, disk=int(inst["disk_space_total"]), template=inst["disk_template"]
+    )
+
+
 def relocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
-    """A new node for an instance, away from ``relocate_from``, in its group."""
+    """A new node for an instance, away from ``relocate_from``, in its group:
+    a new secondary of a mirrored instance (room for a copy of its disks),
+    else a new primary."""
     inst = data["instances"][req["name"]]
     nodes = cluster_state(data)
     avoid = set(req["relocate_from"]) | set(inst["nodes"])
@@ -144,7 +160,8 @@ def relocate(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
             return "one of the instance's nodes"
         return None if node.group == group else "in another group"
 
-    node, refused = best_node(nodes, _instance_spec(inst), allowed)
+    spec = _copy_spec(inst) if _mirrored(inst) else _instance_spec(inst)
+    node, refused = best_node(nodes, spec, allowed)
     if node is None:
         return _answer(False, f"No node fits {req['name']}: {describe_refusals(refused)}", [])
     return _answer(True, f"Instance {req['name']} goes to {node.name}", [node.name])
@@ -155,8 +172,10 @@ def _evacuate(
     names: list[str],
     target_groups: Callable[[str], set[str]],
     secondary_only: bool = False,
+    same_group: bool = True,
 ) -> dict[str, Any]:
-    """Each instance to the best node of its target groups, off its nodes."""
+    """Each instance to the best node of its target groups, off its nodes
+    (``secondary_only``: a new secondary node for each mirrored instance)."""
     nodes = cluster_state(data)
     groups = data["nodegroups"]
     moved: list[list[Any]] = []
@@ -164,11 +183,17 @@ def _evacuate(
     jobs: list[list[dict[str, Any]]] = []
     for name in names:
         inst = data["instances"].get(name)
-        if inst is None or secondary_only:
-            why = "unknown instance" if inst is None else "instance has no secondary node"
+        why = _unmovable(inst, secondary_only, same_group)
+        if why is not None or inst is None:
             failed.append([name, why])
             continue
-        spec = _instance_spec(inst)
+        if _mirrored(inst) and not secondary_only:
+            # To its secondary, which holds its disks (the node keeps a copy).
+            secondary = inst["nodes"][1]
+            moved.append([name, groups[nodes[secondary].group]["name"], [secondary]])
+            jobs.append([{"OP_ID": _MIGRATE, "instance_name": name, "allow_failover": True}])
+            continue
+        spec = _copy_spec(inst) if secondary_only else _instance_spec(inst)
         wanted = target_groups(nodes[inst["nodes"][0]].group)
 
         node, refused = best_node(nodes, spec, _away_from(inst["nodes"], wanted))
@@ -177,10 +202,37 @@ def _evacuate(
             continue
         node.place(spec)
         moved.append([name, groups[node.group]["name"], [node.name]])
-        jobs.append([_move_op(inst, name, node.name)])
+        op = (
+            _new_secondary_op(name, node.name)
+            if secondary_only
+            else _move_op(inst, name, node.name)
+        )
+        jobs.append([op])
     return _answer(
         True, f"{len(moved)} instances moved, {len(failed)} failed", [moved, failed, jobs]
     )
+
+
+def _unmovable(inst: dict[str, Any] | None, secondary_only: bool, same_group: bool) -> str | None:
+    """Why the evacuation cannot move ``inst``, or None."""
+    if inst is None:
+        return "unknown instance"
+    if secondary_only and not _mirrored(inst):
+        return "instance has no secondary node"
+    if _mirrored(inst) and not same_group:
+        return "a mirrored instance cannot change its group yet"
+    return None
+
+
+def _new_secondary_op(name: str, node: str) -> dict[str, Any]:
+    """Ganeti's job for a new secondary node: replace-disks onto it."""
+    return {
+        "OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+        "instance_name": name,
+        "mode": C.REPLACE_DISK_CHG,
+        "remote_node": node,
+        "disks": [],
+    }
 
 
 def _away_from(current: list[str], groups: set[str]) -> Callable[[NodeState], str | None]:
@@ -215,7 +267,9 @@ def change_group(data: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
     """Instances go to one of the target groups (any other group if none given)."""
     targets = set(req["target_groups"])
     every = set(data["nodegroups"])
-    return _evacuate(data, req["instances"], lambda group: targets or every - {group})
+    return _evacuate(
+        data, req["instances"], lambda group: targets or every - {group}, same_group=False
+    )
 
 
 _MODES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {

@@ -28,7 +28,6 @@ import itertools
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -161,9 +160,10 @@ class GuestMirrors:
         for quorum in known:
             tag = quorum.removeprefix(QUORUM_PREFIX)
             peer = nodes.get(PEER_PREFIX + tag)
-            link = _link_of(quorum, peer) if peer is not None else None
-            if link is not None and await children(qmp, quorum, PEER_PREFIX):
-                self.linked(name, link)
+            address = qsd.peer_address(peer) if peer is not None else None
+            if address is not None and await children(qmp, quorum, PEER_PREFIX):
+                host, port, export = address
+                self.linked(name, Link(quorum, export, host, port))
             else:
                 self._disks.get(name, {}).pop(quorum, None)
                 self._alone.add((name, quorum))
@@ -238,14 +238,6 @@ class GuestMirrors:
         if status.get("status") == "io-error":
             await qmp.execute("cont")
         log.info("Instance %s goes on without the secondary copy of disk %s", name, disk)
-
-
-def _link_of(quorum: str, peer: Mapping[str, Any]) -> Link | None:
-    """The link of a secondary's NBD node as QEMU names it (``nbd://host:port/export``)."""
-    url = urllib.parse.urlsplit(str(peer.get("file") or ""))
-    if url.scheme != "nbd" or url.hostname is None or url.port is None:
-        return None
-    return Link(quorum, url.path.lstrip("/"), url.hostname, url.port)
 
 
 async def _close_link(link: Link) -> None:
