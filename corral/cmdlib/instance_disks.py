@@ -110,6 +110,14 @@ async def link_copies(lu: LogicalUnit[Any], inst: Instance) -> None:
         template = templates.DISK_TEMPLATES.get(disk.dev_type)
         if template is None or template.mirroring is not templates.Mirroring.INTERNAL:
             continue
+        if inst.primary_node in disk.outdated:
+            # Never written (or read) while it is behind: a replace-disks -p
+            # left half-way, say.
+            raise errors.OpExecError(
+                f"Disk {idx}'s copy on the primary node"
+                f" {lu.cfg.lookup(Node, inst.primary_node).name} is outdated; replace it"
+                " (gnt-instance replace-disks -p) or fail over to the secondary"
+            )
         wire = U.disk_wire(lu.cfg, disk)
         for uuid in disk.nodes[1:]:
             node = lu.cfg.lookup(Node, uuid)

@@ -156,6 +156,9 @@ class Mover:
         if mirrored:
             await mirror_failover.release(self.lu, inst, forced)
         self._set_primary(target)
+        if mirrored:
+            mirror_failover.take_over(self.instance)
+            self.lu.tx.update(self.instance)
         if inst.admin_state != ADMIN_UP:
             return
         self.feedback(f"* activating the instance's disks on target node {target.name}")

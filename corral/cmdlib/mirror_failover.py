@@ -75,6 +75,16 @@ def check_migratable(inst: Instance, target: Node) -> None:
             )
 
 
+def take_over(inst: Instance) -> None:
+    """``inst`` (the unit's copy) just failed over: where its new primary's
+    copy was outdated (``--ignore-consistency``), that copy is the one in force
+    from now on, and the other copies are behind it."""
+    for disk in inst.disks:
+        if inst.primary_node in disk.outdated:
+            disk.outdated = [uuid for uuid in disk.nodes if uuid != inst.primary_node]
+            disk.generation += 1
+
+
 async def release(lu: InstanceLU, inst: Instance, forced: bool) -> None:
     """The copies shut down on both nodes before the roles swap; a node that
     cannot (dead) only when the failover is ``forced`` past its source."""

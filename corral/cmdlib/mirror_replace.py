@@ -1,6 +1,7 @@
 """``gnt-instance replace-disks`` for mirrored disks (Ganeti's
 LUInstanceReplaceDisks for DRBD): a new copy on the secondary (``-s``), on a
-new secondary node (``-n``), or where a copy is outdated (``-a``).
+new secondary node (``-n``, or the allocator's: ``-I``), where a copy is
+outdated (``-a``), or on the primary (``-p``: :mod:`.mirror_replace_primary`).
 
 The copy to replace is behind from the start: it is committed as outdated,
 and a running guest goes on writing its primary's copy alone, before the old
@@ -9,8 +10,7 @@ primary's (under a running guest, round after round, then the guest writes
 both; stopped, a plain copy); then it is current, with a new sync
 generation.  A failure half-way leaves a consistent instance: its primary's
 copies current, the new ones outdated (a resync or another replace-disks
-finishes the work).  Replacing the primary's copies (``-p``) is left to a
-failover and ``-s``.
+finishes the work).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from corral import constants as C
 from corral import errors
 from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
+from corral.cmdlib import mirror_replace_primary as replace_primary
 from corral.cmdlib import mirror_sync
 from corral.cmdlib.base import ALL_SET
 from corral.cmdlib.instance_base import InstanceLU
@@ -112,6 +113,8 @@ class LUInstanceReplaceDisks(InstanceLU):
             await self._check_new_node(self.cfg.lookup(Node, self.new_node.uuid))
         self.indexes = self._indexes()
         self.running = await self.is_running() if self.indexes else False
+        if self.op.mode == C.REPLACE_DISK_PRI:
+            replace_primary.check(self, inst, self.indexes, self.running)
 
     async def _run_allocator(self) -> Node:
         """The new secondary the allocator chooses (Ganeti's words)."""
@@ -154,12 +157,6 @@ class LUInstanceReplaceDisks(InstanceLU):
     def _indexes(self) -> list[int]:
         """The disks whose secondary copy is replaced."""
         inst = self.instance
-        if self.op.mode == C.REPLACE_DISK_PRI:
-            raise errors.OpPrereqError(
-                "Replacing the primary node's copies of a mirrored instance is not supported"
-                " yet; fail it over and replace them on its secondary (-s)",
-                C.ECODE_INVAL,
-            )
         if self.op.mode != C.REPLACE_DISK_AUTO:
             return list(self.op.disks) or list(range(len(inst.disks)))
         if not inst.disks_active:
@@ -198,6 +195,9 @@ class LUInstanceReplaceDisks(InstanceLU):
         )
         self.feedback(f"Current primary node: {self.pnode.name}")
         self.feedback(f"Current secondary node: {self.old_secondary.name}")
+        if self.op.mode == C.REPLACE_DISK_PRI:
+            await replace_primary.replace(self, self.indexes)
+            return None
         inst = await self._leave_behind(inst)
         old = {idx: U.disk_wire(self.cfg, inst.disks[idx]) for idx in self.indexes}
         target = self.new_node or self.old_secondary

@@ -44,7 +44,7 @@ async def resync_outdated(
         what = f"Could not resync disk {disk.iv_name} of {inst.name} on node {pnode.name}"
         copying = asyncio.create_task(lu.master.rpc.run(pnode, request, what))
         try:
-            await _report(lu, pnode, inst, disk.iv_name, disk.uuid, copying)
+            await report(lu, pnode, inst, disk.iv_name, disk.uuid, copying)
         finally:
             if not copying.done():
                 copying.cancel()
@@ -54,19 +54,19 @@ async def resync_outdated(
     lu.feedback(f"* Instance {inst.name}'s disks are in sync")
 
 
-async def _report(
+async def report(
     lu: InstanceLU,
-    pnode: Node,
+    node: Node,
     inst: Instance,
     iv_name: str,
     disk: str,
     copying: asyncio.Task[None],
 ) -> None:
-    """Ganeti's WaitForSync lines until the copy ends."""
+    """Ganeti's WaitForSync lines until the copy (by ``node``) ends."""
     started = time.monotonic()
     while not copying.done():
         await asyncio.wait({copying}, timeout=PROGRESS_EVERY)
-        result = await lu.master.rpc.result(pnode, mirror_resync_progress(inst.name, disk))
+        result = await lu.master.rpc.result(node, mirror_resync_progress(inst.name, disk))
         if result.failed or not result.value or not result.value[1]:
             continue
         done, total = result.value

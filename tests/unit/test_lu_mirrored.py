@@ -498,11 +498,6 @@ async def test_replace_disks_makes_new_copies_on_the_secondary_or_a_new_node(
             "The iallocator and new node options can only be used when changing the secondary node",
         ),
         (
-            {"mode": "replace_on_primary"},
-            "Replacing the primary node's copies of a mirrored instance is not supported yet;"
-            " fail it over and replace them on its secondary (-s)",
-        ),
-        (
             {"mode": "replace_on_secondary", "disks": [1]},
             "Invalid disk index 1 (the instance has 1)",
         ),
@@ -587,6 +582,76 @@ async def test_the_allocator_chooses_a_new_secondary_and_evacuates_one(
         cl.config_node(3).uuid,
         [cl.config_node(2).uuid],
     )
+
+
+async def test_replace_disks_on_the_primary_copies_the_secondarys_whole(
+    cl: InProcessCluster,
+) -> None:
+    inst = await created(cl)
+    n2 = cl.config_node(2).uuid
+    generation = inst.disks[0].generation
+    before = state(cl)
+    job = await cl.run(replace("replace_on_primary"))
+    assert job.status == ERROR
+    assert job.error == (
+        f"Instance {INST} is running: replacing the primary node's copies of a running"
+        " mirrored instance is not supported yet; stop it, or fail it over and replace them"
+        " on its secondary (-s)"
+    )
+    assert state(cl) == before
+    job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    on2, on3 = copies(cl, inst)
+    data = on3.read_bytes()
+    assert data.startswith(f"MIRROR {INST}".encode()) and on2.read_bytes() == data
+    # The primary's copy went bad; as a half-done -p leaves it: outdated.
+    on2.write_bytes(b"\xff" * len(data))
+    half = committed(cl).copy_for_update()
+    assert isinstance(half, Instance)
+    half.disks[0].outdated = [n2]
+    tx = cl.cfg.transaction()
+    tx.update(half)
+    await tx.commit()
+    job = await cl.run({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": INST})
+    assert job.status == ERROR
+    assert job.error == (
+        f"Disk 0's copy on the primary node {NODE2} is outdated; replace it"
+        " (gnt-instance replace-disks -p) or fail over to the secondary"
+    )
+    assert cl.running(2) == []
+    job = await cl.run(replace("replace_on_primary"))
+    assert job.status == SUCCESS, job.error
+    assert f"* Instance {INST}'s disks are in sync" in job.log
+    assert on2.read_bytes() == data
+    inst = committed(cl)
+    assert inst.disks[0].outdated == [] and inst.disks[0].generation > generation
+    assert (inst.primary_node, inst.secondary_nodes) == (n2, [cl.config_node(3).uuid])
+    job = await cl.run({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    # Not from a secondary copy that is behind (Ganeti's words).
+    job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    await outdate_secondary(cl)
+    before = state(cl)
+    job = await cl.run(replace("replace_on_primary"))
+    assert job.status == ERROR
+    assert job.error == (
+        f"Node {NODE3} has degraded storage, unsafe to replace disks for instance {INST}"
+    )
+    assert state(cl) == before
+
+
+async def test_a_forced_failover_to_an_outdated_copy_makes_the_other_one_behind(
+    cl: InProcessCluster,
+) -> None:
+    await created(cl)
+    n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
+    await outdate_secondary(cl)
+    job = await cl.run(failover(ignore_consistency=True))
+    assert job.status == SUCCESS, job.error
+    inst = committed(cl)
+    assert (inst.primary_node, inst.disks[0].outdated) == (n3, [n2])
+    assert cl.running(3) == [INST]
 
 
 def modify(**fields: Any) -> dict[str, Any]:
