@@ -7,7 +7,7 @@ from typing import Any
 from corral import constants as C
 from corral import errors
 from corral import params as P
-from corral.cmdlib import communication, os_media
+from corral.cmdlib import communication, instance_disks, os_media
 from corral.cmdlib import disk_attach as DA
 from corral.cmdlib import disk_conversion as conversion
 from corral.cmdlib import instance_utils as U
@@ -437,6 +437,12 @@ class LUInstanceGrowDisk(InstanceLU):
             raise errors.OpPrereqError(
                 f"Disks of the {inst.disk_template} template cannot grow", C.ECODE_STATE
             )
+        if not template.grows_running and await self.is_running():
+            raise errors.OpPrereqError(
+                f"Instance {inst.name} is running: the disks of a running {inst.disk_template}"
+                " instance cannot grow yet; stop it first",
+                C.ECODE_STATE,
+            )
         self.index = _item(inst.disks, self.op.disk, "disk")
         current = inst.disks[self.index].size
         self.new_size = self.op.amount if self.op.absolute else current + self.op.amount
@@ -445,14 +451,15 @@ class LUInstanceGrowDisk(InstanceLU):
                 f"Disk {self.index} cannot shrink from {current} to {self.new_size} MiB",
                 C.ECODE_INVAL,
             )
-        await U.check_node_resources(
-            self,
-            self.pnode,
-            inst.hypervisor,
-            0,
-            self.new_size - current,
-            disk_template=inst.disk_template,
-        )
+        for uuid in inst.disks[self.index].nodes or [inst.primary_node]:
+            await U.check_node_resources(
+                self,
+                self.cfg.lookup(Node, uuid),
+                inst.hypervisor,
+                0,
+                self.new_size - current,
+                disk_template=inst.disk_template,
+            )
         check_grown_disk(self, inst, self.index, self.new_size, self.op.ignore_ipolicy)
 
     def build_hooks_env(self) -> dict[str, Any]:
@@ -466,9 +473,29 @@ class LUInstanceGrowDisk(InstanceLU):
     async def exec(self) -> Any:
         inst: Instance = self.updated()
         disk = inst.disks[self.index]
-        await self.node_call(
-            blockdev_grow(disk.description().to_wire(), self.new_size), "Could not grow a disk of"
-        )
+        wire = U.disk_wire(self.cfg, disk)
+        if disk.nodes[1:]:
+            # The secondaries' exports hold the old size: they end, and come
+            # back at the new one.
+            await instance_disks.shutdown_disks(self, inst)
+        await self.node_call(blockdev_grow(wire, self.new_size), "Could not grow a disk of")
+        for uuid in disk.nodes[1:]:
+            # A secondary copy that cannot grow now is behind: it grows, and is
+            # filled whole, when its disks are next activated.
+            node = self.cfg.lookup(Node, uuid)
+            result = await self.master.rpc.result(node, blockdev_grow(wire, self.new_size))
+            if result.failed and uuid not in disk.outdated:
+                self.warn(
+                    f"Could not grow the copy of disk {self.index} on node {node.name}:"
+                    f" {result.fail_msg}; it is outdated until gnt-instance activate-disks"
+                    " resyncs it"
+                )
+                disk.outdated = [*disk.outdated, uuid]
+                disk.generation += 1
         disk.size = self.new_size
+        for child in disk.children:
+            child.size = self.new_size
         self.tx.update(inst)
+        if disk.nodes[1:] and inst.disks_active:
+            await instance_disks.link_copies(self, inst)
         return None

@@ -55,10 +55,13 @@ class MirroredTemplate(DiskTemplate):
     )
     storage_type: ClassVar[str] = N.ST_FILE
     mirroring: ClassVar[Mirroring] = Mirroring.INTERNAL
-    # A failover to the secondary (the roles swap); live migration is not
-    # built yet: refused by the units that check this.
+    # A failover or a live migration to the secondary (the roles swap).
     moves: ClassVar[Moves] = Moves(failover=True, migrate=True)
     secondaries: ClassVar[int] = 1
+    # Grown while stopped only: a running guest's quorum, exports and resync
+    # jobs all hold the copies' sizes from their start.
+    growable: ClassVar[bool] = True
+    grows_running: ClassVar[bool] = False
     unit_setting: ClassVar[UnitSetting | None] = "file_storage_dir"
     holds: ClassVar[frozenset[str]] = frozenset({RES_PORT, RES_PATH})
 

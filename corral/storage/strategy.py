@@ -141,6 +141,8 @@ class DiskTemplate(ABC):
     # Secondary nodes an instance of the template needs (-n PNODE:SNODE).
     secondaries: ClassVar[int] = 0
     growable: ClassVar[bool] = False
+    # Its disks may grow under a running instance (else only while it is stopped).
+    grows_running: ClassVar[bool] = True
     # Disks are existing devices taken over (``adopt=``): never created nor removed.
     adopts: ClassVar[bool] = False
     has_disks: ClassVar[bool] = True

@@ -97,7 +97,7 @@ def test_the_tables_agree() -> None:
     assert {n for n, t in table.items() if t.moves.migrate} == {
         n for n, m in mirroring.items() if m is not Mirroring.NONE
     }
-    assert {n for n, t in table.items() if t.growable} == {"file", "sharedfile"}
+    assert {n for n, t in table.items() if t.growable} == {"file", "sharedfile", "mirrored"}
     assert {n for n, t in table.items() if t.adopts} == {"blockdev"}
     assert {n for n, t in table.items() if t.counts_space} == {"file", "sharedfile", "mirrored"}
 

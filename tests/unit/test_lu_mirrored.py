@@ -25,7 +25,7 @@ from corral.cmdlib import intents
 from corral.hook_scripts import hooks_subdir
 from corral.node.storage import qsd
 from corral.objects import Instance
-from corral.rpc.calls_storage import blockdev_create
+from corral.rpc.calls_storage import blockdev_create, blockdev_grow
 from tests.helpers.inprocess import OS_NAME, InProcessCluster, in_process_cluster, node_address
 from tests.helpers.kvm_guest import kill_mirror_daemons
 from tests.helpers.osdef import make_os
@@ -639,6 +639,48 @@ async def test_replace_disks_on_the_primary_copies_the_secondarys_whole(
         f"Node {NODE3} has degraded storage, unsafe to replace disks for instance {INST}"
     )
     assert state(cl) == before
+
+
+async def test_growing_grows_every_copy_of_a_stopped_instance(cl: InProcessCluster) -> None:
+    inst = await created(cl)
+    size = inst.disks[0].size
+    grow = {"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": INST, "disk": 0, "amount": 64}
+    before = state(cl)
+    job = await cl.run(grow)
+    assert job.status == ERROR
+    assert job.error == (
+        f"Instance {INST} is running: the disks of a running mirrored instance cannot grow"
+        " yet; stop it first"
+    )
+    assert state(cl) == before
+    job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    on2, on3 = copies(cl, inst)
+    job = await cl.run(grow)
+    assert job.status == SUCCESS, job.error
+    [disk] = committed(cl).disks
+    assert disk.size == disk.children[0].size == size + 64 and disk.outdated == []
+    assert on2.stat().st_size == on3.stat().st_size == (size + 64) * MIB
+    # The quorum over both (the OS scripts' writes) takes the new size.
+    job = await cl.run({"OP_ID": "OP_INSTANCE_REINSTALL", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert on2.read_bytes() == on3.read_bytes()
+    # The secondary's node dies before it grows its copy: the copy is
+    # behind, and grows and is filled whole when the disks are next activated.
+    cl.node(3).go_down_at(blockdev_grow)
+    job = await cl.run(grow)
+    assert job.status == SUCCESS, job.error
+    assert any(f"Could not grow the copy of disk 0 on node {NODE3}" in line for line in job.log)
+    [disk] = committed(cl).disks
+    assert disk.size == size + 128 and disk.outdated == [cl.config_node(3).uuid]
+    assert on3.stat().st_size == (size + 64) * MIB
+    cl.node(3).reachable = True
+    job = await cl.run({"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
+    assert committed(cl).disks[0].outdated == []
+    assert on2.read_bytes() == on3.read_bytes() and on3.stat().st_size == (size + 128) * MIB
+    job = await cl.run({"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": INST})
+    assert job.status == SUCCESS, job.error
 
 
 async def test_a_forced_failover_to_an_outdated_copy_makes_the_other_one_behind(

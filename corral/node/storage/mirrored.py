@@ -142,7 +142,9 @@ class MirroredTemplate(NodeTemplate):
         files.remove(data)
 
     def grow(self, disk: DiskDescription, new_size: int) -> None:
-        raise refuse(self.NAME, "grow yet")
+        """This node's copy grows (the master grows every copy)."""
+        files, data = self._data(disk)
+        files.grow(data, new_size)
 
     def rename(self, disk: DiskDescription, new_logical_id: tuple[str, ...]) -> None:
         raise refuse(self.NAME, "be renamed yet")
@@ -156,6 +158,11 @@ class MirroredTemplate(NodeTemplate):
         nothing (the guest or :meth:`opened` writes through the quorum)."""
         path = self.attach(disk)
         if role(self.paths, disk) == 1:
+            # A copy left behind when its disk grew (its node did not answer)
+            # grows now: it is outdated, and its resync fills it whole.
+            if path.stat().st_size < disk.size * MIB:
+                await qsd.stop(self.paths, disk.uuid, ROLE_NBD)  # at the old size
+                self.grow(disk, disk.size)
             _, host = disk.addresses[1]
             await qsd.start_nbd_export(self.paths, disk.uuid, path, host, _port(disk))
         return path
