@@ -17,6 +17,10 @@ copy and B's), the graph a mirrored guest's QEMU opens.
 - a full resync, as ``activate-disks`` runs it for a stopped instance:
   ``qemu-img convert`` of A's copy (random data) to B's TLS export
   (target at least 150 MiB/s);
+- the bounds of the two ratios on this machine: the same writes to the
+  plain export alone (the link's latency: a quorum write cannot be
+  acknowledged sooner), and two write+flush streams at once on two files of
+  the one virtual disk (both nodes' copies are on it here);
 - an incremental resync, as ``activate-disks`` runs it under a running
   guest: a QEMU holding the quorum started alone (a stand-in for B's copy)
   and the dirty bitmap, N MiB written through it in 64 KiB pieces at random
@@ -162,6 +166,36 @@ def _bench(image: str, count: int, flush: bool) -> float:
     return float(found.group(1)) / count
 
 
+def _nbd_alone(p: Pair, port: int) -> str:
+    """The plain export as an image of its own: the link's latency alone."""
+    server = {"type": "inet", "host": HOST, "port": str(port)}
+    return "json:" + json.dumps({"driver": "nbd", "server": server, "export": p.disk})
+
+
+def _flushes_side_by_side(root: Path) -> float:
+    """Seconds per 4 KiB write+flush of each of two ``qemu-img bench`` run at
+    once on two files of the same disk: what a flush costs when the other
+    copy's flushes hit the same disk, as both nodes' do on this machine."""
+    images = []
+    for name in ("side-a.img", "side-b.img"):
+        image = root / name
+        with image.open("wb") as handle:
+            handle.truncate(IMAGE_MIB * MIB)
+        images.append(image)
+    argv = ["qemu-img", "bench", "-w", "-c", str(FLUSHED_WRITES), "-d", "1", "-s", "4k",
+            "-f", "raw", "-t", "none", "-n", "--flush-interval=1"]  # fmt: skip
+    runs = [subprocess.Popen([*argv, str(i)], stdout=subprocess.PIPE, text=True) for i in images]
+    seconds = []
+    for run in runs:
+        out, _ = run.communicate()
+        found = _COMPLETED.search(out)
+        assert found is not None and run.returncode == 0, out
+        seconds.append(float(found.group(1)) / FLUSHED_WRITES)
+    for image in images:
+        image.unlink()
+    return sum(seconds) / len(seconds)
+
+
 def _plain_export(p: Pair) -> tuple[int, int]:
     """An NBD export of B's copy without TLS (the comparison's only): its
     pid and port."""
@@ -269,7 +303,8 @@ def main() -> None:
         "n/a",
     )  # fmt: skip
     first_10: list[float] = []  # with the link's set-up (informational)
-    keys = ("file", "file_flush", "quorum", "quorum_flush", "io_tls", "io_plain")
+    keys = ("file", "file_flush", "quorum", "quorum_flush", "io_tls", "io_plain", "nbd",
+            "nbd_flush", "flush_side_by_side")  # fmt: skip
     samples: dict[str, list[float]] = {k: [] for k in keys}
     tls_share: list[float] = []  # what TLS adds to a write (informational)
     with pair() as p:
@@ -287,6 +322,10 @@ def main() -> None:
                     "quorum_flush": _bench(plain[1], FLUSHED_WRITES, True),
                     "io_tls": _io_per_write(*tls, IO_WRITES),
                     "io_plain": _io_per_write(*plain, IO_WRITES),
+                    # The bounds: the link alone, and two copies' flushes on one disk.
+                    "nbd": _bench(_nbd_alone(p, plain_port), WRITES, False),
+                    "nbd_flush": _bench(_nbd_alone(p, plain_port), FLUSHED_WRITES, True),
+                    "flush_side_by_side": _flushes_side_by_side(p.a.root),
                 }
                 for key, value in run.items():
                     samples[key].append(value)
@@ -305,6 +344,14 @@ def main() -> None:
     medians = {f"{k}_median_us": round(median(vs) * 1e6, 1) for k, vs in samples.items()}
     medians["tls_over_plain_median"] = round(median(tls_share), 3)
     medians["incremental_10_mib_with_link_median_s"] = round(median(first_10), 3)
+    # The least each ratio can be here: a write is acknowledged once the link
+    # (and, flushed, the slower of the two flushes on the one disk) has it.
+    file_us, flush_us = median(samples["file"]), median(samples["file_flush"])
+    medians["write_bound_nbd_over_file"] = round(median(samples["nbd"]) / file_us, 3)
+    medians["flush_bound_nbd_over_file"] = round(median(samples["nbd_flush"]) / flush_us, 3)
+    medians["flush_bound_side_by_side_over_file"] = round(
+        median(samples["flush_side_by_side"]) / flush_us, 3
+    )
     write_results(
         "mirrored",
         [write, flushed, copy, incremental],
