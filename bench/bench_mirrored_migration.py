@@ -27,12 +27,10 @@ from bench.kvm_serial import Session, SocketWatch
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
-from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
-from tests.helpers.multinode import add_node
-from tests.helpers.tiny_os import TINY_OS, make_tiny_os
+from tests.helpers.kvm_pair import MIRRORED, NODE1, NODE2, kvm_two_nodes
+from tests.helpers.tiny_os import TINY_OS
 from tests.helpers.writer_guest import WRITER_ARGS
 
-NODE1, NODE2 = "node1.example.com", "node2.example.com"
 WROTE = "CORRAL-GUEST-WROTE"
 GUESTS = {"wm": ["-t", "mirrored", "-n", f"{NODE1}:{NODE2}"], "wf": ["-t", "file", "-n", NODE1]}
 
@@ -40,32 +38,15 @@ GUESTS = {"wm": ["-t", "mirrored", "-n", f"{NODE1}:{NODE2}"], "wf": ["-t", "file
 @contextmanager
 def bed() -> Iterator[tuple[TestCluster, dict[str, SocketWatch]]]:
     """The cluster, and a watch on each node's console directory."""
-    with kvm_cluster("bmigr", WRITER_ARGS) as cl, ExitStack() as stack:
-        node2 = add_node(cl, cl.paths.root / "n2", NODE2)
-        stack.callback(kill_leftovers, node2.paths.run_dir)
-        stack.callback(node2.stop)
-        for paths in (cl.paths, node2.paths):
-            make_tiny_os(paths)
-        ok(
-            cl.gnt(
-                "cluster", "modify", "--enabled-disk-templates=diskless,file,mirrored",
-                "--ipolicy-disk-templates=diskless,file,mirrored",
-            )
-        )  # fmt: skip
+    with kvm_two_nodes("bmigr", WRITER_ARGS, MIRRORED) as (cl, node2), ExitStack() as stack:
         watches = {}
         for node, paths in ((NODE1, cl.paths), (NODE2, node2.paths)):
             directory = Layout(paths.run_dir).serial("x").parent
             directory.mkdir(parents=True, exist_ok=True)
-            watches[node] = stack.enter_context(_closing(SocketWatch(directory)))
+            watch = SocketWatch(directory)
+            stack.callback(watch.close)
+            watches[node] = watch
         yield cl, watches
-
-
-@contextmanager
-def _closing(watch: SocketWatch) -> Iterator[SocketWatch]:
-    try:
-        yield watch
-    finally:
-        watch.close()
 
 
 def _written(session: Session) -> list[float]:

@@ -32,13 +32,11 @@ from corral.node.hypervisor.kvm.runtime import Layout
 from corral.node.storage import qsd
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
-from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
-from tests.helpers.multinode import add_node
+from tests.helpers.kvm_pair import MIRRORED, NODE1, NODE2, kvm_two_nodes
 from tests.helpers.noded import Noded
-from tests.helpers.tiny_os import TINY_OS, make_tiny_os
+from tests.helpers.tiny_os import TINY_OS
 from tests.helpers.writer_guest import WRITER_ARGS
 
-NODE1, NODE2 = "node1.example.com", "node2.example.com"
 WROTE = re.compile(rb"CORRAL-GUEST-WROTE (\d+)")
 FAILED = b"WRITE-FAILED"
 # Seconds of steady writing before and after each failure.
@@ -113,37 +111,24 @@ def main() -> None:
     )
     limit = WATCHDOG_MISSES * WATCHDOG_PERIOD + 1.0
     frozen = Figure("frozen_pause", "Guest pause, secondary frozen", "s", limit, "max", "n/a")
-    with kvm_cluster("bpause", WRITER_ARGS) as cl:
-        node2 = add_node(cl, cl.paths.root / "n2", NODE2)
+    with kvm_two_nodes("bpause", WRITER_ARGS, MIRRORED) as (cl, node2):
+        ok(
+            add(
+                cl, "w1", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
+                "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
+            )
+        )  # fmt: skip
+        [disk] = query(cl, ["disk.uuids"], "w1")["w1"]["disk.uuids"]
+        writes = Writes(Layout(cl.paths.run_dir).serial("w1"))
         try:
-            make_tiny_os(cl.paths)
-            make_tiny_os(node2.paths)
-            ok(
-                cl.gnt(
-                    "cluster", "modify", "--enabled-disk-templates=diskless,file,mirrored",
-                    "--ipolicy-disk-templates=diskless,file,mirrored",
-                )
-            )  # fmt: skip
-            ok(
-                add(
-                    cl, "w1", "-t", "mirrored", "--disk=0:size=16m", "-o", f"{TINY_OS}+default",
-                    "--no-install", "--no-nics", "-n", f"{NODE1}:{NODE2}", "-B", "memory=128",
-                )
-            )  # fmt: skip
-            [disk] = query(cl, ["disk.uuids"], "w1")["w1"]["disk.uuids"]
-            writes = Writes(Layout(cl.paths.run_dir).serial("w1"))
-            try:
-                writes.wait(20)
-                for _ in range(args.runs):
-                    killed.runs.append(_fail_once(cl, node2, writes, disk, signal.SIGKILL))
-                    frozen.runs.append(_fail_once(cl, node2, writes, disk, signal.SIGSTOP))
-                assert not writes.failed, "the guest saw a failed write"
-                steady = [b - a for a, b in zip(writes.times, writes.times[1:], strict=False)]
-            finally:
-                writes.close()
+            writes.wait(20)
+            for _ in range(args.runs):
+                killed.runs.append(_fail_once(cl, node2, writes, disk, signal.SIGKILL))
+                frozen.runs.append(_fail_once(cl, node2, writes, disk, signal.SIGSTOP))
+            assert not writes.failed, "the guest saw a failed write"
+            steady = [b - a for a, b in zip(writes.times, writes.times[1:], strict=False)]
         finally:
-            node2.stop()
-            kill_leftovers(node2.paths.run_dir)
+            writes.close()
     write_results(
         "mirrored_pause",
         [killed, frozen],

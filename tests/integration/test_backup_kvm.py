@@ -14,15 +14,14 @@ import pytest
 from corral.node.hypervisor.kvm.runtime import Layout
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
-from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
-from tests.helpers.multinode import add_node
+from tests.helpers.kvm_pair import NODE1, NODE2, kvm_two_nodes
 from tests.helpers.noded import Noded
 from tests.helpers.serial_console import SerialConsole
-from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
+from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS
 
 pytestmark = pytest.mark.slow
 
-NODE1, NODE2 = "node1.example.com", "node2.example.com"
+
 MARKER = "written-before-export"
 # The guest's lines about itself (kernel messages may share the console).
 SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
@@ -31,15 +30,8 @@ SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[TestCluster, Noded]]:
     """A kvm cluster of two nodes, both with ``corral-tiny``."""
-    with kvm_cluster("kvmbk") as cl:
-        node2 = add_node(cl, cl.paths.root / "n2", NODE2)
-        try:
-            make_tiny_os(cl.paths)
-            make_tiny_os(node2.paths)
-            yield cl, node2
-        finally:
-            node2.stop()
-            kill_leftovers(node2.paths.run_dir)
+    with kvm_two_nodes("kvmbk") as pair:
+        yield pair
 
 
 def boots(cl: TestCluster, name: str) -> list[str]:

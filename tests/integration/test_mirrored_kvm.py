@@ -18,16 +18,17 @@ from corral.node.hypervisor.kvm.runtime import Layout
 from corral.node.storage import qsd
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
-from tests.helpers.kvm_guest import kill_leftovers, kvm_cluster
+from tests.helpers.kvm_guest import kill_leftovers
+from tests.helpers.kvm_pair import NODE1, NODE2, kvm_two_nodes
 from tests.helpers.multinode import add_node
 from tests.helpers.noded import Noded, start_noded
 from tests.helpers.serial_console import SerialConsole
-from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS, make_tiny_os
+from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS
 from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_count
 
 pytestmark = pytest.mark.slow
 
-NODE1, NODE2, NODE3 = "node1.example.com", "node2.example.com", "node3.example.com"
+NODE3 = "node3.example.com"
 MARKER = "on-two-nodes"
 SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
 
@@ -36,21 +37,10 @@ SAID = re.compile(r"CORRAL-GUEST-(?:UP|DISK|BOOT) \S+")
 def two_nodes() -> Iterator[tuple[TestCluster, Noded]]:
     """A kvm cluster of two nodes with ``corral-tiny``, mirrored enabled;
     its guests count their boots on their disk (direct kernel boot)."""
-    with kvm_cluster("kvmmir", "corral.reboot=1") as cl:
-        node2 = add_node(cl, cl.paths.root / "n2", NODE2)
-        try:
-            make_tiny_os(cl.paths)
-            make_tiny_os(node2.paths)
-            ok(
-                cl.gnt(
-                    "cluster", "modify", "--enabled-disk-templates=diskless,file,mirrored",
-                    "--ipolicy-disk-templates=diskless,file,drbd",
-                )
-            )  # fmt: skip
-            yield cl, node2
-        finally:
-            node2.stop()
-            kill_leftovers(node2.paths.run_dir)
+    # Ganeti's name in the policy: what Ganeti's tools give.
+    templates = ("diskless,file,mirrored", "diskless,file,drbd")
+    with kvm_two_nodes("kvmmir", "corral.reboot=1", templates) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
