@@ -36,6 +36,7 @@ from corral.rpc import calls_impexp
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import wait_final
+from tests.helpers.kvm_guest import short_root
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import REPO_ROOT, Noded, daemon_env, noded_cmd
 from tests.helpers.offline_config import durable_values
@@ -91,8 +92,14 @@ class Bed:
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    base = tmp_path_factory.mktemp("import")
+def bed() -> Iterator[Bed]:
+    # A short root: a mirrored disk's storage daemon has its QMP socket there
+    # (a unix socket's path is at most 107 bytes).
+    with short_root("imp") as base:
+        yield from _bed(base)
+
+
+def _bed(base: Path) -> Iterator[Bed]:
     dumps = base / "dumps"
     dumps.mkdir()
     with pytest.MonkeyPatch.context() as mp:
@@ -646,3 +653,36 @@ def test_remote_import_from_a_prepared_export(bed: Bed) -> None:
     for name in ("rsrc", "rdst"):
         ok(bed.cl.gnt("instance", "remove", "-f", name))
     assert_nothing_created(bed, "rdst")
+
+
+def test_a_mirrored_instance_exported_and_imported_writes_both_copies(bed: Bed) -> None:
+    templates = "diskless,file,mirrored"
+    ok(
+        bed.cl.gnt(
+            "cluster", "modify", f"--enabled-disk-templates={templates}",
+            f"--ipolicy-disk-templates={templates}",
+        )
+    )  # fmt: skip
+    ok(
+        add(
+            bed.cl, "msrc", "-t", "mirrored", "--disk=0:size=6m", "-o", "envdump+default",
+            "-n", f"{NODE1}:{NODE2}", "--no-start",
+        )
+    )  # fmt: skip
+    [on1], [on2] = disk_files(bed, NODE1, "msrc"), disk_files(bed, NODE2, "msrc")
+    [data] = fill([on1])
+    on2.write_bytes(data)  # both copies the same, as the quorum keeps them
+    export = submit(
+        bed, {"OP_ID": "OP_BACKUP_EXPORT", "instance_name": "msrc", "target_node": NODE3}
+    )
+    with bed.cl.client() as client:
+        assert wait_final(client, [export], timeout=120)[0][0] == "success", messages(bed, export)
+    op = import_op(
+        "mimp", src_node=NODE3, src_path="msrc", disk_template="mirrored", pnode=NODE2, nics=[{}],
+        snode=NODE3,
+    )  # fmt: skip
+    status, result = run(bed, op)
+    assert status == "success", result
+    # The import script's writes reached both copies (through the quorum).
+    [primary], [secondary] = disk_files(bed, NODE2, "mimp"), disk_files(bed, NODE3, "mimp")
+    assert primary.read_bytes() == data and secondary.read_bytes() == data

@@ -7,6 +7,7 @@ script) happens in the stream's thread once the peer is there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 from corral import errors
 from corral import impexp_kinds as K
 from corral.node.context import NodeContext
-from corral.node.handlers.osdef import instance_spec, local_disks, node_os
+from corral.node.handlers.osdef import instance_spec, node_os
 from corral.node.impexp import exports
 from corral.node.impexp.engine import ImpExp
 from corral.node.impexp.scripts import ScriptRun
@@ -53,29 +54,57 @@ def _index(inst: object, args: object) -> tuple[dict[str, Any], int]:
     return inst, index
 
 
+def _description(inst: dict[str, Any], index: int) -> Any:
+    disk = inst["disks"][index]
+    if not isinstance(disk, dict) or disk.get("description") is None:
+        raise errors.OpExecError(f"Disk {index} of the instance has no description")
+    return disk["description"]
+
+
 def _disk(
     ctx: NodeContext, inst: dict[str, Any], index: int, writing: bool = False
 ) -> tuple[Path, int, bool]:
     """The disk's local path, its size in bytes, whether it reads as zeros (fresh, sparse)."""
-    disk = inst["disks"][index]
-    if not isinstance(disk, dict) or disk.get("description") is None:
-        raise errors.OpExecError(f"Disk {index} of the instance has no description")
-    template, desc = registry.resolve(ctx.paths, disk["description"])
-    path = registry.plain_path(ctx.paths, disk["description"]) if writing else template.attach(desc)
+    data = _description(inst, index)
+    template, desc = registry.resolve(ctx.paths, data)
+    path = registry.plain_path(ctx.paths, data) if writing else template.attach(desc)
     return path, template.size(desc), template.SPARSE_WRITES
 
 
-def _script(ctx: NodeContext, inst: dict[str, Any], index: int, kind: str) -> ScriptRun | None:
-    """The OS script ``kind`` for the disk; None when the OS has none (raw data)."""
+async def open_mirrored(
+    ctx: NodeContext, stack: contextlib.AsyncExitStack, inst: object, kind: object, args: object
+) -> Path | None:
+    """For an import into a disk whose writes go through its mirror: the
+    file that reaches every copy, open until ``stack`` closes; else None."""
+    if kind not in (K.DISK, K.SCRIPT):
+        return None
+    desc, index = _index(inst, args)
+    data = _description(desc, index)
+    template, _ = registry.resolve(ctx.paths, data)
+    if not template.MIRRORED:
+        return None
+    return await stack.enter_async_context(registry.local_path(ctx.paths, data))
+
+
+def _script(
+    ctx: NodeContext, inst: dict[str, Any], index: int, kind: str, path: Path
+) -> ScriptRun | None:
+    """The OS script ``kind`` for the disk at ``path``; None when the OS has
+    none (raw data).  The other disks' paths in its environment are their
+    local ones, to read."""
     spec = instance_spec(inst)
     osdef = node_os(ctx, spec.name)
     if not os.access(osdef.script(kind), os.X_OK):
         return None
-    local = local_disks(ctx, inst)
+    disks = []
+    for number, disk in enumerate(inst["disks"]):
+        template, desc = registry.resolve(ctx.paths, _description(inst, number))
+        disks.append({**disk, "path": str(path if number == index else template.attach(desc))})
+    local = {**inst, "disks": disks}
     env = instance_env(osdef, local, spec, int(inst.get("debug") or 0))
     hidden = spec.hidden_values()
     log_path = log_file(ctx.paths.log_dir, kind, osdef.name, f"{inst['name']}-disk{index}")
-    return ScriptRun(osdef, kind, env, (index, local["disks"][index]["path"]), log_path, hidden)
+    return ScriptRun(osdef, kind, env, (index, str(path)), log_path, hidden)
 
 
 def _script_source(script: ScriptRun, size: int | None) -> Opener:
@@ -94,7 +123,7 @@ def source_opener(
     if kind in (K.DISK, K.SCRIPT):
         desc, index = _index(inst, args)
         path, disk_size, _ = _disk(ctx, desc, index)
-        script = _script(ctx, desc, index, "export") if kind == K.SCRIPT else None
+        script = _script(ctx, desc, index, "export", path) if kind == K.SCRIPT else None
         if script is not None:
             return _script_source(script, size)
         return Opener(lambda _: FileSource(path, disk_size))
@@ -110,6 +139,13 @@ def source_opener(
     raise errors.OpExecError(f"Unknown export source {kind!r}")
 
 
+def _mirror_size(ctx: NodeContext, inst: dict[str, Any], index: int) -> tuple[int, bool]:
+    """The size of a mirrored disk; and False: its copies may hold data
+    (written through FUSE, zeroes must be written as such)."""
+    template, desc = registry.resolve(ctx.paths, _description(inst, index))
+    return template.size(desc), False
+
+
 def _script_sink(script: ScriptRun) -> Opener:
     def start(stream: ImpExp) -> Sink:
         sink = ScriptSink(script)
@@ -120,12 +156,18 @@ def _script_sink(script: ScriptRun) -> Opener:
     return Opener(start)
 
 
-def sink_opener(ctx: NodeContext, inst: object, kind: object, args: object) -> Opener:
-    """Check and resolve a destination of ``import_start``."""
+def sink_opener(
+    ctx: NodeContext, inst: object, kind: object, args: object, mirrored: Path | None = None
+) -> Opener:
+    """Check and resolve a destination of ``import_start`` (a disk written
+    through its mirror at ``mirrored``: :func:`open_mirrored`)."""
     if kind in (K.DISK, K.SCRIPT):
         desc, index = _index(inst, args)
-        path, disk_size, sparse = _disk(ctx, desc, index, writing=True)
-        script = _script(ctx, desc, index, "import") if kind == K.SCRIPT else None
+        if mirrored is None:
+            path, disk_size, sparse = _disk(ctx, desc, index, writing=True)
+        else:
+            path, (disk_size, sparse) = mirrored, _mirror_size(ctx, desc, index)
+        script = _script(ctx, desc, index, "import", path) if kind == K.SCRIPT else None
         if script is not None:
             return _script_sink(script)
         return Opener(lambda _: FileSink(path, os.O_WRONLY, sparse=sparse, capacity=disk_size))

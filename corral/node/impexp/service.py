@@ -33,6 +33,8 @@ DEFAULT_CONNECT_TIMEOUT = 60
 _COMPONENT_RE = re.compile(r"^disk/\d{1,3}$")
 # How long impexp_cleanup waits for a stopped stream's threads.
 JOIN_TIMEOUT = 30.0
+# How long an import's end waits for its mirrored disk's FUSE export to stop.
+MIRROR_CLOSE_TIMEOUT = 60.0
 # A stream that ended is forgotten after this long if nobody cleaned it up.
 KEEP_FINISHED = 3600.0
 # The longest impexp_wait (seconds): the master asks again, well within its RPC timeout.
@@ -132,9 +134,17 @@ async def start_import(
     """Listen and start the import; its name (the port is in its status at once)."""
     options = check_options(ctx.paths, opts)
     part = _component(component)
-    opener = await asyncio.to_thread(endpoints.sink_opener, ctx, instance, kind, args)
-    context = channel.server_context(ctx.paths, options.key_name, options.ca_pem)
-    listener = channel.listen(options.bind_address or ctx.address)
+    # A mirrored disk is written through the file that reaches every copy,
+    # open until the stream has ended (before it says so).
+    mirror = contextlib.AsyncExitStack()
+    try:
+        through = await endpoints.open_mirrored(ctx, mirror, instance, kind, args)
+        opener = await asyncio.to_thread(endpoints.sink_opener, ctx, instance, kind, args, through)
+        context = channel.server_context(ctx.paths, options.key_name, options.ca_pem)
+        listener = channel.listen(options.bind_address or ctx.address)
+    except BaseException:
+        await mirror.aclose()
+        raise
     stream = _register("import", part, options.size)
     stream.listener = listener
     stream.listen_port = listener.getsockname()[1]
@@ -142,7 +152,17 @@ async def start_import(
     if opener.path is not None:
         _WRITTEN[stream.name] = opener.path
     plan = ImportPlan(context, options.connect_timeout, options.magic, options.compress, opener)
-    stream.run(lambda s: run_import(plan, s, listener))
+    loop = asyncio.get_running_loop()
+
+    def body(stream: ImpExp) -> None:
+        try:
+            run_import(plan, stream, listener)
+        finally:
+            closing = asyncio.run_coroutine_threadsafe(mirror.aclose(), loop)
+            with contextlib.suppress(RuntimeError, TimeoutError):  # noded stopping
+                closing.result(MIRROR_CLOSE_TIMEOUT)
+
+    stream.run(body)
     return stream.name
 
 
