@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 WRITER_ARGS = "corral.writer=1"
-# A value the guest's disk acknowledged.
-WROTE = re.compile(r"CORRAL-GUEST-WROTE (\d+)")
+# A value the guest's disk acknowledged, its line complete (a line still
+# arriving may show "6" of "60").
+WROTE = re.compile(r"CORRAL-GUEST-WROTE (\d+)\r?\n")
 
 
 def sector_count(path: Path) -> int:
@@ -19,6 +20,6 @@ def sector_count(path: Path) -> int:
 
 
 def last_written(text: str) -> int:
-    """The last value the guest printed as written (0: none yet)."""
+    """The last value the guest printed as written, on a complete line (0: none yet)."""
     found = [int(value) for value in WROTE.findall(text)]
     return found[-1] if found else 0

@@ -85,7 +85,7 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             # Paused on the failed write: nothing acknowledged from then on.
             monitor = primary.monitors["w1"]
             assert (await monitor.execute("query-status"))["status"] == "io-error"
-            acknowledged = last_written("\n".join(console.lines))
+            acknowledged = last_written("".join(f"{line}\n" for line in console.lines))
             assert sector_count(theirs) >= acknowledged  # every acknowledged write is there
 
             await primary.mirror_degrade("w1", disk)
@@ -112,7 +112,7 @@ async def test_a_failed_secondary_pauses_the_guest_until_it_is_left_behind(
             assert link is not None
             await primary.mirror_resync("w1", link, lambda *p: seen.append(p))
             assert seen and seen[-1][0] == seen[-1][1] > 0
-            resynced = last_written("\n".join(console.lines))
+            resynced = last_written("".join(f"{line}\n" for line in console.lines))
             await console.wait_for(f"CORRAL-GUEST-WROTE {resynced + 5}", timeout=60)
             assert sector_count(theirs) >= resynced + 5
         # And again: the link the resync joined is known and watched.
