@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from corral import constants as C
 from corral import errors, hypervisors
+from corral.cmdlib import instance_placement as placement
 from corral.cmdlib import instance_utils as U
 from corral.cmdlib import intents, mirror_failover
 from corral.cmdlib.base import ALL_SET
@@ -20,8 +21,6 @@ from corral.cmdlib.instance_targets import check_target_capabilities, check_targ
 from corral.objects import ADMIN_UP, Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_migration import instance_migratable
-from corral.services import allocator
-from corral.services.allocator.requests import Relocate
 from corral.services.params import filled_beparams, filled_hvparams
 from corral.storage import templates
 
@@ -128,26 +127,11 @@ class _MoveLU(InstanceLU):
         await self._check_memory(self.target)
 
     async def _run_allocator(self) -> Node:
-        name = allocator.default_name(self.cfg.cluster, self.op.iallocator)
-        allocator.check_exists(self.master.paths, name)
-        inst = self.instance
-        request = Relocate(
-            inst.name,
-            sum(d.size for d in inst.disks),
-            [self.pnode.name],
-        )
-        answer = await allocator.run(
-            self.master, name, request, hypervisor=inst.hypervisor, disk_template=inst.disk_template
-        )
-        if not answer.success:
-            raise errors.OpPrereqError(
-                f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
-            )
+        name, node = await placement.relocate(self, self.instance, [self.pnode.name])
         self.log_info(
-            f"Selected nodes for instance {inst.name} via iallocator {name}:"
-            f" {', '.join(answer.result)}"
+            f"Selected nodes for instance {self.instance.name} via iallocator {name}: {node.name}"
         )
-        return self.cfg.lookup(Node, answer.result[0])
+        return node
 
     async def _check_memory(self, target: Node) -> None:
         self.target_free_memory: int | None = None

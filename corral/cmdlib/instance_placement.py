@@ -9,9 +9,9 @@ from corral import constants as C
 from corral import errors
 from corral import params as P
 from corral.cmdlib.instance_nics import lookup_network
-from corral.objects import Node, NodeGroup
+from corral.objects import Instance, Node, NodeGroup
 from corral.services import allocator
-from corral.services.allocator.requests import InstanceAlloc
+from corral.services.allocator.requests import InstanceAlloc, Relocate
 from corral.storage import templates
 
 if TYPE_CHECKING:
@@ -154,6 +154,24 @@ async def choose_nodes(lu: LogicalUnit[Any], name: str, request: InstanceAlloc) 
         f" {', '.join(answer.result)}"
     )
     return nodes
+
+
+async def relocate(lu: LogicalUnit[Any], inst: Instance, away_from: list[str]) -> tuple[str, Node]:
+    """The node the allocator (``lu.op.iallocator``, or the cluster's
+    default) chooses for ``inst`` instead of the nodes ``away_from`` (names:
+    Ganeti's relocate request); the allocator's name and the node."""
+    name = allocator.default_name(lu.cfg.cluster, lu.op.iallocator)
+    allocator.check_exists(lu.master.paths, name)
+    request = Relocate(inst.name, sum(d.size for d in inst.disks), away_from)
+    answer = await allocator.run(
+        lu.master, name, request, hypervisor=inst.hypervisor, disk_template=inst.disk_template
+    )
+    if not answer.success:
+        raise errors.OpPrereqError(
+            f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
+        )
+    [chosen] = answer.result
+    return name, lu.cfg.lookup(Node, chosen)
 
 
 def release_other_nodes(lu: LogicalUnit[Any], *keep: str) -> None:

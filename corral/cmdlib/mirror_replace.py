@@ -31,8 +31,6 @@ from corral.objects import Instance, Node
 from corral.opcodes import instance as opi
 from corral.rpc.calls_mirror import mirror_degrade
 from corral.rpc.calls_storage import blockdev_assemble, blockdev_create, blockdev_remove
-from corral.services import allocator
-from corral.services.allocator.requests import Relocate
 from corral.storage import templates
 
 
@@ -119,19 +117,8 @@ class LUInstanceReplaceDisks(InstanceLU):
     async def _run_allocator(self) -> Node:
         """The new secondary the allocator chooses (Ganeti's words)."""
         inst = self.instance
-        name = allocator.default_name(self.cfg.cluster, self.op.iallocator)
-        allocator.check_exists(self.master.paths, name)
-        request = Relocate(inst.name, sum(d.size for d in inst.disks), [self.old_secondary.name])
-        answer = await allocator.run(
-            self.master, name, request, hypervisor=inst.hypervisor, disk_template=inst.disk_template
-        )
-        if not answer.success:
-            raise errors.OpPrereqError(
-                f"Can't compute nodes using iallocator '{name}': {answer.info}", C.ECODE_NORES
-            )
-        [chosen] = answer.result
-        self.log_info(f"Selected new secondary for instance '{inst.name}': {chosen}")
-        node = self.cfg.lookup(Node, chosen)
+        _, node = await placement.relocate(self, inst, [self.old_secondary.name])
+        self.log_info(f"Selected new secondary for instance '{inst.name}': {node.name}")
         self.op.remote_node, self.op.remote_node_uuid = node.name, node.uuid
         return node
 

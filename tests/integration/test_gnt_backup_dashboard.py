@@ -56,9 +56,13 @@ def test_export_bar(tmp_path: Path) -> None:
                 wait_for(browser, lambda d: text(d, f"{BAR} .figures"), "the progress bar")
                 assert text(browser, f"{BAR} .disk") == "disk/0"
                 assert text(browser, f"{BAR} .figures").startswith("0% 0M ")
-                value = browser.find_element(By.CSS_SELECTOR, f"{BAR} progress")
-                assert value.get_attribute("value") == "0"
-                assert value.get_attribute("max") == "100"
+                # Read at once: the page redraws the bar as the job's status comes.
+                progress = browser.execute_script(
+                    "const bar = document.querySelector(arguments[0]);"
+                    " return bar && [bar.getAttribute('value'), bar.getAttribute('max')];",
+                    f"{BAR} progress",
+                )
+                assert progress == ["0", "100"]
                 gate.touch()
                 wait_for(browser, lambda d: text(d, "#job-status") == "success", "the end")
                 assert browser.find_elements(By.CSS_SELECTOR, BAR) == []

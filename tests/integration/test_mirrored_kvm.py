@@ -239,7 +239,7 @@ def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     on1, on2 = copies(cl, node2, "w3")
     console = SerialConsole(Layout(node2.paths.run_dir).serial("w3"))
     try:
-        console.wait_for("CORRAL-GUEST-WROTE 5")
+        console.wait_for(r"CORRAL-GUEST-WROTE 5\r?\n")  # its line complete
         # Node2 dies: its noded, the guest's QEMU, everything of it.
         pid = node2.pid
         assert pid is not None

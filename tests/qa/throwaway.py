@@ -181,6 +181,9 @@ def run(work: Path, tests: str, *, echo: bool = True) -> Run:
             burnin = run_burnin(config, seen, "--no-add-disks")
             if echo:
                 print(f"{burnin['outcome']:<4} {burnin['test']}: {burnin['reason']}", flush=True)
+            if burnin["outcome"] == "FAIL":
+                # All of it: the error comes before burnin's clean-up lines.
+                print((seen / "burnin.log").read_text()[-20000:], flush=True)
             result = run_suite(config, seen, nodes, echo=echo)
             result.results.insert(0, burnin)
             (seen / "results.json").write_text(json.dumps(result.results, indent=1))
