@@ -36,7 +36,7 @@ from corral.rpc import calls_impexp
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import wait_final
-from tests.helpers.kvm_guest import short_root
+from tests.helpers.kvm_guest import kill_mirror_daemons, short_root
 from tests.helpers.multinode import cluster_with_nodes
 from tests.helpers.noded import REPO_ROOT, Noded, daemon_env, noded_cmd
 from tests.helpers.offline_config import durable_values
@@ -109,7 +109,12 @@ def _bed(base: Path) -> Iterator[Bed]:
             nodes.update({n.name: n for n in extra})
             for node in nodes.values():
                 make_os(node.paths, "envdump", parameters=OS_PARAMS, scripts=os_scripts(dumps))
-            yield Bed(cl, nodes, dumps)
+            try:
+                yield Bed(cl, nodes, dumps)
+            finally:
+                # Mirrored disks' exports outlive noded by design.
+                for node in nodes.values():
+                    kill_mirror_daemons(node.paths.run_dir)
 
 
 # Helpers
@@ -686,3 +691,5 @@ def test_a_mirrored_instance_exported_and_imported_writes_both_copies(bed: Bed) 
     # The import script's writes reached both copies (through the quorum).
     [primary], [secondary] = disk_files(bed, NODE2, "mimp"), disk_files(bed, NODE3, "mimp")
     assert primary.read_bytes() == data and secondary.read_bytes() == data
+    for name in ("msrc", "mimp"):
+        ok(bed.cl.gnt("instance", "remove", "-f", name))
