@@ -118,6 +118,15 @@ def state(cl: InProcessCluster) -> dict[str, Any]:
     }
 
 
+async def refused(cl: InProcessCluster, op: dict[str, Any], error: str) -> None:
+    """``op`` fails with ``error`` and changes nothing."""
+    before = state(cl)
+    job = await cl.run(op)
+    assert job.status == ERROR
+    assert job.error == error
+    assert state(cl) == before
+
+
 async def test_the_os_writes_both_copies_and_remove_takes_both(cl: InProcessCluster) -> None:
     job = await cl.run(create(template="drbd"))  # Ganeti's name for it
     assert job.status == SUCCESS, job.error
@@ -183,11 +192,7 @@ async def test_bad_placements_are_refused_and_change_nothing(
 async def test_an_offline_secondary_is_refused(cl: InProcessCluster) -> None:
     job = await cl.run({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": NODE3, "offline": True})
     assert job.status == SUCCESS, job.error
-    before = state(cl)
-    job = await cl.run(create())
-    assert job.status == ERROR
-    assert job.error == f"Cannot use offline secondary node '{NODE3}'"
-    assert state(cl) == before
+    await refused(cl, create(), f"Cannot use offline secondary node '{NODE3}'")
 
 
 async def test_an_add_its_secondary_fails_is_undone_on_both_nodes(cl: InProcessCluster) -> None:
@@ -296,19 +301,14 @@ async def test_a_failover_goes_to_the_secondary_only_and_never_to_an_outdated_co
 ) -> None:
     job = await cl.run(create())
     assert job.status == SUCCESS, job.error
-    before = state(cl)
-    job = await cl.run(failover(target_node=NODE1))
-    assert job.status == ERROR
-    assert job.error == (
+    await refused(
+        cl,
+        failover(target_node=NODE1),
         "Instances with disk types mirrored cannot be failed over to arbitrary nodes"
-        " (neither an iallocator nor a target node can be passed)"
+        " (neither an iallocator nor a target node can be passed)",
     )
     await outdate_secondary(cl)
-    before = state(cl)
-    job = await cl.run(failover())
-    assert job.status == ERROR
-    assert job.error == "Disk 0 is degraded on target node, aborting failover"
-    assert state(cl) == before
+    await refused(cl, failover(), "Disk 0 is degraded on target node, aborting failover")
     assert cl.running(2) == [INST]
     # verify-disks names it (its disks need activate-disks: a resync), and
     # cluster verify says it is degraded (Ganeti's words for DRBD's).
@@ -341,14 +341,12 @@ async def test_a_migration_swaps_the_roles_and_goes_to_a_current_copy_only(
     n2, n3 = cl.config_node(2).uuid, cl.config_node(3).uuid
     [disk] = inst.disks
     migrate = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": INST}
-    before = state(cl)
-    job = await cl.run({**migrate, "target_node": NODE1})
-    assert job.status == ERROR
-    assert job.error == (
+    await refused(
+        cl,
+        {**migrate, "target_node": NODE1},
         "Instances with disk types mirrored cannot be migrated to arbitrary nodes"
-        " (neither an iallocator nor a target node can be passed)"
+        " (neither an iallocator nor a target node can be passed)",
     )
-    assert state(cl) == before
     job = await cl.run(migrate)
     assert job.status == SUCCESS, job.error
     inst = committed(cl)
@@ -512,11 +510,7 @@ async def test_bad_replace_disks_are_refused_and_change_nothing(
 ) -> None:
     job = await cl.run(create(start=False))
     assert job.status == SUCCESS, job.error
-    before = state(cl)
-    job = await cl.run(replace(**fields))
-    assert job.status == ERROR
-    assert job.error == error
-    assert state(cl) == before
+    await refused(cl, replace(**fields), error)
 
 
 async def test_replace_disks_of_a_file_instance_is_refused(cl: InProcessCluster) -> None:
@@ -590,15 +584,13 @@ async def test_replace_disks_on_the_primary_copies_the_secondarys_whole(
     inst = await created(cl)
     n2 = cl.config_node(2).uuid
     generation = inst.disks[0].generation
-    before = state(cl)
-    job = await cl.run(replace("replace_on_primary"))
-    assert job.status == ERROR
-    assert job.error == (
+    await refused(
+        cl,
+        replace("replace_on_primary"),
         f"Instance {INST} is running: replacing the primary node's copies of a running"
         " mirrored instance is not supported yet; stop it, or fail it over and replace them"
-        " on its secondary (-s)"
+        " on its secondary (-s)",
     )
-    assert state(cl) == before
     job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
     assert job.status == SUCCESS, job.error
     on2, on3 = copies(cl, inst)
@@ -632,27 +624,23 @@ async def test_replace_disks_on_the_primary_copies_the_secondarys_whole(
     job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
     assert job.status == SUCCESS, job.error
     await outdate_secondary(cl)
-    before = state(cl)
-    job = await cl.run(replace("replace_on_primary"))
-    assert job.status == ERROR
-    assert job.error == (
-        f"Node {NODE3} has degraded storage, unsafe to replace disks for instance {INST}"
+    await refused(
+        cl,
+        replace("replace_on_primary"),
+        f"Node {NODE3} has degraded storage, unsafe to replace disks for instance {INST}",
     )
-    assert state(cl) == before
 
 
 async def test_growing_grows_every_copy_of_a_stopped_instance(cl: InProcessCluster) -> None:
     inst = await created(cl)
     size = inst.disks[0].size
     grow = {"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": INST, "disk": 0, "amount": 64}
-    before = state(cl)
-    job = await cl.run(grow)
-    assert job.status == ERROR
-    assert job.error == (
+    await refused(
+        cl,
+        grow,
         f"Instance {INST} is running: the disks of a running mirrored instance cannot grow"
-        " yet; stop it first"
+        " yet; stop it first",
     )
-    assert state(cl) == before
     job = await cl.run({"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": INST})
     assert job.status == SUCCESS, job.error
     on2, on3 = copies(cl, inst)
@@ -746,11 +734,7 @@ async def test_bad_conversions_to_mirrored_change_nothing(
     cl: InProcessCluster, fields: dict[str, Any], error: str
 ) -> None:
     await created(cl, template="file", snode=None, start=False)
-    before = state(cl)
-    job = await cl.run(modify(disk_template="mirrored", **fields))
-    assert job.status == ERROR
-    assert job.error == error
-    assert state(cl) == before
+    await refused(cl, modify(disk_template="mirrored", **fields), error)
 
 
 async def test_recreate_disks_makes_each_copy_anew_only_when_all_are_gone(
@@ -760,14 +744,12 @@ async def test_recreate_disks_makes_each_copy_anew_only_when_all_are_gone(
     on2, on3 = copies(cl, inst)
     on3.unlink()
     recreate = {"OP_ID": "OP_INSTANCE_RECREATE_DISKS", "instance_name": INST}
-    before = state(cl)
-    job = await cl.run(recreate)
-    assert job.status == ERROR
-    assert job.error == (
+    await refused(
+        cl,
+        recreate,
         f"Could not create disk 0 of instance {INST} on node {NODE2}: Disk file {on2} already"
-        " exists"
+        " exists",
     )
-    assert state(cl) == before
     on2.unlink()
     job = await cl.run(recreate)
     assert job.status == SUCCESS, job.error
