@@ -1,9 +1,11 @@
 """confd inside corral-noded: a UDP endpoint on the node's address.
 
 It answers from the node's ``config.data`` (kept on master candidates, the
-master included) signed with the node's ``hmac.key``, and reloads either
-when it changes (checked every :data:`RELOAD_INTERVAL` seconds, off the
-event loop; the configuration when a request comes after the change).  A
+master included) signed with the node's ``hmac.key``.  The configuration is
+looked at when a request comes, and read again if it changed: an answer is
+never older than the file (a file that arrived a moment before the request
+is not answered as missing).  The key is looked at every
+:data:`RELOAD_INTERVAL` seconds.  Both off the event loop.  A
 node without ``config.data`` (not a candidate) answers every request with
 an error saying so, as Ganeti's confd does while it has no configuration; a
 node without ``hmac.key`` (not in a cluster) cannot sign and answers
@@ -90,9 +92,6 @@ class ConfdProtocol(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        if not self._service.stale:
-            self._send(respond(self._service.loaded, data, time.time()), addr)
-            return
         task = asyncio.get_running_loop().create_task(self._after_load(data, addr))
         self._loading.add(task)
         task.add_done_callback(self._loading.discard)
@@ -134,8 +133,8 @@ class ConfdService:
     """The endpoint and its reloads, for the life of noded (see :meth:`run`).
 
     A changed key is read at once (it is small); a changed configuration
-    only when the next request comes: parsing it costs some tens of
-    milliseconds per megabyte, and most changes are never asked about.
+    only when a request comes: parsing it costs some tens of milliseconds
+    per megabyte, and most changes are never asked about.
     """
 
     def __init__(self, paths: Paths, address: str, port: int) -> None:
@@ -143,30 +142,25 @@ class ConfdService:
         self.address = address
         self.port = port
         self.loaded = _Loaded()
-        self.stale = True  # config.data changed since it was loaded
-        self._stamps: tuple[Stamp, Stamp] | None = None
+        self._key_stamp: Stamp = None
+        self._view_stamp: Stamp | bool = False  # False: never read
         self._load_lock = asyncio.Lock()
 
     async def watch(self) -> None:
-        """Look at the files once: read a changed key, mark a changed configuration."""
-        paths = self.paths
-        stamps = await asyncio.to_thread(
-            lambda: (_stamp(paths.confd_hmac_key), _stamp(paths.config_data))
-        )
-        old = self._stamps or (None, None)
-        if self._stamps is None or stamps[0] != old[0]:
-            self.loaded.key = await asyncio.to_thread(_read_key, paths)
-        if self._stamps is None or stamps[1] != old[1]:
-            self.stale = True
-        self._stamps = stamps
+        """Look at the key once: read it if it changed."""
+        stamp = await asyncio.to_thread(_stamp, self.paths.confd_hmac_key)
+        if stamp != self._key_stamp or self.loaded.key is None:
+            self.loaded.key = await asyncio.to_thread(_read_key, self.paths)
+            self._key_stamp = stamp
 
     async def current(self) -> _Loaded:
-        """What to answer with, the configuration loaded again if it changed."""
+        """What to answer with, the configuration read again if it changed."""
         async with self._load_lock:
-            if self.stale:
-                self.stale = False  # a change from now on marks it again
+            stamp = await asyncio.to_thread(_stamp, self.paths.config_data)
+            if stamp != self._view_stamp:
                 view, problem = await asyncio.to_thread(_read_view, self.paths)
                 self.loaded.view, self.loaded.problem = view, problem
+                self._view_stamp = stamp
                 if view is not None:
                     log.info("confd: configuration loaded (cluster serial %d)", view.serial)
                 elif problem != NO_CONFIG:

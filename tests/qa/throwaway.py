@@ -184,12 +184,25 @@ def run(work: Path, tests: str, *, echo: bool = True) -> Run:
             if burnin["outcome"] == "FAIL":
                 # All of it: the error comes before burnin's clean-up lines.
                 print((seen / "burnin.log").read_text()[-20000:], flush=True)
+                print(_confd_state(roots), flush=True)
             result = run_suite(config, seen, nodes, echo=echo)
             result.results.insert(0, burnin)
             (seen / "results.json").write_text(json.dumps(result.results, indent=1))
             return result
         finally:
             bed.down()
+
+
+def _confd_state(roots: dict[str, Path]) -> str:
+    """Each node's config.data (there or not) and its confd's log lines."""
+    lines = []
+    for name, node_root in roots.items():
+        paths = Paths(node_root)
+        lines.append(f"{name}: config.data {'present' if paths.config_data.exists() else 'absent'}")
+        log = paths.daemon_log("corral-noded")
+        if log.exists():
+            lines += [line for line in log.read_text().splitlines() if "confd" in line]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

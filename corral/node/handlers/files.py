@@ -9,6 +9,7 @@ below this node's root.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import grp
@@ -85,11 +86,9 @@ async def upload_file(
         raise errors.OpExecError(f"upload_file: invalid base64 data: {err}") from None
     if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
         raise errors.OpExecError(f"upload_file: invalid mode {mode!r}")
-    atomic_write(
-        target,
-        content,
-        mode=mode,
-        uid=_owner_id(uid, "user"),
-        gid=_owner_id(gid, "group"),
-        times=_times(atime, mtime),
+    owner = _owner_id(uid, "user"), _owner_id(gid, "group")
+    times = _times(atime, mtime)
+    # A synced write: off the event loop (confd and the other calls go on).
+    await asyncio.to_thread(
+        atomic_write, target, content, mode=mode, uid=owner[0], gid=owner[1], times=times
     )
