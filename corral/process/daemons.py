@@ -178,6 +178,46 @@ def setup_logging(log_path: Path, debug: bool, *, stderr: bool = False) -> None:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
+def reopen_logs(log_path: Path, *, stdio: bool) -> None:
+    """Open the log files again (after logrotate moved them: SIGHUP, as Ganeti's
+    daemons); ``stdio``: the daemon's stdout and stderr point at ``log_path``
+    too.  A file that cannot be opened keeps the old one, with a warning."""
+    import logging
+
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.FileHandler):
+            continue
+        try:
+            stream = open(_append_fd(handler.baseFilename), "a", encoding=handler.encoding)  # noqa: SIM115
+        except OSError as err:
+            _log().warning("Cannot open the log %s again: %s", handler.baseFilename, err)
+            continue
+        old = handler.setStream(stream)
+        if old is not None:
+            old.close()
+    if stdio:
+        with contextlib.suppress(OSError):
+            fd = _append_fd(log_path)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+    _log().info("Log files opened again")
+
+
+def _append_fd(path: Path | str) -> int:
+    """A descriptor appending to the log ``path`` (made private if it is new)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
+_sighup_callbacks: list[Callable[[], None]] = []
+
+
+def on_sighup(callback: Callable[[], None]) -> None:
+    """Call ``callback`` (in the event loop) when the daemon gets SIGHUP, after
+    its log files were opened again."""
+    _sighup_callbacks.append(callback)
+
+
 def raise_fd_limit() -> None:
     """Raise the soft limit of open files to the hard one (at most FD_LIMIT_CAP).
 
@@ -205,6 +245,7 @@ class _Readiness:
     def __init__(self, fd: int | None) -> None:
         self._fd = fd
         self.done = False
+        self.detached = fd is not None  # stdout and stderr go to the log
 
     def ready(self) -> None:
         if not self.done:
@@ -254,7 +295,7 @@ def _detach(log_path: Path) -> None:
     os.chdir("/")
     os.umask(0o022)
     null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    out = _append_fd(log_path)
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
@@ -262,14 +303,29 @@ def _detach(log_path: Path) -> None:
     os.close(out)
 
 
-async def _supervise(main: DaemonMain, notify: _Readiness) -> int:
-    """Run ``main`` until it ends or SIGTERM/SIGINT cancels it; the exit code."""
+async def _supervise(main: DaemonMain, notify: _Readiness, log_path: Path) -> int:
+    """Run ``main`` until it ends or SIGTERM/SIGINT cancels it; the exit code.
+    SIGHUP opens the log files again (see :func:`on_sighup`)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(main(notify.ready))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
+    reopening: set[asyncio.Task[None]] = set()
+
+    def hangup() -> None:
+        async def reopen() -> None:
+            # Opening files is disk work: off the event loop.
+            await asyncio.to_thread(reopen_logs, log_path, stdio=notify.detached)
+            for callback in _sighup_callbacks:
+                callback()
+
+        job = loop.create_task(reopen())
+        reopening.add(job)
+        job.add_done_callback(reopening.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, hangup)
     try:
         await task
     except asyncio.CancelledError:
@@ -284,7 +340,7 @@ async def _supervise(main: DaemonMain, notify: _Readiness) -> int:
         notify.fail(one_line(err))
         return 1
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
     notify.fail("Exited before it was ready")
     return 0
@@ -297,13 +353,16 @@ def run_daemon(
     foreground: bool,
     paths: Paths | None = None,
     debug: bool = False,
+    argv: list[str] | None = None,
 ) -> int:
     """Run ``main(ready)`` as the daemon ``name``; returns the process's exit code.
 
     Unless ``foreground``, the process daemonizes and the original process
     returns only when the daemon called ``ready()`` (0) or failed (1, after
     printing the reason).  The pid file is ``paths.pid_file(name)``, the log
-    ``paths.daemon_log(name)``.
+    ``paths.daemon_log(name)``.  ``argv`` is what starts the daemon again
+    (default: this process's command line), recorded for ganeti-watcher
+    (:mod:`corral.process.start_record`).
     """
     paths = paths or Paths.from_env()
     log_path = paths.daemon_log(name)
@@ -330,11 +389,24 @@ def run_daemon(
         import asyncio
 
         _log().info("%s starting (pid %d)", name, os.getpid())
+        _record_start(paths, name, argv)
         raise_fd_limit()
-        return asyncio.run(_supervise(main, notify))
+        return asyncio.run(_supervise(main, notify, log_path))
     finally:
         pidfile.release()
         _log().info("%s stopped", name)
+
+
+def _record_start(paths: Paths, name: str, argv: list[str] | None) -> None:
+    """Keep how this daemon was started; a failure costs only the watcher's restart."""
+    from corral.process import start_record
+
+    try:
+        start_record.write(paths, name, argv or start_record.own_command())
+    except OSError as err:
+        _log().warning(
+            "Cannot record how %s was started (the watcher cannot restart it): %s", name, err
+        )
 
 
 def start_daemon(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> None:

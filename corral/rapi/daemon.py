@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from corral.http.accepting import fd_limit
 from corral.paths import Paths
-from corral.process.daemons import listen_error
+from corral.process.daemons import listen_error, on_sighup
 from corral.process.privileges import drop_privileges, lookup_user
 from corral.rapi.httpd.listener import Listener
 from corral.rapi.limits import RapiLimits
@@ -113,7 +112,7 @@ async def serve(paths: Paths, settings: Settings, ready: Callable[[], None]) -> 
         master_ip = await asyncio.to_thread(read_master_ip, paths)  # still as root
         following = asyncio.get_running_loop().create_task(on_master_ip.follow(master_ip))
         _become(paths, settings.user)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, users.reload)
+        on_sighup(users.reload)
         log.info("Listening on %s", listener.name)
         ready()
         await asyncio.Event().wait()
