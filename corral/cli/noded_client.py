@@ -16,6 +16,7 @@ import json
 import ssl
 
 from corral import paths as P
+from corral.rpc import versions
 from corral.rpc.fencing import FENCE_HEADER, header_value
 from corral.rpc.transport import failure_reason, parse_reply
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT = 10.0  # seconds, as Ganeti's ssh -oConnectTimeout=10
-_HEADERS = {"Content-Type": "application/json"}
+_HEADERS = {"Content-Type": "application/json", **versions.headers()}
 
 
 class NodeCallError(Exception):
@@ -77,6 +78,7 @@ def call(
             conn.request("POST", f"/{name}", body=json.dumps(args).encode(), headers=headers)
             response = conn.getresponse()
             status, body = response.status, response.read()
+            node = versions.of_headers(response.headers.get)
         except TimeoutError:
             raise NodeCallError(
                 f"RPC call {name} to {address} timed out after {timeout:g} s"
@@ -87,5 +89,5 @@ def call(
         conn.close()
     payload, fail_msg = parse_reply(status, body)
     if fail_msg is not None:
-        raise NodeCallError(fail_msg)
+        raise NodeCallError(versions.failure(name, node, address, fail_msg, status))
     return payload

@@ -17,6 +17,7 @@ from corral import storage_names as N
 from corral.crypto.cert_check import NODE_MAX_CLOCK_SKEW, WARNING
 from corral.objects import Node
 from corral.rpc import node_verify as NV
+from corral.rpc import versions
 from corral.storage import templates
 
 # A storage kind the node lacks → Ganeti's code for it (ENODESETUP for the rest).
@@ -73,14 +74,13 @@ def verify_node(report: Reporter, img: NodeImage) -> bool:
         )
         return False
     release = data.get("release")
-    if release != corral.__version__:
-        report(
-            "ENODEVERSION",
-            "node",
-            name,
-            f"software version mismatch: master {corral.__version__}, node {release}",
-            warning=True,
-        )
+    # A node from before versioned node calls sends none: 0.
+    calls = data.get("node_calls", 0)
+    if release != corral.__version__ or calls != versions.NODE_CALLS:
+        text = f"software version mismatch: master {corral.__version__}, node {release}"
+        if calls != versions.NODE_CALLS:
+            text += f" (node calls: master {versions.NODE_CALLS}, node {calls})"
+        report("ENODEVERSION", "node", name, text, warning=True)
     for level, msg in data.get(NV.NODESETUP, []):
         report("ENODESETUP", "node", name, f"node setup error: {msg}", warning=level == WARNING)
     if NV.NODESETUP in data.get(NV.FAILURES, {}):

@@ -30,6 +30,7 @@ from corral.node.context import NodeContext
 from corral.node.fencing import StaleToken
 from corral.node.handlers import get_handler
 from corral.process.daemons import one_line
+from corral.rpc import versions
 from corral.rpc.calls import CALLS
 from corral.rpc.fencing import DEPOSED_STATUS
 from corral.rpc.transport import WireReply
@@ -45,7 +46,7 @@ def _text(err: BaseException) -> str:
 
 def reply(success: bool, payload: Any, status: int = 200) -> WireReply:
     """noded's answer: ``[success, payload]`` as JSON."""
-    return WireReply(status, json.dumps([success, payload]).encode("utf-8"))
+    return WireReply(status, json.dumps([success, payload]).encode("utf-8"), versions.OWN)
 
 
 @functools.cache

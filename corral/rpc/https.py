@@ -17,6 +17,8 @@ from corral.rpc.client import RpcClient
 from corral.rpc.fencing import FENCE_HEADER, UNTIL_HEADER, header_value, until_value
 from corral.rpc.join_channel import TlsJoinChannel
 from corral.rpc.transport import TransportError, WireReply, WireRequest, failure_reason
+from corral.rpc.versions import headers as version_headers
+from corral.rpc.versions import of_headers
 
 # Enough for the concurrent jobs of a busy master that all call the same node.
 CONNECTIONS_PER_NODE = 32
@@ -92,14 +94,15 @@ class HttpsTransport:
             sock_connect=min(request.connect_timeout, request.timeout),
             ceil_threshold=math.inf,
         )
-        headers = _HEADERS
+        # The version as it stands at the call (tests run a master of another).
+        headers = {**_HEADERS, **version_headers()}
         if request.fence is not None:
-            headers = {**_HEADERS, FENCE_HEADER: header_value(request.fence)}
+            headers[FENCE_HEADER] = header_value(request.fence)
             if request.fence_until is not None:
                 headers[UNTIL_HEADER] = until_value(request.fence_until)
         session = self._get_session()
         async with session.post(url, data=request.body, headers=headers, timeout=timeout) as resp:
-            return WireReply(resp.status, await resp.read())
+            return WireReply(resp.status, await resp.read(), of_headers(resp.headers.get))
 
 
 def https_client(

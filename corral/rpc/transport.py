@@ -18,6 +18,8 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corral.rpc.versions import UNVERSIONED, Version
+
 if TYPE_CHECKING:
     from corral.rpc.join_channel import JoinChannel
 
@@ -44,6 +46,8 @@ class WireReply:
 
     status: int
     body: bytes
+    # The node's version, as its answer said (corral.rpc.versions).
+    version: Version = UNVERSIONED
 
 
 def parse_reply(status: int, body: bytes) -> tuple[Any, str | None]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from corral.paths import Paths
-from corral.state import home
+from corral.state import home, schema
+from corral.state.etcd import schema as etcd_schema
 from corral.state.etcd.client import EtcdClient, client_ssl_context
 from corral.state.etcd.config import EtcdConfigStore
 from corral.state.etcd.jobs import EtcdJobStore
@@ -62,6 +64,15 @@ def sqlite_backend(paths: Paths) -> Backend:
     )
 
 
+def sqlite_files(paths: Paths) -> list[tuple[Path, str]]:
+    """The SQLite files of the master's stores, each with its store's name."""
+    return [
+        (paths.config_db, schema.CONFIG),
+        (paths.queue_db, schema.JOBS),
+        (paths.state_db, schema.STATE),
+    ]
+
+
 def etcd_parts(
     client: EtcdClient, prefix: str
 ) -> tuple[EtcdConfigStore, EtcdJobStore, EtcdKeyValueStore, EtcdMastership]:
@@ -79,6 +90,11 @@ async def etcd_backend(paths: Paths, prefix: str, endpoints: Sequence[str]) -> B
     the node's certificate."""
     tls = await asyncio.to_thread(client_ssl_context, paths.ca_cert, paths.client_pem)
     client = EtcdClient(endpoints, tls)
+    try:
+        await etcd_schema.upgrade(client, prefix)
+    except BaseException:
+        await client.close()
+        raise
     config, jobs, kv, mastership = etcd_parts(client, prefix)
     return Backend(Stores(config, jobs, kv), mastership, client)
 
@@ -90,5 +106,8 @@ async def open_backend(paths: Paths, where: home.Home | None = None) -> Backend:
     if where is None:
         where = await asyncio.to_thread(home.read, paths.store_home)
     if where is None or isinstance(where, home.SqliteHome):
+        # An older cluster's files are upgraded here, off the event loop (the
+        # stores' own check then finds them current).
+        await asyncio.to_thread(schema.upgrade_files, sqlite_files(paths))
         return sqlite_backend(paths)
     return await etcd_backend(paths, where.prefix, where.endpoints)

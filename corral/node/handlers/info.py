@@ -19,6 +19,7 @@ from corral.node.meminfo import memory_info
 from corral.node.storage import registry
 from corral.rpc import calls_node as calls
 from corral.rpc import node_verify as NV
+from corral.rpc import versions
 from corral.rpc.wire import JsonObject, NodeInfo, StorageSpace, StorageUnitWire
 
 _MIB = 1024 * 1024
@@ -124,6 +125,8 @@ async def node_verify(ctx: NodeContext, checks: dict[str, Any], node_name: str) 
         "node_name": node_name,
         "version": C.PROTOCOL_VERSION,
         "release": corral.__version__,
+        # Corral's own key (Ganeti's answer has none): the node-call protocol.
+        "node_calls": versions.NODE_CALLS,
         "time": time.time(),
         "certificate": cert_info(ctx.paths.server_pem),
     }

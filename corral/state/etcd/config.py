@@ -23,7 +23,9 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors
+from corral.state import schema
 from corral.state.etcd import client as etcd
+from corral.state.etcd import schema as etcd_schema
 from corral.state.etcd.client import EtcdClient, EtcdError
 from corral.state.etcd.keyspace import Keyspace, TooLarge, batches, encode, pad
 from corral.state.ports import (
@@ -124,6 +126,7 @@ class EtcdConfigStore:
         """Write a new configuration holding ``change`` as serial 1."""
         store = cls(client, prefix)
         ops = [etcd.put(store._version_key, str(C.CONFIG_VERSION).encode())]
+        ops.append(etcd_schema.stamp(prefix, schema.CONFIG))
         ops += store._change_ops(change, 1, "create")
         ops.append(etcd.put(store._serial_key, b"1"))
         result = await client.txn([etcd.compare(store._serial_key, "CREATE", "EQUAL", 0)], ops)
@@ -142,6 +145,7 @@ class EtcdConfigStore:
         ]
         last = [
             etcd.put(self._version_key, str(C.CONFIG_VERSION).encode()),
+            etcd_schema.stamp(self._space.prefix, schema.CONFIG),
             etcd.put(self._serial_key, str(snapshot.serial).encode()),
         ]
         for group in [*batches(puts), None]:

@@ -22,7 +22,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corral import errors
+from corral.state import schema
 from corral.state.etcd import client as etcd
+from corral.state.etcd import schema as etcd_schema
 from corral.state.etcd.client import EtcdClient, EtcdError, KeyValue
 from corral.state.etcd.keyspace import Keyspace, TooLarge, batches, encode, pad
 from corral.state.ports import FencedOut, LogEntryRow, LogRow
@@ -162,6 +164,7 @@ class EtcdJobStore:
             job = {k: v for k, v in row.items() if k != "archived"}
             ops.append([etcd.put(self._job_key(place, row["id"]), _bounded(job))])
         ops.append([etcd.put(self._last, encode({"id": last_id, "writer": "copy"}))])
+        ops.append([etcd_schema.stamp(self._space.prefix, schema.JOBS)])
         try:
             for group in batches(ops):
                 await self._space.write(fence, _WHAT, [], [ops[i][0] for i in group])

@@ -18,6 +18,7 @@ from typing import Any
 
 from corral import constants as C
 from corral import errors, sqlite_faults
+from corral.state import schema
 from corral.state.ports import (
     ChangesExpired,
     ConfigChange,
@@ -135,6 +136,7 @@ class SqliteConfigStore:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    schema.upgrade_files([(path, schema.CONFIG)])
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     # FULL: a change acknowledged to a client survives a power loss.  Config
@@ -143,6 +145,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA busy_timeout=5000")
     for stmt in _SCHEMA:
         db.execute(stmt)
+    schema.stamp_new(db, schema.CONFIG)
     return db
 
 

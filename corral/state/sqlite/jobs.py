@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import errors, sqlite_faults
+from corral.state import schema
 from corral.state.ports import FencedOut, LogEntryRow, LogRow
 from corral.state.sqlite.fencing import check_fence
 from corral.state.sqlite.worker import Worker
@@ -65,6 +66,7 @@ class _JobsFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         opened: list[sqlite3.Connection] = []
+        schema.upgrade_files([(path, schema.JOBS)])
         # Private from the start (SQLite gives the -wal and -shm files the same
         # mode): jobs carry private parameters.
         with contextlib.suppress(OSError):  # any other failure shows in SQLite's open
@@ -76,6 +78,7 @@ class _JobsFile:
             self._wdb.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
             for stmt in _SCHEMA:
                 self._wdb.execute(stmt)
+            schema.stamp_new(self._wdb, schema.JOBS)
             self._db = self._connect(opened)
         except sqlite3.Error as err:
             for db in opened:

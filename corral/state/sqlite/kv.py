@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import errors, sqlite_faults
+from corral.state import schema
 from corral.state.ports import Conflict, FencedOut, Lease, LeaseLost, Versioned, version_conflict
 from corral.state.sqlite.fencing import check_fence
 from corral.state.sqlite.worker import Worker
@@ -32,6 +33,7 @@ _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    schema.upgrade_files([(path, schema.STATE)])
     # Private: it holds join tokens' hashes and what operations under way do.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     os.close(fd)
@@ -41,6 +43,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA busy_timeout=5000")
     for stmt in _SCHEMA:
         db.execute(stmt)
+    schema.stamp_new(db, schema.STATE)
     return db
 
 
