@@ -22,6 +22,7 @@ BENCHMARKS = (
     "job_list",
     "wfjc_fanout",
     "masterd_rss",
+    "metrics",
     "instances",
     "config_commit",
     "config_export",

@@ -168,6 +168,8 @@ MAX_TAGS_PER_OBJ: Final = 4096
 
 # Network defaults.
 DEFAULT_NODED_PORT: Final = 1811
+# Ganeti's monitoring daemon's TCP port (mond; Corral serves it from noded).
+DEFAULT_MOND_PORT: Final = 1815
 # Seconds between masterd's looks at settled etcd members (--etcd-check-interval).
 DEFAULT_ETCD_CHECK_INTERVAL: Final = 15.0
 DEFAULT_RAPI_PORT: Final = 5080

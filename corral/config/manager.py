@@ -135,6 +135,8 @@ class ConfigManager:
             maxlen=CHANGES_KEPT
         )
         self._listeners: list[Callable[[ConfigManager, set[str]], None]] = []
+        # Told the seconds of each successful commit to the store (masterd's metrics).
+        self.commit_timer: Callable[[float], None] = lambda seconds: None
         # NIC addresses of all instances, kept up to date on every commit, so that
         # creating an instance does not scan every other one: the IPs of NICs
         # without a network, and per network (uuid) those of the NICs on it.
@@ -322,7 +324,7 @@ class ConfigManager:
             raise pending.error
 
     async def _write(self, batch: list[_Pending]) -> None:
-        now = time.time()
+        now, started = time.time(), time.monotonic()
         changes = [pending.stage(self._objects, now) for pending in batch]
         write = asyncio.ensure_future(self._store.commit_many(changes, self.serial + 1, self.fence))
         killed = False
@@ -337,6 +339,7 @@ class ConfigManager:
                 pass  # the store's error: below
         error = _error_of(write)
         if error is None:
+            self.commit_timer(time.monotonic() - started)
             for pending, refusal in zip(batch, write.result(), strict=True):
                 if refusal is None:
                     self.mtime = max(self.mtime, now)

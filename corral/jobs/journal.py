@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -58,7 +59,9 @@ class Journal:
         self, count: int, build: Callable[[list[int]], list[dict[str, Any]]]
     ) -> list[dict[str, Any]]:
         """New jobs, committed at once (a submission is answered only after)."""
+        started = time.monotonic()
         rows = await self.store.insert_new(count, build, self._fence())
+        self._timed(started)
         for row in rows:
             self._index.put(row)
         return rows
@@ -131,6 +134,7 @@ class Journal:
                 rows, logs = self._dirty, self._dirty_logs
                 self._dirty, self._dirty_logs = {}, []
                 self._inflight = rows
+                started = time.monotonic()
                 try:
                     await self.store.write_batch(list(rows.values()), logs, self._fence())
                 except errors.JobQueueError as err:  # the store cannot be written
@@ -141,12 +145,17 @@ class Journal:
                     self._write_failed(err)
                     return
                 self._inflight = {}
+                self._timed(started)
                 self._wake(rows)
                 if self.write_error is not None:
                     log.warning("The job queue can be written again")
                     self.write_error = None
         finally:
             self._flush_task = None
+
+    def _timed(self, started: float) -> None:
+        """A commit that started at ``started`` (monotonic) succeeded."""
+        self._index.stats.commits.observe(time.monotonic() - started, "jobs")
 
     def _release_durable(self) -> None:
         done = [job_id for job_id in self._finishing if job_id not in self._dirty]

@@ -6,7 +6,8 @@ cell by cell, costs more than the command's whole budget.  So the cheap
 columns live here too, updated on every write, together with each job's
 answer row for exactly those default fields, already encoded: listing the
 queue is then one string join.  Archived jobs are not kept: they are read
-from the store when asked for.
+from the store when asked for.  Every change of a job's row is handed to
+its :class:`~corral.metrics.jobs.JobStats` (the metrics' job counts).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from corral import constants as C
+from corral.metrics.jobs import JobStats
 
 LIST_COLUMNS = ("status", "priority", "summary", "received_ts", "start_ts", "end_ts")
 # gnt-job list's default fields, whose answer rows are kept encoded.
@@ -34,6 +36,7 @@ class ListIndex:
 
     def __init__(self) -> None:
         self._rows: dict[int, tuple[Any, ...]] = {}
+        self.stats = JobStats()
 
     @staticmethod
     def covers(needs: set[str]) -> bool:
@@ -41,11 +44,15 @@ class ListIndex:
 
     def put(self, row: dict[str, Any]) -> None:
         values = tuple(row[name] for name in LIST_COLUMNS)
-        self._rows[row["id"]] = (*values, _listing(row["id"], row["status"], row["summary"]))
+        job_id = row["id"]
+        self.stats.changed(self._rows.get(job_id), values)
+        self._rows[job_id] = (*values, _listing(job_id, row["status"], row["summary"]))
 
     def drop(self, job_ids: Iterable[int]) -> None:
         for job_id in job_ids:
-            self._rows.pop(job_id, None)
+            old = self._rows.pop(job_id, None)
+            if old is not None:
+                self.stats.dropped(old)
 
     def rows(self, job_ids: list[int] | None) -> list[dict[str, Any]]:
         """Query records (as the store's rows) of all or some jobs, by id."""

@@ -27,6 +27,7 @@ from corral.jobs.queries import JobQueries
 from corral.jobs.runner import CANCELED_BY_REQUEST, OpExecutor
 from corral.jobs.scheduler import Scheduler
 from corral.jobs.states import advance
+from corral.metrics.jobs import JobStats
 from corral.objects.filter_rule import FilterRule
 from corral.opcodes.base import OpCode, from_dict
 from corral.state.ports import NO_FENCE, JobStore
@@ -63,6 +64,11 @@ class JobQueue:
     @property
     def _jobs(self) -> dict[int, Job]:
         return self._unfinished.jobs
+
+    @property
+    def stats(self) -> JobStats:
+        """The queue's job counts and durations (for the metrics)."""
+        return self._index.stats
 
     # Submission
     async def submit(self, ops: Any, *, ignore_drain: bool = False) -> int:

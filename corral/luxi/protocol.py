@@ -65,6 +65,8 @@ METHODS = frozenset(
         "CreateJoinToken",
         # Corral's own: gnt-cluster master-failover (corral.master.standby).
         "TakeMastership",
+        # Corral's own: masterd's metrics (corral.metrics.master).
+        "CorralMetrics",
     }
 )
 

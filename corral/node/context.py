@@ -21,5 +21,7 @@ class NodeContext:
     debug: bool = False
     # confd's UDP port on ``address`` (None: no confd, as in-process nodes).
     confd_port: int | None = None
+    # mond's TCP port on ``address`` (None: no mond, as in-process nodes).
+    mond_port: int | None = None
     # Whether the node is in a cluster, and the switch (set by the server).
     membership: Membership | None = None

@@ -21,6 +21,7 @@ from corral.confd.server import ConfdService
 from corral.http.accepting import fd_limit
 from corral.http.limits import ConnectionLimits
 from corral.http.listener import GuardedTCPSite
+from corral.mond.server import Mond
 from corral.node import etcd_member, peer
 from corral.node import join_protocol as J
 from corral.node.console_relay import add_routes as add_console_routes
@@ -32,6 +33,7 @@ from corral.node.join_server import Membership, serve_join
 from corral.node.transfer_receive import add_routes as add_transfer_routes
 from corral.paths import Paths
 from corral.process.daemons import ReadyCallback, listen_error
+from corral.rpc import versions
 from corral.rpc.calls import CALLS
 from corral.rpc.fencing import FENCE_HEADER, UNTIL_HEADER, parse_header, parse_until
 from corral.rpc.transport import WireReply
@@ -50,7 +52,13 @@ INFLIGHT_KEY = web.AppKey("inflight", set[asyncio.Task[Any]])
 
 
 def _response(answer: WireReply) -> web.Response:
-    return web.Response(body=answer.body, status=answer.status, content_type="application/json")
+    # Every answer says the node's version (corral.rpc.versions).
+    return web.Response(
+        body=answer.body,
+        status=answer.status,
+        content_type="application/json",
+        headers=versions.headers(),
+    )
 
 
 async def dispatch(request: web.Request) -> web.Response:
@@ -60,7 +68,7 @@ async def dispatch(request: web.Request) -> web.Response:
     if membership is not None and not membership.authenticated(request):
         denied = J.NOT_IN_CLUSTER if not membership.joined else _STALE
         return _response(reply(False, denied, status=403))
-    refusal = _refusal(name, request)
+    refusal = _refusal(name, request) or _version_refusal(name, request)
     if refusal is not None:
         return _response(refusal)
     try:
@@ -93,6 +101,18 @@ def _refusal(name: str, request: web.Request) -> WireReply | None:
         return reply(False, text, status=403)
     log.info("%s called by %s", name, caller)
     return None
+
+
+def _version_refusal(name: str, request: web.Request) -> WireReply | None:
+    """The answer to a caller whose version is too far from this node's
+    (logged), else None."""
+    caller = versions.of_headers(request.headers.get)
+    node = request.app[CONTEXT_KEY].address
+    mismatch = versions.too_far(caller, versions.OWN, node)
+    if mismatch is None:
+        return None
+    log.warning("Refused %s from %s: %s", name, peer.describe(request), mismatch)
+    return reply(False, mismatch, status=versions.MISMATCH_STATUS)
 
 
 def make_app(ctx: NodeContext) -> web.Application:
@@ -211,7 +231,7 @@ async def serve(ctx: NodeContext, limits: ConnectionLimits, ready: ReadyCallback
             limits.handshake_timeout,
             limits.idle_timeout,
         )
-        async with _confd(ctx):
+        async with _confd(ctx), _mond(ctx):
             ready()
             await asyncio.Event().wait()
     finally:
@@ -226,6 +246,20 @@ async def _confd(ctx: NodeContext) -> AsyncIterator[None]:
         yield
         return
     task = asyncio.create_task(ConfdService(ctx.paths, ctx.address, ctx.confd_port).run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def _mond(ctx: NodeContext) -> AsyncIterator[None]:
+    """mond on the node's address while the block runs (if it has a port)."""
+    if ctx.mond_port is None:
+        yield
+        return
+    task = asyncio.create_task(Mond(ctx.paths, ctx.address).run(ctx.mond_port))
     try:
         yield
     finally:

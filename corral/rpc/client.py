@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from corral import errors
+from corral.rpc import versions
 from corral.rpc.calls_node import version
 from corral.rpc.declare import NodeCall, Request
 from corral.rpc.fencing import DEPOSED_STATUS
@@ -83,6 +84,10 @@ class RpcClient:
         # called yet would take it.
         self.fence_until: Callable[[], float | None] = lambda: None
         self.reachability = Reachability(unreachable_memory)
+        # Told each call made: (node uuid, seconds, outcome) with outcome "ok",
+        # "error" (the node answered a failure) or "unreachable" (no answer);
+        # masterd's metrics count them.
+        self.call_timer: Callable[[str, float, str], None] = lambda node, seconds, outcome: None
         # address → the background call that checks whether a remembered node is back
         self._probes: dict[str, asyncio.Task[RpcResult[int]]] = {}
 
@@ -192,7 +197,10 @@ class RpcClient:
             log.error("Fenced call refused: %s", msg)
             return RpcResult(node, name, fail_msg=msg, deposed=True)
         request = WireRequest(node, address, name, body, seconds, connect, fence, until)
+        started = time.monotonic()
         result, reached = await self._attempt(request)
+        outcome = "unreachable" if not reached else "ok" if result.fail_msg is None else "error"
+        self.call_timer(node, time.monotonic() - started, outcome)
         if reached:
             self.reachability.answered(address)
         elif reached is not None:
@@ -211,6 +219,14 @@ class RpcClient:
             msg = f"RPC call {name} to {request.address} timed out after {seconds:g} s"
             return RpcResult(node, name, fail_msg=msg), False
         payload, fail_msg = parse_reply(reply.status, reply.body)
+        # A node too far from this master's version: its answer is not used.
+        mismatch = versions.too_far(versions.OWN, reply.version, request.address)
+        if mismatch is not None:
+            payload, fail_msg = None, mismatch
+        elif fail_msg is not None:
+            fail_msg = versions.failure(
+                name, reply.version, request.address, fail_msg, reply.status
+            )
         if fail_msg is not None:
             log.debug("RPC %s on %s failed: %s", name, node, fail_msg)
         deposed = reply.status == DEPOSED_STATUS

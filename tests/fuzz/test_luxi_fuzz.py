@@ -133,7 +133,7 @@ ARITY = {
     "QueryConfigValues": (1, 1), "QueryTags": (1, 2), "QueryInstances": (3, 3),
     "QueryNodes": (3, 3), "QueryGroups": (3, 3), "QueryNetworks": (3, 3),
     "QueryExports": (2, 2), "SetWatcherPause": (1, 1), "QueryFilters": (2, 2),
-    "CreateJoinToken": (1, 1), "TakeMastership": (0, 1),
+    "CreateJoinToken": (1, 1), "TakeMastership": (0, 1), "CorralMetrics": (0, 0),
 }  # fmt: skip
 FIELDS = ["id", "status", "name", "summary", "ops", "tags", "uuid", "pnode", "oper_state"]
 field_names = st.sampled_from(FIELDS)
