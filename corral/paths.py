@@ -195,6 +195,13 @@ class Paths:
         return self.data_dir / "watcher.pause"
 
     @property
+    def watcher_pause_seen(self) -> Path:
+        """The last watcher pause masterd gave this node (an epoch time): it
+        holds while masterd cannot be asked.  Not Ganeti's watcher.pause: an
+        older Corral's file of that name is moved into masterd's state."""
+        return self.data_dir / "watcher.pause-seen"
+
+    @property
     def queue_drain_file(self) -> Path:
         return self.queue_dir / "drain"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import socket
 import sys
 from pathlib import Path
 
@@ -12,11 +13,12 @@ from corral.daemons import daemon_parser
 from corral.daemons.limit_options import add_limit_options, connection_limits
 from corral.paths import Paths
 from corral.process.daemons import run_daemon
+from corral.process.start_record import own_command
 
 NAME = "corral-noded"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """The command-line options of corral-noded."""
     parser = daemon_parser(NAME, "Corral node daemon")
     parser.add_argument("-b", "--bind", metavar="ADDRESS", help="address to listen on")
@@ -33,6 +35,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="PORT",
         help="UDP port of confd on the --bind address (default: the ganeti-confd"
         " service's, else 1814, as Ganeti's); 0 turns confd off",
+    )
+    parser.add_argument(
+        "--mond-port",
+        type=int,
+        metavar="PORT",
+        help="TCP port of the monitoring daemon (mond, plain HTTP) on the --bind address"
+        f" (default: the ganeti-mond service's, else {C.DEFAULT_MOND_PORT}, as Ganeti's);"
+        " 0 turns mond off",
     )
     given = parser.add_mutually_exclusive_group()
     given.add_argument(
@@ -53,11 +63,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print this node's certificate fingerprint for joining, and exit",
     )
     add_limit_options(parser)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given, checked."""
+    parser = build_parser()
     opts = parser.parse_args(argv)
     if opts.bind is None and not opts.show_join_info:
         parser.error("the following arguments are required: -b/--bind")
     if opts.confd_port is not None and not 0 <= opts.confd_port < 65536:
         parser.error(f"--confd-port: {opts.confd_port} is not a port (0 to 65535)")
+    if opts.mond_port is not None and not 0 <= opts.mond_port < 65536:
+        parser.error(f"--mond-port: {opts.mond_port} is not a port (0 to 65535)")
     return opts
 
 
@@ -114,6 +132,16 @@ def _confd_port(given: int | None) -> int | None:
     return given or None
 
 
+def _mond_port(given: int | None) -> int | None:
+    """mond's port (None: off): the ``ganeti-mond`` service's, else Ganeti's 1815."""
+    if given is None:
+        try:
+            return socket.getservbyname("ganeti-mond", "tcp")
+        except OSError:
+            return C.DEFAULT_MOND_PORT
+    return given or None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``corral-noded`` command; the root comes from CORRAL_ROOT."""
     opts = parse_args(argv)
@@ -130,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         port=opts.port,
         debug=opts.debug,
         confd_port=_confd_port(opts.confd_port),
+        mond_port=_mond_port(opts.mond_port),
     )
     sys.exit(
         run_daemon(
@@ -138,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
             foreground=opts.foreground,
             paths=paths,
             debug=opts.debug,
+            # A join token works once: noded starts again without it.
+            argv=own_command(drop=("--join-token", "--join-token-file")),
         )
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -12,12 +13,16 @@ from corral import errors
 from corral.cmdlib.cluster import cluster_info
 from corral.master import filter_rules, resources
 from corral.master.standby import TAKE_MASTERSHIP
+from corral.metrics.master import MasterMetrics
 from corral.node.join_protocol import pem_fingerprint
 from corral.query.filter import simple_filter
+from corral.rpc import calls_membership
 from corral.services import durable_flags, join_tokens
 
 if TYPE_CHECKING:
     from corral.services.context import Master
+
+log = logging.getLogger(__name__)
 
 
 def _job_id(value: Any) -> int:
@@ -74,6 +79,7 @@ class LuxiMethods:
 
     def __init__(self, master: Master) -> None:
         self.master = master
+        self.metrics = MasterMetrics(master.cfg, master.queue.stats, master.rpc)
         self._table: dict[str, Callable[[Any], Awaitable[Any]]] = {
             "SubmitJob": self.submit_job,
             "SubmitJobToDrainedQueue": self.submit_job_drained,
@@ -104,10 +110,18 @@ class LuxiMethods:
             "QueryFilters": self._filter_call(filter_rules.query_filters),
             "ReplaceFilter": self._filter_call(filter_rules.replace_filter),
             "DeleteFilter": self._filter_call(filter_rules.delete_filter),
+            # Corral's own: the metrics in Prometheus's text format (noded's mond
+            # serves them on the master as /metrics; see corral.mond).
+            "CorralMetrics": self.corral_metrics,
         }
 
     async def __call__(self, method: str, args: Any) -> Any:
         return await self._table[method](args)
+
+    async def corral_metrics(self, args: Any) -> str:
+        """The master's metrics as Prometheus's text format 0.0.4 (a string)."""
+        _args(args, "CorralMetrics", 0)
+        return self.metrics.render()
 
     def _filter_call(
         self, method: Callable[[Master, Any], Awaitable[Any]]
@@ -298,4 +312,13 @@ class LuxiMethods:
 
     async def set_watcher_pause(self, args: Any) -> Any:
         (until,) = _args(args, "SetWatcherPause", 1)
-        return await durable_flags.set_watcher_pause(self.master.durable, until)
+        result = await durable_flags.set_watcher_pause(self.master.durable, until)
+        # Every node's watcher keeps it (Ganeti sends it too): a node's
+        # watcher that cannot ask masterd must not restart daemons meanwhile.
+        nodes = [n for n in self.master.cfg.nodes() if not n.offline]
+        results = await self.master.rpc.results(nodes, calls_membership.set_watcher_pause(result))
+        for node in nodes:
+            results[node.uuid].report(
+                log.warning, f"Cannot tell node {node.name} about the watcher's pause"
+            )
+        return result

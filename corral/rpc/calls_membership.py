@@ -1,5 +1,5 @@
-"""Node calls of node membership: ssconf files on every node, leaving the
-candidate pool, leaving the cluster."""
+"""Node calls of node membership: ssconf files and the watcher's pause on
+every node, leaving the candidate pool, leaving the cluster."""
 
 # The bodies are the signatures' only: mypy must not ask them for a result.
 # mypy: disable-error-code="empty-body"
@@ -13,6 +13,12 @@ from corral.rpc.declare import CHANGES, node_call
 @node_call(C.RPC_TMO_FAST, effect=CHANGES)
 def write_ssconf_files(values: dict[str, str]) -> None:
     """Write the ssconf files (key: content) the master sends."""
+
+
+@node_call(C.RPC_TMO_FAST, effect=CHANGES)
+def set_watcher_pause(until: float | None) -> None:
+    """Keep the watcher's pause (until ``until``, an epoch time; None: no
+    pause) for the node's watcher (Ganeti's call of that name)."""
 
 
 @node_call(C.RPC_TMO_URGENT, effect=CHANGES)

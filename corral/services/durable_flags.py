@@ -2,9 +2,8 @@
 watcher's pause.
 
 The pause is a time (seconds since the epoch) until which the cluster
-watcher must not act; one in the past means no pause.  Corral has no watcher
-yet; the pause is kept so that Ganeti's tools, and a watcher to come, see and
-set it as on Ganeti.
+watcher (``ganeti-watcher``, corral.tools.watcher) must not act; one in the
+past means no pause.  Ganeti's tools see and set it as on Ganeti.
 """
 
 from __future__ import annotations

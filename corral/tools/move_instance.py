@@ -314,12 +314,17 @@ def _fail(message: str) -> int:
     return C.EXIT_FAILURE
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse, check, move every instance (``--parallel`` at a time); the exit code."""
+def build_parser() -> O.Parser:
+    """The options, under the name the tool was run as."""
     prog = os.path.basename(sys.argv[0])
     if not prog or prog.endswith(".py"):  # run as python -m corral.tools.move_instance
         prog = "move-instance"
-    parser = O.build_parser(prog)
+    return O.build_parser(prog)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, check, move every instance (``--parallel`` at a time); the exit code."""
+    parser = build_parser()
     opts = parser.parse_args(argv)
     setup_logging(opts.debug, opts.verbose)
     src, dest, names = O.check_options(parser, opts)

@@ -1,17 +1,29 @@
-"""ganeti-watcher: the cluster watcher, run from cron on every node, with
-Ganeti 3.0.2's options, state files and behaviour.
+"""ganeti-watcher: the cluster watcher, run from a timer (or cron) every 5
+minutes on every node, with Ganeti 3.0.2's options, state files and
+behaviour.  It says what it did in ``var/log/ganeti/watcher.log``, one line
+per action.
 
-On the master it runs the site's watcher hooks, archives old jobs, and, per
-node group, restarts the instances that should run and do not (at most
-``MAXTRIES`` times in a row, counted in the group's state file), cleans up
-after guests their users shut down, records each node's boot id, and checks
-the group's disks.  On other nodes it does nothing but the hooks.  A paused
-watcher (``gnt-cluster watcher pause``) does nothing unless told
-``--ignore-pause``.
+On every node it starts the node's dead daemons again (noded; on the master
+also masterd and corral-rapi: :mod:`corral.tools.watcher_daemons`) and runs
+the site's watcher hooks.  On the master it then archives old jobs, cancels
+remote imports that stalled past their time-out
+(:mod:`corral.tools.watcher_imports`), and, per node group, restarts the
+instances that should run and do not (at most ``MAXTRIES`` times in a row,
+counted in the group's state file), cleans up after guests their users shut
+down, activates the mirrored disks of instances whose secondary node
+rebooted or whose copy is outdated (:mod:`corral.tools.watcher_disks`), and
+records each node's boot id.
+
+A paused watcher (``gnt-cluster watcher pause``) does nothing unless told
+``--ignore-pause``.  The pause lives in masterd's durable state; the watcher
+keeps the last one it read in ``watcher.pause-seen`` so that it holds while
+masterd is down too (a stopped masterd is not started during a pause).  The
+other nodes cannot ask masterd (Ganeti copies the pause file to every node):
+their watcher starts a dead noded even during a pause.
 
 Unlike Ganeti's, the per-group watchers run one after the other in this
 process instead of forked children, so ``--no-wait-children`` changes
-nothing.  Nothing here restarts daemons: that is the service manager's job.
+nothing.
 """
 
 from __future__ import annotations
@@ -32,15 +44,14 @@ from corral.cli import common
 from corral.cli.optvalues import parse_timespec
 from corral.luxi.client import Client
 from corral.paths import Paths
+from corral.tools import watcher_daemons, watcher_disks, watcher_imports
+from corral.tools.watcher_common import log, submit
+from corral.tools.watcher_disks import HELPLESS_STATES, InstanceRow, NodeRow
 from corral.tools.watcher_state import StateLocked, WatcherState
-
-log = logging.getLogger("ganeti-watcher")
 
 MAXTRIES = 5
 # An instance in a bad state is restarted; one on a dead node cannot be helped.
 BAD_STATES = frozenset({"ERROR_down"})
-HELPLESS_STATES = frozenset({"ERROR_nodedown", "ERROR_nodeoffline"})
-REASON_SOURCE = "gnt:watcher"
 # run-parts' rule for the names of the hooks it runs (Ganeti's RunParts).
 _HOOK_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 _UUID = re.compile(r"^[a-f\d]{8}-[a-f\d]{4}-[a-f\d]{4}-[a-f\d]{4}-[a-f\d]{12}$")
@@ -51,7 +62,7 @@ class NotMaster(Exception):
     """This node is not the master."""
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """Ganeti's options of ganeti-watcher."""
     parser = argparse.ArgumentParser(prog="ganeti-watcher", description="Ganeti cluster watcher")
     parser.add_argument("--version", action="version", version=f"%(prog)s (corral) {__version__}")
@@ -68,14 +79,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-wait-children", dest="wait_children", action="store_false")
     parser.add_argument("--no-verify-disks", action="store_true", help="Do not verify disk status")
     parser.add_argument("--rapi-ip", default="127.0.0.1", help="Use this IP to talk to RAPI.")
+    parser.add_argument(
+        "--remote-import-timeout",
+        default=str(watcher_imports.DEFAULT_TIMEOUT),
+        help="Cancel remote imports idle for longer than this (default 1 day, the life of"
+        " a move's certificates; Corral's option)",
+    )
     parser.add_argument("args", nargs="*")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options given, checked."""
+    parser = build_parser()
     opts = parser.parse_args(argv)
     if opts.args:
         parser.error("No arguments expected")
     try:
         opts.job_age = parse_timespec(opts.job_age)
+        opts.remote_import_timeout = parse_timespec(opts.remote_import_timeout)
     except errors.OpPrereqError as err:
         parser.error(str(err.args[0]))
+    if opts.remote_import_timeout <= 0:
+        parser.error("--remote-import-timeout must be a positive time")
     return opts
 
 
@@ -120,16 +146,11 @@ def run_hooks(paths: Paths) -> None:
             log.debug("Watcher hook %s: success (output: %s)", path.name, output)
 
 
-def _submit(client: Client, op: dict[str, Any], why: str) -> Any:
-    """Run one opcode as a job, with the watcher's reason, and wait for it."""
-    op["reason"] = [[REASON_SOURCE, why, time.time_ns()]]
-    return common.poll_job(client, client.submit_job([op]), feedback=None)[0]
-
-
 def global_watcher(paths: Paths, opts: argparse.Namespace, client: Client) -> None:
-    """Archive old jobs, then watch every node group."""
+    """Archive old jobs, cancel stale remote imports, then watch every node group."""
     archived, left = client.call("AutoArchiveJobs", opts.job_age, C.LUXI_WFJC_TIMEOUT)
     log.debug("Archived %s jobs, left %s", archived, left)
+    watcher_imports.remove_stale_imports(client, opts.remote_import_timeout)
     for name, uuid in client.call("QueryGroups", [], ["name", "uuid"], False):
         log.debug("Watching group %r (%s)", name, uuid)
         try:
@@ -149,12 +170,13 @@ def group_watcher(paths: Paths, opts: argparse.Namespace, client: Client, uuid: 
     state = WatcherState(str(paths.data_dir / f"watcher.{uuid}.data"))
     try:
         nodes, instances, locked = _group_data(client, uuid)
-        _write_status(paths.data_dir / f"watcher.{uuid}.instance-status", instances)
+        statuses = {name: inst.status for name, inst in instances.items()}
+        _write_status(paths.data_dir / f"watcher.{uuid}.instance-status", statuses)
         _merge_status(paths, client)
-        _check_instances(client, state, instances, locked)
-        _check_boot_ids(state, nodes)
+        started = _check_instances(client, state, instances, locked)
+        watcher_disks.check_boot_ids(client, state, nodes, instances, started)
         if not opts.no_verify_disks:
-            _verify_disks(client, uuid)
+            watcher_disks.verify_disks(client, uuid, nodes, instances)
     except BaseException as err:
         log.info("Not updating status file due to failure: %s", err)
         state.close()
@@ -164,25 +186,24 @@ def group_watcher(paths: Paths, opts: argparse.Namespace, client: Client, uuid: 
 
 def _group_data(
     client: Client, uuid: str
-) -> tuple[list[list[Any]], dict[str, list[Any]], set[str]]:
-    """The group's nodes ``[name, bootid, offline]``, its instances by name
-    ``[status, admin_state, admin_state_source]``, and the instances locked now."""
+) -> tuple[list[NodeRow], dict[str, InstanceRow], set[str]]:
+    """The group's nodes, its instances by name, and the instances locked now."""
     locks = client.query("lock", ["name", "mode"])["data"]
     locked = {
         name.removeprefix("instance/")
         for (_, name), (_, mode) in locks
         if name.startswith("instance/") and mode
     }
-    fields = ["name", "status", "admin_state", "admin_state_source"]
+    fields = ["name", "status", "admin_state", "admin_state_source", "disks_active", "snodes"]
     rows = client.query("instance", fields, ["=", "pnode.group.uuid", uuid])["data"]
-    instances = {row[0][1]: [cell[1] for cell in row[1:]] for row in rows}
+    instances = {row[0][1]: InstanceRow(*(cell[1] for cell in row[1:])) for row in rows}
     nodes = client.query("node", ["name", "bootid", "offline"], ["=", "group.uuid", uuid])
-    return [[cell[1] for cell in row] for row in nodes["data"]], instances, locked
+    return [NodeRow(*(cell[1] for cell in row)) for row in nodes["data"]], instances, locked
 
 
-def _write_status(path: Any, instances: dict[str, list[Any]]) -> None:
-    """The group's ``<instance> <status>`` lines (Ganeti's instance status file)."""
-    lines = "\n".join(f"{name} {row[0]}" for name, row in sorted(instances.items()))
+def _write_status(path: Any, statuses: dict[str, str]) -> None:
+    """The ``<instance> <status>`` lines of Ganeti's instance status file."""
+    lines = "\n".join(f"{name} {status}" for name, status in sorted(statuses.items()))
     tmp = f"{path}.new"
     with open(tmp, "w") as handle:
         handle.write(lines)
@@ -202,7 +223,7 @@ def _merge_status(paths: Paths, client: Client) -> None:
             name, _, status = line.partition(" ")
             if name and (name not in latest or latest[name][0] < mtime):
                 latest[name] = (mtime, status)
-    merged = {name: [status] for name, (_, status) in latest.items()}
+    merged = {name: status for name, (_, status) in latest.items()}
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     target = paths.run_dir / "instance-status"
     with open(target, "a"):
@@ -213,37 +234,43 @@ def _merge_status(paths: Paths, client: Client) -> None:
 
 
 def _check_instances(
-    client: Client, state: WatcherState, instances: dict[str, list[Any]], locked: set[str]
-) -> None:
-    """Restart the instances that should run; clean up after user shutdowns."""
+    client: Client, state: WatcherState, instances: dict[str, InstanceRow], locked: set[str]
+) -> set[str]:
+    """Restart the instances that should run; clean up after user shutdowns.
+    The instances the watcher tried to start."""
     state.maintain(list(instances))
-    for name, (status, admin_state, _) in sorted(instances.items()):
-        if status == "USER_down" and admin_state != "down":
+    started = set()
+    for name, inst in sorted(instances.items()):
+        if inst.status == "USER_down" and inst.admin_state != "down":
             _clean_up(client, state, name, locked)
-        elif status in BAD_STATES:
-            _restart(client, state, name)
+        elif inst.status in BAD_STATES:
+            if _restart(client, state, name):
+                started.add(name)
         elif state.restart_attempts(name):
             state.forget(name)
-            if status not in HELPLESS_STATES:
+            if inst.status not in HELPLESS_STATES:
                 log.info("Restart of instance '%s' succeeded", name)
+    return started
 
 
-def _restart(client: Client, state: WatcherState, name: str) -> None:
+def _restart(client: Client, state: WatcherState, name: str) -> bool:
+    """Start the instance, unless it failed too often; whether it was tried."""
     attempts = state.restart_attempts(name)
     if attempts > MAXTRIES:
         log.warning("Not restarting instance '%s', retries exhausted", name)
-        return
+        return False
     if attempts == MAXTRIES:
         state.record_restart(name)
         log.error("Could not restart instance '%s' after %s attempts, giving up", name, MAXTRIES)
-        return
+        return False
     log.info("Restarting instance '%s' (attempt #%s)", name, attempts + 1)
     op = {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": name, "force": False}
     try:
-        _submit(client, op, f"Restarting instance {name}")
+        submit(client, op, f"Restarting instance {name}")
     except errors.GenericError as err:
         log.error("Error while restarting instance '%s': %s", name, err)
     state.record_restart(name)
+    return True
 
 
 def _clean_up(client: Client, state: WatcherState, name: str, locked: set[str]) -> None:
@@ -257,7 +284,7 @@ def _clean_up(client: Client, state: WatcherState, name: str, locked: set[str]) 
     log.info("Instance '%s' was shutdown by the user, cleaning up instance", name)
     op = {"OP_ID": "OP_INSTANCE_SHUTDOWN", "instance_name": name, "admin_state_source": "user"}
     try:
-        _submit(client, op, f"Cleaning up instance {name}")
+        submit(client, op, f"Cleaning up instance {name}")
     except errors.GenericError as err:
         log.error("Error while cleaning up instance '%s': %s", name, err)
         state.record_cleanup(name)
@@ -265,42 +292,15 @@ def _clean_up(client: Client, state: WatcherState, name: str, locked: set[str]) 
     state.forget(name)
 
 
-def _check_boot_ids(state: WatcherState, nodes: list[list[Any]]) -> None:
-    """Record each node's boot id.  (Ganeti activates the disks of mirrored
-    instances on a node that rebooted; Corral has no mirrored template yet.)"""
-    for name, boot_id, offline in nodes:
-        if not boot_id:
-            if not offline:
-                log.debug("Node '%s' missing boot ID, skipping secondary checks", name)
-            continue
-        if state.boot_id(name) != boot_id:
-            log.info("Node '%s' has rebooted (boot id %s)", name, boot_id)
-            state.set_boot_id(name, boot_id)
-
-
-def _verify_disks(client: Client, uuid: str) -> None:
-    """The group's disk check (OP_GROUP_VERIFY_DISKS); what it finds is logged."""
-    bad_nodes, _, missing = _submit(
-        client, {"OP_ID": "OP_GROUP_VERIFY_DISKS", "group_name": uuid}, "Verifying disks"
-    )
-    for node, text in bad_nodes.items():
-        log.warning("Error verifying disks of node %s: %s", node, text)
-    for name, volumes in missing.items():
-        log.warning("Instance %s has missing disks: %s", name, volumes)
-
-
 def _watch(paths: Paths, opts: argparse.Namespace) -> int:
     try:
         client = common.get_client()
-    except errors.NoMasterError:
+    except (errors.NoMasterError, errors.NotClusterError):
+        # A node that holds no configuration (not a master candidate) is no master.
         if opts.nodegroup is not None:
             raise NotMaster("Not on master node") from None
-        return C.EXIT_SUCCESS  # nothing but the hooks to do on other nodes
+        return C.EXIT_SUCCESS  # nothing but the daemons and hooks to do on other nodes
     with client:
-        (paused,) = client.call("QueryConfigValues", ["watcher_pause"])
-        if paused and not opts.ignore_pause:
-            log.debug("Pause has been set, exiting")
-            return C.EXIT_SUCCESS
         if opts.nodegroup is None:
             global_watcher(paths, opts, client)
         else:
@@ -308,13 +308,39 @@ def _watch(paths: Paths, opts: argparse.Namespace) -> int:
     return C.EXIT_SUCCESS
 
 
+def paused(paths: Paths) -> bool:
+    """Whether the watcher is paused: as masterd says, else (masterd down or
+    standing by) as it last said on this node."""
+    seen = paths.watcher_pause_seen  # masterd also sends it to every node
+    try:
+        with common.get_client() as client:
+            (until,) = client.call("QueryConfigValues", ["watcher_pause"])
+    except errors.GenericError as err:
+        log.debug("Cannot ask masterd for the pause (%s); going by the last one seen", err)
+        try:
+            return float(seen.read_text()) > time.time()
+        except (OSError, ValueError):
+            return False
+    try:
+        if until is None:
+            seen.unlink(missing_ok=True)
+        else:
+            tmp = seen.with_name(f"{seen.name}.new")
+            tmp.write_text(f"{until}\n")
+            os.replace(tmp, seen)
+    except OSError as err:
+        log.warning("Cannot keep the pause in %s (it holds only while masterd runs): %s", seen, err)
+    return until is not None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the watcher once; Ganeti's exit codes."""
     opts = parse_args(argv)
     paths = Paths.from_env()
     _setup_logging(paths, opts.debug)
-    if opts.nodegroup is None:
-        run_hooks(paths)
+    if not opts.ignore_pause and paused(paths):
+        log.debug("Pause has been set, exiting")
+        return C.EXIT_SUCCESS
     lock_path = paths.run_dir / "ganeti-watcher.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as lock:
@@ -324,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
             log.error("Can't acquire lock on %s: %s", lock_path, err)
             return C.EXIT_SUCCESS
         try:
+            if opts.nodegroup is None:
+                watcher_daemons.ensure_daemons(paths)
+                run_hooks(paths)
             return _watch(paths, opts)
         except NotMaster:
             log.debug("Not master, exiting")

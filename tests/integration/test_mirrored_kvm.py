@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,14 +18,16 @@ import pytest
 
 from corral.node.hypervisor.kvm.runtime import Layout
 from corral.node.storage import qsd
+from corral.paths import Paths
 from tests.helpers.cluster import TestCluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.kvm_guest import kill_leftovers
 from tests.helpers.kvm_pair import NODE1, NODE2, kvm_two_nodes
 from tests.helpers.multinode import add_node
-from tests.helpers.noded import Noded, start_noded
+from tests.helpers.noded import Noded, daemon_env, start_noded
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS
+from tests.helpers.waiting import wait_until
 from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_count
 
 pytestmark = pytest.mark.slow
@@ -322,3 +326,87 @@ def test_replace_disks_to_a_new_node_while_the_guest_writes_then_failover_to_it(
         console.close()
     ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w4"))
     assert not on1.exists() and not on3.exists()
+
+
+# ganeti-watcher (issue 27)
+def watcher(paths: Paths) -> str:
+    """ganeti-watcher run on the node of ``paths``; what it logged this time."""
+    log = paths.log_dir / "watcher.log"
+    before = log.read_text() if log.exists() else ""
+    run = subprocess.run(
+        [sys.executable, "-m", "corral.tools.watcher"],
+        env={**os.environ, **daemon_env(paths)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    logged = log.read_text().removeprefix(before)
+    assert run.returncode == 0, logged
+    return logged
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def test_the_watcher_brings_a_secondary_back_in_sync_and_restarts_a_killed_guest(
+    two_nodes: tuple[TestCluster, Noded],
+) -> None:
+    """What a reboot of the secondary's node does to it (its noded and its
+    copy's export gone), then the watcher on each node: node2's starts its
+    noded again, the master's resyncs the copy left behind; a guest killed
+    under it is started again."""
+    cl, node2 = two_nodes
+    watcher(cl.paths)  # the nodes' boot ids recorded
+    add_writer(cl, "w5", NODE1, NODE2)
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w5"))
+    try:
+        console.wait_for("CORRAL-GUEST-WROTE 5")
+        [disk] = query(cl, ["disk.uuids"], "w5")["w5"]["disk.uuids"]
+        export = qsd.running(node2.paths, disk, "nbd")
+        noded = node2.pid
+        assert export is not None and noded is not None
+        started_as = cmdline(noded)
+        os.kill(noded, signal.SIGKILL)
+        os.kill(export, signal.SIGKILL)
+        acknowledged = last_written(console.seen())
+        console.wait_for(f"CORRAL-GUEST-WROTE {acknowledged + 5}\\b", timeout=60)
+    finally:
+        console.close()
+    info = ok(cl.gnt("instance", "info", "w5"))
+    assert f"copies: {NODE1} (current), {NODE2} (outdated); sync generation 1" in info, info
+    wait_until(lambda: node2.pid is None, timeout=30, what="node2's noded to die")
+
+    logged = watcher(node2.paths)
+    assert node2.pid is not None and node2.pid != noded
+    # As it was started, less the join token it used up (if it was started with one).
+    if "--join-token-file" in started_as:
+        joined = started_as.index("--join-token-file")
+        started_as = started_as[:joined] + started_as[joined + 2 :]
+    assert cmdline(node2.pid) == started_as
+    assert f"Restarted daemon corral-noded (pid {node2.pid}): " in logged, logged
+
+    logged = watcher(cl.paths)
+    assert "Activating disks for instance 'w5'" in logged, logged
+    info = ok(cl.gnt("instance", "info", "w5"))
+    assert f"copies: {NODE1} (current), {NODE2} (current); sync generation 2" in info, info
+
+    runtime = Layout(cl.paths.run_dir).read_runtime("w5")
+    assert runtime is not None
+    os.kill(runtime.pid, signal.SIGKILL)
+    wait_until(
+        lambda: query(cl, ["status"], "w5")["w5"]["status"] == "ERROR_down",
+        timeout=30,
+        what="w5 to be down",
+    )
+    logged = watcher(cl.paths)
+    assert "Restarting instance 'w5' (attempt #1)" in logged, logged
+    assert query(cl, ["status"], "w5")["w5"]["status"] == "running"
+    console = SerialConsole(Layout(cl.paths.run_dir).serial("w5"))
+    try:
+        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        assert int(found.group(1)) >= acknowledged + 5  # on the resynced copies
+    finally:
+        console.close()
+    ok(cl.gnt("instance", "remove", "-f", "--shutdown-timeout=0", "w5"))

@@ -1,24 +1,39 @@
 """ganeti-watcher against a real cluster (masterd, noded, the fake hypervisor):
 it restarts an instance shut down behind the configuration's back, five times
-in a row at most (Ganeti's QA TestInstanceConsecutiveFailures), archives old
-jobs, runs the site's watcher hooks, does nothing while paused, and keeps its
-state in Ganeti's files."""
+in a row at most (Ganeti's QA TestInstanceConsecutiveFailures), restarts
+daemons killed with SIGKILL with their own command lines, cancels a remote
+import that stalled past its time-out, archives old jobs, runs the site's
+watcher hooks, does nothing while paused (also while masterd is down), keeps
+its state in Ganeti's files and logs each action in watcher.log."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
+from corral.crypto import rie
+from corral.process.daemons import running_pid
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, ok, rows
 from tests.helpers.osdef import make_os
+from tests.helpers.waiting import wait_until
 
 INST = "watched"
+NODED, MASTERD, RAPI = "corral-noded", "corral-masterd", "corral-rapi"
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +102,168 @@ def test_a_paused_watcher_does_nothing(cl: TestCluster) -> None:
     ok(cl.gnt("cluster", "watcher", "pause", "1h"))
     try:
         shut_down_behind_its_back(cl)
+        noded = kill(cl, NODED)
         run = watcher(cl, "-d")
         assert run.rc == 0 and "Pause has been set, exiting" in run.stderr
-        assert status(cl) == "ERROR_down"
+        assert daemon_pid(cl, NODED) is None
+        # The pause holds while masterd is down too: it stays down.
+        kill(cl, MASTERD)
+        run = watcher(cl, "-d")
+        assert run.rc == 0 and "Pause has been set, exiting" in run.stderr
+        assert daemon_pid(cl, MASTERD) is None and daemon_pid(cl, NODED) is None
+        # Told to ignore the pause, it starts both again.
+        run = watcher(cl, "-d", "--ignore-pause", "--no-verify-disks")
+        assert run.rc == 0, run.stderr
+        assert daemon_cmdline(cl, NODED) == noded
+        assert daemon_pid(cl, MASTERD) is not None
     finally:
         ok(cl.gnt("cluster", "watcher", "continue"))
     assert watcher(cl).rc == 0
     assert status(cl) == "running"
+
+
+# Daemons
+def daemon_pid(cl: TestCluster, name: str) -> int | None:
+    """The pid of the daemon ``name`` if its process runs that daemon."""
+    pid = running_pid(cl.paths.pid_file(name))
+    module = f"corral.daemons.{name.removeprefix('corral-')}"
+    return pid if pid is not None and module in cmdline(pid) else None
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def daemon_cmdline(cl: TestCluster, name: str) -> list[str]:
+    pid = daemon_pid(cl, name)
+    assert pid is not None, f"{name} does not run"
+    return cmdline(pid)
+
+
+def kill(cl: TestCluster, name: str) -> list[str]:
+    """SIGKILL the daemon ``name``, wait until it is gone; its command line."""
+    pid = daemon_pid(cl, name)
+    assert pid is not None, f"{name} does not run"
+    argv = cmdline(pid)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: daemon_pid(cl, name) is None, timeout=30, what=f"{name} to die")
+    return argv
+
+
+def log_lines(cl: TestCluster) -> list[str]:
+    return (cl.paths.log_dir / "watcher.log").read_text().splitlines()
+
+
+def test_restarts_killed_daemons_with_their_command_lines(cl: TestCluster) -> None:
+    before = {name: kill(cl, name) for name in (NODED, MASTERD, RAPI)}
+    logged = len(log_lines(cl))
+    run = watcher(cl, "--no-verify-disks")
+    assert run.rc == 0, run.stderr
+    for name, argv in before.items():
+        assert daemon_cmdline(cl, name) == argv
+    new = log_lines(cl)[logged:]
+    for name in (NODED, MASTERD, RAPI):
+        pid = daemon_pid(cl, name)
+        assert sum(f"Restarted daemon {name} (pid {pid}): " in line for line in new) == 1, new
+    # They answer: masterd a query, noded the instance's live state.
+    assert status(cl) == "running"
+    # Alive daemons are left alone: no second copy, nothing logged.
+    pids = {name: daemon_pid(cl, name) for name in before}
+    logged = len(log_lines(cl))
+    assert watcher(cl, "--no-verify-disks").rc == 0
+    assert {name: daemon_pid(cl, name) for name in before} == pids
+    assert not [line for line in log_lines(cl)[logged:] if "Restarted daemon" in line]
+
+
+def test_a_pid_taken_by_another_program_is_a_dead_daemon(cl: TestCluster) -> None:
+    """A pid file naming a live process that is not noded (a reused pid)."""
+    kill(cl, NODED)
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        cl.paths.pid_file(NODED).write_text(f"{other.pid}\n")
+        run = watcher(cl, "--no-verify-disks")
+        assert run.rc == 0, run.stderr
+        assert daemon_pid(cl, NODED) not in (None, other.pid)
+        assert other.poll() is None  # left alone
+    finally:
+        other.kill()
+        other.wait()
+
+
+# Pending remote imports
+def signed_cert(cds: bytes) -> str:
+    """A source's self-signed certificate signed with the domain secret ``cds``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "source.example.com")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    return rie.sign_x509_cert(pem, cds, rie.new_salt())
+
+
+def job_field(cl: TestCluster, job_id: int, field: str) -> Any:
+    with cl.client() as client:
+        return client.query_jobs([job_id], [field])[0][0]
+
+
+def last_activity(cl: TestCluster, job_id: int) -> float:
+    stamps = [job_field(cl, job_id, "start_ts")]
+    stamps += [entry[1] for entries in job_field(cl, job_id, "oplog") for entry in entries]
+    return max(float(sec) + float(usec) / 1e6 for sec, usec in stamps)
+
+
+def test_removes_a_stale_pending_remote_import(cl: TestCluster) -> None:
+    cds = rie.read_domain_secret(cl.paths)
+    op = {
+        "OP_ID": "OP_INSTANCE_CREATE",
+        "instance_name": "moving-in",
+        "mode": "remote-import",
+        "disk_template": "file",
+        "disks": [{"size": 4}],
+        "nics": [],
+        "os_type": "plain",
+        "pnode": cl.node_name,
+        "name_check": False,
+        "ip_check": False,
+        "start": False,
+        "source_handshake": rie.compute_handshake(cds),
+        "source_x509_ca": signed_cert(cds),
+        "source_instance_name": "far-away.example.com",
+        "source_shutdown_timeout": 0,
+    }
+    with cl.client() as client:
+        job_id = client.submit_job([op])
+
+    def logged_entry() -> bool:
+        entries = job_field(cl, job_id, "oplog")[0]
+        return any(entry[2] == "remote-import" for entry in entries)
+
+    wait_until(logged_entry, timeout=60, what="the import's remote-import entry")
+    # Within the (default) time-out, it is left alone.
+    assert watcher(cl, "--no-verify-disks").rc == 0
+    assert job_field(cl, job_id, "status") == "running"
+    # Idle for longer than a 1 s time-out: cancelled, and nothing stays.
+    wait_until(lambda: time.time() - last_activity(cl, job_id) > 1.5, timeout=30, what="idle")
+    logged = len(log_lines(cl))
+    run = watcher(cl, "--no-verify-disks", "--remote-import-timeout", "1")
+    assert run.rc == 0, run.stderr
+    assert job_field(cl, job_id, "status") == "canceled"
+    assert "moving-in" not in ok(cl.gnt("instance", "list", "--no-headers", "-o", "name"))
+    assert not list(cl.paths.file_storage_dir.glob("moving-in*"))
+    [line] = [line for line in log_lines(cl)[logged:] if "Removed pending" in line]
+    assert f"Removed pending remote import of instance moving-in: job {job_id} idle for" in line
 
 
 def test_runs_the_watcher_hooks_and_archives_old_jobs(cl: TestCluster, tmp_path: Path) -> None:
@@ -120,6 +290,8 @@ def test_runs_the_watcher_hooks_and_archives_old_jobs(cl: TestCluster, tmp_path:
         (["extra"], "No arguments expected"),
         (["--job-age", "5x"], "Invalid time specification '5x'"),
         (["--node-group", "not-a-uuid"], "must be given a UUID, got 'not-a-uuid'"),
+        (["--remote-import-timeout", "0"], "--remote-import-timeout must be a positive time"),
+        (["--remote-import-timeout", "soon"], "Invalid time specification 'soon'"),
     ],
 )
 def test_bad_input_is_refused(cl: TestCluster, args: list[str], message: str) -> None:

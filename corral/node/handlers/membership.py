@@ -4,8 +4,10 @@ candidate pool, leaving the cluster."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 from corral import errors
+from corral.fileio import atomic_write
 from corral.node import etcd_member
 from corral.node.candidate_files import forget_master_files
 from corral.node.context import NodeContext
@@ -19,6 +21,23 @@ from corral.rpc import calls_membership as calls
 async def write_ssconf_files(ctx: NodeContext, values: dict[str, str]) -> None:
     """Write the ssconf files the master sends (``{key: content}``)."""
     await asyncio.to_thread(write_ssconf_values, ctx.paths, values)
+
+
+def _keep_pause(paths: Paths, until: float | None) -> None:
+    if until is None:
+        paths.watcher_pause_seen.unlink(missing_ok=True)
+    else:
+        atomic_write(paths.watcher_pause_seen, f"{until}\n".encode(), mode=0o644)
+
+
+@rpc_handler(calls.set_watcher_pause)
+async def set_watcher_pause(ctx: NodeContext, until: float | None) -> None:
+    """Keep the pause where this node's watcher reads it when masterd is not here."""
+    if until is not None and (
+        isinstance(until, bool) or not isinstance(until, int | float) or not math.isfinite(until)
+    ):
+        raise errors.OpExecError(f"set_watcher_pause: invalid time {until!r}")
+    await asyncio.to_thread(_keep_pause, ctx.paths, until)
 
 
 def _is_master(paths: Paths, address: str) -> bool:
