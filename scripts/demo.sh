@@ -46,11 +46,11 @@ echo "== gnt-cluster verify"; $G/gnt-cluster verify
 echo "== gnt-job list (final)"; $G/gnt-job list
 echo "== gnt-cluster list-tags"; $G/gnt-cluster list-tags
 
-# An OS definition (Ganeti's OS interface, API 20): examples/os/demo writes a
+# An OS definition (Ganeti's OS interface, API 20): the shipped demo OS writes a
 # greeting into the instance's first disk.  Every node has its own copy
 # (gnt-cluster verify compares them).
 for root in "$CORRAL_ROOT" "$NODE2_ROOT"; do
-  mkdir -p "$root/srv/ganeti/os" && cp -r examples/os/demo "$root/srv/ganeti/os/"
+  .venv/bin/corral-examples install-os demo --root "$root"
 done
 echo "== gnt-os list"; $G/gnt-os list
 echo "== gnt-instance add"

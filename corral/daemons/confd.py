@@ -19,11 +19,16 @@ from corral.daemons import daemon_parser
 NAME = "ganeti-confd"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """Ganeti's daemon options -f and -d (nothing to start: no effect) and
     --version; where confd listens is noded's (its -b and --confd-port)."""
     parser = daemon_parser(NAME, "confd of Corral's nodes: served by corral-noded")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given."""
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,7 +22,7 @@ NAME = "corral-masterd"
 DEFAULT_LUXI_GROUP = DEFAULT_RAPI_USER
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """The command-line options of corral-masterd."""
     parser = daemon_parser(NAME, "Corral master daemon")
     parser.add_argument(
@@ -78,7 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how long the mastership lease runs without renewal; it is renewed a third"
         " of that apart (default %(default)s)",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given."""
+    return build_parser().parse_args(argv)
 
 
 def seconds(text: str) -> float:

@@ -17,7 +17,7 @@ NAME = "corral-metad"
 DEFAULT_PORT = 80  # Ganeti's defaultMetadPort
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """The command-line options of corral-metad (Ganeti's -b and -p, and limits)."""
     parser = daemon_parser(NAME, "Corral instance metadata daemon")
     parser.add_argument(
@@ -45,6 +45,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="connections one tap holds at once (default %(default)s)",
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given, checked."""
+    parser = build_parser()
     opts = parser.parse_args(argv)
     if opts.request_timeout <= 0 or opts.max_connections < 1 or not 0 < opts.port < 65536:
         parser.error("need --request-timeout > 0, --max-connections >= 1, 0 < --port < 65536")

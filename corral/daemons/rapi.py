@@ -39,7 +39,7 @@ LIMITS: tuple[LimitOption, ...] = (
 )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     """The command-line options of corral-rapi (Ganeti's ganeti-rapi's, and more)."""
     parser = daemon_parser(NAME, "Corral remote API daemon")
     parser.add_argument(
@@ -89,6 +89,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="longest wait imposed after failed logins (default %(default)g)",
     )
     add_limit_options(parser, LIMITS)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given, checked."""
+    parser = build_parser()
     opts = parser.parse_args(argv)
     if not 0 < opts.login_delay <= opts.max_login_delay:
         parser.error("need 0 < --login-delay <= --max-login-delay")
