@@ -329,9 +329,16 @@ def daemon_args(paths: Paths, daemon: str) -> list[str]:
 
 def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
     """noded first (masterd asks it), then masterd, then corral-rapi (which
-    finds the ssconf files masterd wrote: the master IP it listens on too)."""
+    finds the ssconf files masterd wrote: the master IP it listens on too);
+    through systemd where it is in charge (:mod:`corral.process.systemd`)."""
+    from corral.process import systemd
     from corral.process.daemons import start_daemon
 
+    if systemd.in_charge(paths):
+        systemd.start(paths, NODED, ["--bind", node_ip, "--port", str(port)])
+        systemd.start(paths, MASTERD, [])
+        systemd.start(paths, RAPI, ["--bind", node_ip])
+        return
     env = {"CORRAL_ROOT": str(paths.root)}
     noded = ["--bind", node_ip, "--port", str(port), *daemon_args(paths, "noded")]
     start_daemon(daemon_command("noded", *noded), env)
@@ -340,8 +347,12 @@ def start_daemons(paths: Paths, node_ip: str, port: int) -> None:
 
 
 def start_rapi(paths: Paths, node_ip: str) -> None:
+    from corral.process import systemd
     from corral.process.daemons import start_daemon
 
+    if systemd.in_charge(paths):
+        systemd.start(paths, RAPI, ["--bind", node_ip])
+        return
     start_daemon(rapi_command(paths, node_ip), {"CORRAL_ROOT": str(paths.root)})
 
 
@@ -351,12 +362,29 @@ def rapi_command(paths: Paths, node_ip: str) -> list[str]:
 
 
 def stop_daemons(paths: Paths) -> None:
+    """Stop this node's daemons, RAPI first (metad has no unit: noded starts it)."""
+    from corral.process import systemd
+
+    by_systemd = systemd.in_charge(paths)
+    for daemon in (RAPI, MASTERD, NODED, METAD):
+        _stop(paths, daemon, by_systemd=by_systemd and daemon != METAD)
+
+
+def stop_rapi(paths: Paths) -> None:
+    from corral.process import systemd
+
+    _stop(paths, RAPI, by_systemd=systemd.in_charge(paths))
+
+
+def _stop(paths: Paths, daemon: str, *, by_systemd: bool) -> None:
+    """Stop ``daemon``: its unit if ``by_systemd``, then by its pid file
+    (a copy started by hand, or any daemon where systemd is not in charge)."""
+    from corral.process import systemd
     from corral.process.daemons import stop_daemon
 
-    stop_daemon(paths, RAPI)
-    stop_daemon(paths, MASTERD)
-    stop_daemon(paths, NODED)
-    stop_daemon(paths, METAD)
+    if by_systemd:
+        systemd.stop(daemon)
+    stop_daemon(paths, daemon)
 
 
 def create_cluster(paths: Paths, opts: InitOptions) -> None:

@@ -281,14 +281,13 @@ def _replace_rapi_cert(pem: bytes | None) -> None:
         "QueryConfigValues", ["cluster_name", "master_node"]
     )
     # Only now: a run refused above stays free of the slower imports.
-    from corral.bootstrap import start_rapi
+    from corral.bootstrap import start_rapi, stop_rapi
     from corral.paths import Paths
-    from corral.process.daemons import stop_daemon
 
     paths = Paths.from_env()
     node_ip = _primary_ip(str(paths.root), master)
     print(f"Stopping daemon '{_RAPI_DAEMON}' on {master}")
-    stop_daemon(paths, _RAPI_DAEMON)
+    stop_rapi(paths)  # through systemd where it runs RAPI
     try:
         print("Updating certificates and keys")
         _write(paths, pem, [cluster_name, master], node_ip)

@@ -251,6 +251,10 @@ class _Readiness:
         if not self.done:
             _log().info("Ready")
             self._send(_READY)
+            # Run by a unit of Type=notify (packaging/debian): systemctl start returns now.
+            from corral.process.sd_notify import notify
+
+            notify("READY=1")
 
     def fail(self, message: str) -> None:
         if self.done:
@@ -380,6 +384,9 @@ def run_daemon(
     setup_logging(log_path, debug, stderr=foreground)
     pidfile = PidFile(paths.pid_file(name), name)
     try:
+        # /var/run is a tmpfs: after a reboot its directories are gone.
+        for directory in (paths.run_dir, paths.socket_dir):
+            directory.mkdir(parents=True, exist_ok=True)
         pidfile.acquire()
     except (errors.PidFileLockError, OSError) as err:
         _log().error("%s", one_line(err))

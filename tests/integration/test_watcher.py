@@ -20,13 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from corral.crypto import rie
 from corral.process.daemons import running_pid
+from tests.helpers.certs import self_signed_pem
 from tests.helpers.cluster import Result, TestCluster, running_cluster
 from tests.helpers.instances import add, ok, rows
 from tests.helpers.osdef import make_os
@@ -196,20 +193,9 @@ def test_a_pid_taken_by_another_program_is_a_dead_daemon(cl: TestCluster) -> Non
 # Pending remote imports
 def signed_cert(cds: bytes) -> str:
     """A source's self-signed certificate signed with the domain secret ``cds``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "source.example.com")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
+    pem = self_signed_pem(
+        "source.example.com", -datetime.timedelta(minutes=5), datetime.timedelta(days=1)
     )
-    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
     return rie.sign_x509_cert(pem, cds, rie.new_salt())
 
 
