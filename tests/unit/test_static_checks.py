@@ -24,6 +24,13 @@ def test_mypy_strict() -> None:
 
 
 @pytest.mark.slow
+def test_mypy_strict_packaging() -> None:
+    # packaging/ holds scripts, not a package: named here, not in pyproject's list
+    result = run(str(BIN / "mypy"), "--strict", "packaging/build_deb.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
 def test_ruff() -> None:
     for argv in (["check", "."], ["format", "--check", "."]):
         result = run(str(BIN / "ruff"), *argv)
