@@ -15,7 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m corral.docgen", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
     sub.add_parser("man", help="a manual page per command").add_argument("directory", type=Path)
-    sub.add_parser("completion", help="the bash completion script").add_argument("script", type=Path)
+    sub.add_parser("completion", help="the bash completion script").add_argument(
+        "script", type=Path
+    )
     opts = parser.parse_args(argv)
     found = programs()
     if opts.what == "man":
