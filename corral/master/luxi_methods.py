@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -16,13 +15,11 @@ from corral.master.standby import TAKE_MASTERSHIP
 from corral.metrics.master import MasterMetrics
 from corral.node.join_protocol import pem_fingerprint
 from corral.query.filter import simple_filter
-from corral.rpc import calls_membership
 from corral.services import durable_flags, join_tokens
+from corral.services.watcher_pause import PauseSender
 
 if TYPE_CHECKING:
     from corral.services.context import Master
-
-log = logging.getLogger(__name__)
 
 
 def _job_id(value: Any) -> int:
@@ -80,6 +77,7 @@ class LuxiMethods:
     def __init__(self, master: Master) -> None:
         self.master = master
         self.metrics = MasterMetrics(master.cfg, master.queue.stats, master.rpc)
+        self._pause = PauseSender(master)
         self._table: dict[str, Callable[[Any], Awaitable[Any]]] = {
             "SubmitJob": self.submit_job,
             "SubmitJobToDrainedQueue": self.submit_job_drained,
@@ -315,10 +313,5 @@ class LuxiMethods:
         result = await durable_flags.set_watcher_pause(self.master.durable, until)
         # Every node's watcher keeps it (Ganeti sends it too): a node's
         # watcher that cannot ask masterd must not restart daemons meanwhile.
-        nodes = [n for n in self.master.cfg.nodes() if not n.offline]
-        results = await self.master.rpc.results(nodes, calls_membership.set_watcher_pause(result))
-        for node in nodes:
-            results[node.uuid].report(
-                log.warning, f"Cannot tell node {node.name} about the watcher's pause"
-            )
+        self._pause.send(result)
         return result

@@ -83,7 +83,7 @@ def test_the_sdist_and_the_wheel_hold_what_runs(dist: Path) -> None:
         create = whl.getinfo(SHIPPED[0])
     assert set(SHIPPED) <= files
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in files)
-    assert "License: BSD-2-Clause" in text
+    assert "License-Expression: BSD-2-Clause" in text
     assert create.external_attr >> 16 & 0o111, "the OS scripts stay executable"
 
 

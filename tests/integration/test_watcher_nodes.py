@@ -1,6 +1,7 @@
-"""The watcher's pause reaches every node (Ganeti's set_watcher_pause call):
-a node's watcher, which cannot ask masterd, leaves its dead noded alone while
-the cluster's watcher is paused, and starts it again once the pause ends."""
+"""The watcher's pause reaches every node (Ganeti's set_watcher_pause call,
+sent once the pause is committed): a node's watcher, which cannot ask
+masterd, leaves its dead noded alone while the cluster's watcher is paused,
+and starts it again once the pause ends."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def test_a_node_keeps_the_pause_and_its_watcher_waits(bed: testbed.Testbed) -> N
     node2 = bed.nodes[1]
     seen = node2.paths.watcher_pause_seen
     _gnt_ok(bed, "watcher", "pause", "1h")
+    wait_until(seen.exists, 30, "the pause on node2")  # sent after the answer
     assert float(seen.read_text()) > 0
     _kill_noded(node2)
     assert "Pause has been set, exiting" in _watcher(bed, node2)
@@ -63,7 +65,7 @@ def test_a_node_keeps_the_pause_and_its_watcher_waits(bed: testbed.Testbed) -> N
     _watcher(bed, node2, "--ignore-pause")
     assert running_pid(node2.paths.pid_file(NODED)) is not None
     _gnt_ok(bed, "watcher", "continue")
-    assert not seen.exists()
+    wait_until(lambda: not seen.exists(), 30, "the pause gone from node2")
     _kill_noded(node2)
     _watcher(bed, node2)
     assert running_pid(node2.paths.pid_file(NODED)) is not None
