@@ -34,7 +34,7 @@ from tests.helpers.netns import NetnsBed
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import TINY_OS, make_tiny_os
 from tests.helpers.waiting import wait_until
-from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written
+from tests.helpers.writer_guest import READ_BACK, WRITER_ARGS, WROTE, last_written
 
 NODES = 3
 
@@ -146,7 +146,7 @@ def kill_primary_once(net: KvmNetBed, name: str) -> Outcome:
     net.gnt("instance", "failover", "-f", name)
     console = SerialConsole(net.serial(secondary, name))
     try:
-        read_back = int(console.wait_for(r"CORRAL-GUEST-WRITER (\d+)").group(1))
+        read_back = int(console.wait_for(READ_BACK).group(1))
         console.wait_for(WROTE)
         down = time.monotonic() - killed_at
         console.wait_for(f"CORRAL-GUEST-WROTE {read_back + 5}\\b", timeout=60)

@@ -11,6 +11,9 @@ WRITER_ARGS = "corral.writer=1"
 # A value the guest's disk acknowledged, its line complete (a line still
 # arriving may show "6" of "60").
 WROTE = re.compile(r"CORRAL-GUEST-WROTE (\d+)\r?\n")
+# The value the guest found on its disk when it started, its line complete
+# (the sector's value is padded with spaces).
+READ_BACK = r"CORRAL-GUEST-WRITER (\d+) *\r?\n"
 
 
 def sector_count(path: Path) -> int:

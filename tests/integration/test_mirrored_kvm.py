@@ -28,7 +28,13 @@ from tests.helpers.noded import Noded, daemon_env, start_noded
 from tests.helpers.serial_console import SerialConsole
 from tests.helpers.tiny_os import MIN_DISK_MIB, TINY_OS
 from tests.helpers.waiting import wait_until
-from tests.helpers.writer_guest import WRITER_ARGS, WROTE, last_written, sector_count
+from tests.helpers.writer_guest import (
+    READ_BACK,
+    WRITER_ARGS,
+    WROTE,
+    last_written,
+    sector_count,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +191,7 @@ def test_a_failover_boots_the_guest_on_the_secondary_with_every_acknowledged_wri
     assert query(cl, ["pnode", "snodes"], "w2")["w2"] == {"pnode": NODE2, "snodes": [NODE1]}
     console = SerialConsole(Layout(node2.paths.run_dir).serial("w2"))
     try:
-        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        found = console.wait_for(READ_BACK)
         assert int(found.group(1)) >= acknowledged > 0
         console.wait_for("CORRAL-GUEST-WROTE 5")  # through node2's quorum now
     finally:
@@ -262,7 +268,7 @@ def test_a_dead_primary_fails_over_with_every_acknowledged_write_and_never_back(
     assert f"please make sure node {NODE2} is down" in out, out
     console = SerialConsole(Layout(cl.paths.run_dir).serial("w3"))
     try:
-        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        found = console.wait_for(READ_BACK)
         assert int(found.group(1)) >= acknowledged
         console.wait_for("CORRAL-GUEST-WROTE 5")  # node1's copy alone
     finally:
@@ -319,7 +325,7 @@ def test_replace_disks_to_a_new_node_while_the_guest_writes_then_failover_to_it(
     ok(cl.gnt("instance", "startup", "w4"))
     console = SerialConsole(Layout(node3.paths.run_dir).serial("w4"))
     try:
-        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        found = console.wait_for(READ_BACK)
         assert int(found.group(1)) >= acknowledged
         console.wait_for("CORRAL-GUEST-WROTE 5")
     finally:
@@ -405,7 +411,7 @@ def test_the_watcher_brings_a_secondary_back_in_sync_and_restarts_a_killed_guest
     assert query(cl, ["status"], "w5")["w5"]["status"] == "running"
     console = SerialConsole(Layout(cl.paths.run_dir).serial("w5"))
     try:
-        found = console.wait_for(r"CORRAL-GUEST-WRITER (\d+)")
+        found = console.wait_for(READ_BACK)
         assert int(found.group(1)) >= acknowledged + 5  # on the resynced copies
     finally:
         console.close()

@@ -156,7 +156,10 @@ def _standby_answer(bed: Bed, name: str, sqlite: bool = True) -> str:
         found[:] = [result.stderr]
         return result.rc != 0 and ("SQLite" in result.stderr) == sqlite
 
-    wait_until(says, SETTLE, f"{name}'s masterd says where the stores are")
+    try:
+        wait_until(says, SETTLE, f"{name}'s masterd says where the stores are")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; its last answer: {found}") from None
     return found[0]
 
 
