@@ -19,7 +19,7 @@ from corral import constants as C
 from corral import testbed
 from tests.helpers.cluster import PERMISSIVE_IPOLICY, TestCluster, running_cluster
 from tests.helpers.instances import add, ok
-from tests.helpers.kvm_guest import short_root
+from tests.helpers.kvm_guest import kill_mirror_daemons, short_root
 from tests.helpers.osdef import make_os
 from tests.helpers.waiting import wait_until
 
@@ -190,6 +190,10 @@ def pair() -> Iterator[testbed.Testbed]:
             yield bed
         finally:
             bed.down()
+            # The copies' exports outlive noded by design (a restart keeps the
+            # guests' links): the bed's are ended with it.
+            for node in bed.nodes:
+                kill_mirror_daemons(node.paths.run_dir)
 
 
 def bed_get(node: testbed.BedNode, path: str) -> tuple[int, str]:
