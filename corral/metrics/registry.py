@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -55,7 +56,7 @@ def _label_text(names: Sequence[str], values: Sequence[str]) -> str:
     return "{" + pairs + "}"
 
 
-class Metric:
+class Metric(ABC):
     """A named metric with label names; subclasses hold the values."""
 
     kind = "untyped"
@@ -69,9 +70,9 @@ class Metric:
         """The ``# HELP`` and ``# TYPE`` lines."""
         return [f"# HELP {self.name} {escape_help(self.help)}", f"# TYPE {self.name} {self.kind}"]
 
+    @abstractmethod
     def render(self) -> list[str]:
         """The metric's lines (header included)."""
-        raise NotImplementedError
 
 
 class Gauge(Metric):
