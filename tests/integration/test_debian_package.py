@@ -25,6 +25,7 @@ import pytest
 
 from tests.helpers.debian_root import PATH, DebianRoot, Namespace
 from tests.helpers.noded import REPO_ROOT
+from tests.helpers.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -95,10 +96,7 @@ def stop_daemons(root: DebianRoot) -> None:
     pids = [p for d in (*reversed(DAEMONS), "corral-metad") if (p := daemon_pid(root, d))]
     for pid in pids:
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"daemons {pids} did not stop"
-        time.sleep(0.05)
+    wait_until(lambda: not any(_alive(pid) for pid in pids), 30, f"daemons {pids} to stop")
 
 
 def _alive(pid: int) -> bool:
@@ -190,10 +188,11 @@ def logrotate_postrotate(ns: Namespace) -> None:
     script = snippet.split("postrotate\n", 1)[1].split("endscript", 1)[0]
     ns.run("sh", "-c", script)
     logs = [ns.root.path(f"/var/log/ganeti/{d}.log") for d in DAEMONS]
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not all("Log files opened again" in log.read_text() for log in logs):
-        assert time.monotonic() < deadline, "a daemon did not open its log again"
-        time.sleep(0.05)
+    wait_until(
+        lambda: all("Log files opened again" in log.read_text() for log in logs),
+        READY_TIMEOUT,
+        "every daemon to open its log again",
+    )
 
 
 def test_the_package_installs_what_an_operator_of_ganeti_expects(root: DebianRoot) -> None:
