@@ -16,6 +16,7 @@ only loopback (:class:`Namespace`).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -118,13 +119,17 @@ class DebianRoot:
             f'{_MOUNTS} && mount --bind "$0" "$root/var/cache/apt/archives"'
             ' && exec chroot "$root" "$@"'
         )
+        # One apt at a time on the shared ARCHIVES (apt locks it and fails at
+        # once, not waiting, when another run of the tests holds it).
         try:
-            done = subprocess.run(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-                 str(ARCHIVES), str(self.root), "apt-get", "-y", *args],
-                env=_clean_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                check=False,
-            )  # fmt: skip
+            with (CACHE / "apt.lock").open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                done = subprocess.run(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                     str(ARCHIVES), str(self.root), "apt-get", "-y", *args],
+                    env=_clean_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                    check=False,
+                )  # fmt: skip
         finally:
             resolv.unlink(missing_ok=True)  # the cluster's names come from /etc/hosts
         if done.returncode != 0:
