@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import aiohttp
+
 from corral import testbed
 from corral.node.etcd_member import etcd_root
 from corral.paths import Paths
@@ -55,6 +57,8 @@ NODES = 5
 CANDIDATES = 3
 # The nft table the partitions add in the master's namespace.
 TABLE = "corralfault"
+# What etcd 3.4 logs for every call through its gateway with a client certificate.
+GATEWAY_NOISE = "ignoring common name in gRPC-gateway proxy request"
 _CLONE_NEWNET = 0x40000000
 
 
@@ -145,17 +149,41 @@ class NetBed:
         """Whether every candidate's etcd member serves, as seen from node ``where``."""
         return all(self.serving(where))
 
+    def health_answers(self, where: str) -> list[str]:
+        """Each candidate's member's answer to ``/health`` from node ``where``
+        (its body, or the error getting it)."""
+
+        async def ask(session: aiohttp.ClientSession, url: str) -> str:
+            try:
+                async with session.get(url + "/health") as response:
+                    return f"{response.status} {(await response.text()).strip()}"
+            except (aiohttp.ClientError, TimeoutError) as err:
+                return f"{type(err).__name__}: {err}"
+
+        async def ask_all() -> list[str]:
+            paths = self.bed.master.paths
+            connector = aiohttp.TCPConnector(
+                ssl=client_ssl_context(paths.ca_cert, paths.client_pem)
+            )
+            timeout = aiohttp.ClientTimeout(total=3.0)
+            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+                return [await ask(session, n.client_url) for n in self.nodes]
+
+        return in_namespace(self.namespace(where), lambda: asyncio.run(ask_all()))
+
     def members_report(self, where: str) -> str:
-        """Each candidate's member as seen from node ``where``: serving or
-        not, its pid, the end of its log (for a test that failed waiting)."""
+        """Each candidate's member as seen from node ``where``: its answer to
+        ``/health``, its pid, the end of its log less the warning etcd 3.4
+        logs for every call through its gateway (for a test that failed
+        waiting)."""
         lines = []
-        for node, ok in zip(self.nodes, self.serving(where), strict=True):
+        for node, answer in zip(self.nodes, self.health_answers(where), strict=True):
             paths = self.paths(node.name)
             log_file = etcd_root(paths) / "etcd.log"
             text = log_file.read_text(errors="replace") if log_file.exists() else ""
-            tail = text.splitlines()[-15:]
-            lines.append(f"{node.name}: serving={ok} pid={etcd_pid(paths)}")
-            lines.extend(f"  {line}" for line in tail)
+            kept = [line for line in text.splitlines() if GATEWAY_NOISE not in line]
+            lines.append(f"{node.name}: /health {answer!r} pid={etcd_pid(paths)}")
+            lines.extend(f"  {line}" for line in kept[-25:])
         return "\n".join(lines)
 
     def logs(self, daemon: str) -> dict[str, Path]:
@@ -300,7 +328,10 @@ def fault(net: NetBed, clients: Clients, kind: str, calls: int) -> tuple[str, fl
     calls, undone; once the master it hit stands by and every member serves."""
     with FAULTS[kind](net) as (victim, taken):
         wait_progress(clients, calls)
-    back_in_service(net, victim)
+    try:
+        back_in_service(net, victim)
+    except AssertionError as err:
+        raise AssertionError(f"after the {kind} fault of {victim}: {err}") from None
     return victim, taken
 
 
