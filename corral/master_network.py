@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,3 +36,25 @@ def master_params(cluster: Cluster, master: Node) -> MasterNetworkWire:
         "netdev": cluster.master_netdev,
         "ip_family": int(family),
     }
+
+
+def address_owner(nodes: Iterable[Node], ip: str, master: Node) -> Node | None:
+    """The node other than ``master`` whose own (primary or secondary)
+    address ``ip`` is, if any.  The master IP must never be brought up on
+    ``master`` then: two machines holding one address cut its owner off from
+    the master's node (each drops the other's packets as its own).  It is
+    so when the cluster took its first node's address as its master IP (no
+    address of its own at ``gnt-cluster init``) and the mastership moved."""
+    for node in nodes:
+        if node.uuid != master.uuid and ip in (node.primary_ip, node.secondary_ip):
+            return node
+    return None
+
+
+def owned_elsewhere(owner: Node, ip: str, master: Node) -> str:
+    """Why the master IP stays off ``master`` (see :func:`address_owner`)."""
+    return (
+        f"The master IP {ip} is node {owner.name}'s own address: not bringing it up on"
+        f" {master.name}; give the cluster an address of its own (gnt-cluster rename"
+        " to a name that resolves to it)"
+    )

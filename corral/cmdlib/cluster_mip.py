@@ -4,8 +4,10 @@ hooks of their own (the node runs its master-ip-turnup/turndown hooks)."""
 
 from __future__ import annotations
 
+from corral import constants as C
+from corral import errors
 from corral.cmdlib.base import LogicalUnit
-from corral.master_network import master_params
+from corral.master_network import address_owner, master_params, owned_elsewhere
 from corral.opcodes import cluster as opc
 from corral.rpc.calls_master_ip import node_activate_master_ip, node_deactivate_master_ip
 
@@ -14,6 +16,14 @@ class LUClusterActivateMasterIp(LogicalUnit[opc.OpClusterActivateMasterIp]):
     """Brings the master IP up on the master node."""
 
     OPCODE = opc.OpClusterActivateMasterIp
+
+    async def check_prereq(self) -> None:
+        cluster, master = self.cfg.cluster, self.master_node
+        owner = address_owner(self.cfg.nodes(), cluster.master_ip, master)
+        if owner is not None:
+            raise errors.OpPrereqError(
+                owned_elsewhere(owner, cluster.master_ip, master), C.ECODE_STATE
+            )
 
     async def exec(self) -> None:
         cluster, master = self.cfg.cluster, self.master_node

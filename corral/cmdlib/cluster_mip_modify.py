@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from corral import constants as C
 from corral import errors
-from corral.master_network import ip_version, master_params, valid_netmask
+from corral.master_network import (
+    address_owner,
+    ip_version,
+    master_params,
+    owned_elsewhere,
+    valid_netmask,
+)
 from corral.objects import Cluster
 from corral.rpc.calls_master_ip import (
     node_activate_master_ip,
@@ -64,6 +70,10 @@ def _change(cluster: Cluster, changes: list[tuple[str, Any]], name: str, value: 
 async def restart(lu: LUClusterSetParams) -> None:
     """Up on the new device (a failure only warned about, as Ganeti's)."""
     cluster, master = lu.cfg.cluster, lu.master_node
+    owner = address_owner(lu.cfg.nodes(), cluster.master_ip, master)
+    if owner is not None:
+        lu.warn(owned_elsewhere(owner, cluster.master_ip, master))
+        return
     lu.feedback(f"Starting the master ip on the new master netdev ({cluster.master_netdev})")
     request = node_activate_master_ip(
         master_params(cluster, master), cluster.use_external_mip_script

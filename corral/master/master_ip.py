@@ -6,7 +6,9 @@ A new master first asks the previous master's node to let the address go
 (fenced with the new master's token, so a deposed master's late call cannot
 bring it back there; best effort, with a short deadline: that node may be
 dead), then brings it up on its own node.  The script on the node refuses
-to bring up an address another machine still answers.
+to bring up an address another machine still answers; masterd never asks
+for another node's own address (the cluster's first node's, when the
+cluster has no master IP of its own), which would cut that node off.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from corral.master_network import master_params
+from corral.master_network import address_owner, master_params, owned_elsewhere
 from corral.objects import Node
 from corral.rpc.calls_master_ip import node_activate_master_ip, node_deactivate_master_ip
 from corral.services.context import Master
@@ -50,6 +52,10 @@ async def take(master: Master, former: Node | None) -> None:
     if former is not None and former.uuid != own.uuid and not former.offline:
         await _deactivate(master, former, FORMER_DEADLINE)
     cluster = cfg.cluster
+    owner = address_owner(cfg.nodes(), cluster.master_ip, own)
+    if owner is not None:
+        log.warning("%s", owned_elsewhere(owner, cluster.master_ip, own))
+        return
     request = node_activate_master_ip(master_params(cluster, own), cluster.use_external_mip_script)
     result = await master.rpc.result(own, request)
     if result.failed:

@@ -9,6 +9,7 @@ the dead master's node let the address go)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -74,10 +75,10 @@ def _holders(bed: testbed.Testbed) -> list[str]:
     ]
 
 
-def _answers(bed: testbed.Testbed, node: testbed.BedNode) -> bool:
-    """Whether the master IP answers pings sent from ``node``."""
+def _answers(bed: testbed.Testbed, node: testbed.BedNode, address: str = MASTER_IP) -> bool:
+    """Whether ``address`` (the master IP) answers pings sent from ``node``."""
     run = subprocess.run(
-        bed.network.wrap(node.index, ["fping", "-c", "1", "-t", "300", MASTER_IP]),
+        bed.network.wrap(node.index, ["fping", "-c", "1", "-t", "300", address]),
         capture_output=True,
         check=False,
     )
@@ -216,11 +217,16 @@ def _rapi_get(bed: testbed.Testbed, node: testbed.BedNode, address: str) -> tupl
     return int(status), body
 
 
+def _start_masterd(bed: testbed.Testbed, node: testbed.BedNode) -> None:
+    """masterd on ``node`` (it stands by while another leads)."""
+    masterd = [sys.executable, "-m", "corral.daemons.masterd"]
+    start_daemon(bed.network.wrap(node.index, masterd), testbed.daemon_env(node.paths), 30)
+
+
 def _standby(bed: testbed.Testbed, node: testbed.BedNode) -> None:
     """masterd (standing by) and corral-rapi on ``node``."""
     env = testbed.daemon_env(node.paths)
-    masterd = [sys.executable, "-m", "corral.daemons.masterd"]
-    start_daemon(bed.network.wrap(node.index, masterd), env, timeout=30)
+    _start_masterd(bed, node)
     rapi = bootstrap.rapi_command(node.paths, node.address)
     start_daemon(bed.network.wrap(node.index, rapi), env, timeout=30)
 
@@ -275,3 +281,36 @@ def test_a_master_that_cannot_renew_its_lease_drops_the_master_ip(
             assert pid is not None
             os.kill(pid, signal.SIGCONT)
     wait_until(lambda: _holders(bed) == [node1.name], SETTLE, "the master IP back on node 1")
+
+
+def test_a_master_ip_that_is_a_node_address_stays_with_its_node(bed: testbed.Testbed) -> None:
+    """A cluster without an address of its own has its first node's as its
+    master IP (``gnt-cluster init`` or ``rename`` to a name that does not
+    resolve).  That node cut off, the next master must not bring its
+    address up: both nodes would then hold it and each drop the other's
+    packets as its own, as the etcd fault test's nodes once did.  (Last in
+    the module: the cluster keeps node 1's address as its master IP.)"""
+    node1, node2, node3 = bed.nodes
+    wait_until(lambda: _holders(bed) == [node1.name], SETTLE, "the master IP on node 1")
+    _ok(bed.gnt("cluster", "rename", "-f", testbed.CLUSTER_NAME))
+    assert _holders(bed) == []
+    master_ip = node2.paths.ssconf_file("master_ip")
+    wait_until(lambda: master_ip.read_text().strip() == node1.address, SETTLE, "node 2's ssconf")
+    _start_masterd(bed, node2)  # (the failover test killed node 2's)
+    log = node2.paths.daemon_log(MASTERD)
+    warning = f"The master IP {node1.address} is node {node1.name}'s own address"
+    link = ["ip", "link", "set", NETDEV]
+    subprocess.run(bed.network.wrap(node1.index, [*link, "down"]), check=True)
+    try:
+        wait_until(lambda: warning in log.read_text(), SETTLE, "node 2 leading, leaving it be")
+        refused = bed.gnt("cluster", "activate-master-ip", node=node2)
+        assert refused.returncode == 1
+        assert f"{warning}: not bringing it up on {node2.name}" in refused.stderr
+        for other in (node2, node3):
+            held = [address.split("/")[0] for address in _addresses(bed, other)]
+            assert node1.address not in held, (other.name, held)
+    finally:
+        subprocess.run(bed.network.wrap(node1.index, [*link, "up"]), check=True)
+    for other in (node2, node3):
+        answers = functools.partial(_answers, bed, other, node1.address)
+        wait_until(answers, SETTLE, f"node 1 answering {other.name}")
