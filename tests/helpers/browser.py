@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.chrome.service import Service
 
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -76,3 +77,16 @@ def console_log(driver: webdriver.Chrome) -> list[dict[str, Any]]:
     """The page's console messages so far (to explain a failed wait)."""
     entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
     return entries
+
+
+def text(driver: webdriver.Chrome, css: str) -> str:
+    """The rendered text of the element ``css`` selects, found and read in
+    one script: the dashboard redraws as answers come, and an element found
+    first and read after may be gone by then (StaleElementReferenceException).
+    NoSuchElementException when there is none (a wait goes on)."""
+    found = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.innerText;", css
+    )
+    if found is None:
+        raise NoSuchElementException(f"no element {css}")
+    return str(found)

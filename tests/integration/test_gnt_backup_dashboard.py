@@ -14,7 +14,7 @@ from selenium.webdriver import Chrome
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.helpers.browser import chromium
+from tests.helpers.browser import chromium, text
 from tests.helpers.cluster import running_cluster
 from tests.helpers.osdef import make_os
 from tests.helpers.two_clusters import DUMPER_SCRIPTS, OS_NAME, add_instance, gated_export
@@ -30,10 +30,6 @@ def wait_for(driver: Chrome, condition: Any, what: str) -> Any:
         driver, 60, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
     )
     return waiter.until(condition, f"timed out waiting for {what}")
-
-
-def text(driver: Chrome, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
 
 
 def test_export_bar(tmp_path: Path) -> None:

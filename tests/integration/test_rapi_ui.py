@@ -19,7 +19,7 @@ from selenium.webdriver import Chrome
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.helpers.browser import chromium, console_log
+from tests.helpers.browser import chromium, console_log, text
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.instances import add, ok, query
 from tests.helpers.jobs import delay_gate_path, release_gate, wait_final
@@ -61,10 +61,6 @@ def wait_for(driver: Chrome, condition: Callable[[Chrome], Any], what: str) -> A
         raise AssertionError(
             f"timed out waiting for {what}; page error: {error!r}; console: {console_log(driver)}"
         ) from None
-
-
-def text(driver: Chrome, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
 
 
 def instance_cell(name: str, cell: str) -> str:
