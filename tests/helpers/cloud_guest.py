@@ -31,7 +31,7 @@ from pathlib import Path
 from tests.helpers import debian_guest, guest
 from tests.helpers.cluster import TestCluster, new_root
 from tests.helpers.instances import ok
-from tests.helpers.kvm_guest import kill_leftovers, short_root
+from tests.helpers.kvm_guest import TCG_KERNEL_ARGS, kill_leftovers, short_root
 from tests.helpers.netns_thread import NamespaceThread
 from tests.helpers.osdef import make_os
 
@@ -183,7 +183,7 @@ def _init(
             f"kernel_path={image.kernel}",
             f"initrd_path={image.initrd}",
             f"root_path={image.root}",
-            "kernel_args=ro",
+            f"kernel_args=ro {TCG_KERNEL_ARGS}",
             "kvm_flag=disabled",  # KVM hangs guests on this machine kind
             "serial_console=true",
             "serial_speed=115200",

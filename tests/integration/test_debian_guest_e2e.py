@@ -32,7 +32,7 @@ from corral.process.daemons import start_daemon, stop_daemon
 from tests.helpers import debian_guest, guest
 from tests.helpers.cluster import TestCluster, running_cluster
 from tests.helpers.instances import NO_CHECKS, ok, rows
-from tests.helpers.kvm_guest import kill_leftovers
+from tests.helpers.kvm_guest import TCG_KERNEL_ARGS, kill_leftovers
 from tests.integration.test_instance_console import ESCAPE, console_process, finish, read_until
 
 NAME = "debian1.example.com"
@@ -106,7 +106,7 @@ def debian_cluster() -> Iterator[TestCluster]:
             f"kernel_path={guest.guest_kernel()}",
             f"initrd_path={guest.guest_initramfs()}",
             "root_path=/dev/vda",  # PARTITION_STYLE=none: the filesystem is the whole disk
-            "kernel_args=ro corral.boot=root",
+            f"kernel_args=ro corral.boot=root {TCG_KERNEL_ARGS}",
             "kvm_flag=disabled",  # KVM hangs guests on this machine kind
             "serial_speed=115200",
         )
