@@ -59,7 +59,8 @@ def root(deb: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debian
     debian = DebianRoot.unpack(tmp_path_factory.mktemp("debian") / "root")
     try:
         shutil.copy(deb, debian.path(f"/tmp/{deb.name}"))
-        debian.apt("install", "-q", "--no-install-recommends", f"/tmp/{deb.name}")
+        # logrotate (recommended) runs the package's snippet for real
+        debian.apt("install", "-q", "--no-install-recommends", f"/tmp/{deb.name}", "logrotate")
         debian.path("/etc/hosts").write_text(
             f"127.0.0.1 localhost\n{NODE_IP} {NODE}\n{NODE_IP} {CLUSTER}\n"
         )
@@ -181,18 +182,23 @@ def start_unit(ns: Namespace, unit: str, log: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def logrotate_postrotate(ns: Namespace) -> None:
-    """Run the logrotate snippet's postrotate script: every daemon opens its
-    log again (SIGHUP), as it says in its log."""
-    snippet = ns.root.path("/etc/logrotate.d/corral").read_text()
-    script = snippet.split("postrotate\n", 1)[1].split("endscript", 1)[0]
-    ns.run("sh", "-c", script)
-    logs = [ns.root.path(f"/var/log/ganeti/{d}.log") for d in DAEMONS]
+def logrotate(root: DebianRoot, ns: Namespace) -> None:
+    """Run logrotate on the package's snippet, forced: every daemon's log is
+    rotated and opened again (SIGHUP from its postrotate), as it says in its
+    new log; etcd's (as a master candidate has it) is copied and truncated."""
+    etcd_log = root.path("/var/lib/ganeti/etcd/etcd.log")
+    etcd_log.parent.mkdir(mode=0o700, exist_ok=True)
+    etcd_log.write_text("etcd's lines\n")
+    ns.run("logrotate", "--force", "--state", "/tmp/logrotate.state", "/etc/logrotate.d/corral")
+    logs = [root.path(f"/var/log/ganeti/{d}.log") for d in DAEMONS]
+    assert all(log.with_name(log.name + ".1").exists() for log in logs)
     wait_until(
         lambda: all("Log files opened again" in log.read_text() for log in logs),
         READY_TIMEOUT,
         "every daemon to open its log again",
     )
+    assert etcd_log.with_name("etcd.log.1").read_text() == "etcd's lines\n"
+    assert etcd_log.stat().st_size == 0
 
 
 def test_the_package_installs_what_an_operator_of_ganeti_expects(root: DebianRoot) -> None:
@@ -240,7 +246,7 @@ def test_a_cluster_runs_from_the_units_and_purge_leaves_nothing(
            "--no-name-check", "--no-ip-check", INSTANCE)  # fmt: skip
     listed = ns.run("gnt-instance", "list", "--no-headers", "-o", "name,status").stdout.split()
     assert listed == [INSTANCE, "running"]
-    logrotate_postrotate(ns)
+    logrotate(root, ns)
     for proc in reversed(procs):
         proc.terminate()
         assert proc.wait(30) == 0
